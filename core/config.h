@@ -1,0 +1,140 @@
+/*
+ * Agent configuration: defaults <- YAML file <- command line.
+ *
+ * pp_config_load() parses the YAML file into a pp_config; pp_cli_parse()
+ * (cli.h) applies flags on top. Plugin sections (top-level keys named after
+ * a plugin) are kept as generic key/value trees with their file positions and
+ * validated once the plugins are loaded (pp_config_bind_plugin), because only
+ * the plugin's descriptor knows its keys.
+ */
+#ifndef PP_CONFIG_H
+#define PP_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "polyprof/plugin.h"
+
+#define PP_DEFAULT_CONFIG_PATH "/etc/polyprof/polyprof.yaml"
+#define PP_MAX_ERR 512
+
+/* A scalar or list value from YAML or the CLI, with where it came from. */
+struct pp_config_value {
+  char *key;            /* key inside the section */
+  char *scalar;         /* scalar text, NULL for a list */
+  char **items;         /* list items (NULL-terminated), NULL for a scalar */
+  size_t item_count;
+  const char *origin;   /* file path or "command line" (not owned) */
+  int line;             /* 1-based YAML line, 0 for the command line */
+  char *flag;           /* the CLI flag that set it, NULL if from the file */
+};
+
+/* One plugin's section: "python:" in YAML plus --python-* flags. */
+struct pp_plugin_section {
+  char *name;
+  int line;                       /* line of the section key, 0 if only CLI */
+  struct pp_config_value *values; /* later entries override earlier ones */
+  size_t count;
+};
+
+/* Resolved plugin option values (after binding to a descriptor). */
+struct pp_bound_option {
+  const struct pp_option *opt;
+  char *scalar;         /* textual value (NULL: unset) */
+  char **items;         /* lists */
+  size_t item_count;
+};
+
+struct pp_plugin_config {
+  char *name;
+  bool enabled;
+  char *mode;           /* NULL if the plugin declares no mode */
+  char *disabled_by;    /* why disabled: "--no-python", "python.enabled: false (file:line)"... */
+  char *isolation;      /* "worker" | "inline" (per plugin override) */
+  struct pp_bound_option *options;
+  size_t option_count;
+};
+
+struct pp_config {
+  char *config_path;            /* file actually read, NULL if none */
+
+  /* profiling */
+  int frequency;                /* -f, Hz (default 11) */
+  int duration;                 /* -d, seconds (default 60) */
+  bool continuous;              /* -c */
+  uint32_t *pids;               /* --pids, NULL/0 = all */
+  size_t pid_count;
+  char *profiling_mode;         /* "cpu" (only value for now) */
+
+  /* output */
+  char *output_dir;             /* -o, NULL = no local output */
+  bool rotating_output;
+  bool flamegraph;              /* --no-flamegraph clears */
+  char **output_formats;        /* "col", "html", ... NULL-terminated */
+  size_t output_format_count;
+
+  /* enrichment */
+  bool app_identifiers;         /* --disable-application-identifiers clears */
+  bool container_names;         /* --disable-container-names clears */
+  bool application_metadata;    /* --disable-application-metadata clears */
+  bool metadata_collection;     /* --disable-metadata-collection clears */
+  bool metrics_collection;      /* --disable-metrics-collection clears */
+  char **app_id_args_filters;   /* regexes */
+  size_t app_id_args_filter_count;
+  size_t appid_cache_size;      /* LRU entries (default 4096) */
+
+  /* agent */
+  bool pidns_check;             /* --disable-pidns-check clears */
+  char *pid_file;               /* default /run/polyprof.pid */
+  char *log_file;               /* default /var/log/polyprof/polyprof.log, "" = none */
+  size_t log_max_bytes;         /* default 5 MiB */
+  int log_backups;              /* default 1 */
+  bool verbose;                 /* -v */
+
+  /* plugins */
+  char *plugin_dir;             /* --plugin-dir */
+  char *isolation;              /* "worker" (default) | "inline" */
+  int worker_memory_limit_mb;   /* RSS cap per worker (default 256) */
+  int worker_timeout_s;         /* a reply slower than this = hung (default 10) */
+  int worker_restart_backoff_max_s; /* default 300 */
+
+  /* upload (issue 10 fills the client; flags parsed here) */
+  bool upload;
+  char *server_host;
+  char *token;
+  char *service_name;
+
+  /* per-plugin raw sections from YAML/CLI, then bound configs */
+  struct pp_plugin_section *sections;
+  size_t section_count;
+  struct pp_plugin_config *plugins;
+  size_t plugin_count;
+};
+
+void pp_config_defaults(struct pp_config *c);
+void pp_config_free(struct pp_config *c);
+
+/* Parse `path` into c (on top of whatever c holds). 0 on success; on error
+ * -1 with a one-line message in err naming file, line and key. A missing
+ * file is an error only if `required` (an explicit --config). */
+int pp_config_load(struct pp_config *c, const char *path, bool required, char err[PP_MAX_ERR]);
+
+/* Validate the section of `plugin` (if any) against its descriptor and fill
+ * c->plugins[...] for it: enabled/mode/options with defaults applied.
+ * 0, or -1 with a message naming file, line and key (suggesting the nearest
+ * valid key for unknown ones). */
+int pp_config_bind_plugin(struct pp_config *c, const struct pp_plugin *plugin,
+                          char err[PP_MAX_ERR]);
+
+/* Sections that named no loaded plugin: each gets a message if the name is
+ * not a known runtime either. Returns the number of problems found. */
+int pp_config_check_orphans(const struct pp_config *c, const char *const *loaded_names,
+                            char err[PP_MAX_ERR]);
+
+const struct pp_plugin_config *pp_config_plugin(const struct pp_config *c, const char *name);
+
+/* Edit distance helper used for "did you mean" suggestions. */
+const char *pp_config_suggest(const char *word, const char *const *candidates, size_t n);
+
+#endif /* PP_CONFIG_H */

@@ -1,0 +1,259 @@
+/*
+ * polyprof plugin ABI.
+ *
+ * This header is the only thing a plugin needs. A plugin is a shared object
+ * that exports one symbol, PP_PLUGIN_ENTRY_SYMBOL, returning a pointer to a
+ * static `struct pp_plugin` descriptor.
+ *
+ * Versioning rules (see docs/plugin-sdk.md):
+ *  - A change that breaks existing plugins bumps PP_ABI_MAJOR; the host refuses
+ *    a plugin whose abi_major differs from its own.
+ *  - New fields are only ever appended to the end of a struct and bump
+ *    PP_ABI_MINOR. Every struct that crosses the boundary starts with (or
+ *    carries) a struct_size, and the reader only reads fields that lie inside
+ *    the size the writer declared. A plugin built against an older minor keeps
+ *    working with a newer host, and vice versa.
+ *  - Enum values are never renumbered.
+ *
+ * Threading: the host calls the vtable from one thread. tick() and snapshot()
+ * never run concurrently, so a plugin that samples from tick() needs no locks.
+ * A plugin may start its own threads; then it owns their synchronisation and
+ * must join them in stop().
+ *
+ * All functions returning int return 0 on success or a negative errno-style
+ * code; the human-readable reason goes to host->log() once.
+ */
+#ifndef POLYPROF_PLUGIN_H
+#define POLYPROF_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define PP_ABI_MAJOR 1
+#define PP_ABI_MINOR 0
+
+#define PP_PLUGIN_ENTRY_SYMBOL "polyprof_plugin_entry"
+
+#if defined(__GNUC__)
+#define PP_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#define PP_EXPORT __attribute__((visibility("default")))
+#else
+#define PP_PRINTF(fmt, args)
+#define PP_EXPORT
+#endif
+
+/* What kind of code a frame is. Writers derive suffixes (`_[k]`, `_[p]`...)
+ * and colours from this; plugins never type suffixes into names. */
+enum pp_frame_kind {
+  PP_FRAME_NATIVE = 0,            /* C, C++, Rust, Go: no suffix */
+  PP_FRAME_KERNEL = 1,            /* _[k] */
+  PP_FRAME_PYTHON = 2,            /* _[p]  "name (file:line)" */
+  PP_FRAME_PYTHON_NATIVE = 3,     /* _[pn] native frame under Python */
+  PP_FRAME_PYTHON_ERROR = 4,      /* _[pe] */
+  PP_FRAME_JAVA_JIT = 5,          /* _[j] */
+  PP_FRAME_JAVA_INLINED = 6,      /* _[i] */
+  PP_FRAME_JAVA_INTERPRETED = 7,  /* _[0] */
+  PP_FRAME_JAVA_C1 = 8,           /* _[1] */
+  PP_FRAME_RUBY = 9,              /* _[rb] "name - file:line" */
+  PP_FRAME_PHP = 10,              /* _[php] "name file:line" */
+  PP_FRAME_DOTNET = 11,           /* _[net] */
+  PP_FRAME_JS = 12,               /* no suffix, "name (file:line)" */
+  PP_FRAME_PSEUDO = 13,           /* synthetic frame: thread name, state... */
+  PP_FRAME_ERROR = 14,            /* "[Profiling error: ...]" and friends */
+  PP_FRAME_KIND_COUNT
+};
+
+/* One frame. Strings are UTF-8 and only need to live until the call that
+ * received them returns (the host copies them). A ';' or newline in a string
+ * is replaced by the writers; the Java convention ';' -> '|' is applied there
+ * too. */
+struct pp_frame {
+  const char *name; /* required */
+  const char *file; /* source file or mapped object; NULL if unknown */
+  uint32_t line;    /* 0 if unknown */
+  uint32_t kind;    /* enum pp_frame_kind */
+};
+
+/* One observed stack. */
+struct pp_sample {
+  uint32_t pid;                   /* host pid (thread group id) */
+  uint32_t tid;                   /* host tid, 0 if unknown */
+  const char *comm;               /* name for the comm frame; NULL = the process comm */
+  const struct pp_frame *frames;  /* frames[0] is the innermost (leaf) frame */
+  uint32_t nframes;
+  uint32_t reserved;
+  uint64_t count;                 /* number of samples this stack stands for */
+};
+
+enum pp_pid_status {
+  PP_PID_OK = 0,
+  PP_PID_ERROR = 1,   /* -> "[Profiling error: <reason>]" */
+  PP_PID_SKIPPED = 2, /* -> "[Profiling skipped: <reason>]" */
+};
+
+enum pp_log_level {
+  PP_LOG_DEBUG = 0,
+  PP_LOG_INFO = 1,
+  PP_LOG_WARNING = 2,
+  PP_LOG_ERROR = 3,
+};
+
+/* Capabilities and requirements (descriptor.capabilities). */
+#define PP_CAP_SYSTEM_WIDE (1ull << 0)  /* samples every process itself; gets no target list */
+#define PP_CAP_RUNTIME (1ull << 1)      /* samples only the pids the host hands it */
+#define PP_CAP_PERFLESS (1ull << 2)     /* its stacks stand on their own without perf */
+#define PP_CAP_NEEDS_ROOT (1ull << 8)
+#define PP_CAP_NEEDS_PERFMON (1ull << 9)
+#define PP_CAP_NEEDS_PTRACE (1ull << 10) /* CAP_SYS_PTRACE: reads another process */
+#define PP_CAP_NEEDS_SYSLOG (1ull << 11) /* CAP_SYSLOG: kernel addresses */
+#define PP_CAP_NEEDS_KILL (1ull << 12)   /* signals targets (attach protocols) */
+#define PP_CAP_ARCH_X86_64 (1ull << 16)
+#define PP_CAP_ARCH_AARCH64 (1ull << 17) /* no arch bit set: any architecture */
+
+/* A target handed to add_targets(). Fixed layout, never extended: a pid plus
+ * its start time (clock ticks since boot, /proc/PID/stat field 22), which
+ * together identify a process even when pids are reused. */
+struct pp_target {
+  uint32_t pid;
+  uint32_t reserved;
+  uint64_t start_time;
+};
+
+/* Session parameters given to start(). */
+struct pp_session {
+  uint32_t struct_size;
+  uint32_t frequency_hz;   /* samples per second per thread (or per CPU for perf) */
+  uint32_t duration_s;     /* length of one session; snapshot() comes about this often */
+  uint32_t flags;          /* PP_SESSION_* */
+  const char *mode;        /* the value of "<plugin>.mode", never "disabled" */
+  /* out: how often the host should call tick(); 0 = never. Preset by the
+   * host to 1e9 / frequency_hz. */
+  uint64_t tick_interval_ns;
+};
+#define PP_SESSION_CONTINUOUS (1u << 0)
+#define PP_SESSION_PERFLESS (1u << 1) /* no system-wide plugin is running */
+
+/* Option types a plugin may declare (descriptor.options). */
+enum pp_option_type {
+  PP_OPT_BOOL = 0,
+  PP_OPT_INT = 1,
+  PP_OPT_STRING = 2,
+  PP_OPT_ENUM = 3, /* one of choices[] */
+  PP_OPT_LIST = 4, /* YAML sequence of strings; CLI flag may be repeated or comma-separated */
+};
+
+/* A configuration key of the plugin, under its YAML section "<name>:". The
+ * host validates the section against these (unknown key, wrong type, range)
+ * before init() and exposes each as a CLI flag. Keys "enabled" and "mode" are
+ * handled by the host: declare "mode" as PP_OPT_ENUM to list the plugin's
+ * modes ("disabled" is always accepted on top of them). */
+struct pp_option {
+  const char *key;                  /* YAML key, [a-z0-9_]+ */
+  uint32_t type;                    /* enum pp_option_type */
+  uint32_t reserved;
+  const char *cli_flag;             /* long flag without "--"; NULL: "<plugin>-<key, '_' -> '-'>" */
+  const char *default_value;        /* textual default, NULL: unset */
+  const char *const *choices;       /* PP_OPT_ENUM: NULL-terminated */
+  int64_t min, max;                 /* PP_OPT_INT: inclusive range (min > max: unbounded) */
+  const char *help;                 /* one line for --help and the docs */
+};
+
+struct pp_sink; /* opaque: where snapshot() puts its stacks */
+
+/* Services the host offers. Read a field only if offsetof(field) +
+ * sizeof(field) <= struct_size. */
+struct pp_host {
+  uint32_t struct_size;
+  uint16_t abi_major;
+  uint16_t abi_minor;
+  void *host_data; /* opaque, for the host */
+
+  void (*log)(const struct pp_host *host, int level, const char *fmt, ...) PP_PRINTF(3, 4);
+
+  /* Values of the plugin's own options (validated, defaults applied).
+   * Return 0, or -ENOENT for a key that is neither declared nor set, or
+   * -EINVAL for a type mismatch. Returned strings live until fini(). */
+  int (*config_string)(const struct pp_host *host, const char *key, const char **out);
+  int (*config_int)(const struct pp_host *host, const char *key, int64_t *out);
+  int (*config_bool)(const struct pp_host *host, const char *key, int *out);
+  int (*config_list)(const struct pp_host *host, const char *key, const char *const **items,
+                     size_t *count);
+
+  uint64_t (*monotonic_ns)(const struct pp_host *host);
+  uint64_t (*realtime_ns)(const struct pp_host *host);
+
+  /* Sink: only valid inside snapshot(), with the sink it was given. */
+  int (*emit)(struct pp_sink *sink, const struct pp_sample *sample);
+  int (*set_appid)(struct pp_sink *sink, uint32_t pid, const char *appid);
+  /* A JSON object (text) merged into the pid's application metadata. */
+  int (*set_app_metadata)(struct pp_sink *sink, uint32_t pid, const char *json_object);
+  int (*set_pid_status)(struct pp_sink *sink, uint32_t pid, int status, const char *reason);
+  /* Plugin-wide counters reported in the session log and metadata, e.g.
+   * "lost_samples", "failed_reads". Added up over the session. */
+  int (*add_counter)(struct pp_sink *sink, const char *name, uint64_t delta);
+
+  /* Process facts. Return 0 or a negative errno (-ESRCH: gone). */
+  int (*proc_comm)(const struct pp_host *host, uint32_t pid, char *buf, size_t len);
+  int (*proc_exe)(const struct pp_host *host, uint32_t pid, char *buf, size_t len);
+  /* pid as seen inside the process's own pid namespace */
+  int (*proc_ns_pid)(const struct pp_host *host, uint32_t pid, uint32_t *ns_pid);
+  /* "/proc/<pid>/root": prefix for paths as the process sees them */
+  int (*proc_root)(const struct pp_host *host, uint32_t pid, char *buf, size_t len);
+  int (*proc_start_time)(const struct pp_host *host, uint32_t pid, uint64_t *start_time);
+  /* A private directory for this plugin's scratch files (created, 0700). */
+  const char *(*scratch_dir)(const struct pp_host *host);
+};
+
+/* The descriptor. Read a field only if it lies within struct_size. */
+struct pp_plugin {
+  uint16_t abi_major; /* PP_ABI_MAJOR the plugin was built against */
+  uint16_t abi_minor;
+  uint32_t struct_size; /* sizeof(struct pp_plugin) the plugin was built with */
+  const char *name;     /* [a-z0-9_]+: YAML section, CLI prefix, log tag */
+  const char *version;
+  const char *description;
+  uint64_t capabilities; /* PP_CAP_* */
+
+  /* Target matching, done by the host from one /proc scan per tick. A
+   * process matches if its exe basename matches one of match_exe or one of
+   * its mapped files' basenames matches one of match_maps (fnmatch patterns,
+   * NULL-terminated lists, NULL = none). Ignored for PP_CAP_SYSTEM_WIDE. */
+  const char *const *match_exe;
+  const char *const *match_maps;
+
+  const struct pp_option *options; /* its configuration keys */
+  uint32_t option_count;
+  uint32_t reserved;
+
+  int (*init)(const struct pp_host *host, void **state);
+  int (*start)(void *state, struct pp_session *session);
+  /* New processes. Called right after start() with the current set and then
+   * whenever the scan finds new matching processes. A plugin may ignore a pid
+   * after a closer look. */
+  int (*add_targets)(void *state, const struct pp_target *targets, size_t count);
+  /* Optional (NULL): periodic work at session->tick_interval_ns. */
+  int (*tick)(void *state, uint64_t now_ns);
+  /* Hand over everything sampled since the last snapshot; keep sampling. */
+  int (*snapshot)(void *state, struct pp_sink *sink);
+  int (*stop)(void *state);
+  void (*fini)(void *state);
+};
+
+typedef const struct pp_plugin *(*pp_plugin_entry_fn)(void);
+
+/* Convenience for plugins: fills the header fields. */
+#define PP_PLUGIN_HEADER \
+  .abi_major = PP_ABI_MAJOR, .abi_minor = PP_ABI_MINOR, .struct_size = sizeof(struct pp_plugin)
+
+#define PP_HOST_HAS(host, field) \
+  ((host)->struct_size >= offsetof(struct pp_host, field) + sizeof((host)->field))
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* POLYPROF_PLUGIN_H */
