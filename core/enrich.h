@@ -1,0 +1,49 @@
+/*
+ * Per-pid enrichment of a merged profile: comm (if missing), container name,
+ * appid frame text, application metadata, and the header tables that
+ * reference them (reference gprofiler-internals.md §1.7, §2.4, §5).
+ * Results are cached per (pid, start time) in bounded LRU caches.
+ */
+#ifndef PP_ENRICH_H
+#define PP_ENRICH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "profile.h"
+
+struct pp_enrich_opts {
+  bool appids;             /* compute appid where the plugin set none */
+  bool containers;         /* resolve container names */
+  bool app_metadata;       /* build the application_metadata table */
+  const char *const *app_id_args_filters; /* regexes for Java appid args */
+  size_t app_id_args_filter_count;
+  size_t cache_size;       /* LRU entries per cache */
+  const char *docker_socket; /* NULL: /var/run/docker.sock via /proc/1/root */
+};
+
+struct pp_enricher;
+
+struct pp_enricher *pp_enricher_new(const struct pp_enrich_opts *opts);
+void pp_enricher_free(struct pp_enricher *e);
+
+/* Fill every pid record of `merged`: comm, container, appid, app_meta_index.
+ * app_meta_list gets the header's "application_metadata" array (element 0
+ * null, one entry per distinct metadata object); containers gets the
+ * "containers" array (names seen this session). Both are json arrays owned by
+ * the caller. 0 or -errno. */
+int pp_enrich(struct pp_enricher *e, struct pp_profile *merged, json_t *app_meta_list,
+              json_t *containers);
+
+/* Individual rules, exposed for tests. */
+/* appid for a process from its argv (NUL-separated), cwd and root; NULL if
+ * none. Returns malloc'd text without the "appid: " prefix. */
+char *pp_appid_for(const char *exe, const char *argv, size_t argv_len, const char *cwd,
+                   const char *root, const struct pp_enrich_opts *opts);
+/* The last 64-hex container id in /proc/PID/cgroup text, or podman/CRI-O/
+ * containerd/kubepods forms. 0 and id (65 bytes) or -ENOENT. */
+int pp_container_id_from_cgroup(const char *cgroup_text, char id[65]);
+
+#endif

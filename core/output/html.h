@@ -1,0 +1,34 @@
+/*
+ * Self-contained HTML flame graph: one file, zero network requests, drawn on
+ * a canvas. The page embeds a compact encoding of the merged profile (string
+ * table + frame table + stacks) and builds the tree in the browser.
+ */
+#ifndef PP_OUTPUT_HTML_H
+#define PP_OUTPUT_HTML_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "profile.h"
+
+struct pp_html_plugin_stat {
+  const char *name;
+  uint64_t samples;
+  double rate_hz; /* achieved samples per second over the session */
+  const char *status; /* "ok", or why it lost data this session */
+};
+
+struct pp_html_info {
+  const char *title;      /* e.g. "polyprof — host1" */
+  const char *start_time; /* ISO 8601 UTC */
+  const char *end_time;
+  double duration_s;
+  const char *hostname;
+  const struct pp_html_plugin_stat *plugins;
+  size_t plugin_count;
+};
+
+int pp_html_write(FILE *f, const struct pp_profile *merged, const struct pp_html_info *info);
+
+#endif
