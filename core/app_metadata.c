@@ -268,7 +268,7 @@ static bool find_mapped(uint32_t pid, const char *needle, char *out, size_t len)
 
 /* "buildid:<hex>" of a file, or JSON null. */
 static json_t *elfid_of(const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  int fd = pp_open_regular(path);
   if (fd < 0) return json_null();
   struct pp_elf_facts ef;
   int rc = pp_elf_facts_fd(fd, &ef);
@@ -282,8 +282,14 @@ static json_t *elfid_of(const char *path) {
 static json_t *mapped_elfid(uint32_t pid, const char *needle) {
   char lib[PATH_MAX];
   if (!find_mapped(pid, needle, lib, sizeof(lib))) return json_null();
-  char path[PATH_MAX + 64];
-  snprintf(path, sizeof(path), "/proc/%u/root%s", pid, lib);
+  /* the path is the process's view: its absolute symlinks must not lead
+   * us out of its root into the host's files */
+  char root[64], path[PATH_MAX + 64];
+  snprintf(root, sizeof(root), "/proc/%u/root", pid);
+  char *rel = pp_resolve_proc_path(root, "/", lib);
+  if (!rel) return json_null();
+  snprintf(path, sizeof(path), "%s%s", root, rel);
+  free(rel);
   return elfid_of(path);
 }
 
@@ -333,8 +339,8 @@ json_t *pp_app_metadata_collect(uint32_t pid, enum pp_runtime rt, const char *ex
   char proc_exe[64];
   snprintf(proc_exe, sizeof(proc_exe), "/proc/%u/exe", pid);
   struct pp_elf_facts ef;
-  int fd = open(proc_exe, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-  int ef_rc = fd < 0 ? -errno : pp_elf_facts_fd(fd, &ef);
+  int fd = pp_open_regular(proc_exe);
+  int ef_rc = fd < 0 ? fd : pp_elf_facts_fd(fd, &ef);
   if (fd >= 0) close(fd);
 
   json_t *md = json_object();

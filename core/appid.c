@@ -13,6 +13,7 @@
 #include "appid.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -129,6 +130,38 @@ static bool is_python_bin(const char *arg) {
 
 static bool is_python_m_proc(const struct args *a) {
   return a->n >= 3 && is_python_bin(a->v[0]) && strcmp(a->v[1], "-m") == 0;
+}
+
+/* ---- files named by another process ---- */
+
+int pp_open_regular(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) return -errno;
+  if (!S_ISREG(st.st_mode)) return -EINVAL;
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return -errno;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return -EINVAL;
+  }
+  return fd;
+}
+
+int pp_read_regular(const char *path, char *buf, size_t cap, size_t *len) {
+  if (cap == 0) return -EINVAL;
+  int fd = pp_open_regular(path);
+  if (fd < 0) return fd;
+  size_t got = 0;
+  while (got + 1 < cap) {
+    ssize_t r = read(fd, buf + got, cap - 1 - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  close(fd);
+  buf[got] = '\0';
+  if (len) *len = got;
+  return 0;
 }
 
 /* ---- argv splitting (psutil semantics) ---- */
@@ -361,7 +394,7 @@ static int uwsgi_config(const struct ctx *c, const char **ini_out, char **module
   free(rel);
   if (!path) return -1;
   char *text = malloc(MAX_INI_BYTES);
-  int rc = text ? pp_read_file(path, text, MAX_INI_BYTES, NULL) : -ENOMEM;
+  int rc = text ? pp_read_regular(path, text, MAX_INI_BYTES, NULL) : -ENOMEM;
   free(path);
   if (rc == 0) rc = pp_ini_find_module(text, module);
   free(text);
@@ -566,7 +599,7 @@ static char *java_spark(const struct ctx *c) {
   char *path = rel ? fmt("%s%s", (c->root && strcmp(c->root, "/") != 0) ? c->root : "", rel) : NULL;
   free(rel);
   char *text = path ? malloc(MAX_INI_BYTES) : NULL;
-  int rc = text ? pp_read_file(path, text, MAX_INI_BYTES, NULL) : -ENOMEM;
+  int rc = text ? pp_read_regular(path, text, MAX_INI_BYTES, NULL) : -ENOMEM;
   free(path);
   char *name = NULL;
   for (char *line = text; rc == 0 && line && *line;) {

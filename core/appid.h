@@ -40,6 +40,14 @@ size_t pp_split_cmdline(const char *data, size_t len, char **storage, const char
  * malloc'd, or NULL on a symlink loop, an over-long path or OOM. */
 char *pp_resolve_proc_path(const char *root, const char *cwd, const char *path);
 
+/* Open a path another process chose (its config files, its libraries) only
+ * if it is a regular file: never a FIFO that would block us or a device
+ * whose open has side effects. O_NONBLOCK covers a swap after the check.
+ * fd or -errno (-EINVAL for a non-regular file). */
+int pp_open_regular(const char *path);
+/* Read at most cap-1 bytes of such a file, NUL-terminated. 0 or -errno. */
+int pp_read_regular(const char *path, char *buf, size_t cap, size_t *len);
+
 /* The [uwsgi] (or [DEFAULT]) `module` of ini text, parsed like Python's
  * ConfigParser(strict=False). 0 with *module (malloc'd, NULL if absent), or
  * -1 if ConfigParser would have rejected the file. */

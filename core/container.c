@@ -78,6 +78,12 @@ int pp_container_id_from_cgroup(const char *text, char id[65]) {
 
 /* ---- Docker API over a unix socket ---- */
 
+static time_t now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec;
+}
+
 static int64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -226,6 +232,8 @@ static int reply_body(struct reply *r, bool eof, char **body, size_t *blen) {
   char *b = r->buf + r->header_len;
   size_t avail = r->len - r->header_len;
   if (r->chunked) {
+    /* decode only once the terminating chunk may have arrived */
+    if (!eof && (avail < 5 || memcmp(b + avail - 5, "0\r\n\r\n", 5) != 0)) return 0;
     char *tmp = malloc(avail + 1);
     if (!tmp) return -ENOMEM;
     size_t out = 0;
@@ -326,7 +334,13 @@ int pp_docker_list(const char *socket_path, int timeout_ms, size_t max_bytes, pp
       if (name[0] == '/') name++;
       size_t idl = json_string_length(id);
       if (idl == 0 || idl > 128 || !*name) continue;
-      cb(ctx, json_string_value(id), name);
+      /* the name becomes a field of a ';'-separated .col line */
+      char clean[256];
+      size_t n = 0;
+      for (; name[n] && n < sizeof(clean) - 1; n++)
+        clean[n] = (name[n] == ';' || name[n] == '\n' || name[n] == '\r') ? '_' : name[n];
+      clean[n] = '\0';
+      cb(ctx, json_string_value(id), clean);
     }
   }
   json_decref(root);
@@ -452,7 +466,7 @@ static int refresh(struct pp_containers *c, time_t now) {
 int pp_containers_name(struct pp_containers *c, const char *id, char **name) {
   *name = NULL;
   if (!c || !id || !*id) return -EINVAL;
-  time_t now = time(NULL);
+  time_t now = now_s(); /* monotonic: wall clock jumps must not matter */
   void *v = NULL;
   if (pp_lru_lookup_str(c->names, id, &v) && v) {
     struct cached_name *cn = v;

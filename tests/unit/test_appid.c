@@ -236,6 +236,9 @@ static void test_uwsgi_ini(void) {
   write_file(dir, "nosect.ini", "module = a.b\n");
   write_file(dir, "pct.ini", "[uwsgi]\nmodule = a%%b\n");
   write_file(dir, "cont.ini", "[uwsgi]\nmodule = first\n  second\n");
+  char fifo[PATH_MAX + 64];
+  snprintf(fifo, sizeof(fifo), "%s/fifo.ini", dir);
+  CHECK_EQ_INT(mkfifo(fifo, 0600), 0);
   struct pp_enrich_opts opts = {.appids = true};
   struct {
     const char *const *argv;
@@ -253,6 +256,9 @@ static void test_uwsgi_ini(void) {
       {A("uwsgi", "--ini", "nosect.ini"), NULL},
       {A("uwsgi", "--ini", "pct.ini"), "uwsgi: pct.ini ({D}/a%b.py)"},
       {A("uwsgi", "--ini", "cont.ini"), "uwsgi: cont.ini ({D}/first\nsecond.py)"},
+      /* a FIFO (or device) named by the process is never opened: no hang */
+      {A("uwsgi", "--ini", "fifo.ini"), NULL},
+      {A("uwsgi", "--ini", "/dev/zero"), NULL},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     char *got = appid_v("/usr/bin/uwsgi", cases[i].argv, dir, NULL, &opts);

@@ -99,7 +99,7 @@ static const char *list_json =
     "[{\"Id\":\"" ID_A
     "\",\"Names\":[\"/web\"],\"Image\":\"nginx\"},"
     "{\"Id\":\"" ID_B
-    "\",\"Names\":[\"/db\",\"/alias\"]},"
+    "\",\"Names\":[\"/db;x\\nz\",\"/alias\"]},"
     "{\"Id\":\"" ID_C
     "\",\"Names\":[]},"
     "{\"Id\":5,\"Names\":[\"/badid\"]},"
@@ -251,7 +251,7 @@ static void test_docker_list(void) {
     CHECK_EQ_INT(l.n, 3); /* malformed entries skipped */
     CHECK_EQ_STR(l.ids[0], ID_A);
     CHECK_EQ_STR(l.names[0], "web");
-    CHECK_EQ_STR(l.names[1], "db");
+    CHECK_EQ_STR(l.names[1], "db_x_z"); /* ';' and newlines would break .col lines */
     CHECK_EQ_STR(l.ids[2], "caf\xc3\xa9");
     CHECK_EQ_STR(l.names[2], "caf\xc3\xa9-\xf0\x9f\x98\x80");
     stop_server(srv);
@@ -289,7 +289,7 @@ static void test_name_cache(void) {
   free(name);
   CHECK_EQ_INT(requests(), 1);
   CHECK_EQ_INT(pp_containers_name(c, ID_B, &name), 0); /* listed with A: no request */
-  CHECK_EQ_STR(name, "db");
+  CHECK_EQ_STR(name, "db_x_z");
   free(name);
   CHECK_EQ_INT(requests(), 1);
   /* an unknown id re-lists once, then is remembered as unknown */

@@ -6,6 +6,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -278,6 +279,75 @@ static void test_real_enrich(void) {
   if (node) reap(pn);
 }
 
+/* A Python with a shared libpython (pyenv builds): libpython_elfid and the
+ * version from the library's name. */
+static void test_libpython(void) {
+  const char *home = getenv("PYENV_ROOT");
+  char pattern[PATH_MAX];
+  if (home)
+    snprintf(pattern, sizeof(pattern), "%s/versions/3.*/bin/python3.[0-9]*", home);
+  else
+    snprintf(pattern, sizeof(pattern), "%s/.pyenv/versions/3.*/bin/python3.[0-9]*",
+             getenv("HOME") ? getenv("HOME") : "/root");
+  glob_t g;
+  char exe[1024] = "";
+  if (glob(pattern, 0, NULL, &g) == 0) {
+    for (size_t i = 0; i < g.gl_pathc && !exe[0]; i++)
+      if (!strstr(g.gl_pathv[i], "-config") && access(g.gl_pathv[i], X_OK) == 0)
+        snprintf(exe, sizeof(exe), "%s", g.gl_pathv[i]);
+    globfree(&g);
+  }
+  if (!exe[0]) {
+    printf("SKIPPED libpython metadata: no pyenv python with a shared libpython\n");
+    return;
+  }
+  pid_t pid = spawn(A(exe, "-c", "import time; time.sleep(30)"), tmp);
+  CHECK(wait_exec(pid, "python"));
+  /* the loader maps libpython right after exec: wait for it */
+  char maps[64], lib[1024] = "";
+  snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
+  for (int i = 0; i < 500 && !lib[0]; i++) {
+    FILE *f = fopen(maps, "r");
+    char line[2048];
+    while (f && fgets(line, sizeof(line), f)) {
+      char *p = strstr(line, "/libpython");
+      if (p && !lib[0]) {
+        p = strchr(line, '/');
+        p[strcspn(p, "\n")] = 0;
+        snprintf(lib, sizeof(lib), "%s", p);
+      }
+    }
+    if (f) fclose(f);
+    if (!lib[0]) usleep(10000);
+  }
+  if (!lib[0]) {
+    printf("SKIPPED libpython metadata: %s maps no libpython\n", exe);
+    reap(pid);
+    return;
+  }
+  struct pp_enrich_opts opts = {.app_metadata = true, .cache_size = 4};
+  struct pp_enricher *en = pp_enricher_new(&opts);
+  struct pp_profile *p = pp_profile_new();
+  add_pid(p, pid, start_of(pid));
+  json_t *list = json_array();
+  CHECK_EQ_INT(pp_enrich(en, p, list, NULL), 0);
+  json_t *md = json_array_get(list, pp_profile_pid(p, (uint32_t)pid)->app_meta_index);
+  char want[256];
+  if (readelf_build_id(lib, want, sizeof(want)))
+    CHECK_EQ_STR(json_string_value(json_object_get(md, "libpython_elfid")), want);
+  const char *b = strrchr(exe, '/') + 1;
+  char ver[32];
+  snprintf(ver, sizeof(ver), "Python %s", b + strlen("python"));
+  CHECK_EQ_STR(json_string_value(json_object_get(md, "python_version")), ver);
+  char *t = pp_json_dumps_python(md);
+  printf("pyenv python metadata: %s\n", t);
+  free(t);
+  json_decref(list);
+  pp_profile_free(p);
+  pp_enricher_free(en);
+  reap(pid);
+}
+
 /* ---- containers: a real cgroup named like Docker's, a fake Docker API ---- */
 
 static pid_t fake_docker(const char *path) {
@@ -476,6 +546,7 @@ int main(void) {
   if (!mkdtemp(tmp)) return 2;
   test_elf();
   test_real_enrich();
+  test_libpython();
   test_containers();
   char cmd[PATH_MAX + 16];
   snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
