@@ -431,8 +431,16 @@ static void plugin_help(FILE *out, const struct pp_plugin *p) {
     if (!o->key || o == mode) continue;
     static const char *const metavars[] = {"", "N", "VALUE", "CHOICE", "ITEM[,ITEM]"};
     const char *mv = o->type < 5 ? metavars[o->type] : "VALUE";
-    snprintf(left, sizeof(left), "--%s%s%s", pp_config_option_flag(p->name, o, flag, sizeof(flag)),
-             *mv ? " " : "", mv);
+    pp_config_option_flag(p->name, o, flag, sizeof(flag));
+    if (o->type == PP_OPT_BOOL) {
+      /* a bare flag that sets the default does nothing: show how to flip it */
+      bool sets = pp_config_bool_flag_sets(flag), def = false;
+      if (o->default_value) pp_config_parse_bool(o->default_value, &def);
+      mv = sets == def ? (def ? "=false" : "=true") : "";
+      snprintf(left, sizeof(left), "--%s%s", flag, mv);
+    } else {
+      snprintf(left, sizeof(left), "--%s%s%s", flag, *mv ? " " : "", mv);
+    }
     used = (size_t)snprintf(text, sizeof(text), "%s", o->help ? o->help : "");
     if (o->type == PP_OPT_ENUM && o->choices && used < sizeof(text)) {
       used += (size_t)snprintf(text + used, sizeof(text) - used, " (");

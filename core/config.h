@@ -193,4 +193,8 @@ const struct pp_option *pp_config_plugin_options(const struct pp_plugin *p, size
 const char *pp_config_option_flag(const char *plugin, const struct pp_option *o, char *buf,
                                   size_t len);
 
+/* What the bare flag (without "--") of a bool option sets: false if its name
+ * has a "no-" or "disable-" word (perf-no-memory-restart), else true. */
+bool pp_config_bool_flag_sets(const char *flag);
+
 #endif /* PP_CONFIG_H */

@@ -109,3 +109,10 @@ const char *pp_config_option_flag(const char *plugin, const struct pp_option *o,
     if (*p == '_') *p = '-';
   return buf;
 }
+
+/* gProfiler's flags say their effect in their name: --java-collect-thread-names
+ * turns something on, --no-python-versions and --perf-no-memory-restart off. */
+bool pp_config_bool_flag_sets(const char *flag) {
+  return !(strncmp(flag, "no-", 3) == 0 || strstr(flag, "-no-") ||
+           strncmp(flag, "disable-", 8) == 0 || strstr(flag, "-disable-"));
+}

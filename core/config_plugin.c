@@ -145,16 +145,6 @@ static const struct pp_option *find_option(const struct binder *b, const char *k
   return NULL;
 }
 
-/* gProfiler's flags say their effect in their name: --java-collect-thread-names
- * turns something on, --no-python-versions and --perf-no-memory-restart off. */
-static const char *bool_flag_value(const char *flag) {
-  const char *name = flag + 2;
-  return strncmp(name, "no-", 3) == 0 || strstr(name, "-no-") ||
-                 strncmp(name, "disable-", 8) == 0 || strstr(name, "-disable-")
-             ? "false"
-             : "true";
-}
-
 /* Does command-line flag f belong to this plugin? If so, the key it sets and
  * its value (which may be an error to report). */
 static int claim_flag(struct binder *b, struct pp_config_flag *f, struct pp_config_value *out) {
@@ -182,7 +172,7 @@ static int claim_flag(struct binder *b, struct pp_config_flag *f, struct pp_conf
     key = b->opts[i].key;
     if (b->opts[i].type == PP_OPT_BOOL) {
       takes_value = false;
-      fixed = bool_flag_value(f->flag);
+      fixed = pp_config_bool_flag_sets(f->flag + 2) ? "true" : "false";
     }
   }
   if (!key) return 0;

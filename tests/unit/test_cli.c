@@ -305,6 +305,12 @@ static const struct pp_option fake_opts[] = {
     {.key = "verbose_stacks", .type = PP_OPT_BOOL, .default_value = "false", .help = "more detail"},
     {.key = "targets", .type = PP_OPT_LIST, .help = "which targets"},
     {.key = "proc_filter", .type = PP_OPT_STRING, .cli_flag = "fake-filter", .help = "filter"},
+    {.key = "stack_walk", .type = PP_OPT_BOOL, .default_value = "true", .help = "walk stacks"},
+    {.key = "memory_restart",
+     .type = PP_OPT_BOOL,
+     .default_value = "true",
+     .cli_flag = "fake-no-memory-restart",
+     .help = "restart on memory"},
 };
 static const struct pp_plugin fake = {
     PP_PLUGIN_HEADER,     .name = "fake",

@@ -743,6 +743,12 @@ static void test_set_and_helpers(void) {
   CHECK(pp_config_suggest("zebra", words, 5) == NULL);
   CHECK(pp_config_suggest("mode", words, 5) == NULL); /* exact: nothing to suggest */
 
+  CHECK(pp_config_bool_flag_sets("java-collect-thread-names"));
+  CHECK(!pp_config_bool_flag_sets("no-python-versions"));
+  CHECK(!pp_config_bool_flag_sets("perf-no-memory-restart"));
+  CHECK(!pp_config_bool_flag_sets("x-disable-y"));
+  CHECK(pp_config_bool_flag_sets("java-nodes")); /* "no" must be a whole word */
+
   char flag[64];
   CHECK_EQ_STR(pp_config_option_flag("my_plugin", &fake_opts[2], flag, sizeof(flag)),
                "my-plugin-verbose-stacks");
