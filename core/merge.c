@@ -377,6 +377,7 @@ static int claim_pids(struct merge *m) {
     total += m->rt[i].npids;
   m->claims = calloc(total ? total : 1, sizeof(*m->claims));
   if (!m->claims || pid_map_init(&m->claim_of, total) < 0) return -ENOMEM;
+  size_t dups = 0;
   for (size_t i = 0; i < m->nrt; i++) {
     struct src *s = &m->rt[i];
     for (size_t k = 0; k < s->npids; k++) {
@@ -385,14 +386,21 @@ static int claim_pids(struct merge *m) {
       if (r->status == PP_PID_OK && s->sum[k] == 0) continue;
       uint32_t prev;
       if (pid_map_get(&m->claim_of, r->pid, &prev)) {
-        pp_log(PP_LOG_WARNING, "merge", "pid %u is covered by both %s and %s; keeping %s", r->pid,
-               m->rt[m->claims[prev].src].name, s->name, m->rt[m->claims[prev].src].name);
+        /* One line per merge, not per pid: overlapping plugins are a
+         * configuration matter that would otherwise flood every session. */
+        if (!dups++)
+          pp_log(PP_LOG_WARNING, "merge",
+                 "pid %u is covered by both %s and %s; keeping %s (first plugin wins)", r->pid,
+                 m->rt[m->claims[prev].src].name, s->name, m->rt[m->claims[prev].src].name);
         continue;
       }
       pid_map_put(&m->claim_of, r->pid, (uint32_t)m->nclaims);
       m->claims[m->nclaims++] = (struct claim){.src = (uint32_t)i, .slot = (uint32_t)k};
     }
   }
+  if (dups > 1)
+    pp_log(PP_LOG_WARNING, "merge", "%zu pids were covered by more than one plugin this session",
+           dups);
   return 0;
 }
 
