@@ -34,16 +34,8 @@
 #include "merge.h"
 #include "output/col.h"
 #include "output/files.h"
-#include "profile.h"
-
-/* The HTML writer lives on another branch until it is merged; the step is
- * compiled in as soon as its source is in the tree. */
-#if __has_include("../core/output/html.c")
 #include "output/html.h"
-#define HAVE_HTML 1
-#else
-#define HAVE_HTML 0
-#endif
+#include "profile.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint64_t rnd(void) {
@@ -370,7 +362,6 @@ static int write_col_fn(FILE *f, void *c) {
   return rc;
 }
 
-#if HAVE_HTML
 static int write_html_fn(FILE *f, void *c) {
   struct out_ctx *o = c;
   struct pp_html_info info = {.title = "polyprof — fold_merge bench",
@@ -382,7 +373,6 @@ static int write_html_fn(FILE *f, void *c) {
   o->bytes = (uint64_t)ftell(f);
   return rc;
 }
-#endif
 
 static void run_polyprof(const char *path, const char *dir, struct result *res) {
   struct pp_profile *perf = pp_profile_new(), *rt = pp_profile_new(), *out = pp_profile_new();
@@ -400,13 +390,11 @@ static void run_polyprof(const char *path, const char *dir, struct result *res) 
                                 write_col_fn, &oc, err, sizeof(err));
   res->col_bytes = oc.bytes;
   double t3 = now();
-#if HAVE_HTML
   oc.bytes = 0;
   if (!res->rc)
     res->rc = pp_output_publish(dir, "profile_bench", ".html", "last_flamegraph.html", false,
                                 write_html_fn, &oc, err, sizeof(err));
   res->html_bytes = oc.bytes;
-#endif
   double t4 = now();
   if (res->rc) fprintf(stderr, "fold_merge: polyprof side failed: %s (%d)\n", err, res->rc);
   res->wall = t4 - t0;
@@ -587,10 +575,9 @@ int main(int argc, char **argv) {
   printf("peer_seconds %.3f  (LC_ALL=C sort | uniq -c, best of %d, cpu %.3f s)\n", peer.wall, runs,
          peer.cpu);
   printf(
-      "polyprof_seconds %.3f  (fold %.3f + merge %.3f + col %.3f + html %s%.3f; child process "
+      "polyprof_seconds %.3f  (fold %.3f + merge %.3f + col %.3f + html %.3f; child process "
       "%.3f s wall incl. fork and runtime snapshot setup, cpu %.3f s)\n",
-      pp.wall, pp.fold, pp.merge, pp.col, HAVE_HTML ? "" : "[not built] ", pp.html, pp.launch,
-      pp.cpu);
+      pp.wall, pp.fold, pp.merge, pp.col, pp.html, pp.launch, pp.cpu);
   printf("ratio %.2fx  (peer / polyprof wall time)\n", peer.wall / pp.wall);
   printf("polyprof_peak_rss_mib %.1f\n", (double)pp.maxrss_kb / 1024.0);
   printf("peer_peak_rss_mib %.1f\n", (double)peer.maxrss_kb / 1024.0);
