@@ -303,6 +303,24 @@ static void test_system_metadata(void) {
   json_decref(m);
 }
 
+/* the agent's real defaults (config.c) serialize cleanly and keep secrets out */
+static void test_defaults_config(void) {
+  struct pp_config c;
+  memset(&c, 0, sizeof(c));
+  pp_config_defaults(&c);
+  c.token = strdup("tok-0123456789-secret");
+  json_t *m = pp_metadata_system(&c, 0);
+  json_t *ra = json_object_get(m, "run_arguments");
+  CHECK_EQ_INT(json_integer_value(json_object_get(ra, "frequency")), c.frequency);
+  CHECK_EQ_INT(json_integer_value(json_object_get(ra, "duration")), c.duration);
+  CHECK(json_is_boolean(json_object_get(ra, "collect_appids")));
+  char *text = pp_json_dumps_python(m);
+  CHECK(text && !strstr(text, "tok-0123456789-secret"));
+  free(text);
+  json_decref(m);
+  pp_config_free(&c);
+}
+
 static void test_header(void) {
   struct pp_config cfg;
   base_config(&cfg);
@@ -440,6 +458,7 @@ int main(void) {
   test_json_vs_python();
   test_system_metadata();
   test_header();
+  test_defaults_config();
   test_metrics();
   return pp_test_finish("test_metadata");
 }
