@@ -96,9 +96,15 @@ static void cpu_info(char *model, size_t mlen, char *flags, size_t flen, char *c
  * 0x40000000 vendor string ("KVMKVMKVM", "VMwareVMware", "Microsoft Hv"...).
  * CPUID is an unprivileged instruction; elsewhere /sys/hypervisor/type. */
 static void hypervisor(const char *cpu_flags, char *out, size_t len) {
-  char padded[8192];
-  snprintf(padded, sizeof(padded), " %s ", cpu_flags);
-  bool flagged = strstr(padded, " hypervisor ") != NULL;
+  /* whole-word match in the space-separated flags list */
+  bool flagged = false;
+  size_t wl = strlen("hypervisor");
+  for (const char *p = strstr(cpu_flags, "hypervisor"); p; p = strstr(p + 1, "hypervisor")) {
+    if ((p == cpu_flags || p[-1] == ' ') && (p[wl] == ' ' || p[wl] == '\0' || p[wl] == '\n')) {
+      flagged = true;
+      break;
+    }
+  }
   char sys[64];
   if (pp_read_file("/sys/hypervisor/type", sys, sizeof(sys), NULL) == 0 && sys[0]) {
     sys[strcspn(sys, "\n")] = '\0';
