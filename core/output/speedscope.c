@@ -1,0 +1,170 @@
+/* speedscope JSON writer (see speedscope.h). */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "output/speedscope.h"
+
+void pp_speedscope_time(time_t t, char *buf, size_t len) {
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+}
+
+/* Length of the valid UTF-8 sequence at s (1-4), 0 if invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n) {
+  unsigned c = s[0];
+  size_t need;
+  unsigned min;
+  if (c < 0x80) return 1;
+  if (c >= 0xc2 && c <= 0xdf)
+    need = 2, min = 0x80;
+  else if (c >= 0xe0 && c <= 0xef)
+    need = 3, min = 0x800;
+  else if (c >= 0xf0 && c <= 0xf4)
+    need = 4, min = 0x10000;
+  else
+    return 0;
+  if (n < need) return 0;
+  unsigned cp = c & (0xff >> (need + 1));
+  for (size_t i = 1; i < need; i++) {
+    if ((s[i] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (s[i] & 0x3f);
+  }
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return need;
+}
+
+void pp_json_put_string(FILE *f, const char *s, size_t n) {
+  const unsigned char *u = (const unsigned char *)s;
+  putc('"', f);
+  size_t i = 0;
+  while (i < n) {
+    unsigned c = u[i];
+    if (c == '"' || c == '\\') {
+      putc('\\', f);
+      putc((int)c, f);
+      i++;
+    } else if (c < 0x20) {
+      fprintf(f, "\\u%04x", c);
+      i++;
+    } else if (c < 0x80) {
+      putc((int)c, f);
+      i++;
+    } else {
+      size_t l = utf8_len(u + i, n - i);
+      if (l) {
+        fwrite(u + i, 1, l, f);
+        i += l;
+      } else {
+        fputs("\\ufffd", f);
+        i++;
+      }
+    }
+  }
+  putc('"', f);
+}
+
+static void put_cstr(FILE *f, const char *s) {
+  pp_json_put_string(f, s, strlen(s));
+}
+
+int pp_speedscope_write(FILE *f, const struct pp_profile *p, const char *name) {
+  size_t nfr = pp_profile_frame_count(p), nst = pp_profile_stack_count(p);
+  size_t npid = pp_profile_pid_count(p);
+  uint32_t *idx = calloc(nfr ? nfr : 1, sizeof(*idx)); /* frame id -> index + 1 */
+  bool *done = calloc(nst ? nst : 1, sizeof(*done));
+  if (!idx || !done) {
+    free(idx);
+    free(done);
+    return -ENOMEM;
+  }
+  fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"name\":", f);
+  put_cstr(f, name ? name : "polyprof");
+  fputs(",\"exporter\":\"polyprof " POLYPROF_VERSION
+        "\",\"activeProfileIndex\":0,"
+        "\"shared\":{\"frames\":[",
+        f);
+  uint32_t nused = 0;
+  for (size_t i = 0; i < nst; i++) {
+    const struct pp_stack_rec *s = pp_profile_stack(p, i);
+    if (!s->count) continue;
+    const uint32_t *fr = pp_profile_stack_frames(p, s);
+    for (uint32_t k = 0; k < s->nframes; k++) {
+      if (fr[k] >= nfr || idx[fr[k]]) continue;
+      idx[fr[k]] = ++nused;
+      const struct pp_frame_rec *r = pp_profile_frame(p, fr[k]);
+      if (nused > 1) putc(',', f);
+      fputs("{\"name\":", f);
+      pp_json_put_string(f, pp_profile_str(p, r->name), pp_profile_str_len(p, r->name));
+      if (r->file != PP_NO_STR && pp_profile_str_len(p, r->file)) {
+        fputs(",\"file\":", f);
+        pp_json_put_string(f, pp_profile_str(p, r->file), pp_profile_str_len(p, r->file));
+        if (r->line) fprintf(f, ",\"line\":%u", r->line);
+      }
+      putc('}', f);
+    }
+  }
+  fputs("]},\"profiles\":[", f);
+  /* one profile per process: stacks grouped by pid, in pid-table order */
+  bool first_prof = true;
+  for (size_t pi = 0; pi <= npid; pi++) {
+    /* pi == npid: stacks whose pid has no record (should not happen) */
+    uint32_t pid = pi < npid ? pp_profile_pid_at(p, pi)->pid : 0;
+    uint64_t total = 0;
+    bool any = false;
+    for (size_t i = 0; i < nst; i++) {
+      const struct pp_stack_rec *s = pp_profile_stack(p, i);
+      if (done[i] || !s->count || (pi < npid && s->pid != pid)) continue;
+      any = true;
+      total += s->count;
+    }
+    if (!any) continue;
+    const struct pp_pid_rec *pr = pi < npid ? pp_profile_pid_at(p, pi) : NULL;
+    char pname[320];
+    const char *comm = pr && pr->comm != PP_NO_STR ? pp_profile_str(p, pr->comm) : "?";
+    if (pr)
+      snprintf(pname, sizeof(pname), "%.250s (pid %u)", comm, pid);
+    else
+      snprintf(pname, sizeof(pname), "other processes");
+    if (!first_prof) putc(',', f);
+    first_prof = false;
+    fputs("{\"type\":\"sampled\",\"name\":", f);
+    put_cstr(f, pname);
+    fprintf(f, ",\"unit\":\"none\",\"startValue\":0,\"endValue\":%llu,\"samples\":[",
+            (unsigned long long)total);
+    bool first = true;
+    for (size_t i = 0; i < nst; i++) {
+      const struct pp_stack_rec *s = pp_profile_stack(p, i);
+      if (done[i] || !s->count || (pi < npid && s->pid != pid)) continue;
+      const uint32_t *fr = pp_profile_stack_frames(p, s);
+      fputs(first ? "[" : ",[", f);
+      first = false;
+      bool fk = true;
+      for (uint32_t k = 0; k < s->nframes; k++) {
+        if (fr[k] >= nfr) continue;
+        fprintf(f, fk ? "%u" : ",%u", idx[fr[k]] - 1);
+        fk = false;
+      }
+      putc(']', f);
+    }
+    fputs("],\"weights\":[", f);
+    first = true;
+    for (size_t i = 0; i < nst; i++) {
+      const struct pp_stack_rec *s = pp_profile_stack(p, i);
+      if (done[i] || !s->count || (pi < npid && s->pid != pid)) continue;
+      fprintf(f, first ? "%llu" : ",%llu", (unsigned long long)s->count);
+      first = false;
+      done[i] = true;
+    }
+    fputs("]}", f);
+  }
+  fputs("]}\n", f);
+  free(idx);
+  free(done);
+  errno = 0;
+  if (fflush(f) != 0 || ferror(f)) return -(errno ? errno : EIO);
+  return 0;
+}
