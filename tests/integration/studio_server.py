@@ -163,7 +163,7 @@ class Studio:
                 if self.reply(200, {"gpid": gpid}):
                     with studio.lock:
                         studio.committed.append({"id": uid, "headers": dict(h), "query": q,
-                                                 "body": body, "gpid": gpid})
+                                                 "body": body, "gpid": gpid, "size": len(raw)})
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), H)
         self.httpd.daemon_threads = True
