@@ -133,9 +133,9 @@ static const struct {
     {"check", PP_CMD_CHECK, false, "check the configuration and privileges, then exit"},
     {"help", PP_CMD_HELP, false, "show this help"},
     {"version", PP_CMD_VERSION, false, "print the version"},
-    {"upload-file", PP_CMD_UPLOAD_FILE, true, NULL},
-    {"convert", PP_CMD_CONVERT, true, NULL},
-    {"diff", PP_CMD_DIFF, true, NULL},
+    {"upload-file", PP_CMD_UPLOAD_FILE, true, "upload an existing .col (--file-path FILE)"},
+    {"convert", PP_CMD_CONVERT, true, "convert IN.col --to html|pprof|speedscope -o OUT"},
+    {"diff", PP_CMD_DIFF, true, "diff BASE.col NEW.col -o diff.html (differential flame graph)"},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 

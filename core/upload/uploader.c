@@ -85,7 +85,8 @@ static void spool_or_drop(struct pp_uploader *u, struct item *it, const char *wh
       pthread_mutex_unlock(&u->mu);
       return;
     }
-    pp_log(PP_LOG_ERROR, TAG, "profile %s dropped: cannot spool it: %s", it->id, strerror(-rc));
+    pp_log(PP_LOG_ERROR, TAG, "profile %s dropped: cannot spool its %zu bytes: %s", it->id, it->len,
+           strerror(-rc));
   } else if (it->kind != K_LOGS) {
     pp_log(PP_LOG_ERROR, TAG, "%s %s dropped: %s",
            it->kind == K_STUDIO ? "profile" : "pyroscope push", it->id, why);
