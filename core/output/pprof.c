@@ -1,5 +1,6 @@
 /* pprof encoder (see pprof.h). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -47,6 +48,54 @@ static int64_t st_id(struct strtab *t, uint32_t id) {
   return i;
 }
 
+/* Strings made here (split names, mapping names), freed with the table. */
+struct owned {
+  char **v;
+  size_t n, cap;
+};
+
+static int64_t st_add_owned(struct strtab *t, struct owned *o, const char *s, size_t n) {
+  if (o->n == o->cap) {
+    size_t cap = o->cap ? o->cap * 2 : 64;
+    char **nv = realloc(o->v, cap * sizeof(*nv));
+    if (!nv) return 0;
+    o->v = nv;
+    o->cap = cap;
+  }
+  char *c = strndup(s, n);
+  if (!c) return 0;
+  o->v[o->n++] = c;
+  int64_t i = st_add_text(t, c);
+  return i > 0 ? i : 0;
+}
+
+/* A frame read back from a .col has "fn (file.py:12)" as its name and no
+ * file: split it so pprof gets function, file and line separately. */
+static bool split_name(const char *s, size_t *fn_len, const char **file, size_t *file_len,
+                       uint32_t *line) {
+  size_t n = strlen(s);
+  if (n < 6 || s[n - 1] != ')') return false;
+  const char *open = NULL;
+  for (size_t i = n; i-- > 1;)
+    if (s[i] == '(' && s[i - 1] == ' ') {
+      open = s + i;
+      break;
+    }
+  if (!open) return false;
+  const char *colon = memrchr(open, ':', (size_t)(s + n - open));
+  if (!colon || colon == open + 1) return false;
+  uint32_t l = 0;
+  for (const char *d = colon + 1; d < s + n - 1; d++) {
+    if (*d < '0' || *d > '9') return false;
+    l = l * 10 + (uint32_t)(*d - '0');
+  }
+  *fn_len = (size_t)(open - 1 - s);
+  *file = open + 1;
+  *file_len = (size_t)(colon - open - 1);
+  *line = l;
+  return true;
+}
+
 /* Function table keyed by (name, file) with open addressing. */
 struct fnmap {
   uint64_t *keys; /* (name+1) << 32 | (file+1); 0 = empty */
@@ -76,6 +125,7 @@ int pp_pprof_encode(const struct pp_profile *p, const struct pp_pprof_info *info
   int rc = -ENOMEM;
   struct strtab st = {.p = p};
   struct fnmap fm = {0};
+  struct owned own = {0};
   PLocation *locs = NULL, **locp = NULL;
   PLine *lines = NULL, **linep = NULL;
   PFunction *fns = NULL, **fnp = NULL;
@@ -143,6 +193,19 @@ int pp_pprof_encode(const struct pp_profile *p, const struct pp_pprof_info *info
     perftools__profiles__line__init(ln);
     ln->function_id = *slot;
     ln->line = fr->line;
+    const char *file;
+    size_t fnl, filel;
+    uint32_t line;
+    if (fr->file == PP_NO_STR && (fr->kind == PP_FRAME_PYTHON || fr->kind == PP_FRAME_JS) &&
+        split_name(pp_profile_str(p, fr->name), &fnl, &file, &filel, &line)) {
+      PFunction *fn = fnp[*slot - 1];
+      if (fn->filename == 0) {
+        fn->name = st_add_owned(&st, &own, pp_profile_str(p, fr->name), fnl);
+        fn->system_name = fn->name;
+        fn->filename = st_add_owned(&st, &own, file, filel);
+      }
+      ln->line = line;
+    }
     linep[li] = ln;
     PLocation *lo = &locs[li];
     perftools__profiles__location__init(lo);
