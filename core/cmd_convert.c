@@ -61,8 +61,9 @@ static const char *default_ext(const char *fmt) {
 
 int pp_cmd_convert(struct pp_config *cfg, const char *const *operands, size_t n) {
   if (n != 1 || !cfg->convert_to) {
-    fprintf(stderr, "polyprof: usage: polyprof convert IN.col --to html|pprof|speedscope|col "
-                    "[-o OUT]\n");
+    fprintf(stderr,
+            "polyprof: usage: polyprof convert IN.col --to html|pprof|speedscope|col "
+            "[-o OUT]\n");
     return 2;
   }
   const char *in = operands[0], *fmt = cfg->convert_to;

@@ -68,8 +68,9 @@ int pp_cmd_upload_file(struct pp_config *cfg, const char *const *operands, size_
   }
   cfg->upload = true; /* as gProfiler: upload-file forces upload mode */
   if (!cfg->token || !cfg->service_name) {
-    fprintf(stderr, "polyprof: upload-file needs a token (--token, --token-file, POLYPROF_TOKEN) "
-                    "and --service-name\n");
+    fprintf(stderr,
+            "polyprof: upload-file needs a token (--token, --token-file, POLYPROF_TOKEN) "
+            "and --service-name\n");
     return 2;
   }
   char *text = NULL;
@@ -106,8 +107,10 @@ int pp_cmd_upload_file(struct pp_config *cfg, const char *const *operands, size_
   rc = pp_uploader_flush(u);
   pp_uploader_free(u);
   if (rc < 0) {
-    fprintf(stderr, "polyprof: upload-file: %s was not delivered (see the log; it may be in the "
-                    "spool)\n", path);
+    fprintf(stderr,
+            "polyprof: upload-file: %s was not delivered (see the log; it may be in the "
+            "spool)\n",
+            path);
     return 1;
   }
   printf("uploaded %s\n", path);

@@ -90,4 +90,5 @@ void pp_publish_session(const struct pp_publish_args *a) {
     free(col);
   }
   if (cfg->pyroscope_url) pp_pyroscope_push(cfg, a->uploader, a->merged, a->start, a->end);
+  pp_uploader_ship_logs(a->uploader);
 }

@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "upload/http.h"
+#include "upload/logship.h"
 #include "upload/spool.h"
 #include "upload/studio.h"
 #include "upload/uploader.h"
@@ -46,6 +47,7 @@ struct pp_uploader {
   int undelivered;  /* items spooled or dropped (for flush) */
 
   bool studio;
+  struct pp_logship *logs; /* NULL unless shipping logs */
   struct pp_spool *spool;
   struct pp_studio_conf sc;
   char *server_host, *token, *service, *hostname, *ca, *api_server;
@@ -335,6 +337,7 @@ struct pp_uploader *pp_uploader_new(const struct pp_config *cfg, time_t spawn_ti
     else if (pp_spool_count(u->spool, NULL) > 0)
       u->spool_dirty = true; /* resend what an earlier run could not deliver */
   }
+  if (u->studio && cfg->send_logs) u->logs = pp_logship_new(u->service, u->hostname, u->token);
   if (pthread_create(&u->th, NULL, thread_main, u) != 0) {
     pp_log(PP_LOG_ERROR, TAG, "cannot start the upload thread");
     pp_uploader_free(u);
@@ -428,8 +431,17 @@ int pp_uploader_flush(struct pp_uploader *u) {
   return rc;
 }
 
+void pp_uploader_ship_logs(struct pp_uploader *u) {
+  unsigned char *body;
+  size_t len;
+  if (u && u->logs && pp_logship_take(u->logs, &body, &len) == 0)
+    pp_uploader_submit_logs(u, body, len);
+  if (u) pp_logship_new_cycle(u->logs);
+}
+
 void pp_uploader_free(struct pp_uploader *u) {
   if (!u) return;
+  pp_uploader_ship_logs(u);
   if (u->started) {
     long grace = u->sc.http.timeout_ms < GRACE_MAX_MS ? u->sc.http.timeout_ms : GRACE_MAX_MS;
     pthread_mutex_lock(&u->mu);
@@ -452,6 +464,7 @@ void pp_uploader_free(struct pp_uploader *u) {
     spool_or_drop(u, it, "agent stopped");
     free_item(it);
   }
+  pp_logship_free(u->logs);
   pp_spool_free(u->spool);
   pthread_cond_destroy(&u->cv);
   pthread_mutex_destroy(&u->mu);

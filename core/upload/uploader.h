@@ -37,6 +37,10 @@ void pp_uploader_submit_pyroscope(struct pp_uploader *u, char *url, unsigned cha
 /* Queue an already gzipped log batch for <api-server>/api/v1/logs. Takes body. */
 void pp_uploader_submit_logs(struct pp_uploader *u, unsigned char *body, size_t len);
 
+/* Queue the log messages gathered since the last call (if log shipping is
+ * on) and start a new cycle id. Called at the end of each session. */
+void pp_uploader_ship_logs(struct pp_uploader *u);
+
 /* Flush (grace period bounded by the upload timeout, at most 15 s), spool
  * the rest, stop the thread. */
 void pp_uploader_free(struct pp_uploader *u);
