@@ -110,6 +110,8 @@ static const struct core_key keys[] = {
      "format", 0},
     {"upload.file_path", KT_STRING, FIELD(file_path), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
     {"enrichment.cloud_metadata", KT_BOOL, FIELD(cloud_metadata), 0, 0, 0, NULL, NULL, 0},
+    {"enrichment.cloud_metadata_url", KT_STRING, FIELD(cloud_metadata_url), 0, 0, 0, NULL, NULL,
+     KF_EMPTY_IS_NULL},
     {"output.convert_to", KT_ENUM, FIELD(convert_to), 0, 0, 0, convert_formats, "format", 0},
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -217,6 +219,7 @@ void pp_config_free(struct pp_config *c) {
   free(c->pyroscope_format);
   free(c->file_path);
   free(c->convert_to);
+  free(c->cloud_metadata_url);
   for (size_t i = 0; i < c->section_count; i++) {
     struct pp_plugin_section *s = &c->sections[i];
     for (size_t j = 0; j < s->count; j++)

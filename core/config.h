@@ -131,6 +131,7 @@ struct pp_config {
   char *pyroscope_url;          /* --pyroscope-url: also push to Pyroscope /ingest */
   char *pyroscope_format;       /* folded | pprof */
   bool cloud_metadata;          /* enrichment.cloud_metadata: probe AWS/GCP/Azure IMDS */
+  char *cloud_metadata_url;     /* IMDS base URL (default http://169.254.169.254; tests) */
   char *file_path;              /* upload-file --file-path */
   char *convert_to;             /* convert --to */
 

@@ -20,6 +20,7 @@
 #include "pidfile.h"
 #include "support/proc.h"
 #include "upload/uploader.h"
+#include "cloud_metadata.h"
 
 #define SCAN_INTERVAL_MS 1000
 
@@ -425,6 +426,7 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
   a->merged = pp_profile_new();
   a->failed = pp_profile_new();
   a->uploader = pp_uploader_new(cfg, a->spawn_time);
+  pp_cloud_metadata_apply(cfg, a->system_metadata);
   if (!a->enricher || !a->metrics || !a->merged || !a->failed) {
     pp_log(PP_LOG_ERROR, "polyprof", "out of memory");
     exit_code = 1;

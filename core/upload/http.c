@@ -53,7 +53,8 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
 }
 
 static int perform(const char *url, const char *const *headers, const void *body, size_t len,
-                   bool post, const struct pp_http_opts *o, struct pp_http_result *res) {
+                   const char *method, const struct pp_http_opts *o, struct pp_http_result *res) {
+  bool post = method && strcmp(method, "GET") != 0;
   pp_http_global_init();
   memset(res, 0, sizeof(*res));
   CURL *c = curl_easy_init();
@@ -93,6 +94,7 @@ static int perform(const char *url, const char *const *headers, const void *body
     curl_easy_setopt(c, CURLOPT_POST, 1L);
     curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    if (strcmp(method, "POST") != 0) curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
   }
   CURLcode rc = curl_easy_perform(c);
   long status = 0;
@@ -117,12 +119,17 @@ static int perform(const char *url, const char *const *headers, const void *body
 
 int pp_http_post(const char *url, const char *const *headers, const void *body, size_t len,
                  const struct pp_http_opts *o, struct pp_http_result *res) {
-  return perform(url, headers, body, len, true, o, res);
+  return perform(url, headers, body, len, "POST", o, res);
+}
+
+int pp_http_put(const char *url, const char *const *headers, const struct pp_http_opts *o,
+                struct pp_http_result *res) {
+  return perform(url, headers, "", 0, "PUT", o, res);
 }
 
 int pp_http_get(const char *url, const char *const *headers, const struct pp_http_opts *o,
                 struct pp_http_result *res) {
-  return perform(url, headers, NULL, 0, false, o, res);
+  return perform(url, headers, NULL, 0, "GET", o, res);
 }
 
 void pp_http_result_free(struct pp_http_result *res) {

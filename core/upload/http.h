@@ -37,6 +37,9 @@ int pp_http_post(const char *url, const char *const *headers, const void *body, 
 /* GET, same conventions. */
 int pp_http_get(const char *url, const char *const *headers, const struct pp_http_opts *o,
                 struct pp_http_result *res);
+/* PUT with an empty body (AWS IMDSv2 token). */
+int pp_http_put(const char *url, const char *const *headers, const struct pp_http_opts *o,
+                struct pp_http_result *res);
 void pp_http_result_free(struct pp_http_result *res);
 
 /* Once per process, before any thread uses curl. */
