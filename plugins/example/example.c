@@ -67,9 +67,11 @@ static const char *const mode_choices[] = {"states", NULL};
 static const char *const match_all[] = {"*", NULL};
 
 static const struct pp_option options[] = {
+    /* opt-in: it matches every process, so when on it would replace perf's
+     * stacks everywhere; "disabled" as the default makes it off until asked */
     {.key = "mode",
      .type = PP_OPT_ENUM,
-     .default_value = "states",
+     .default_value = "disabled",
      .choices = mode_choices,
      .help = "what to sample: 'states' (thread state + wait channel)"},
     {.key = "include_running",
