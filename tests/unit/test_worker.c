@@ -167,7 +167,7 @@ static void test_ok(bool inline_mode) {
   pp_proc_start_time(p1, &t[0].start_time);
   pp_proc_start_time(p2, &t[1].start_time);
   CHECK_EQ_INT(pp_worker_add_targets(w, t, 2, err, sizeof(err)), 0);
-  usleep(30000); /* let a few 1 ms ticks happen */
+  usleep(100000); /* let some 1 ms ticks happen */
   pp_worker_service(w);
 
   struct pp_profile *p = pp_profile_new();
@@ -178,6 +178,9 @@ static void test_ok(bool inline_mode) {
   CHECK(st != NULL);
   if (st) {
     CHECK_EQ_INT(st->pid, p1);
+    char comm[32] = "";
+    pp_proc_comm(p1, comm, sizeof(comm));
+    CHECK_EQ_STR(pp_profile_str(p, st->comm), comm); /* via host->proc_comm */
     CHECK_EQ_INT(st->count, 7);
     CHECK_EQ_INT(st->nframes, 7);
     /* root first; option values made it across */
@@ -210,6 +213,7 @@ static void test_ok(bool inline_mode) {
   CHECK_EQ_INT(counter(p, "snapshots"), 1);
   CHECK_EQ_INT(counter(p, "ticked"), 1);
   CHECK_EQ_INT(counter(p, "invalid_samples"), 1);
+  CHECK_EQ_INT(counter(p, "scratch_ok"), 1);
   CHECK(logged("polyprof.tp_ok: tp_ok init greeting=bonjour depth=5"));
   CHECK(logged("frame kind 999 out of range"));
 
@@ -293,7 +297,7 @@ static void test_crash(void) {
   double t0 = now_s();
   CHECK(service_until_running(w, 3.0));
   double waited = now_s() - t0;
-  CHECK(waited > 0.8 && waited < 1.5);
+  CHECK(waited > 0.8 && waited < 2.5);
   CHECK(pp_worker_pid(w) != first);
   /* The restarted worker got init, start and the target replayed. */
   snapshot(w, p, &rc, err);
@@ -324,6 +328,21 @@ static void test_crash(void) {
   CHECK_EQ_INT(pp_worker_restarts(w), 2);
   CHECK(logged("restarting in 2 s"));
   CHECK_EQ_INT(pp_worker_stop(w), 0); /* cancels the pending restart */
+  pp_worker_service(w);
+  CHECK(!pp_worker_running(w));
+  CHECK_EQ_INT(pp_worker_snapshot_begin(w, err, sizeof(err)), -ENOTCONN);
+  pp_worker_free(w);
+
+  fprintf(stderr, "== init refuses politely\n");
+  struct cfg c3 = {.pc = {.name = "tp_crash", .enabled = true}};
+  c3.pc.options = c3.opts;
+  bind(&c3, info, "crash_on", "refuse_init");
+  w = make("tp_crash", false, 0, &c3);
+  rc = pp_worker_start(w, &s, err, sizeof(err));
+  CHECK_EQ_INT(rc, -ENOENT);
+  CHECK_EQ_STR(err, "init failed: no runtime here");
+  CHECK(!pp_worker_running(w));
+  CHECK_EQ_INT(pp_worker_stop(w), 0);
   pp_worker_service(w);
   CHECK(!pp_worker_running(w));
   CHECK_EQ_INT(pp_worker_snapshot_begin(w, err, sizeof(err)), -ENOTCONN);
@@ -389,6 +408,86 @@ static void test_leak(void) {
   pp_worker_free(w);
 }
 
+/* A profile far bigger than the socket buffer, collected long after the
+ * worker answered: not a hang. */
+static void test_big_late(void) {
+  fprintf(stderr, "== big profile, collected late\n");
+  const struct pp_plugin_info *info = plugin("tp_ok");
+  struct cfg c = {.pc = {.name = "tp_ok", .enabled = true}};
+  c.pc.options = c.opts;
+  bind(&c, info, "extra_stacks", "150000");
+  struct pp_worker *w = make("tp_ok", false, 0, &c);
+  char err[256];
+  struct pp_session s = session();
+  CHECK_EQ_INT(pp_worker_start(w, &s, err, sizeof(err)), 0);
+  struct pp_target t = {.pid = (uint32_t)getpid()};
+  CHECK_EQ_INT(pp_worker_add_targets(w, &t, 1, err, sizeof(err)), 0);
+  CHECK_EQ_INT(pp_worker_snapshot_begin(w, err, sizeof(err)), 0);
+  usleep(1500000); /* past the 1 s timeout; the core was busy elsewhere */
+  struct pp_profile *p = pp_profile_new();
+  int rc = pp_worker_snapshot_end(w, p, err, sizeof(err));
+  CHECK_EQ_INT(rc, 0);
+  if (rc) fprintf(stderr, "end: %s\n", err);
+  CHECK_EQ_INT(pp_profile_stack_count(p), 150001);
+  CHECK_EQ_INT(pp_worker_restarts(w), 0);
+  pp_profile_free(p);
+  pp_worker_free(w);
+}
+
+/* The plugin damages the protocol or its process in various ways. */
+static void test_evil(void) {
+  static const struct {
+    const char *mode, *reason;
+    int rc;
+  } cases[] = {
+      {"garbage", "broke the protocol", -EPROTO},
+      {"bogus", "broke the protocol: unexpected REPLY", -EPROTO},
+      {"close", "closed its connection", -ECHILD},
+      {"exit", "exited with status 3", -ECHILD},
+      {"abort", "crashed with SIGABRT", -ECHILD},
+  };
+  const struct pp_plugin_info *info = plugin("tp_evil");
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    fprintf(stderr, "== evil: %s\n", cases[i].mode);
+    struct cfg c = {.pc = {.name = "tp_evil", .enabled = true}};
+    c.pc.options = c.opts;
+    bind(&c, info, "evil", (char *)cases[i].mode);
+    struct pp_worker *w = make("tp_evil", false, 0, &c);
+    char err[256];
+    struct pp_session s = session();
+    CHECK_EQ_INT(pp_worker_start(w, &s, err, sizeof(err)), 0);
+    pid_t pid = pp_worker_pid(w);
+    struct pp_profile *p = pp_profile_new();
+    int rc;
+    double t0 = now_s();
+    snapshot(w, p, &rc, err);
+    CHECK_EQ_INT(rc, cases[i].rc);
+    CHECK_CONTAINS(err, cases[i].reason);
+    CHECK(now_s() - t0 < 2.5);
+    CHECK(!pp_worker_running(w));
+    CHECK(kill(pid, 0) < 0 && errno == ESRCH);
+    CHECK_EQ_INT(pp_profile_stack_count(p), 0);
+    pp_profile_free(p);
+    pp_worker_free(w);
+  }
+}
+
+static void test_init_hang(void) {
+  fprintf(stderr, "== hang in init\n");
+  const struct pp_plugin_info *info = plugin("tp_hang");
+  struct cfg c = {.pc = {.name = "tp_hang", .enabled = true}};
+  c.pc.options = c.opts;
+  bind(&c, info, "hang_on", "init");
+  struct pp_worker *w = make("tp_hang", false, 0, &c);
+  char err[256];
+  struct pp_session s = session();
+  double t0 = now_s();
+  CHECK_EQ_INT(pp_worker_start(w, &s, err, sizeof(err)), -ETIMEDOUT);
+  CHECK_CONTAINS(err, "did not answer INIT within 1 s");
+  CHECK(now_s() - t0 < 2.0);
+  pp_worker_free(w);
+}
+
 int main(void) {
   const char *build = getenv("PP_BUILD_DIR");
   char dir[4096];
@@ -404,6 +503,9 @@ int main(void) {
   test_crash();
   test_hang(false);
   test_leak();
+  test_big_late();
+  test_evil();
+  test_init_hang();
   /* Inline last: the abandoned hung thread stays until we exit. */
   test_ok(true);
   test_hang(true);
