@@ -1,0 +1,54 @@
+# Entry points (README "Quick start"):
+#   make run    install deps, build, profile the whole machine for 10 s -> out/
+#   make test   install deps, build (normal + ASan/UBSan), run the whole suite
+JOBS ?= $(shell nproc)
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+OUT ?= out
+DURATION ?= 10
+
+.PHONY: all deps test-deps build asan run test test-fast bench format format-check clean
+
+all: build
+
+deps:
+	scripts/install-deps.sh build
+
+test-deps:
+	scripts/install-deps.sh test
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPOLYPROF_WERROR=ON >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DPOLYPROF_SANITIZE=ON >/dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+
+run: build
+	mkdir -p $(OUT)
+	./$(BUILD)/polyprof -d $(DURATION) -o $(OUT) --plugin-dir $(BUILD)/plugins \
+	  --log-file $(OUT)/polyprof.log --pid-file $(OUT)/polyprof.pid
+	@echo "profile: $(OUT)/last_profile.col  flame graph: $(OUT)/last_flamegraph.html"
+
+# The sanitizer pass runs first and the normal build last, so the final
+# summary printed is the full suite's.
+test: test-deps build asan
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j 2 -L unit
+	ctest --test-dir $(BUILD) --output-on-failure -j 2
+
+test-fast: build
+	ctest --test-dir $(BUILD) --output-on-failure -j 2
+
+bench: build
+	bench/run
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+format-check:
+	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(OUT)

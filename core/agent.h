@@ -1,0 +1,62 @@
+/*
+ * Internal state of a running agent, shared by the run loop (session.c) and
+ * the per-session output stage (session_output.c). Not a public interface.
+ */
+#ifndef PP_AGENT_H
+#define PP_AGENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "config.h"
+#include "enrich.h"
+#include "metadata.h"
+#include "profile.h"
+#include "supervisor.h"
+#include "targets.h"
+
+struct agent_plugin {
+  const struct pp_plugin_info *info;
+  const struct pp_plugin_config *pcfg;
+  struct pp_worker *worker;
+  bool system_wide;
+  bool started;
+  struct pp_profile *snap; /* this session's snapshot (reused) */
+  int snap_rc;             /* 0, or why this session's data is missing */
+  char snap_err[256];
+  uint64_t cpu_ticks_prev; /* worker CPU at the previous session end */
+  struct pp_target *pending; /* new targets found since the last add_targets */
+  size_t npending, pending_cap;
+};
+
+struct pp_agent {
+  struct pp_config *cfg;
+  struct pp_plugin_info *infos;
+  size_t ninfos;
+  struct agent_plugin *plugins; /* enabled ones */
+  size_t nplugins;
+  struct pp_targets *targets;
+  struct pp_enricher *enricher;
+  struct pp_metrics *metrics;
+  json_t *system_metadata;
+  struct pp_profile *merged;
+  struct pp_profile *failed; /* error statuses standing in for a failed runtime */
+  time_t spawn_time;
+  unsigned session_no;
+  uint64_t core_cpu_ticks_prev;
+};
+
+/* Per-session timing facts for the output stage. */
+struct session_times {
+  time_t start, end;  /* wall clock */
+  double duration_s;  /* measured */
+};
+
+/* Merge the snapshots, enrich, write the configured outputs and log the
+ * session summary. Never fails the agent: problems are logged. */
+void pp_agent_write_session(struct pp_agent *a, const struct session_times *t);
+
+#endif

@@ -1,0 +1,13 @@
+/* `polyprof plugins` and `polyprof check`. Both return an exit code. */
+#ifndef PP_COMMANDS_H
+#define PP_COMMANDS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "config.h"
+
+int pp_cmd_plugins(struct pp_config *cfg, bool verbose, FILE *out);
+int pp_cmd_check(struct pp_config *cfg, FILE *out);
+
+#endif

@@ -1,0 +1,481 @@
+/*
+ * The agent's run loop (see session.h).
+ */
+#include "session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "log.h"
+#include "output/files.h"
+#include "pidfile.h"
+#include "support/proc.h"
+
+#define SCAN_INTERVAL_MS 1000
+
+/* --- signals ------------------------------------------------------------ */
+
+static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t reload_requested;
+static int signal_pipe[2] = {-1, -1};
+
+static void on_signal(int sig) {
+  int saved = errno;
+  if (sig == SIGHUP)
+    reload_requested = 1;
+  else
+    stop_requested = sig;
+  if (signal_pipe[1] >= 0) {
+    char c = 0;
+    ssize_t r = write(signal_pipe[1], &c, 1);
+    (void)r; /* a full pipe already wakes the loop */
+  }
+  errno = saved;
+}
+
+static int install_signals(void) {
+  if (signal_pipe[0] < 0 && pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) < 0) return -errno;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  /* no SA_RESTART: poll() must return so the loop notices at once */
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  return 0;
+}
+
+static void drain_signal_pipe(void) {
+  char buf[64];
+  while (read(signal_pipe[0], buf, sizeof(buf)) > 0) {
+  }
+}
+
+/* --- clocks ------------------------------------------------------------- */
+
+static uint64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* --- plugins ------------------------------------------------------------ */
+
+
+int pp_agent_load_plugins(struct pp_config *cfg, struct pp_plugin_info **infos, size_t *count,
+                          char err[PP_MAX_ERR]) {
+  *infos = NULL;
+  *count = 0;
+  int rc = pp_registry_scan(cfg->plugin_dir, infos, count);
+  if (rc < 0) {
+    snprintf(err, PP_MAX_ERR, "plugin directory %s: %s", cfg->plugin_dir, strerror(-rc));
+    return -1;
+  }
+  const char *loaded[PP_TARGETS_MAX_PLUGINS + 1];
+  size_t nloaded = 0;
+  for (size_t i = 0; i < *count; i++) {
+    struct pp_plugin_info *pi = &(*infos)[i];
+    if (pi->error) continue;
+    if (pp_config_bind_plugin(cfg, &pi->desc, err) < 0) return -1;
+    if (nloaded < PP_TARGETS_MAX_PLUGINS) loaded[nloaded++] = pi->desc.name;
+  }
+  loaded[nloaded] = NULL;
+  if (pp_config_check_orphans(cfg, loaded, err) > 0) return -1;
+  for (size_t i = 0; i < cfg->section_count; i++) {
+    const char *name = cfg->sections[i].name;
+    bool is_loaded = false;
+    for (size_t j = 0; j < nloaded; j++) is_loaded |= strcmp(loaded[j], name) == 0;
+    if (!is_loaded) pp_log(PP_LOG_INFO, "polyprof", "%s: plugin not installed, section ignored", name);
+  }
+  return 0;
+}
+
+static int setup_plugins(struct pp_agent *a) {
+  const struct pp_config *cfg = a->cfg;
+  a->plugins = calloc(a->ninfos ? a->ninfos : 1, sizeof(*a->plugins));
+  if (!a->plugins) return -ENOMEM;
+  const struct pp_plugin *descs[PP_TARGETS_MAX_PLUGINS];
+  for (size_t i = 0; i < a->ninfos && a->nplugins < PP_TARGETS_MAX_PLUGINS; i++) {
+    const struct pp_plugin_info *pi = &a->infos[i];
+    if (pi->error) continue;
+    const struct pp_plugin_config *pc = pp_config_plugin(cfg, pi->desc.name);
+    if (!pc || !pc->enabled) {
+      pp_log(PP_LOG_INFO, "polyprof", "%s: disabled (%s)", pi->desc.name,
+             pc && pc->disabled_by ? pc->disabled_by : "configuration");
+      continue;
+    }
+    struct agent_plugin *ap = &a->plugins[a->nplugins];
+    ap->info = pi;
+    ap->pcfg = pc;
+    ap->system_wide = (pi->desc.capabilities & PP_CAP_SYSTEM_WIDE) != 0;
+    ap->snap = pp_profile_new();
+    const char *iso = pc->isolation ? pc->isolation : cfg->isolation;
+    struct pp_worker_opts wo = {
+        .inline_mode = iso && strcmp(iso, "inline") == 0,
+        .memory_limit_mb = cfg->worker_memory_limit_mb,
+        .timeout_s = cfg->worker_timeout_s,
+        .backoff_max_s = cfg->worker_restart_backoff_max_s,
+    };
+    ap->worker = pp_worker_new(pi, pc, &wo);
+    if (!ap->snap || !ap->worker) return -ENOMEM;
+    descs[a->nplugins] = &pi->desc;
+    a->nplugins++;
+  }
+  a->targets = pp_targets_new(descs, a->nplugins);
+  if (!a->targets) return -ENOMEM;
+  if (cfg->pid_count) pp_targets_set_filter(a->targets, cfg->pids, cfg->pid_count);
+  return 0;
+}
+
+static void teardown_plugins(struct pp_agent *a) {
+  for (size_t i = 0; i < a->nplugins; i++) {
+    struct agent_plugin *ap = &a->plugins[i];
+    if (ap->worker) {
+      pp_worker_stop(ap->worker);
+      pp_worker_free(ap->worker);
+    }
+    pp_profile_free(ap->snap);
+    free(ap->pending);
+  }
+  free(a->plugins);
+  a->plugins = NULL;
+  a->nplugins = 0;
+  pp_targets_free(a->targets);
+  a->targets = NULL;
+  pp_registry_free(a->infos, a->ninfos);
+  a->infos = NULL;
+  a->ninfos = 0;
+}
+
+/* Keeps the agent's own processes out of every target list. */
+static void update_exclusions(struct pp_agent *a) {
+  pid_t pids[PP_TARGETS_MAX_PLUGINS + 1];
+  size_t n = 0;
+  pids[n++] = getpid();
+  for (size_t i = 0; i < a->nplugins; i++) {
+    pid_t w = pp_worker_pid(a->plugins[i].worker);
+    if (w > 0) pids[n++] = w;
+  }
+  pp_targets_set_excluded(a->targets, pids, n);
+}
+
+static void queue_target(void *ctx, size_t plugin, const struct pp_target *t) {
+  struct pp_agent *a = ctx;
+  struct agent_plugin *ap = &a->plugins[plugin];
+  if (ap->npending == ap->pending_cap) {
+    size_t ncap = ap->pending_cap ? ap->pending_cap * 2 : 64;
+    struct pp_target *g = realloc(ap->pending, ncap * sizeof(*g));
+    if (!g) return; /* the pid is retried at the next session's full list */
+    ap->pending = g;
+    ap->pending_cap = ncap;
+  }
+  ap->pending[ap->npending++] = *t;
+}
+
+static void flush_targets(struct pp_agent *a) {
+  for (size_t i = 0; i < a->nplugins; i++) {
+    struct agent_plugin *ap = &a->plugins[i];
+    if (!ap->npending || !ap->started) continue;
+    char err[256] = "";
+    if (pp_worker_add_targets(ap->worker, ap->pending, ap->npending, err, sizeof(err)) < 0)
+      pp_log(PP_LOG_WARNING, "polyprof", "%s: add_targets failed: %s", ap->info->desc.name, err);
+    else
+      pp_log(PP_LOG_DEBUG, "polyprof", "%s: %zu new target(s)", ap->info->desc.name, ap->npending);
+    ap->npending = 0;
+  }
+}
+
+static void scan_targets(struct pp_agent *a, bool recheck) {
+  update_exclusions(a);
+  int rc = pp_targets_scan(a->targets, recheck, queue_target, a);
+  if (rc < 0) pp_log(PP_LOG_WARNING, "polyprof", "/proc scan failed: %s", strerror(-rc));
+  flush_targets(a);
+}
+
+static void start_plugins(struct pp_agent *a) {
+  bool have_base = false;
+  for (size_t i = 0; i < a->nplugins; i++) have_base |= a->plugins[i].system_wide;
+  for (size_t i = 0; i < a->nplugins; i++) {
+    struct agent_plugin *ap = &a->plugins[i];
+    if (ap->started) continue;
+    struct pp_session s = {
+        .struct_size = sizeof(s),
+        .frequency_hz = (uint32_t)a->cfg->frequency,
+        .duration_s = (uint32_t)a->cfg->duration,
+        .flags = (a->cfg->continuous ? PP_SESSION_CONTINUOUS : 0) |
+                 (have_base ? 0 : PP_SESSION_PERFLESS),
+        .mode = ap->pcfg->mode,
+        .tick_interval_ns = 1000000000ull / (uint64_t)(a->cfg->frequency > 0 ? a->cfg->frequency : 1),
+    };
+    char err[256] = "";
+    if (pp_worker_start(ap->worker, &s, err, sizeof(err)) < 0) {
+      /* the worker restarts on its own backoff; its pids get error stacks */
+      pp_log(PP_LOG_WARNING, "polyprof", "%s: start failed: %s", ap->info->desc.name, err);
+    }
+    ap->started = true;
+    /* the whole current target list: start() forgets nothing on restarts */
+    const struct pp_target *t;
+    size_t n = pp_targets_of(a->targets, i, &t);
+    ap->npending = 0;
+    for (size_t k = 0; k < n; k++) queue_target(a, i, &t[k]);
+  }
+  flush_targets(a);
+}
+
+/* Waits up to timeout_ms for a signal or worker traffic, then services
+ * every worker (logs, deaths, restarts, memory caps). */
+static void wait_and_service(struct pp_agent *a, int timeout_ms) {
+  struct pollfd fds[PP_TARGETS_MAX_PLUGINS + 1];
+  nfds_t n = 0;
+  fds[n++] = (struct pollfd){.fd = signal_pipe[0], .events = POLLIN};
+  for (size_t i = 0; i < a->nplugins; i++) {
+    int fd = pp_worker_fd(a->plugins[i].worker);
+    if (fd >= 0) fds[n++] = (struct pollfd){.fd = fd, .events = POLLIN};
+  }
+  if (timeout_ms < 0) timeout_ms = 0;
+  poll(fds, n, timeout_ms);
+  if (fds[0].revents & POLLIN) drain_signal_pipe();
+  for (size_t i = 0; i < a->nplugins; i++) pp_worker_service(a->plugins[i].worker);
+}
+
+static void snapshot_all(struct pp_agent *a) {
+  for (size_t i = 0; i < a->nplugins; i++) {
+    struct agent_plugin *ap = &a->plugins[i];
+    ap->snap_err[0] = '\0';
+    ap->snap_rc = pp_worker_snapshot_begin(ap->worker, ap->snap_err, sizeof(ap->snap_err));
+  }
+  for (size_t i = 0; i < a->nplugins; i++) {
+    struct agent_plugin *ap = &a->plugins[i];
+    if (ap->snap_rc == 0)
+      ap->snap_rc = pp_worker_snapshot_end(ap->worker, ap->snap, ap->snap_err, sizeof(ap->snap_err));
+    if (ap->snap_rc < 0) {
+      pp_profile_clear(ap->snap);
+      if (!ap->snap_err[0]) snprintf(ap->snap_err, sizeof(ap->snap_err), "%s", strerror(-ap->snap_rc));
+      pp_log(PP_LOG_WARNING, "polyprof", "%s: no data this session: %s", ap->info->desc.name,
+             ap->snap_err);
+    }
+  }
+}
+
+static bool in_init_pid_namespace(void) {
+  char buf[4096];
+  if (pp_read_file("/proc/self/status", buf, sizeof(buf), NULL) < 0) return true;
+  const char *p = strstr(buf, "\nNSpid:");
+  if (!p) return true;
+  p += 7;
+  int numbers = 0;
+  while (*p && *p != '\n') {
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p >= '0' && *p <= '9') {
+      numbers++;
+      while (*p >= '0' && *p <= '9') p++;
+    } else if (*p && *p != '\n') {
+      p++;
+    }
+  }
+  return numbers <= 1;
+}
+
+/* --- setup / teardown --------------------------------------------------- */
+
+static int agent_setup(struct pp_agent *a, char err[PP_MAX_ERR]) {
+  if (pp_agent_load_plugins(a->cfg, &a->infos, &a->ninfos, err) < 0) return -1;
+  if (setup_plugins(a) < 0) {
+    snprintf(err, PP_MAX_ERR, "out of memory setting up plugins");
+    return -1;
+  }
+  if (a->nplugins == 0) {
+    snprintf(err, PP_MAX_ERR,
+             "no plugin enabled: %zu plugin(s) found in %s; see `polyprof plugins`", a->ninfos,
+             a->cfg->plugin_dir);
+    return -1;
+  }
+  return 0;
+}
+
+static void agent_log_plugins(const struct pp_agent *a) {
+  char list[1024] = "";
+  size_t at = 0;
+  for (size_t i = 0; i < a->nplugins && at < sizeof(list); i++) {
+    const struct agent_plugin *ap = &a->plugins[i];
+    int n = snprintf(list + at, sizeof(list) - at, "%s%s %s%s%s", i ? ", " : "",
+                     ap->info->desc.name, ap->info->desc.version, ap->pcfg->mode ? " mode=" : "",
+                     ap->pcfg->mode ? ap->pcfg->mode : "");
+    if (n < 0) break;
+    at += (size_t)n;
+  }
+  pp_log(PP_LOG_INFO, "polyprof", "plugins: %s", list);
+}
+
+static int reload_agent(struct pp_agent *a, pp_config_loader reload, void *ctx) {
+  struct pp_config *ncfg = calloc(1, sizeof(*ncfg));
+  char err[PP_MAX_ERR] = "";
+  if (!ncfg) return -1;
+  if (reload(ctx, ncfg, err) < 0) {
+    pp_log(PP_LOG_ERROR, "polyprof", "reload rejected, keeping the running configuration: %s", err);
+    pp_config_free(ncfg);
+    free(ncfg);
+    return -1;
+  }
+  /* validate the new plugin set before touching the running one */
+  struct pp_plugin_info *infos = NULL;
+  size_t ninfos = 0;
+  if (pp_agent_load_plugins(ncfg, &infos, &ninfos, err) < 0) {
+    pp_log(PP_LOG_ERROR, "polyprof", "reload rejected, keeping the running configuration: %s", err);
+    pp_registry_free(infos, ninfos);
+    pp_config_free(ncfg);
+    free(ncfg);
+    return -1;
+  }
+  teardown_plugins(a);
+  pp_config_free(a->cfg);
+  free(a->cfg);
+  a->cfg = ncfg;
+  a->infos = infos;
+  a->ninfos = ninfos;
+  if (setup_plugins(a) < 0 || a->nplugins == 0) {
+    pp_log(PP_LOG_ERROR, "polyprof", "after reload no plugin is enabled; continuing idle");
+  }
+  agent_log_plugins(a);
+  pp_log(PP_LOG_INFO, "polyprof", "configuration and plugins reloaded");
+  return 0;
+}
+
+int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ctx) {
+  struct pp_agent agent;
+  struct pp_agent *a = &agent;
+  memset(a, 0, sizeof(*a));
+  a->cfg = cfg;
+  a->spawn_time = time(NULL);
+  char err[PP_MAX_ERR] = "";
+  int exit_code = 0;
+  int pid_fd = -1;
+
+  if (cfg->log_file && *cfg->log_file) {
+    int rc = pp_log_open_file(cfg->log_file, cfg->log_max_bytes, cfg->log_backups);
+    if (rc < 0)
+      pp_log(PP_LOG_WARNING, "polyprof", "cannot open log file %s: %s (logging to stderr only)",
+             cfg->log_file, strerror(-rc));
+  }
+  pp_log(PP_LOG_INFO, "polyprof", "polyprof %s starting (pid %d)", POLYPROF_VERSION, (int)getpid());
+  if (!cfg->output_dir && !cfg->upload) {
+    pp_log(PP_LOG_ERROR, "polyprof", "no output: give -o/--output-dir (output.dir) or -u");
+    return 2;
+  }
+  if (pp_config_check_run(cfg, err) < 0) {
+    pp_log(PP_LOG_ERROR, "polyprof", "%s", err);
+    return 2;
+  }
+  if (cfg->output_dir && pp_output_check_dir(cfg->output_dir, err, sizeof(err)) < 0) {
+    pp_log(PP_LOG_ERROR, "polyprof", "%s", err);
+    return 1;
+  }
+  if (cfg->pidns_check && !in_init_pid_namespace()) {
+    pp_log(PP_LOG_ERROR, "polyprof",
+           "polyprof must run in the init pid namespace to see every process (Docker: "
+           "--pid=host, Kubernetes: hostPID: true), or pass --disable-pidns-check");
+    return 1;
+  }
+  if (geteuid() != 0)
+    pp_log(PP_LOG_WARNING, "polyprof",
+           "not running as root: plugins that need privileges will report what they miss "
+           "(see `polyprof check`)");
+  if (cfg->pid_file && *cfg->pid_file) {
+    pid_fd = pp_pidfile_acquire(cfg->pid_file, err, sizeof(err));
+    if (pid_fd < 0) {
+      pp_log(PP_LOG_ERROR, "polyprof", "%s", err);
+      return 1;
+    }
+  }
+  if (install_signals() < 0) {
+    pp_log(PP_LOG_ERROR, "polyprof", "cannot install signal handlers");
+    exit_code = 1;
+    goto out;
+  }
+  if (agent_setup(a, err) < 0) {
+    pp_log(PP_LOG_ERROR, "polyprof", "%s", err);
+    exit_code = err[0] && strstr(err, "no plugin enabled") ? 1 : 2;
+    goto out;
+  }
+  agent_log_plugins(a);
+
+  struct pp_enrich_opts eo = {
+      .appids = cfg->app_identifiers,
+      .containers = cfg->container_names,
+      .app_metadata = cfg->application_metadata,
+      .app_id_args_filters = (const char *const *)cfg->app_id_args_filters,
+      .app_id_args_filter_count = cfg->app_id_args_filter_count,
+      .cache_size = cfg->appid_cache_size,
+  };
+  a->enricher = pp_enricher_new(&eo);
+  a->metrics = pp_metrics_new();
+  a->system_metadata = pp_metadata_system(cfg, a->spawn_time);
+  a->merged = pp_profile_new();
+  a->failed = pp_profile_new();
+  if (!a->enricher || !a->metrics || !a->merged || !a->failed) {
+    pp_log(PP_LOG_ERROR, "polyprof", "out of memory");
+    exit_code = 1;
+    goto out;
+  }
+
+  scan_targets(a, true);
+  for (;;) {
+    struct session_times st;
+    st.start = time(NULL);
+    uint64_t t0 = mono_ms();
+    start_plugins(a);
+    uint64_t deadline = t0 + (uint64_t)a->cfg->duration * 1000;
+    uint64_t next_scan = t0 + SCAN_INTERVAL_MS;
+    while (!stop_requested) {
+      uint64_t now = mono_ms();
+      if (now >= deadline) break;
+      uint64_t until = next_scan < deadline ? next_scan : deadline;
+      wait_and_service(a, (int)(until - now));
+      now = mono_ms();
+      if (now >= next_scan) {
+        scan_targets(a, false);
+        pp_metrics_sample(a->metrics);
+        next_scan = now + SCAN_INTERVAL_MS;
+      }
+    }
+    if (stop_requested)
+      pp_log(PP_LOG_INFO, "polyprof", "signal %d: ending the session early", (int)stop_requested);
+    snapshot_all(a);
+    st.end = time(NULL);
+    st.duration_s = (double)(mono_ms() - t0) / 1000.0;
+    a->session_no++;
+    pp_agent_write_session(a, &st);
+
+    if (stop_requested || !a->cfg->continuous) break;
+    if (reload_requested) {
+      reload_requested = 0;
+      if (reload) reload_agent(a, reload, reload_ctx);
+    }
+    scan_targets(a, true);
+  }
+  pp_log(PP_LOG_INFO, "polyprof", "stopping after %u session(s)", a->session_no);
+
+out:
+  teardown_plugins(a);
+  pp_enricher_free(a->enricher);
+  pp_metrics_free(a->metrics);
+  json_decref(a->system_metadata);
+  pp_profile_free(a->merged);
+  pp_profile_free(a->failed);
+  pp_pidfile_release(pid_fd, a->cfg->pid_file);
+  pp_config_free(a->cfg);
+  free(a->cfg);
+  pp_log_close_file();
+  return exit_code;
+}

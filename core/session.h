@@ -1,0 +1,35 @@
+/*
+ * The agent's run loop: load plugins, start their workers, hand them targets
+ * from the /proc scan, cut the timeline into sessions of `duration` seconds
+ * (snapshot without stopping, so consecutive sessions have no gap), merge,
+ * enrich and write each session's profile.
+ *
+ * Signals: SIGTERM/SIGINT end the current session early, still write it,
+ * and return 0. SIGHUP reloads the configuration and plugin directory at the
+ * next session boundary; a bad new configuration is rejected and the running
+ * one kept.
+ */
+#ifndef PP_SESSION_H
+#define PP_SESSION_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "supervisor.h"
+
+/* Builds a fresh configuration (file + command line) for SIGHUP reloads.
+ * 0, or -1 with err set. */
+typedef int (*pp_config_loader)(void *ctx, struct pp_config *out, char err[PP_MAX_ERR]);
+
+/* Loads the plugins in cfg->plugin_dir and binds their configuration.
+ * On a configuration error returns -1 with err set (exit code 2 material);
+ * refused plugins are only logged. The infos array is owned by the caller
+ * (pp_registry_free). */
+int pp_agent_load_plugins(struct pp_config *cfg, struct pp_plugin_info **infos, size_t *count,
+                          char err[PP_MAX_ERR]);
+
+/* Runs sessions until done (single shot) or a stop signal (continuous).
+ * Takes ownership of cfg. Returns the process exit code. */
+int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ctx);
+
+#endif

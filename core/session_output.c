@@ -1,0 +1,234 @@
+/*
+ * End of a session: merge the plugins' snapshots, enrich, write the outputs
+ * and log what the session cost. Everything here degrades instead of failing:
+ * a plugin without data becomes error stacks for its pids, an output that
+ * cannot be written is logged and the others are still written.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "log.h"
+#include "merge.h"
+#include "output/col.h"
+#include "output/files.h"
+#include "output/html.h"
+#include "support/proc.h"
+
+/* A runtime plugin that lost its data: every pid it was covering gets an
+ * error status so the merged profile says so instead of silently showing
+ * native stacks only. */
+static void mark_failed(struct pp_agent *a, size_t idx) {
+  struct agent_plugin *ap = &a->plugins[idx];
+  pp_profile_clear(ap->snap);
+  char reason[320];
+  snprintf(reason, sizeof(reason), "%s %s", ap->info->desc.name, ap->snap_err);
+  uint32_t rid = pp_profile_intern_cstr(ap->snap, reason);
+  const struct pp_target *t;
+  size_t n = pp_targets_of(a->targets, idx, &t);
+  for (size_t i = 0; i < n; i++) {
+    struct pp_pid_rec *r = pp_profile_pid_upsert(ap->snap, t[i].pid);
+    if (!r) break;
+    r->status = PP_PID_ERROR;
+    r->reason = rid;
+    r->start_time = t[i].start_time;
+  }
+}
+
+static uint64_t hwm_kb(pid_t pid) {
+  char path[64], buf[4096];
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+  if (pp_read_file(path, buf, sizeof(buf), NULL) < 0) return 0;
+  const char *p = strstr(buf, "VmHWM:");
+  return p ? strtoull(p + 6, NULL, 10) : 0;
+}
+
+struct write_ctx {
+  struct pp_agent *a;
+  const char *header;
+  const struct pp_html_info *html;
+};
+
+static int write_col(FILE *f, void *vctx) {
+  struct write_ctx *c = vctx;
+  const struct pp_config *cfg = c->a->cfg;
+  struct pp_col_opts o = {
+      .app_metadata_prefix = cfg->application_metadata,
+      .container_prefix = true,
+      .appids = cfg->app_identifiers,
+  };
+  return pp_col_write(f, c->a->merged, c->header, &o);
+}
+
+static int write_html(FILE *f, void *vctx) {
+  struct write_ctx *c = vctx;
+  return pp_html_write(f, c->a->merged, c->html);
+}
+
+static bool format_enabled(const struct pp_config *cfg, const char *name) {
+  for (size_t i = 0; i < cfg->output_format_count; i++)
+    if (strcmp(cfg->output_formats[i], name) == 0) return true;
+  return false;
+}
+
+void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
+  const struct pp_config *cfg = a->cfg;
+  const struct pp_profile *base = NULL;
+  struct pp_merge_source srcs[PP_TARGETS_MAX_PLUGINS];
+  size_t nsrc = 0;
+  struct pp_html_plugin_stat stats[PP_TARGETS_MAX_PLUGINS];
+  json_t *plugin_stats = json_object();
+  double dur = t->duration_s > 0 ? t->duration_s : 1;
+
+  for (size_t i = 0; i < a->nplugins; i++) {
+    struct agent_plugin *ap = &a->plugins[i];
+    const char *name = ap->info->desc.name;
+    uint64_t samples = ap->snap_rc == 0 ? pp_profile_total(ap->snap) : 0;
+    stats[i] = (struct pp_html_plugin_stat){
+        .name = name,
+        .samples = samples,
+        .rate_hz = (double)samples / dur,
+        .status = ap->snap_rc == 0 ? "ok" : ap->snap_err,
+    };
+    json_t *js = json_object();
+    json_object_set_new(js, "samples", json_integer((json_int_t)samples));
+    json_object_set_new(js, "rate_hz", json_real((double)samples / dur));
+    json_object_set_new(js, "status", json_string(stats[i].status));
+    json_object_set_new(js, "restarts", json_integer(pp_worker_restarts(ap->worker)));
+    if (ap->snap_rc == 0) {
+      json_t *counters = json_object();
+      for (size_t k = 0; k < pp_profile_counter_count(ap->snap); k++) {
+        const struct pp_counter_rec *cr = pp_profile_counter_at(ap->snap, k);
+        json_object_set_new(counters, pp_profile_str(ap->snap, cr->name),
+                            json_integer((json_int_t)cr->value));
+      }
+      json_object_set_new(js, "counters", counters);
+    }
+    json_object_set_new(plugin_stats, name, js);
+
+    if (ap->system_wide) {
+      if (ap->snap_rc == 0 && !base)
+        base = ap->snap;
+      else if (ap->snap_rc < 0)
+        pp_log(PP_LOG_WARNING, "polyprof",
+               "%s: system-wide data missing this session; runtime stacks are kept unscaled",
+               name);
+      continue;
+    }
+    if (ap->snap_rc < 0) mark_failed(a, i);
+    srcs[nsrc++] = (struct pp_merge_source){.plugin = name, .profile = ap->snap};
+  }
+
+  int rc = pp_merge(a->merged, base, srcs, nsrc);
+  if (rc < 0) pp_log(PP_LOG_ERROR, "polyprof", "merge failed: %s", strerror(-rc));
+
+  json_t *app_meta = json_array();
+  json_t *containers = json_array();
+  json_array_append_new(app_meta, json_null());
+  rc = pp_enrich(a->enricher, a->merged, app_meta, containers);
+  if (rc < 0) pp_log(PP_LOG_WARNING, "polyprof", "enrichment incomplete: %s", strerror(-rc));
+
+  double cpu_avg = -1, mem_avg = -1;
+  if (cfg->metrics_collection) pp_metrics_session(a->metrics, &cpu_avg, &mem_avg);
+
+  struct pp_header_args ha = {
+      .cfg = cfg,
+      .system_metadata = a->system_metadata,
+      .containers = containers,
+      .app_meta_list = app_meta,
+      .cpu_avg = cpu_avg,
+      .mem_avg = mem_avg,
+      .start_time = t->start,
+      .end_time = t->end,
+      .plugin_stats = plugin_stats,
+  };
+  json_t *header = pp_col_header(&ha);
+  char *header_text = header ? pp_json_dumps_python(header) : NULL;
+
+  char start_iso[32], end_iso[32], host[256] = "", title[320];
+  pp_iso_time(t->start, start_iso, sizeof(start_iso));
+  pp_iso_time(t->end, end_iso, sizeof(end_iso));
+  gethostname(host, sizeof(host) - 1);
+  snprintf(title, sizeof(title), "polyprof — %s — %s", host, start_iso);
+  struct pp_html_info hi = {
+      .title = title,
+      .start_time = start_iso,
+      .end_time = end_iso,
+      .duration_s = t->duration_s,
+      .hostname = host,
+      .plugins = stats,
+      .plugin_count = a->nplugins,
+  };
+
+  char written[2][4200];
+  int nwritten = 0;
+  if (cfg->output_dir && header_text) {
+    char stem[64], err[512];
+    pp_output_stem(t->end, stem, sizeof(stem));
+    struct write_ctx wc = {.a = a, .header = header_text, .html = &hi};
+    if (format_enabled(cfg, "col")) {
+      if (pp_output_publish(cfg->output_dir, stem, ".col", "last_profile.col",
+                            cfg->rotating_output, write_col, &wc, err, sizeof(err)) < 0)
+        pp_log(PP_LOG_ERROR, "polyprof", "writing the .col failed: %s", err);
+      else
+        snprintf(written[nwritten++], sizeof(written[0]), "%s/%s.col", cfg->output_dir, stem);
+    }
+    if (cfg->flamegraph && format_enabled(cfg, "html")) {
+      if (pp_output_publish(cfg->output_dir, stem, ".html", "last_flamegraph.html",
+                            cfg->rotating_output, write_html, &wc, err, sizeof(err)) < 0)
+        pp_log(PP_LOG_ERROR, "polyprof", "writing the flame graph failed: %s", err);
+      else
+        snprintf(written[nwritten++], sizeof(written[0]), "%s/%s.html", cfg->output_dir, stem);
+    }
+  }
+
+  /* what the session cost the agent itself */
+  long hz = sysconf(_SC_CLK_TCK);
+  uint64_t core_ticks = 0, worker_ticks = 0, worker_hwm = 0;
+  pp_proc_cpu_ticks((uint32_t)getpid(), &core_ticks);
+  for (size_t i = 0; i < a->nplugins; i++) {
+    struct agent_plugin *ap = &a->plugins[i];
+    pid_t wp = pp_worker_pid(ap->worker);
+    uint64_t ticks = 0;
+    if (wp > 0 && pp_proc_cpu_ticks((uint32_t)wp, &ticks) == 0) {
+      worker_ticks += ticks >= ap->cpu_ticks_prev ? ticks - ap->cpu_ticks_prev : ticks;
+      ap->cpu_ticks_prev = ticks;
+      worker_hwm += hwm_kb(wp);
+    }
+  }
+  uint64_t core_delta = core_ticks - a->core_cpu_ticks_prev;
+  a->core_cpu_ticks_prev = core_ticks;
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+
+  char per_plugin[1024] = "";
+  size_t at = 0;
+  for (size_t i = 0; i < a->nplugins && at < sizeof(per_plugin); i++) {
+    int n = snprintf(per_plugin + at, sizeof(per_plugin) - at, "%s%s %llu @ %.1f Hz%s%s",
+                     i ? ", " : "", stats[i].name, (unsigned long long)stats[i].samples,
+                     stats[i].rate_hz, a->plugins[i].snap_rc ? " FAILED: " : "",
+                     a->plugins[i].snap_rc ? stats[i].status : "");
+    if (n < 0) break;
+    at += (size_t)n;
+  }
+  double core_s = (double)core_delta / (double)hz, worker_s = (double)worker_ticks / (double)hz;
+  pp_log(PP_LOG_INFO, "polyprof",
+         "session %u: %.1f s, %llu samples in %zu stacks over %zu processes [%s]; agent CPU "
+         "%.2f s (%.2f%% of a core: core %.2f s, workers %.2f s), peak RSS core %.1f MiB, "
+         "workers %.1f MiB",
+         a->session_no, t->duration_s, (unsigned long long)pp_profile_total(a->merged),
+         pp_profile_stack_count(a->merged), pp_profile_pid_count(a->merged), per_plugin,
+         core_s + worker_s, 100.0 * (core_s + worker_s) / dur, core_s, worker_s,
+         (double)ru.ru_maxrss / 1024.0, (double)worker_hwm / 1024.0);
+  for (int i = 0; i < nwritten; i++) pp_log(PP_LOG_INFO, "polyprof", "wrote %s", written[i]);
+
+  free(header_text);
+  json_decref(header);
+  json_decref(app_meta);
+  json_decref(containers);
+  json_decref(plugin_stats);
+}

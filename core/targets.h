@@ -1,0 +1,55 @@
+/*
+ * Target discovery: one /proc scan per tick, matched against every runtime
+ * plugin's declarative patterns (exe basename, mapped-file basenames), so each
+ * plugin is handed only its pids and no plugin walks /proc itself.
+ *
+ * Processes are keyed by (pid, start time): a reused pid is a new process.
+ * A process's maps are read when it is first seen and re-read at session
+ * boundaries (pp_targets_scan with recheck), which catches runtimes loaded
+ * later (embedded interpreters, late dlopen) without reading every process's
+ * maps every second.
+ */
+#ifndef PP_TARGETS_H
+#define PP_TARGETS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "polyprof/plugin.h"
+
+#define PP_TARGETS_MAX_PLUGINS 64
+
+struct pp_targets;
+
+/* descs[i] == NULL or a system-wide plugin: never matched. */
+struct pp_targets *pp_targets_new(const struct pp_plugin *const *descs, size_t n);
+void pp_targets_free(struct pp_targets *t);
+
+/* Restrict to these pids (--pids); n == 0: all processes. */
+void pp_targets_set_filter(struct pp_targets *t, const uint32_t *pids, size_t n);
+/* Never match these (the agent and its workers). Replaces the previous set. */
+void pp_targets_set_excluded(struct pp_targets *t, const pid_t *pids, size_t n);
+
+typedef void (*pp_target_cb)(void *ctx, size_t plugin, const struct pp_target *target);
+
+/* Scan /proc. For every (plugin, process) match not reported before, calls
+ * on_new. Between scans a known pid is assumed to be the same process (pid
+ * reuse within one tick needs a full pid wrap-around); recheck re-reads every
+ * start time to be sure (do it at session boundaries). Unmatched processes
+ * are re-classified on their own backoff schedule either way.
+ * Returns the number of processes seen, or -errno. */
+int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, void *ctx);
+
+/* Live pids currently matched by `plugin` (valid until the next scan). */
+size_t pp_targets_of(const struct pp_targets *t, size_t plugin, const struct pp_target **out);
+
+/* Processes matched by any plugin / seen at all in the last scan. */
+size_t pp_targets_process_count(const struct pp_targets *t);
+
+/* Pure matching, exposed for tests: does this exe path / maps text match? */
+bool pp_targets_match_exe(const char *const *patterns, const char *exe_path);
+bool pp_targets_match_maps(const char *const *patterns, const char *maps_text);
+
+#endif

@@ -1,0 +1,27 @@
+#!/bin/bash
+# Installs what building, running and testing polyprof needs, from Debian
+# packages only. Idempotent and quick when everything is already there:
+# apt-get runs only for missing packages.
+set -euo pipefail
+
+what="${1:-test}" # build | test
+
+build_pkgs=(build-essential cmake pkg-config libyaml-dev libjansson-dev libcurl4-openssl-dev
+            libelf-dev libunwind-dev zlib1g-dev python3)
+# Runtimes and tools the test suite drives for real.
+test_pkgs=(chromium procps)
+
+pkgs=("${build_pkgs[@]}")
+if [ "$what" = test ]; then pkgs+=("${test_pkgs[@]}"); fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
+echo "install-deps: installing ${missing[*]}"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,126 @@
+/* Target discovery: pattern matching and real /proc scans of real children. */
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support/proc.h"
+#include "targets.h"
+#include "testlib.h"
+
+static void test_patterns(void) {
+  const char *const py[] = {"python*", "uwsgi", NULL};
+  CHECK(pp_targets_match_exe(py, "/usr/bin/python3.11"));
+  CHECK(pp_targets_match_exe(py, "/opt/app/bin/uwsgi (deleted)"));
+  CHECK(!pp_targets_match_exe(py, "/usr/bin/ruby"));
+  CHECK(!pp_targets_match_exe(py, "/usr/lib/python3/xpython/ruby"));
+  CHECK(!pp_targets_match_exe(py, ""));
+  const char *const lib[] = {"libpython3*.so*", NULL};
+  const char *maps =
+      "55d0c0a00000-55d0c0a01000 r--p 00000000 08:01 1 /usr/bin/app\n"
+      "7f00 r-xp 0 08:01 2 /usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0\n";
+  CHECK(pp_targets_match_maps(lib, maps));
+  CHECK(!pp_targets_match_maps(lib, "7f00 r-xp 0 08:01 2 /usr/lib/libruby.so.3.1\n[vdso]\n"));
+  CHECK(!pp_targets_match_maps(lib, ""));
+}
+
+struct seen {
+  uint32_t pids[64];
+  uint64_t starts[64];
+  size_t plugin[64];
+  size_t n;
+};
+
+static void on_new(void *ctx, size_t plugin, const struct pp_target *t) {
+  struct seen *s = ctx;
+  if (s->n < 64) {
+    s->pids[s->n] = t->pid;
+    s->starts[s->n] = t->start_time;
+    s->plugin[s->n] = plugin;
+    s->n++;
+  }
+}
+
+static int count_pid(const struct seen *s, uint32_t pid, size_t plugin) {
+  int c = 0;
+  for (size_t i = 0; i < s->n; i++) c += s->pids[i] == pid && s->plugin[i] == plugin;
+  return c;
+}
+
+static void test_real_scan(void) {
+  pid_t child = fork();
+  if (child == 0) {
+    execlp("sleep", "sleep", "30", (char *)NULL);
+    _exit(127);
+  }
+  usleep(200000); /* let exec happen */
+  const char *const sleep_exe[] = {"sleep", NULL};
+  const char *const libc_maps[] = {"libc.so*", NULL};
+  struct pp_plugin by_exe = {.name = "a", .match_exe = sleep_exe};
+  struct pp_plugin by_maps = {.name = "b", .match_maps = libc_maps};
+  struct pp_plugin system_wide = {.name = "c", .capabilities = PP_CAP_SYSTEM_WIDE,
+                                  .match_exe = sleep_exe};
+  const struct pp_plugin *descs[] = {&by_exe, &by_maps, &system_wide};
+  struct pp_targets *t = pp_targets_new(descs, 3);
+  uint32_t only = (uint32_t)child;
+  pp_targets_set_filter(t, &only, 1);
+
+  struct seen s = {0};
+  int n = pp_targets_scan(t, true, on_new, &s);
+  CHECK_EQ_INT(n, 1);
+  CHECK_EQ_INT(count_pid(&s, only, 0), 1);
+  CHECK_EQ_INT(count_pid(&s, only, 1), 1);
+  CHECK_EQ_INT(count_pid(&s, only, 2), 0); /* system-wide plugins get no targets */
+  uint64_t st = 0;
+  pp_proc_start_time(only, &st);
+  CHECK(s.n > 0 && s.starts[0] == st);
+
+  /* known process: not announced again */
+  s.n = 0;
+  pp_targets_scan(t, false, on_new, &s);
+  pp_targets_scan(t, true, on_new, &s);
+  CHECK_EQ_INT(s.n, 0);
+  const struct pp_target *list;
+  CHECK_EQ_INT(pp_targets_of(t, 0, &list), 1);
+  CHECK(list && list[0].pid == only);
+
+  /* excluded processes are never matched */
+  pid_t excl = child;
+  struct pp_targets *t2 = pp_targets_new(descs, 3);
+  pp_targets_set_filter(t2, &only, 1);
+  pp_targets_set_excluded(t2, &excl, 1);
+  s.n = 0;
+  pp_targets_scan(t2, true, on_new, &s);
+  CHECK_EQ_INT(s.n, 0);
+  pp_targets_free(t2);
+
+  /* gone process drops out of the lists */
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  pp_targets_scan(t, true, on_new, &s);
+  CHECK_EQ_INT(pp_targets_of(t, 0, &list), 0);
+  pp_targets_free(t);
+}
+
+static void test_whole_machine_scan(void) {
+  /* no filter: at least this process and pid 1 are seen, and cheaply */
+  const char *const any[] = {"*", NULL};
+  struct pp_plugin all = {.name = "all", .match_exe = any};
+  const struct pp_plugin *descs[] = {&all};
+  struct pp_targets *t = pp_targets_new(descs, 1);
+  int n = pp_targets_scan(t, true, NULL, NULL);
+  CHECK(n >= 2);
+  const struct pp_target *list;
+  size_t m = pp_targets_of(t, 0, &list);
+  int found_self = 0;
+  for (size_t i = 0; i < m; i++) found_self |= list[i].pid == (uint32_t)getpid();
+  CHECK(found_self);
+  pp_targets_free(t);
+}
+
+int main(void) {
+  test_patterns();
+  test_real_scan();
+  test_whole_machine_scan();
+  return pp_test_finish("test_targets");
+}
