@@ -342,10 +342,8 @@ static int on_msg(void *arg, uint32_t type, const uint8_t *p, uint32_t len) {
       if (!w->qlen || front != PP_MSG_SNAPSHOT) return protocol_error(w, "unexpected PROFILE");
       pop(w);
       free(w->snap);
-      w->snap = malloc(len ? len : 1);
-      if (!w->snap) return -ENOMEM;
-      if (len) memcpy(w->snap, p, len);
-      w->snap_len = len;
+      w->snap = pp_ipc_rx_steal(&w->rx); /* no copy of a big profile */
+      w->snap_len = w->snap ? len : 0;
       w->snap_ready = true;
       return 0;
     }

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "host.h"
 #include "log.h"
 #include "supervisor.h"
 #include "support/proc.h"
@@ -408,6 +409,136 @@ static void test_leak(void) {
   pp_worker_free(w);
 }
 
+/* ---- host services, called directly (no worker) ---- */
+
+static char host_line[512];
+static int host_level = -1;
+static void host_log_sink(void *ctx, int level, const char *text) {
+  host_level = level;
+  snprintf(host_line, sizeof(host_line), "%s", text);
+}
+
+static void test_host_direct(void) {
+  fprintf(stderr, "== host services\n");
+  const struct pp_plugin_info *info = plugin("tp_ok");
+  struct cfg c = {.pc = {.name = "tp_ok", .enabled = true}};
+  c.pc.options = c.opts;
+  bind(&c, info, "depth", "7");
+  bind(&c, info, "greeting", NULL); /* bound but unset: the default stays */
+  struct pp_host_config hc;
+  CHECK_EQ_INT(pp_host_config_build(&hc, &info->desc, &c.pc), 0);
+  struct pp_host h;
+  struct pp_host_ctx ctx;
+  pp_host_init(&h, &ctx, &hc, host_log_sink, NULL);
+  CHECK_EQ_INT(h.struct_size, sizeof(h));
+  CHECK(PP_HOST_HAS(&h, scratch_dir));
+
+  const char *str;
+  int64_t i64;
+  int b;
+  const char *const *items;
+  size_t n;
+  CHECK_EQ_INT(h.config_string(&h, "greeting", &str), 0);
+  CHECK_EQ_STR(str, "hello");
+  CHECK_EQ_INT(h.config_int(&h, "greeting", &i64), -EINVAL); /* wrong type */
+  CHECK_EQ_INT(h.config_int(&h, "depth", &i64), 0);
+  CHECK_EQ_INT(i64, 7);
+  CHECK_EQ_INT(h.config_bool(&h, "loud", &b), 0);
+  CHECK_EQ_INT(b, 0);
+  CHECK_EQ_INT(h.config_bool(&h, "enabled", &b), 0);
+  CHECK_EQ_INT(b, 1);
+  CHECK_EQ_INT(h.config_list(&h, "tags", &items, &n), 0);
+  CHECK(n == 2 && items[2] == NULL);
+  if (n == 2) CHECK_EQ_STR(items[1], "b");
+  CHECK_EQ_INT(h.config_string(&h, "mode", &str), 0);
+  CHECK_EQ_STR(str, "fast");
+  CHECK_EQ_INT(h.config_string(&h, "nope", &str), -ENOENT);
+  CHECK_EQ_INT(h.config_list(&h, "greeting", &items, &n), -EINVAL);
+  CHECK(h.monotonic_ns(&h) > 0 && h.realtime_ns(&h) > 1600000000ull * 1000000000ull);
+  const char *dir = h.scratch_dir(&h);
+  CHECK(dir != NULL);
+  if (dir) CHECK_CONTAINS(dir, "/tp_ok");
+  char comm[32];
+  CHECK_EQ_INT(h.proc_comm(&h, (uint32_t)getpid(), comm, sizeof(comm)), 0);
+  CHECK_EQ_INT(h.proc_comm(&h, 0x7ffffff0u, comm, sizeof(comm)), -ESRCH);
+
+  /* One log line stays one line. */
+  h.log(&h, PP_LOG_WARNING, "two\nlines %d", 2);
+  CHECK_EQ_STR(host_line, "two lines 2");
+  CHECK_EQ_INT(host_level, PP_LOG_WARNING);
+  char problem[64];
+  pp_host_last_problem(&ctx, problem, sizeof(problem));
+  CHECK_EQ_STR(problem, "two lines 2");
+
+  struct pp_profile *p = pp_profile_new();
+  struct pp_sink *sink = calloc(1, sizeof(*sink));
+  pp_sink_begin(sink, p, &h);
+  struct pp_frame f[2] = {{"leaf", NULL, 0, PP_FRAME_NATIVE}, {"root", NULL, 0, PP_FRAME_NATIVE}};
+  struct pp_sample smp = {.pid = 5, .frames = f, .nframes = 2, .count = 1};
+  CHECK_EQ_INT(h.emit(sink, &smp), 0);
+  smp.pid = 0;
+  CHECK_EQ_INT(h.emit(sink, &smp), -EINVAL);
+  smp.pid = 5;
+  smp.frames = NULL;
+  CHECK_EQ_INT(h.emit(sink, &smp), -EINVAL);
+  smp.frames = f;
+  f[1].kind = PP_FRAME_KIND_COUNT;
+  CHECK_EQ_INT(h.emit(sink, &smp), -EINVAL);
+  f[1].kind = PP_FRAME_KERNEL;
+  CHECK_EQ_INT(h.emit(NULL, &smp), -EINVAL);
+  smp.count = 0;
+  CHECK_EQ_INT(h.emit(sink, &smp), 0); /* nothing to add */
+  smp.count = 1;
+  /* Too deep: the root side goes, the leaf stays. Long names are cut. */
+  struct pp_frame *deep = calloc(PP_MAX_FRAMES + 10, sizeof(*deep));
+  char *longname = malloc(20001);
+  memset(longname, 'x', 20000);
+  longname[20000] = 0;
+  for (int k = 0; k < PP_MAX_FRAMES + 10; k++)
+    deep[k] = (struct pp_frame){"mid", NULL, 0, 0};
+  deep[0].name = longname;
+  deep[PP_MAX_FRAMES + 9].name = "lost_root";
+  struct pp_sample ds = {.pid = 6, .frames = deep, .nframes = PP_MAX_FRAMES + 10, .count = 1};
+  CHECK_EQ_INT(h.emit(sink, &ds), 0);
+  CHECK_EQ_INT(h.set_appid(sink, 5, "my-app"), 0);
+  CHECK_EQ_INT(h.set_app_metadata(sink, 5, "not json"), -EINVAL);
+  CHECK_EQ_INT(h.set_app_metadata(sink, 5, "[1]"), -EINVAL);
+  CHECK_EQ_INT(h.set_app_metadata(sink, 5, "{\"a\":1}"), 0);
+  CHECK_EQ_INT(h.set_app_metadata(sink, 5, "{\"a\":2,\"b\":true}"), 0);
+  CHECK_EQ_INT(h.set_pid_status(sink, 5, 7, "x"), -EINVAL);
+  CHECK_EQ_INT(h.set_pid_status(sink, 7, PP_PID_SKIPPED, "not mine"), 0);
+  CHECK_EQ_INT(h.add_counter(sink, "", 1), -EINVAL);
+  CHECK_EQ_INT(h.add_counter(sink, "reads", 2), 0);
+  CHECK_EQ_INT(h.add_counter(sink, "reads", 3), 0);
+  pp_sink_end(sink);
+  CHECK_EQ_INT(h.emit(sink, &smp), -EINVAL); /* only inside snapshot() */
+
+  CHECK_EQ_INT(pp_profile_stack_count(p), 2);
+  const struct pp_stack_rec *st = pp_profile_stack(p, 1);
+  if (st) {
+    CHECK_EQ_INT(st->nframes, PP_MAX_FRAMES);
+    const char *leaf = frame_name(p, st, st->nframes - 1);
+    CHECK_EQ_INT(strlen(leaf), PP_HOST_MAX_FRAME_STR);
+    CHECK_EQ_STR(frame_name(p, st, 0), "mid");
+  }
+  struct pp_pid_rec *r = pp_profile_pid(p, 5);
+  CHECK(r != NULL);
+  if (r) {
+    CHECK_EQ_STR(pp_profile_str(p, r->appid), "my-app");
+    CHECK_EQ_STR(pp_profile_str(p, r->app_meta), "{\"a\":2,\"b\":true}");
+  }
+  r = pp_profile_pid(p, 7);
+  CHECK(r && r->status == PP_PID_SKIPPED);
+  CHECK_EQ_INT(counter(p, "reads"), 5);
+  CHECK_EQ_INT(counter(p, "invalid_samples"), 7); /* the refusals above, sink open */
+  free(deep);
+  free(longname);
+  free(sink);
+  pp_profile_free(p);
+  pp_host_fini(&ctx);
+  pp_host_config_free(&hc);
+}
+
 /* A profile far bigger than the socket buffer, collected long after the
  * worker answered: not a hang. */
 static void test_big_late(void) {
@@ -498,6 +629,7 @@ int main(void) {
     return 1;
   }
   double t0 = now_s();
+  test_host_direct();
   test_ok(false);
   test_minimal();
   test_crash();
