@@ -78,13 +78,22 @@ static void bind(struct cfg *c, const struct pp_plugin_info *info, const char *k
   exit(1);
 }
 
-static struct pp_worker *make(const char *name, bool inline_mode, int mem_mb, struct cfg *c) {
-  struct pp_worker_opts o = {
-      .inline_mode = inline_mode, .memory_limit_mb = mem_mb, .timeout_s = 1, .backoff_max_s = 2};
+/* Timeout 1 s where a test waits for it to expire; otherwise 5 s so a
+ * heavily loaded machine does not turn a slow answer into a false hang. */
+static struct pp_worker *make_t(const char *name, bool inline_mode, int mem_mb, struct cfg *c,
+                                int timeout_s) {
+  struct pp_worker_opts o = {.inline_mode = inline_mode,
+                             .memory_limit_mb = mem_mb,
+                             .timeout_s = timeout_s,
+                             .backoff_max_s = 2};
   const struct pp_plugin_info *info = plugin(name);
   struct pp_worker *w = pp_worker_new(info, c ? &c->pc : NULL, &o);
   CHECK(w != NULL);
   return w;
+}
+
+static struct pp_worker *make(const char *name, bool inline_mode, int mem_mb, struct cfg *c) {
+  return make_t(name, inline_mode, mem_mb, c, 5);
 }
 
 static struct pp_session session(void) {
@@ -353,7 +362,7 @@ static void test_crash(void) {
 
 static void test_hang(bool inline_mode) {
   fprintf(stderr, "== hang in snapshot (%s)\n", inline_mode ? "inline" : "process");
-  struct pp_worker *w = make("tp_hang", inline_mode, 0, NULL);
+  struct pp_worker *w = make_t("tp_hang", inline_mode, 0, NULL, 1);
   char err[256];
   struct pp_session s = session();
   CHECK_EQ_INT(pp_worker_start(w, &s, err, sizeof(err)), 0);
@@ -365,7 +374,7 @@ static void test_hang(bool inline_mode) {
   double took = now_s() - t0;
   CHECK_EQ_INT(rc, -ETIMEDOUT);
   CHECK_CONTAINS(err, "did not answer SNAPSHOT within 1 s");
-  CHECK(took >= 0.9 && took < 2.0);
+  CHECK(took >= 0.9 && took < 2.5);
   CHECK(!pp_worker_running(w));
   if (!inline_mode) {
     CHECK(kill(pid, 0) < 0 && errno == ESRCH); /* killed and reaped */
@@ -476,8 +485,9 @@ static void test_host_direct(void) {
   struct pp_frame f[2] = {{"leaf", NULL, 0, PP_FRAME_NATIVE}, {"root", NULL, 0, PP_FRAME_NATIVE}};
   struct pp_sample smp = {.pid = 5, .frames = f, .nframes = 2, .count = 1};
   CHECK_EQ_INT(h.emit(sink, &smp), 0);
-  smp.pid = 0;
-  CHECK_EQ_INT(h.emit(sink, &smp), -EINVAL);
+  smp.pid = 0; /* the idle task ("swapper") is a real pid for perf */
+  CHECK_EQ_INT(h.emit(sink, &smp), 0);
+  CHECK_EQ_INT(h.set_appid(sink, 0, "idle"), -EINVAL);
   smp.pid = 5;
   smp.frames = NULL;
   CHECK_EQ_INT(h.emit(sink, &smp), -EINVAL);
@@ -513,8 +523,9 @@ static void test_host_direct(void) {
   pp_sink_end(sink);
   CHECK_EQ_INT(h.emit(sink, &smp), -EINVAL); /* only inside snapshot() */
 
-  CHECK_EQ_INT(pp_profile_stack_count(p), 2);
-  const struct pp_stack_rec *st = pp_profile_stack(p, 1);
+  CHECK_EQ_INT(pp_profile_stack_count(p), 3);
+  CHECK(pp_profile_pid(p, 0) != NULL);
+  const struct pp_stack_rec *st = pp_profile_stack(p, 2);
   if (st) {
     CHECK_EQ_INT(st->nframes, PP_MAX_FRAMES);
     const char *leaf = frame_name(p, st, st->nframes - 1);
@@ -547,7 +558,7 @@ static void test_big_late(void) {
   struct cfg c = {.pc = {.name = "tp_ok", .enabled = true}};
   c.pc.options = c.opts;
   bind(&c, info, "extra_stacks", "150000");
-  struct pp_worker *w = make("tp_ok", false, 0, &c);
+  struct pp_worker *w = make_t("tp_ok", false, 0, &c, 1);
   char err[256];
   struct pp_session s = session();
   CHECK_EQ_INT(pp_worker_start(w, &s, err, sizeof(err)), 0);
@@ -609,7 +620,7 @@ static void test_init_hang(void) {
   struct cfg c = {.pc = {.name = "tp_hang", .enabled = true}};
   c.pc.options = c.opts;
   bind(&c, info, "hang_on", "init");
-  struct pp_worker *w = make("tp_hang", false, 0, &c);
+  struct pp_worker *w = make_t("tp_hang", false, 0, &c, 1);
   char err[256];
   struct pp_session s = session();
   double t0 = now_s();
