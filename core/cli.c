@@ -157,7 +157,8 @@ const char *pp_cli_suggest_flag(const char *flag, const char *const *extra, size
   if (!cands) return NULL;
   size_t n = 0;
   for (size_t i = 0; i < NSPECS; i++)
-    cands[n++] = specs[i].name;
+    if (strlen(specs[i].name) > 4) /* "--to" is two edits from any short typo */
+      cands[n++] = specs[i].name;
   for (size_t i = 0; i < n_extra; i++)
     cands[n++] = extra[i];
   const char *s = pp_config_suggest(flag, cands, n);

@@ -76,7 +76,7 @@ if shutil.which("go"):
 
     # a live session: pprof totals and leaves match the .col of the same session
     out = pputil.tempdir()
-    p = pputil.run_agent(out, pputil.PLUGIN_DIR, "--output-format", "col,pprof,speedscope", duration=2)
+    p = pputil.run_agent(out, pputil.PLUGIN_DIR, "--example-mode", "states", "--output-format", "col,pprof,speedscope", duration=2)
     cols = glob.glob(os.path.join(out, "profile_*.col"))
     pbs = glob.glob(os.path.join(out, "profile_*.pb.gz"))
     check(p.returncode == 0 and len(cols) == 1 and len(pbs) == 1, "agent wrote .col and .pb.gz")

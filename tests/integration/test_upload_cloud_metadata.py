@@ -74,7 +74,7 @@ def header_with(yaml_text):
         f.write(yaml_text)
     out = pputil.tempdir()
     t0 = time.time()
-    p = pputil.run_agent(out, pputil.PLUGIN_DIR, "--config", y, duration=1)
+    p = pputil.run_agent(out, pputil.PLUGIN_DIR, "--example-mode", "states", "--config", y, duration=1)
     el = time.time() - t0
     cols = glob.glob(os.path.join(out, "profile_*.col"))
     if p.returncode != 0 or not cols:

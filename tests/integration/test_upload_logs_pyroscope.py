@@ -34,7 +34,8 @@ def run(*extra, env=None, upload=True):
     up = ["-u", "--token", studio.token, "--service-name", studio.service] if upload else ["--service-name", "svc"]
     cmd = pputil.agent_cmd(out, pputil.PLUGIN_DIR, *up, "--server-host", studio.url,
                            "--api-server", studio.url, "--server-ca", studio.cert,
-                           "--spool-dir", os.path.join(work, "spool"), *extra, duration=1)
+                           "--spool-dir", os.path.join(work, "spool"), "--example-mode", "states",
+                           *extra, duration=1)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
     return p, out
 

@@ -40,7 +40,8 @@ def agent(out, spool, *extra, duration=2, token_args=None, env=None):
     cmd = pputil.agent_cmd(out, pputil.PLUGIN_DIR, "-u", "--server-host", studio.url,
                            "--service-name", "svc", "--server-ca", studio.cert,
                            "--spool-dir", spool, "--server-upload-timeout", "2",
-                           "--dont-send-logs", *extra, duration=duration)
+                           "--dont-send-logs", "--example-mode", "states", *extra,
+                           duration=duration)
     cmd += token_args if token_args is not None else ["--token", TOKEN]
     return cmd
 
