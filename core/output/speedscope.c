@@ -40,18 +40,20 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
 void pp_json_put_string(FILE *f, const char *s, size_t n) {
   const unsigned char *u = (const unsigned char *)s;
   putc('"', f);
-  size_t i = 0;
+  size_t i = 0, run = 0; /* u[run..i) is plain text not yet written */
   while (i < n) {
     unsigned c = u[i];
+    if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+      i++;
+      continue;
+    }
+    if (i > run) fwrite(u + run, 1, i - run, f);
     if (c == '"' || c == '\\') {
       putc('\\', f);
       putc((int)c, f);
       i++;
     } else if (c < 0x20) {
       fprintf(f, "\\u%04x", c);
-      i++;
-    } else if (c < 0x80) {
-      putc((int)c, f);
       i++;
     } else {
       size_t l = utf8_len(u + i, n - i);
@@ -63,7 +65,9 @@ void pp_json_put_string(FILE *f, const char *s, size_t n) {
         i++;
       }
     }
+    run = i;
   }
+  if (i > run) fwrite(u + run, 1, i - run, f);
   putc('"', f);
 }
 
@@ -71,16 +75,30 @@ static void put_cstr(FILE *f, const char *s) {
   pp_json_put_string(f, s, strlen(s));
 }
 
+static char *utoa(uint64_t v, char buf[24]) {
+  char *e = buf + 23;
+  *e = '\0';
+  do {
+    *--e = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  return e;
+}
+
+/* qsort has no context argument: the profile being written, per thread */
+static __thread const struct pp_profile *sort_profile;
+
+static int by_pid(const void *a, const void *b) {
+  const struct pp_stack_rec *x = pp_profile_stack(sort_profile, *(const size_t *)a);
+  const struct pp_stack_rec *y = pp_profile_stack(sort_profile, *(const size_t *)b);
+  if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
+  return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
+}
+
 int pp_speedscope_write(FILE *f, const struct pp_profile *p, const char *name) {
   size_t nfr = pp_profile_frame_count(p), nst = pp_profile_stack_count(p);
-  size_t npid = pp_profile_pid_count(p);
   uint32_t *idx = calloc(nfr ? nfr : 1, sizeof(*idx)); /* frame id -> index + 1 */
-  bool *done = calloc(nst ? nst : 1, sizeof(*done));
-  if (!idx || !done) {
-    free(idx);
-    free(done);
-    return -ENOMEM;
-  }
+  if (!idx) return -ENOMEM;
   fputs("{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\",\"name\":", f);
   put_cstr(f, name ? name : "polyprof");
   fputs(",\"exporter\":\"polyprof " POLYPROF_VERSION
@@ -108,62 +126,59 @@ int pp_speedscope_write(FILE *f, const struct pp_profile *p, const char *name) {
     }
   }
   fputs("]},\"profiles\":[", f);
-  /* one profile per process: stacks grouped by pid, in pid-table order */
+  /* one profile per process: stack indices sorted by pid, one pass each */
+  size_t *order = malloc((nst ? nst : 1) * sizeof(*order));
+  if (!order) {
+    free(idx);
+    return -ENOMEM;
+  }
+  size_t no = 0;
+  for (size_t i = 0; i < nst; i++)
+    if (pp_profile_stack(p, i)->count) order[no++] = i;
+  sort_profile = p;
+  qsort(order, no, sizeof(*order), by_pid);
   bool first_prof = true;
-  for (size_t pi = 0; pi <= npid; pi++) {
-    /* pi == npid: stacks whose pid has no record (should not happen) */
-    uint32_t pid = pi < npid ? pp_profile_pid_at(p, pi)->pid : 0;
+  for (size_t a = 0; a < no;) {
+    uint32_t pid = pp_profile_stack(p, order[a])->pid;
+    size_t b = a;
     uint64_t total = 0;
-    bool any = false;
-    for (size_t i = 0; i < nst; i++) {
-      const struct pp_stack_rec *s = pp_profile_stack(p, i);
-      if (done[i] || !s->count || (pi < npid && s->pid != pid)) continue;
-      any = true;
-      total += s->count;
-    }
-    if (!any) continue;
-    const struct pp_pid_rec *pr = pi < npid ? pp_profile_pid_at(p, pi) : NULL;
+    while (b < no && pp_profile_stack(p, order[b])->pid == pid)
+      total += pp_profile_stack(p, order[b++])->count;
+    const struct pp_pid_rec *pr = pp_profile_pid(p, pid);
     char pname[320];
     const char *comm = pr && pr->comm != PP_NO_STR ? pp_profile_str(p, pr->comm) : "?";
-    if (pr)
-      snprintf(pname, sizeof(pname), "%.250s (pid %u)", comm, pid);
-    else
-      snprintf(pname, sizeof(pname), "other processes");
+    snprintf(pname, sizeof(pname), "%.250s (pid %u)", comm, pid);
     if (!first_prof) putc(',', f);
     first_prof = false;
     fputs("{\"type\":\"sampled\",\"name\":", f);
     put_cstr(f, pname);
     fprintf(f, ",\"unit\":\"none\",\"startValue\":0,\"endValue\":%llu,\"samples\":[",
             (unsigned long long)total);
-    bool first = true;
-    for (size_t i = 0; i < nst; i++) {
-      const struct pp_stack_rec *s = pp_profile_stack(p, i);
-      if (done[i] || !s->count || (pi < npid && s->pid != pid)) continue;
+    char num[24];
+    for (size_t i = a; i < b; i++) {
+      const struct pp_stack_rec *s = pp_profile_stack(p, order[i]);
       const uint32_t *fr = pp_profile_stack_frames(p, s);
-      fputs(first ? "[" : ",[", f);
-      first = false;
+      fputs(i == a ? "[" : ",[", f);
       bool fk = true;
       for (uint32_t k = 0; k < s->nframes; k++) {
         if (fr[k] >= nfr) continue;
-        fprintf(f, fk ? "%u" : ",%u", idx[fr[k]] - 1);
+        if (!fk) putc(',', f);
+        fputs(utoa(idx[fr[k]] - 1, num), f);
         fk = false;
       }
       putc(']', f);
     }
     fputs("],\"weights\":[", f);
-    first = true;
-    for (size_t i = 0; i < nst; i++) {
-      const struct pp_stack_rec *s = pp_profile_stack(p, i);
-      if (done[i] || !s->count || (pi < npid && s->pid != pid)) continue;
-      fprintf(f, first ? "%llu" : ",%llu", (unsigned long long)s->count);
-      first = false;
-      done[i] = true;
+    for (size_t i = a; i < b; i++) {
+      if (i > a) putc(',', f);
+      fputs(utoa(pp_profile_stack(p, order[i])->count, num), f);
     }
     fputs("]}", f);
+    a = b;
   }
+  free(order);
   fputs("]}\n", f);
   free(idx);
-  free(done);
   errno = 0;
   if (fflush(f) != 0 || ferror(f)) return -(errno ? errno : EIO);
   return 0;

@@ -10,12 +10,19 @@
 #include <jansson.h>
 
 #include "metadata.h"
+#include "output/speedscope.h"
 #include "upload/studio.h"
 
-static json_t *avg(double v) {
-  return v < 0 ? json_null() : json_real(v);
+static void put_avg(FILE *f, double v) {
+  char buf[64];
+  if (v < 0 || !pp_json_real_repr(v, buf, sizeof(buf)))
+    fputs("null", f);
+  else
+    fputs(buf, f);
 }
 
+/* Written by hand rather than through jansson: the profile text can be tens
+ * of MB and this way it is escaped in one pass, without building a copy. */
 int pp_studio_body(const char *col, size_t col_len, time_t start, time_t end, double cpu_avg,
                    double mem_avg, time_t spawn_time, const char *gpid, unsigned char **out,
                    size_t *out_len) {
@@ -24,22 +31,28 @@ int pp_studio_body(const char *col, size_t col_len, time_t start, time_t end, do
   pp_iso_time(end, e_iso, sizeof(e_iso));
   pp_iso_time(spawn_time, spawn_iso, sizeof(spawn_iso));
   if (gethostname(host, sizeof(host) - 1) != 0) snprintf(host, sizeof(host), "<unknown>");
-  json_t *o = json_object();
-  if (!o) return -ENOMEM;
-  json_object_set_new(o, "start_time", json_string(s_iso));
-  json_object_set_new(o, "end_time", json_string(e_iso));
-  json_object_set_new(o, "hostname", pp_json_string_lossy(host, strlen(host)));
-  /* the .col text comes from process names and symbols: keep it valid JSON
-   * even if a comm holds invalid UTF-8 */
-  json_object_set_new(o, "profile", pp_json_string_lossy(col, col_len));
-  json_object_set_new(o, "cpu_avg", avg(cpu_avg));
-  json_object_set_new(o, "mem_avg", avg(mem_avg));
-  json_object_set_new(o, "spawn_time", json_string(spawn_iso));
-  json_object_set_new(o, "gpid", json_string(gpid ? gpid : ""));
-  char *text = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
-  json_decref(o);
-  if (!text) return -ENOMEM;
-  int rc = pp_gzip(text, strlen(text), 6, out, out_len);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) return -ENOMEM;
+  fprintf(f, "{\"start_time\":\"%s\",\"end_time\":\"%s\",\"hostname\":", s_iso, e_iso);
+  pp_json_put_string(f, host, strlen(host));
+  /* the .col text comes from process names and symbols: invalid UTF-8
+   * becomes U+FFFD so the body stays valid JSON */
+  fputs(",\"profile\":", f);
+  pp_json_put_string(f, col, col_len);
+  fputs(",\"cpu_avg\":", f);
+  put_avg(f, cpu_avg);
+  fputs(",\"mem_avg\":", f);
+  put_avg(f, mem_avg);
+  fprintf(f, ",\"spawn_time\":\"%s\",\"gpid\":", spawn_iso);
+  pp_json_put_string(f, gpid ? gpid : "", gpid ? strlen(gpid) : 0);
+  fputs("}", f);
+  if (fclose(f) != 0) {
+    free(text);
+    return -ENOMEM;
+  }
+  int rc = pp_gzip(text, len, 6, out, out_len);
   free(text);
   return rc;
 }
