@@ -58,11 +58,10 @@ body = sum(c["size"] for c in prof)
 hdr = sum(header_bytes(c) for c in prof)
 col = sum(len(c["body"]["profile"].encode()) for c in prof)
 logs = len(studio.logs)
-import gzip, json  # noqa: E402
-log_bytes = sum(len(gzip.compress(json.dumps(b).encode(), 6)) + 350 for b in studio.logs)
+log_bytes = studio.log_bytes + 350 * logs  # gzipped bodies + ~350 B of request line/headers
 minutes = sum(60 for _ in prof) / 60.0
 print("host: %d CPUs, %s; sessions: %d x 60 s; agent flags: %s" % (os.cpu_count(), os.uname().release, len(prof), " ".join(a.extra)))
 print("profile uploads: %d bytes/min (gzip JSON bodies %d + headers %d over %d sessions; uncompressed .col %d bytes/min)"
       % ((body + hdr) / minutes, body, hdr, len(prof), col / minutes))
-print("log shipping: ~%d bytes/min (%d batches, re-gzipped size + ~350 B headers each)" % (log_bytes / minutes, logs))
+print("log shipping: ~%d bytes/min (%d batches: gzipped bodies + ~350 B headers each)" % (log_bytes / minutes, logs))
 print("total uploaded per host: ~%d bytes/min" % ((body + hdr + log_bytes) / minutes))

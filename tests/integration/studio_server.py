@@ -45,6 +45,7 @@ class Studio:
         self.rejected = []        # ids answered with an injected error
         self.errors = []          # protocol violations found
         self.logs = []            # decoded log batches
+        self.log_bytes = 0        # their size on the wire (gzipped bodies)
         self.pyroscope = []       # (query dict, body bytes, content type)
         self.health = 0
         self.next_gpid = 1
@@ -105,6 +106,7 @@ class Studio:
                         studio.err("logs: X-Application-Name")
                     with studio.lock:
                         studio.logs.append(body)
+                        studio.log_bytes += len(raw)
                     self.reply(200, {})
                 elif u.path in ("/ingest", "/pyroscope/ingest"):
                     with studio.lock:

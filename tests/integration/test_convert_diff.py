@@ -109,7 +109,7 @@ if shutil.which("openssl"):
     studio = studio_server.Studio(work)
     cmd = [pputil.AGENT, "upload-file", "--file-path", base, "--server-host", studio.url, "--token",
            studio.token, "--service-name", studio.service, "--server-ca", studio.cert,
-           "--spool-dir", os.path.join(work, "spool"), "--config", EMPTY]
+           "--spool-dir", os.path.join(work, "spool"), "--dont-send-logs", "--config", EMPTY]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
     check(p.returncode == 0 and len(studio.committed) == 1, "upload-file delivered (%s)" % p.stderr.strip()[-300:])
     if studio.committed:
