@@ -318,6 +318,9 @@ free_maps:
   for (size_t m = 0; m < nmap; m++)
     free(st.v[maps[m].filename]);
 out:
+  for (size_t i = 0; i < own.n; i++)
+    free(own.v[i]);
+  free(own.v);
   free(st.idx);
   free(st.v);
   free(fm.keys);
