@@ -27,6 +27,18 @@ static pp_log_tap_fn tap_fn;
 static void *tap_ctx;
 static __thread int in_tap;
 
+/* A worker forked while another thread holds the lock would inherit it
+ * locked; take it around fork so the child starts with a usable logger. */
+static void before_fork(void) {
+  pthread_mutex_lock(&log_lock);
+}
+static void after_fork(void) {
+  pthread_mutex_unlock(&log_lock);
+}
+__attribute__((constructor)) static void log_register_atfork(void) {
+  pthread_atfork(before_fork, after_fork, after_fork);
+}
+
 static const char *const level_names[] = {"DEBUG", "INFO", "WARNING", "ERROR"};
 
 const char *pp_log_level_name(int level) {
