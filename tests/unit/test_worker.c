@@ -615,9 +615,16 @@ static void test_evil(void) {
     snapshot(w, p, &rc, err);
     CHECK_EQ_INT(rc, cases[i].rc);
     CHECK_CONTAINS(err, cases[i].reason);
-    CHECK(now_s() - t0 < 2.5);
+    /* bounds leave room for a loaded CI machine; the point is "not hung" */
+    CHECK(now_s() - t0 < 6.0);
     CHECK(!pp_worker_running(w));
-    CHECK(kill(pid, 0) < 0 && errno == ESRCH);
+    /* gone for good: reaped, not even a zombie, within a moment */
+    bool gone = false;
+    for (int k = 0; k < 200 && !gone; k++) {
+      gone = kill(pid, 0) < 0 && errno == ESRCH;
+      if (!gone) usleep(10000);
+    }
+    CHECK(gone);
     CHECK_EQ_INT(pp_profile_stack_count(p), 0);
     pp_profile_free(p);
     pp_worker_free(w);
@@ -636,7 +643,7 @@ static void test_init_hang(void) {
   double t0 = now_s();
   CHECK_EQ_INT(pp_worker_start(w, &s, err, sizeof(err)), -ETIMEDOUT);
   CHECK_CONTAINS(err, "did not answer INIT within 1 s");
-  CHECK(now_s() - t0 < 2.0);
+  CHECK(now_s() - t0 < 5.0); /* 1 s timeout + a loaded machine */
   pp_worker_free(w);
 }
 
