@@ -45,7 +45,8 @@ struct py_agg {
 
 static size_t pow2(size_t n) {
   size_t c = 16;
-  while (c < n) c *= 2;
+  while (c < n)
+    c *= 2;
   return c;
 }
 
@@ -89,7 +90,8 @@ uint64_t python_agg_dropped(struct py_agg *a) {
 
 static uint64_t fnv(const void *p, size_t n, uint64_t h) {
   const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ b[i]) * 1099511628211ull;
   return h;
 }
 
@@ -139,8 +141,13 @@ bool python_agg_add(struct py_agg *a, uint32_t pid, const struct py_frame_ref *f
     struct stack *s = &a->stacks[pos];
     if (!s->used) {
       if (a->sused >= a->smax || a->fused + n > a->fmax) break;
-      *s = (struct stack){.hash = h, .count = 1, .pid = pid, .off = (uint32_t)a->fused,
-                          .n = (uint16_t)n, .truncated = truncated, .used = 1};
+      *s = (struct stack){.hash = h,
+                          .count = 1,
+                          .pid = pid,
+                          .off = (uint32_t)a->fused,
+                          .n = (uint16_t)n,
+                          .truncated = truncated,
+                          .used = 1};
       memcpy(a->frames + a->fused, a->scratch, n * sizeof(struct triple));
       a->fused += n;
       a->sused++;

@@ -31,7 +31,8 @@ struct py_codecache *python_codecache_new(size_t entries) {
   struct py_codecache *c = calloc(1, sizeof(*c));
   if (!c) return NULL;
   size_t sets = 1;
-  while (sets * WAYS < entries) sets *= 2;
+  while (sets * WAYS < entries)
+    sets *= 2;
   c->nsets = sets;
   c->slots = calloc(sets * WAYS, sizeof(*c->slots));
   if (!c->slots) {
@@ -49,7 +50,8 @@ static void drop(struct py_code *e) {
 
 void python_codecache_free(struct py_codecache *c) {
   if (!c) return;
-  for (size_t i = 0; i < c->nsets * WAYS; i++) free(c->slots[i].blob);
+  for (size_t i = 0; i < c->nsets * WAYS; i++)
+    free(c->slots[i].blob);
   free(c->slots);
   free(c);
 }
@@ -215,11 +217,13 @@ static int read_code_id(const struct py_proc *p, uint64_t addr, struct code_id *
 static uint64_t id_hash(const struct code_id *id) {
   uint64_t h = 1469598103934665603ull;
   uint64_t v[] = {id->type, id->name, id->file, id->qual, id->lt, (uint64_t)(uint32_t)id->first};
-  for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) h = (h ^ v[i]) * 1099511628211ull;
+  for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++)
+    h = (h ^ v[i]) * 1099511628211ull;
   return h;
 }
 
-static int fill(const struct py_proc *p, struct py_code *e, uint64_t addr, const struct code_id *id) {
+static int fill(const struct py_proc *p, struct py_code *e, uint64_t addr,
+                const struct code_id *id) {
   char name[PY_NAME_MAX], file[PY_NAME_MAX];
   int rc = -1;
   if (id->qual) rc = python_read_string(p, id->qual, name, sizeof(name));

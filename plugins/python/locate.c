@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "python.h"
 #include "support/proc.h"
@@ -34,8 +35,8 @@ enum {
   SYM_COUNT
 };
 static const char *const sym_names[SYM_COUNT] = {
-    "_PyRuntime",      "Py_Version", "interp_head", "_PyThreadState_Current",
-    "PyCode_Type",     "version.0",  "version",     "PyInterpreterState_Head"};
+    "_PyRuntime",  "Py_Version", "interp_head", "_PyThreadState_Current",
+    "PyCode_Type", "version.0",  "version",     "PyInterpreterState_Head"};
 
 static bool plausible(uint64_t p) {
   return p >= 4096 && p < (1ull << 47) && (p & 7) == 0;
@@ -121,13 +122,53 @@ static int validate(struct py_proc *p) {
   return back == interp ? 0 : -EINVAL;
 }
 
+/* Symbols of a file, remembered by file identity: a machine runs many
+ * processes of the same few interpreters, and parsing .symtab of libpython
+ * costs milliseconds. Bounded, round-robin replacement. */
+#define ELF_CACHE 16
+static struct elf_entry {
+  dev_t dev;
+  ino_t ino;
+  off_t size;
+  time_t mtime;
+  uint64_t v[SYM_COUNT];
+  uint64_t section;
+} elf_cache[ELF_CACHE];
+static unsigned elf_cache_n, elf_cache_next;
+
+static int elf_facts(const char *path, uint64_t *v, uint64_t *section) {
+  struct stat sb;
+  if (stat(path, &sb) < 0) return -errno;
+  for (unsigned i = 0; i < elf_cache_n; i++) {
+    struct elf_entry *e = &elf_cache[i];
+    if (e->dev == sb.st_dev && e->ino == sb.st_ino && e->size == sb.st_size &&
+        e->mtime == sb.st_mtime) {
+      memcpy(v, e->v, sizeof(e->v));
+      *section = e->section;
+      return 0;
+    }
+  }
+  int found = pp_elf_lookup_symbols(path, sym_names, v, NULL, SYM_COUNT);
+  if (found < 0) return found;
+  uint64_t secsize = 0;
+  if (pp_elf_find_section(path, ".PyRuntime", section, &secsize) < 0) *section = 0;
+  struct elf_entry *e = &elf_cache[elf_cache_next];
+  elf_cache_next = (elf_cache_next + 1) % ELF_CACHE;
+  if (elf_cache_n < ELF_CACHE) elf_cache_n++;
+  *e = (struct elf_entry){.dev = sb.st_dev,
+                          .ino = sb.st_ino,
+                          .size = sb.st_size,
+                          .mtime = sb.st_mtime,
+                          .section = *section};
+  memcpy(e->v, v, sizeof(e->v));
+  return 0;
+}
+
 static int try_module(uint32_t pid, const struct pp_module *m, struct py_proc *p, char *why,
                       size_t whylen) {
-  uint64_t v[SYM_COUNT];
-  int found = pp_elf_lookup_symbols(m->open_path, sym_names, v, NULL, SYM_COUNT);
-  if (found < 0) return found;
-  uint64_t section = 0, secsize = 0;
-  if (pp_elf_find_section(m->open_path, ".PyRuntime", &section, &secsize) < 0) section = 0;
+  uint64_t v[SYM_COUNT], section = 0;
+  int rc0 = elf_facts(m->open_path, v, &section);
+  if (rc0 < 0) return rc0;
   uint64_t runtime = v[SYM_RUNTIME] ? m->bias + v[SYM_RUNTIME] : section ? m->bias + section : 0;
   if (!runtime && !v[SYM_INTERP_HEAD] && !v[SYM_TSTATE_CURRENT] && !v[SYM_INTERP_HEAD_FN] &&
       !v[SYM_PY_VERSION])
@@ -195,8 +236,7 @@ static int try_module(uint32_t pid, const struct pp_module *m, struct py_proc *p
     p->interp_head =
         decode_head_fn(pid, v[SYM_INTERP_HEAD_FN] ? m->bias + v[SYM_INTERP_HEAD_FN] : 0);
     if (!p->interp_head) {
-      snprintf(why, whylen, "Python %s: interp_head not found (stripped %s)", p->version,
-               m->path);
+      snprintf(why, whylen, "Python %s: interp_head not found (stripped %s)", p->version, m->path);
       return -ENOTSUP;
     }
   }

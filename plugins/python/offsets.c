@@ -20,13 +20,13 @@ static uint32_t max_u32(const uint32_t *v, size_t n) {
 
 /* Read sizes cover the highest field used, so one read per struct suffices. */
 static void finish(struct py_offsets *o) {
-  uint32_t ts[] = {o->ts_next,      o->ts_interp,    o->ts_frame, o->ts_cframe,
+  uint32_t ts[] = {o->ts_next,      o->ts_interp,     o->ts_frame, o->ts_cframe,
                    o->ts_thread_id, o->ts_native_tid, o->ts_chunk, o->ts_top};
   o->ts_read = max_u32(ts, sizeof(ts) / sizeof(ts[0])) + 8;
   uint32_t fr[] = {o->fr_back, o->fr_code, o->fr_lasti, o->fr_owner};
   o->fr_read = max_u32(fr, sizeof(fr) / sizeof(fr[0])) + 8;
-  uint32_t co[] = {8 /* ob_type */, o->co_filename,  o->co_name,    o->co_qualname,
-                   o->co_firstlineno, o->co_linetable};
+  uint32_t co[] = {8 /* ob_type */, o->co_filename,    o->co_name,
+                   o->co_qualname,  o->co_firstlineno, o->co_linetable};
   o->co_read = max_u32(co, sizeof(co) / sizeof(co[0])) + 8;
 }
 
@@ -167,12 +167,12 @@ int python_offsets_from_debug(const uint8_t *dbg, size_t len, struct py_offsets 
   if (u64_at(dbg, D13_FREE_THREADED) != 0) return -ENOTSUP;
   /* Every offset must be plausible: inside a struct of a sane size. */
   static const int fields[] = {
-      D13_RT_INTERP_HEAD, D13_IS_NEXT,      D13_IS_THREADS_HEAD,  D13_IS_CEVAL_GIL,
-      D13_IS_GIL_STATE,   D13_IS_GIL_LOCKED, D13_IS_GIL_HOLDER,   D13_TS_NEXT,
-      D13_TS_INTERP,      D13_TS_CURRENT_FRAME, D13_TS_THREAD_ID, D13_TS_NATIVE_TID,
-      D13_TS_CHUNK,       D13_FR_PREVIOUS,  D13_FR_EXECUTABLE,    D13_FR_INSTR_PTR,
-      D13_FR_OWNER,       D13_CO_FILENAME,  D13_CO_NAME,          D13_CO_QUALNAME,
-      D13_CO_LINETABLE,   D13_CO_FIRSTLINENO, D13_CO_ADAPTIVE};
+      D13_RT_INTERP_HEAD, D13_IS_NEXT,          D13_IS_THREADS_HEAD, D13_IS_CEVAL_GIL,
+      D13_IS_GIL_STATE,   D13_IS_GIL_LOCKED,    D13_IS_GIL_HOLDER,   D13_TS_NEXT,
+      D13_TS_INTERP,      D13_TS_CURRENT_FRAME, D13_TS_THREAD_ID,    D13_TS_NATIVE_TID,
+      D13_TS_CHUNK,       D13_FR_PREVIOUS,      D13_FR_EXECUTABLE,   D13_FR_INSTR_PTR,
+      D13_FR_OWNER,       D13_CO_FILENAME,      D13_CO_NAME,         D13_CO_QUALNAME,
+      D13_CO_LINETABLE,   D13_CO_FIRSTLINENO,   D13_CO_ADAPTIVE};
   for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
     if (u64_at(dbg, (size_t)fields[i]) > (1u << 20)) return -EINVAL;
   if (u64_at(dbg, D13_FR_SIZE) != 80 || u64_at(dbg, D13_UNICODE_ASCII_SIZE) != 40) return -EINVAL;

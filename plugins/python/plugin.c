@@ -26,11 +26,11 @@
 #include "python.h"
 #include "support/proc.h"
 
-#define MAX_STAT_FDS 64       /* cached /proc/.../stat fds per target */
+#define MAX_STAT_FDS 64 /* cached /proc/.../stat fds per target */
 #define LOCATE_RETRY_NS 250000000ull
-#define LOCATE_ATTEMPTS 12    /* ~3 s for an interpreter to start */
+#define LOCATE_ATTEMPTS 12     /* ~3 s for an interpreter to start */
 #define CHECK_NS 1000000000ull /* identity check (exit, exec, pid reuse) */
-#define MAX_FREEZE 1024       /* threads held in blocking mode */
+#define MAX_FREEZE 1024        /* threads held in blocking mode */
 
 enum tstatus { T_PENDING, T_READY, T_SKIPPED, T_IGNORED, T_GONE };
 
@@ -83,26 +83,47 @@ struct state {
 
 #define LOG(st, lvl, ...) (st)->host->log((st)->host, (lvl), __VA_ARGS__)
 
-static const char *const mode_choices[] = {"cpu", "wall", "gil", "auto", "pyspy", "py-spy",
-                                           "pyperf", NULL};
-static const char *const exe_patterns[] = {"python*", "uwsgi", "gunicorn*", "celery",
-                                           "uvicorn", NULL};
+static const char *const mode_choices[] = {"cpu",   "wall",   "gil",    "auto",
+                                           "pyspy", "py-spy", "pyperf", NULL};
+static const char *const exe_patterns[] = {"python*", "uwsgi",   "gunicorn*",
+                                           "celery",  "uvicorn", NULL};
 static const char *const map_patterns[] = {"libpython*.so*", NULL};
 
 static const struct pp_option options[] = {
-    {.key = "mode", .type = PP_OPT_ENUM, .choices = mode_choices, .default_value = "cpu",
+    {.key = "mode",
+     .type = PP_OPT_ENUM,
+     .choices = mode_choices,
+     .default_value = "cpu",
      .help = "cpu: running threads only; wall: every thread; gil: the GIL holder "
              "(auto/pyspy/py-spy/pyperf = cpu)"},
-    {.key = "frequency", .type = PP_OPT_INT, .default_value = "0", .min = 0, .max = 10000,
+    {.key = "frequency",
+     .type = PP_OPT_INT,
+     .default_value = "0",
+     .min = 0,
+     .max = 10000,
      .help = "samples per second per process; 0: the session frequency (10 kHz max)"},
-    {.key = "blocking", .type = PP_OPT_BOOL, .default_value = "false",
+    {.key = "blocking",
+     .type = PP_OPT_BOOL,
+     .default_value = "false",
      .help = "hold the target's threads (ptrace) while reading, for exact stacks"},
-    {.key = "code_cache_size", .type = PP_OPT_INT, .default_value = "8192", .min = 64,
-     .max = 1 << 20, .help = "code objects cached (name, file, line table), all targets"},
-    {.key = "max_depth", .type = PP_OPT_INT, .default_value = "1024", .min = 1,
-     .max = PY_MAX_DEPTH_LIMIT, .help = "frames kept per stack (deeper: [Truncated Stack])"},
-    {.key = "max_stacks", .type = PP_OPT_INT, .default_value = "65536", .min = 256,
-     .max = 1 << 22, .help = "distinct stacks kept per session (more: counted as dropped)"},
+    {.key = "code_cache_size",
+     .type = PP_OPT_INT,
+     .default_value = "8192",
+     .min = 64,
+     .max = 1 << 20,
+     .help = "code objects cached (name, file, line table), all targets"},
+    {.key = "max_depth",
+     .type = PP_OPT_INT,
+     .default_value = "1024",
+     .min = 1,
+     .max = PY_MAX_DEPTH_LIMIT,
+     .help = "frames kept per stack (deeper: [Truncated Stack])"},
+    {.key = "max_stacks",
+     .type = PP_OPT_INT,
+     .default_value = "65536",
+     .min = 256,
+     .max = 1 << 22,
+     .help = "distinct stacks kept per session (more: counted as dropped)"},
 };
 
 /* ---- /proc thread states ---------------------------------------------- */
@@ -123,7 +144,8 @@ static void close_fd_slot(struct target *t, uint32_t i) {
 }
 
 static void close_all_fds(struct target *t) {
-  while (t->nfds) close_fd_slot(t, 0);
+  while (t->nfds)
+    close_fd_slot(t, 0);
 }
 
 /* State of a host tid: pread on a kept-open stat file costs one system
@@ -297,8 +319,8 @@ static void try_locate(struct state *st, struct target *t) {
     exe_identity(t->pid, &t->exe_dev, &t->exe_ino);
     if (!t->proc.off.ts_native_tid && st->filter == PY_RUNNING_THREADS &&
         python_discover_tid_offset(&t->proc) < 0)
-      LOG(st, PP_LOG_INFO, "pid %u: thread ids not found (pthread scan); all threads counted as running",
-          t->pid);
+      LOG(st, PP_LOG_INFO,
+          "pid %u: thread ids not found (pthread scan); all threads counted as running", t->pid);
     LOG(st, PP_LOG_INFO, "pid %u: Python %s in %s", t->pid, t->proc.version, t->proc.module);
     return;
   }
@@ -346,8 +368,8 @@ static void sample_target(struct state *st, struct target *t) {
   if (st->blocking) held = freeze(st, t, held_buf);
   struct py_sample_result res;
   st->cur = t;
-  int rc = python_sample(st->walker, &t->proc, st->cc, st->filter, pred_running, on_stack, st,
-                         &res);
+  int rc =
+      python_sample(st->walker, &t->proc, st->cc, st->filter, pred_running, on_stack, st, &res);
   if (held) thaw(held_buf, held);
   t->npre = 0;
   t->samples++;
@@ -391,7 +413,7 @@ static int py_init(const struct pp_host *host, void **out) {
 static int py_start(void *state, struct pp_session *session) {
   struct state *st = state;
   const char *m = session->mode ? session->mode : "cpu";
-  st->filter = strcmp(m, "wall") == 0 ? PY_ALL_THREADS
+  st->filter = strcmp(m, "wall") == 0  ? PY_ALL_THREADS
                : strcmp(m, "gil") == 0 ? PY_GIL_THREAD
                                        : PY_RUNNING_THREADS;
   if (st->frequency > 0) session->tick_interval_ns = 1000000000ull / (uint64_t)st->frequency;
@@ -452,9 +474,10 @@ static int py_tick(void *state, uint64_t now) {
   if (st->last_tick_ns && now - st->last_tick_ns > st->interval_ns + st->interval_ns / 2)
     missed = (now - st->last_tick_ns) / st->interval_ns - 1;
   st->last_tick_ns = now;
+  int locates = 0; /* a burst of new processes must not stall sampling */
   for (size_t i = 0; i < st->ntargets; i++) {
     struct target *t = st->targets[i];
-    if (t->status == T_PENDING && now >= t->next_try_ns) try_locate(st, t);
+    if (t->status == T_PENDING && now >= t->next_try_ns && locates++ < 8) try_locate(st, t);
     if (t->status != T_READY) continue;
     if (now >= t->next_check_ns) check_identity(st, t);
     if (t->status != T_READY) continue;
@@ -481,8 +504,8 @@ static int py_snapshot(void *state, struct pp_sink *sink) {
     if (t->samples) {
       /* sampling efficiency per process, as profiling.sampling reports it */
       double eff = 100.0 * (double)(t->samples - t->failed) / (double)(t->samples + t->missed);
-      LOG(st, t->failed * 20 > t->samples || t->missed * 20 > t->samples ? PP_LOG_INFO
-                                                                          : PP_LOG_DEBUG,
+      LOG(st,
+          t->failed * 20 > t->samples || t->missed * 20 > t->samples ? PP_LOG_INFO : PP_LOG_DEBUG,
           "pid %u: %llu samples, %llu failed, %llu missed (efficiency %.1f%%), %llu stacks", t->pid,
           (unsigned long long)t->samples, (unsigned long long)t->failed,
           (unsigned long long)t->missed, eff, (unsigned long long)t->stacks);

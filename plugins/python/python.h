@@ -24,11 +24,11 @@
 
 #include "polyprof/plugin.h"
 
-#define PY_MAX_THREADS 4096     /* thread-list walk cap (as py-spy, Tachyon) */
-#define PY_MAX_DEPTH_LIMIT 4096 /* hard cap of python.max_depth */
-#define PY_MAX_INTERPS 64       /* sub-interpreters walked per sample */
-#define PY_NAME_MAX 1024        /* bytes of UTF-8 kept per name/file name */
-#define PY_LINETABLE_MAX 65536  /* larger line tables: line = first line */
+#define PY_MAX_THREADS 4096          /* thread-list walk cap (as py-spy, Tachyon) */
+#define PY_MAX_DEPTH_LIMIT 4096      /* hard cap of python.max_depth */
+#define PY_MAX_INTERPS 64            /* sub-interpreters walked per sample */
+#define PY_NAME_MAX 1024             /* bytes of UTF-8 kept per name/file name */
+#define PY_LINETABLE_MAX 65536       /* larger line tables: line = first line */
 #define PY_CHUNK_COPY_MAX (1u << 20) /* bytes of 3.11+ data stack copied per thread */
 
 /* Line-table formats (linetable.c). */
@@ -96,19 +96,19 @@ struct py_proc {
   uint32_t pid, ns_pid;
   struct py_offsets off;
   int major, minor, micro;
-  char version[32];      /* "3.11.7" */
-  uint64_t runtime;      /* &_PyRuntime, 0 for 2.7/3.6 */
-  uint64_t interp_head;  /* address of the head pointer (runtime + off, or interp_head) */
-  uint64_t tstate_cur;   /* 2.7/3.6: &_PyThreadState_Current */
-  uint64_t pycode_type;  /* &PyCode_Type (0: unknown, no type check) */
+  char version[32];        /* "3.11.7" */
+  uint64_t runtime;        /* &_PyRuntime, 0 for 2.7/3.6 */
+  uint64_t interp_head;    /* address of the head pointer (runtime + off, or interp_head) */
+  uint64_t tstate_cur;     /* 2.7/3.6: &_PyThreadState_Current */
+  uint64_t pycode_type;    /* &PyCode_Type (0: unknown, no type check) */
   uint64_t map_lo, map_hi; /* address range that holds the interpreter's module */
-  int pthread_tid_off;   /* <= 3.10: offset of tid in struct pthread, -1 unknown */
-  struct {               /* <= 3.10: pthread_t -> tid, cleared every session */
+  int pthread_tid_off;     /* <= 3.10: offset of tid in struct pthread, -1 unknown */
+  struct {                 /* <= 3.10: pthread_t -> tid, cleared every session */
     uint64_t thread_id;
     uint32_t tid;
   } tids[32];
   uint32_t ntids;
-  char module[64];       /* basename of the file that holds CPython */
+  char module[64]; /* basename of the file that holds CPython */
 };
 
 /* locate.c: finds CPython in pid. 0; -ENOTSUP (why says which version);
@@ -118,7 +118,7 @@ int python_locate(uint32_t pid, struct py_proc *p, char *why, size_t whylen);
 /* codecache.c ---------------------------------------------------------- */
 struct py_code {
   uint32_t pid;
-  uint32_t gen;    /* cache generation it was validated in */
+  uint32_t gen; /* cache generation it was validated in */
   uint64_t addr;
   uint64_t last_used;
   uint64_t fp; /* fingerprint of the identifying fields, to re-validate */
@@ -127,7 +127,7 @@ struct py_code {
   const char *name, *file; /* inside blob */
   uint8_t *lt;             /* inside blob */
   char *blob;
-  int64_t memo_addrq[2];   /* last lines computed, so a hot frame costs nothing */
+  int64_t memo_addrq[2]; /* last lines computed, so a hot frame costs nothing */
   int32_t memo_line[2];
   uint32_t sid_session, name_sid, file_sid; /* aggregate.c interning */
 };
@@ -161,17 +161,17 @@ struct py_walker *python_walker_new(uint32_t max_depth);
 void python_walker_free(struct py_walker *w);
 
 /* Called for each thread whose stack was read; frames[0] is the leaf. */
-typedef void (*py_stack_fn)(void *ctx, uint32_t tid, const struct py_frame_ref *frames,
-                            uint32_t n, bool truncated);
+typedef void (*py_stack_fn)(void *ctx, uint32_t tid, const struct py_frame_ref *frames, uint32_t n,
+                            bool truncated);
 /* Decides whether a thread is sampled (cpu mode reads its state); tid is the
  * host tid, 0 if unknown. */
 typedef bool (*py_thread_pred)(void *ctx, uint32_t tid);
 
 struct py_sample_result {
-  uint32_t threads;   /* thread states seen */
-  uint32_t sampled;   /* stacks delivered */
-  uint32_t failed;    /* threads whose stack could not be read consistently */
-  int err;            /* first error (-errno), 0 if every read was good */
+  uint32_t threads; /* thread states seen */
+  uint32_t sampled; /* stacks delivered */
+  uint32_t failed;  /* threads whose stack could not be read consistently */
+  int err;          /* first error (-errno), 0 if every read was good */
 };
 
 int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *cc,

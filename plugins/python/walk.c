@@ -134,7 +134,8 @@ static int gil_holder(struct py_proc *p, uint64_t interp, uint64_t *holder) {
       if (rc < 0) return rc;
       if (!plausible(gil)) return -EINVAL;
       uint8_t g[32];
-      uint32_t need = (p->off.gil_holder > p->off.gil_locked ? p->off.gil_holder : p->off.gil_locked) + 8;
+      uint32_t need =
+          (p->off.gil_holder > p->off.gil_locked ? p->off.gil_holder : p->off.gil_locked) + 8;
       if (need > sizeof(g)) return -EINVAL;
       rc = pp_remote_read(pid, gil, g, need);
       if (rc < 0) return rc;

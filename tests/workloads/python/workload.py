@@ -1,6 +1,9 @@
 """Python workloads for the python plugin's tests (2.7 and 3.x syntax).
 
-    python workload.py <case> [seconds]
+    python workload.py <case> [seconds] [idle]
+
+With "idle" the leaf sleeps instead of spinning (stack-shape tests run many
+interpreters at once in wall mode and must not load the machine).
 
 Function names and line numbers are asserted by the tests: keep the
 LINE_* markers on the lines they name (the tests find them by text).
@@ -11,9 +14,13 @@ import threading
 import time
 
 DEADLINE = time.time() + (float(sys.argv[2]) if len(sys.argv) > 2 else 600)
+IDLE = len(sys.argv) > 3 and sys.argv[3] == "idle"
 
 
 def spin(seconds):
+    if IDLE:
+        time.sleep(seconds)  # LINE_SPIN_IDLE
+        return 0
     end = time.time() + seconds
     x = 0
     while time.time() < end:
