@@ -1,7 +1,7 @@
 /*
  * pybench: the python plugin's sampler alone, against one live process.
  *
- *   pybench PID [SECONDS] [HZ]
+ *   pybench PID [SECONDS] [HZ] [wall|cpu|gil] [-v]
  *
  * Locates CPython in PID (timed), then samples it with the plugin's own
  * walker, code cache and aggregation, in wall mode (every thread), for
@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "../../plugins/python/python.h"
+#include "support/proc.h"
 
 static double now_s(void) {
   struct timespec ts;
@@ -36,10 +37,23 @@ static uint64_t frames_seen;
 static struct py_agg *agg;
 static uint32_t g_pid;
 
+static int verbose;
+
+static bool pred_running(void *ctx, uint32_t tid) {
+  (void)ctx;
+  char st = 0;
+  if (tid) pp_proc_state(g_pid, tid, &st);
+  if (verbose) printf("thread tid %u state %c\n", tid, st ? st : '?');
+  return !tid || st == 'R';
+}
+
 static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *f, uint32_t n,
                      bool truncated) {
-  (void)ctx, (void)tid;
+  (void)ctx;
   frames_seen += n;
+  if (verbose)
+    printf("stack of tid %u: %u frames, leaf %s:%d caller %s\n", tid, n, f[0].code->name, f[0].line,
+           n > 1 ? f[1].code->name : "-");
   python_agg_add(agg, g_pid, f, n, truncated);
 }
 
@@ -51,6 +65,11 @@ int main(int argc, char **argv) {
   g_pid = (uint32_t)atoi(argv[1]);
   double seconds = argc > 2 ? atof(argv[2]) : 5;
   double hz = argc > 3 ? atof(argv[3]) : 0;
+  const char *mode = argc > 4 ? argv[4] : "wall";
+  verbose = argc > 5;
+  enum py_thread_filter filter = !strcmp(mode, "cpu")   ? PY_RUNNING_THREADS
+                                 : !strcmp(mode, "gil") ? PY_GIL_THREAD
+                                                        : PY_ALL_THREADS;
   struct py_proc p;
   char why[160];
   double t0 = now_s(), c0 = cpu_s();
@@ -61,6 +80,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   printf("python_version %s\n", p.version);
+  if (filter == PY_RUNNING_THREADS && python_discover_tid_offset(&p) < 0)
+    printf("tid offset not found\n");
+  if (verbose) printf("pthread tid offset %d\n", p.pthread_tid_off);
   printf("locate_ms %.2f (cpu %.2f)\n", (t1 - t0) * 1e3, (c1 - c0) * 1e3);
   struct py_codecache *cc = python_codecache_new(8192);
   struct py_walker *w = python_walker_new(1024);
@@ -74,7 +96,7 @@ int main(int argc, char **argv) {
       if (d > 0) usleep((useconds_t)(d * 1e6));
     }
     struct py_sample_result res;
-    rc = python_sample(w, &p, cc, PY_ALL_THREADS, NULL, on_stack, NULL, &res);
+    rc = python_sample(w, &p, cc, filter, pred_running, on_stack, NULL, &res);
     samples++;
     if (rc < 0 || res.failed) failed++;
   }

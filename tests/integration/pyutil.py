@@ -49,14 +49,15 @@ def marker_line(marker):
     raise KeyError(marker)
 
 
-def start(exe, case, seconds=120, prefix=(), script_dir=None, wait=True, idle=False):
+def start(exe, case, seconds=120, prefix=(), script_dir=None, wait=True, idle=False,
+          extra=()):
     """Starts the workload from a private copy (so its frames' file names
     say which process they came from) and waits until it runs its case.
     Returns (process, path of the script)."""
     d = script_dir or u.tempdir("ppwl-")
     script = os.path.join(d, "workload.py")
     shutil.copy(WORKLOAD, script)
-    p = subprocess.Popen(list(prefix) + [exe, script, case, str(seconds)] + (["idle"] if idle else []), stdout=subprocess.PIPE,
+    p = subprocess.Popen(list(prefix) + [exe, script, case, str(seconds)] + (["idle"] if idle else []) + list(extra), stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, cwd=d, text=True)
     if wait:
         wait_ready([p])

@@ -8,13 +8,14 @@ interpreters at once in wall mode and must not load the machine).
 Function names and line numbers are asserted by the tests: keep the
 LINE_* markers on the lines they name (the tests find them by text).
 """
-import hashlib
+import io
 import sys
 import threading
 import time
 
 DEADLINE = time.time() + (float(sys.argv[2]) if len(sys.argv) > 2 else 600)
 IDLE = len(sys.argv) > 3 and sys.argv[3] == "idle"
+
 
 
 def spin(seconds):
@@ -47,12 +48,26 @@ class Worker(object):
             spin(0.05)  # LINE_METHOD
 
 
+def work(n):
+    x = 0
+    for i in range(n):
+        x += i  # LINE_WORK
+    return x
+
+
+# The split is by work, not by wall-clock slices: on a loaded machine a
+# time-sliced loop measures the scheduler, and short cycles keep the
+# sampler from aliasing with the loop's period.
 def three_parts():
-    spin(0.03)  # LINE_THREE
+    # the very same work three times (one work(30000) is not 3x work(10000):
+    # its sums grow larger)
+    work(10000)  # LINE_THREE
+    work(10000)
+    work(10000)
 
 
 def one_part():
-    spin(0.01)  # LINE_ONE
+    work(10000)  # LINE_ONE
 
 
 def split():
@@ -78,17 +93,22 @@ def threads():
     busy_thread()
 
 
-def c_call_thread():
-    data = b"x" * (64 << 20)
+def c_call_thread(buf):
+    f = io.open("/dev/zero", "rb", buffering=0)
     while time.time() < DEADLINE:
-        hashlib.sha256(data).hexdigest()  # LINE_CCALL
+        f.readinto(buf)  # LINE_CCALL (a C call that runs without the GIL, 2.7 too)
 
 
 def gil():
-    t = threading.Thread(target=c_call_thread)
+    buf = bytearray(16 << 20)
+    t = threading.Thread(target=c_call_thread, args=(buf,))
     t.daemon = True
     t.start()
     busy_thread()
+
+
+def before_exec():
+    spin(0.05)  # LINE_BEFORE_EXEC
 
 
 def recurse(n):
@@ -114,6 +134,13 @@ def main():
         gil()
     elif case == "recursion":
         recurse(300)
+    elif case == "exec":
+        # argv[3]: another interpreter; it replaces this one after a while
+        end = time.time() + 2
+        while time.time() < end:
+            before_exec()
+        import os
+        os.execv(sys.argv[3], [sys.argv[3], sys.argv[0], "nested", sys.argv[2]])
     elif case == "sleep":
         while time.time() < DEADLINE:
             time.sleep(0.2)
