@@ -33,28 +33,33 @@ def count(stacks, script, fn):
 for label, exe, ver in chosen:
     procs = []
     try:
+        # the split runs alone: with other busy targets on a small loaded
+        # machine, many samples see the same descheduled state and the
+        # estimate gets noisy
+        p, split_script = py.start(exe, "split")
+        procs.append(p)
+        r, header, cpu_split, log = py.profile([p.pid], "--python-mode", "cpu", duration=6, freq=200)
+        u.kill(p)
+        three = count(cpu_split, split_script, "three_parts")
+        one = count(cpu_split, split_script, "one_part")
+        share = 100.0 * three / max(three + one, 1)
+        u.check(three + one >= 100 and 70 <= share <= 80,
+                "%s cpu: three_parts:one_part = %.1f%% (75 +- 5; %d samples)" % (label, share, three + one))
+
         scripts = {}
-        for case in ("split", "threads", "gil"):
+        for case in ("threads", "gil"):
             p, script = py.start(exe, case, wait=False)
             procs.append(p)
             scripts[case] = script
-        py.wait_ready(procs)
-        pids = [p.pid for p in procs]
+        py.wait_ready(procs[1:])
+        pids = [p.pid for p in procs[1:]]
         res = {}
         for mode in ("cpu", "wall", "gil"):
-            # cpu is longer: the split needs many scheduler slices of the target
-            # (on a loaded machine many samples see the same descheduled state)
-            r, header, stacks, log = py.profile(pids, "--python-mode", mode,
-                                                duration=10 if mode == "cpu" else 4, freq=200)
+            r, header, stacks, log = py.profile(pids, "--python-mode", mode, duration=4, freq=100)
             u.check(r.returncode == 0 and header is not None, "%s %s: agent ran (rc %d)"
                     % (label, mode, r.returncode))
             res[mode] = stacks
         cpu, wall, gil = res["cpu"], res["wall"], res["gil"]
-
-        three, one = count(cpu, scripts["split"], "three_parts"), count(cpu, scripts["split"], "one_part")
-        share = 100.0 * three / max(three + one, 1)
-        u.check(three + one >= 40 and 70 <= share <= 80,
-                "%s cpu: three_parts:one_part = %.1f%% (75 +- 5; %d samples)" % (label, share, three + one))
 
         busy_c = count(cpu, scripts["threads"], "busy_thread")
         sleep_c = count(cpu, scripts["threads"], "sleeper_thread")
@@ -71,7 +76,7 @@ for label, exe, ver in chosen:
         c_g = count(gil, scripts["gil"], "c_call_thread")
         py_c = count(cpu, scripts["gil"], "busy_thread")
         c_c = count(cpu, scripts["gil"], "c_call_thread")
-        u.check(py_g >= 40 and c_g <= 0.15 * (py_g + c_g),
+        u.check(py_g >= 20 and c_g <= 0.15 * (py_g + c_g),
                 "%s gil: only the GIL holder (%d busy vs %d in C)" % (label, py_g, c_g))
         u.check(c_c >= 0.2 * (py_c + c_c) and py_c > 0,
                 "%s cpu: the thread in C is sampled too (%d busy vs %d in C)" % (label, py_c, c_c))

@@ -134,6 +134,8 @@ def main():
         gil()
     elif case == "recursion":
         recurse(300)
+    elif case == "deep50":
+        recurse(46)  # <module>, main, 47 x recurse, spin: 50 frames
     elif case == "exec":
         # argv[3]: another interpreter; it replaces this one after a while
         end = time.time() + 2
