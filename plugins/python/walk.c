@@ -20,10 +20,20 @@
 #include "python.h"
 #include "support/remote.h"
 
+/* <= 3.10 frames are heap objects, one read each; but frames of nearby
+ * calls usually share pages (free lists, pymalloc arenas), so whole pages
+ * are copied and reused within one thread walk, as CPython's own remote
+ * reader does. */
+#define PAGE_SIZE_ 4096u
+#define PAGE_SLOTS 16
+
 struct py_walker {
   uint32_t max_depth;
   struct py_frame_ref *frames;
   uint8_t *chunk; /* copy of the current 3.11+ data-stack chunk */
+  uint8_t *pages; /* PAGE_SLOTS pages */
+  uint64_t page_addr[PAGE_SLOTS];
+  uint32_t npages, next_page;
 };
 
 struct py_walker *python_walker_new(uint32_t max_depth) {
@@ -32,7 +42,8 @@ struct py_walker *python_walker_new(uint32_t max_depth) {
   w->max_depth = max_depth;
   w->frames = calloc(max_depth + 1, sizeof(*w->frames));
   w->chunk = malloc(PY_CHUNK_COPY_MAX);
-  if (!w->frames || !w->chunk) {
+  w->pages = malloc(PAGE_SLOTS * PAGE_SIZE_);
+  if (!w->frames || !w->chunk || !w->pages) {
     python_walker_free(w);
     return NULL;
   }
@@ -43,6 +54,7 @@ void python_walker_free(struct py_walker *w) {
   if (!w) return;
   free(w->frames);
   free(w->chunk);
+  free(w->pages);
   free(w);
 }
 
@@ -149,16 +161,36 @@ static int gil_holder(struct py_proc *p, uint64_t interp, uint64_t *holder) {
   }
 }
 
+/* Reads n bytes at addr through the walker's page cache (pages are only
+ * valid during one thread walk). */
+static int read_paged(struct py_walker *w, pid_t pid, uint64_t addr, void *out, uint32_t n) {
+  uint64_t page = addr & ~(uint64_t)(PAGE_SIZE_ - 1);
+  if (addr + n > page + PAGE_SIZE_) return pp_remote_read(pid, addr, out, n); /* straddles */
+  for (uint32_t i = 0; i < w->npages; i++) {
+    if (w->page_addr[i] == page) {
+      memcpy(out, w->pages + (size_t)i * PAGE_SIZE_ + (addr - page), n);
+      return 0;
+    }
+  }
+  uint32_t slot = w->npages < PAGE_SLOTS ? w->npages++ : (w->next_page++ % PAGE_SLOTS);
+  w->page_addr[slot] = 0;
+  if (pp_remote_read(pid, page, w->pages + (size_t)slot * PAGE_SIZE_, PAGE_SIZE_) < 0)
+    return pp_remote_read(pid, addr, out, n); /* the page's tail may be unmapped */
+  w->page_addr[slot] = page;
+  memcpy(out, w->pages + (size_t)slot * PAGE_SIZE_ + (addr - page), n);
+  return 0;
+}
+
 /* Reads the frame at addr into out (fr_read bytes), from the chunk copy
- * when it lies inside it. */
-static int read_frame(const struct py_proc *p, const uint8_t *chunk, uint64_t c_lo, uint64_t c_hi,
-                      uint64_t addr, uint8_t *out) {
+ * when it lies inside it (3.11+), else through the page cache. */
+static int read_frame(struct py_walker *w, const struct py_proc *p, const uint8_t *chunk,
+                      uint64_t c_lo, uint64_t c_hi, uint64_t addr, uint8_t *out) {
   uint32_t n = p->off.fr_read;
   if (chunk && addr >= c_lo + 24 && addr + n <= c_hi && addr + n > addr) {
     memcpy(out, chunk + (addr - c_lo), n);
     return 0;
   }
-  return pp_remote_read((pid_t)p->pid, addr, out, n);
+  return read_paged(w, (pid_t)p->pid, addr, out, n);
 }
 
 /* Walks one thread's frames into w->frames. Returns the frame count or
@@ -193,6 +225,7 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
 
   uint8_t fb[128];
   if (o->fr_read > sizeof(fb)) return -EINVAL;
+  w->npages = 0; /* pages are a snapshot of this walk only */
   struct brent b = {.saved = 0, .power = 1, .lam = 0};
   uint32_t n = 0, steps = 0;
   while (frame) {
@@ -202,7 +235,7 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
       *truncated = true;
       break;
     }
-    int rc = read_frame(p, chunk, c_lo, c_hi, frame, fb);
+    int rc = read_frame(w, p, chunk, c_lo, c_hi, frame, fb);
     if (rc < 0) return rc;
     uint64_t code = rd64(fb, o->fr_code);
     uint64_t back = rd64(fb, o->fr_back);
