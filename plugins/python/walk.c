@@ -58,11 +58,11 @@ void python_walker_free(struct py_walker *w) {
   free(w);
 }
 
-static bool plausible(uint64_t p) {
+static bool walk_plausible(uint64_t p) {
   return p >= 4096 && p < (1ull << 47) && (p & 7) == 0;
 }
 
-static uint64_t rd64(const uint8_t *b, uint32_t off) {
+static uint64_t walk_rd64(const uint8_t *b, uint32_t off) {
   uint64_t v;
   memcpy(&v, b + off, 8);
   return v;
@@ -88,7 +88,7 @@ static bool brent_seen(struct brent *b, uint64_t addr) {
 /* <= 3.10: the kernel tid of a thread from its pthread_t (the address of
  * glibc's struct pthread) at the discovered offset, cached per session. */
 static uint32_t tid_of(struct py_proc *p, uint64_t thread_id) {
-  if (p->pthread_tid_off < 0 || !plausible(thread_id)) return 0;
+  if (p->pthread_tid_off < 0 || !walk_plausible(thread_id)) return 0;
   for (uint32_t i = 0; i < p->ntids; i++)
     if (p->tids[i].thread_id == thread_id) return p->tids[i].tid;
   int32_t tid = 0;
@@ -103,7 +103,7 @@ static uint32_t tid_of(struct py_proc *p, uint64_t thread_id) {
 int python_discover_tid_offset(struct py_proc *p) {
   if (p->off.ts_native_tid) return 0;
   uint64_t interp = 0, ts = 0;
-  if (pp_remote_read((pid_t)p->pid, p->interp_head, &interp, 8) < 0 || !plausible(interp) ||
+  if (pp_remote_read((pid_t)p->pid, p->interp_head, &interp, 8) < 0 || !walk_plausible(interp) ||
       pp_remote_read((pid_t)p->pid, interp + p->off.is_tstate_head, &ts, 8) < 0)
     return -EFAULT;
   /* The main thread's tid equals the (namespace) pid, so the word holding
@@ -111,19 +111,19 @@ int python_discover_tid_offset(struct py_proc *p) {
   uint8_t ts_buf[512];
   int32_t block[400];
   int best = -1;
-  for (int n = 0; ts && plausible(ts) && n < 256; n++) {
+  for (int n = 0; ts && walk_plausible(ts) && n < 256; n++) {
     if (p->off.ts_read > sizeof(ts_buf) ||
         pp_remote_read((pid_t)p->pid, ts, ts_buf, p->off.ts_read) < 0)
       return -EFAULT;
-    uint64_t th = rd64(ts_buf, p->off.ts_thread_id);
-    if (plausible(th) && pp_remote_read((pid_t)p->pid, th, block, sizeof(block)) == 0) {
+    uint64_t th = walk_rd64(ts_buf, p->off.ts_thread_id);
+    if (walk_plausible(th) && pp_remote_read((pid_t)p->pid, th, block, sizeof(block)) == 0) {
       for (int i = 1; i < 400; i++)
         if (block[i] == (int32_t)p->ns_pid && (best < 0 || i * 4 < best)) {
           best = i * 4;
           break;
         }
     }
-    ts = rd64(ts_buf, p->off.ts_next);
+    ts = walk_rd64(ts_buf, p->off.ts_next);
   }
   if (best < 0) return -ENOENT;
   p->pthread_tid_off = best;
@@ -144,7 +144,7 @@ static int gil_holder(struct py_proc *p, uint64_t interp, uint64_t *holder) {
       uint64_t gil = 0;
       int rc = pp_remote_read(pid, interp + p->off.is_gil_ptr, &gil, 8);
       if (rc < 0) return rc;
-      if (!plausible(gil)) return -EINVAL;
+      if (!walk_plausible(gil)) return -EINVAL;
       uint8_t g[32];
       uint32_t need =
           (p->off.gil_holder > p->off.gil_locked ? p->off.gil_holder : p->off.gil_locked) + 8;
@@ -153,7 +153,7 @@ static int gil_holder(struct py_proc *p, uint64_t interp, uint64_t *holder) {
       if (rc < 0) return rc;
       int32_t locked;
       memcpy(&locked, g + p->off.gil_locked, 4);
-      if (locked) *holder = rd64(g, p->off.gil_holder);
+      if (locked) *holder = walk_rd64(g, p->off.gil_holder);
       return 0;
     }
     default:
@@ -202,11 +202,11 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
   uint64_t frame = 0;
   *truncated = false;
   if (o->walk == PY_WALK_FRAMEOBJ || o->walk == PY_WALK_CURFRAME) {
-    frame = rd64(ts, o->ts_frame);
+    frame = walk_rd64(ts, o->ts_frame);
   } else {
-    uint64_t cframe = rd64(ts, o->ts_cframe);
+    uint64_t cframe = walk_rd64(ts, o->ts_cframe);
     if (!cframe) return 0;
-    if (!plausible(cframe)) return -EINVAL;
+    if (!walk_plausible(cframe)) return -EINVAL;
     int rc = pp_remote_read(pid, cframe + o->cf_current, &frame, 8);
     if (rc < 0) return rc;
   }
@@ -215,8 +215,8 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
   const uint8_t *chunk = NULL;
   uint64_t c_lo = 0, c_hi = 0;
   if (o->ts_chunk) {
-    uint64_t lo = rd64(ts, o->ts_chunk), hi = rd64(ts, o->ts_top);
-    if (plausible(lo) && hi > lo + 24 && hi - lo <= PY_CHUNK_COPY_MAX && frame >= lo &&
+    uint64_t lo = walk_rd64(ts, o->ts_chunk), hi = walk_rd64(ts, o->ts_top);
+    if (walk_plausible(lo) && hi > lo + 24 && hi - lo <= PY_CHUNK_COPY_MAX && frame >= lo &&
         frame < hi && pp_remote_read(pid, lo, w->chunk, (size_t)(hi - lo)) == 0) {
       chunk = w->chunk;
       c_lo = lo, c_hi = hi;
@@ -229,7 +229,7 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
   struct brent b = {.saved = 0, .power = 1, .lam = 0};
   uint32_t n = 0, steps = 0;
   while (frame) {
-    if (!plausible(frame) || brent_seen(&b, frame)) return -ELOOP;
+    if (!walk_plausible(frame) || brent_seen(&b, frame)) return -ELOOP;
     if (++steps > w->max_depth * 2 + 64) return -ELOOP; /* mostly skipped frames: garbage */
     if (n == w->max_depth) {
       *truncated = true;
@@ -237,8 +237,8 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
     }
     int rc = read_frame(w, p, chunk, c_lo, c_hi, frame, fb);
     if (rc < 0) return rc;
-    uint64_t code = rd64(fb, o->fr_code);
-    uint64_t back = rd64(fb, o->fr_back);
+    uint64_t code = walk_rd64(fb, o->fr_code);
+    uint64_t back = walk_rd64(fb, o->fr_back);
     if (o->walk != PY_WALK_FRAMEOBJ) {
       uint8_t owner = fb[o->fr_owner];
       if (o->skip_owner3 && owner >= 3) { /* C-stack shim / entry frame */
@@ -256,7 +256,7 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
       memcpy(&lasti, fb + o->fr_lasti, 4);
       addrq = o->lasti_is_index && lasti >= 0 ? (int64_t)lasti * 2 : lasti;
     } else {
-      uint64_t ip = rd64(fb, o->fr_lasti), start = code + o->co_code_adaptive;
+      uint64_t ip = walk_rd64(fb, o->fr_lasti), start = code + o->co_code_adaptive;
       addrq = ip >= start ? (int64_t)((ip - start) / 2) : -1;
       if (addrq > (1 << 24)) addrq = -1;
     }
@@ -283,7 +283,8 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
   if (filter == PY_GIL_THREAD) {
     rc = gil_holder(p, interp, &holder);
     if (rc < 0) return res->err = rc;
-    if (!holder) return 0; /* nobody holds the GIL right now */
+    /* nobody holds the (main) GIL: only 3.12+ sub-interpreters can run */
+    if (!holder && o->gil_kind != PY_GIL_INTERP_PTR) return 0;
   }
 
   uint8_t ts[512];
@@ -295,25 +296,29 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
 
   struct brent bi = {0, 1, 0};
   for (int ni = 0; interp && ni < PY_MAX_INTERPS; ni++) {
-    if (!plausible(interp) || brent_seen(&bi, interp)) return res->err = -ELOOP;
+    if (!walk_plausible(interp) || brent_seen(&bi, interp)) return res->err = -ELOOP;
     rc = pp_remote_read(pid, interp + lo, ib, hi - lo);
     if (rc < 0) return res->err = rc;
-    uint64_t next_interp = rd64(ib, o->is_next - lo);
-    uint64_t t = rd64(ib, o->is_tstate_head - lo);
+    uint64_t next_interp = walk_rd64(ib, o->is_next - lo);
+    uint64_t t = walk_rd64(ib, o->is_tstate_head - lo);
+    if (filter == PY_GIL_THREAD && ni > 0 && o->gil_kind == PY_GIL_INTERP_PTR &&
+        gil_holder(p, interp, &holder) < 0)
+      holder = 0; /* 3.12+: a sub-interpreter may have its own GIL */
     struct brent bt = {0, 1, 0};
     for (uint32_t nt = 0; t; nt++) {
-      if (nt >= PY_MAX_THREADS || !plausible(t) || brent_seen(&bt, t)) return res->err = -ELOOP;
+      if (nt >= PY_MAX_THREADS || !walk_plausible(t) || brent_seen(&bt, t))
+        return res->err = -ELOOP;
       rc = pp_remote_read(pid, t, ts, o->ts_read);
       if (rc < 0) return res->err = rc;
-      uint64_t next = rd64(ts, o->ts_next);
-      if (rd64(ts, o->ts_interp) != interp) return res->err = -EINVAL; /* torn or garbage */
+      uint64_t next = walk_rd64(ts, o->ts_next);
+      if (walk_rd64(ts, o->ts_interp) != interp) return res->err = -EINVAL; /* torn or garbage */
       res->threads++;
       if (filter == PY_GIL_THREAD && t != holder) {
         t = next;
         continue;
       }
-      uint32_t tid = o->ts_native_tid ? (uint32_t)rd64(ts, o->ts_native_tid)
-                                      : tid_of(p, rd64(ts, o->ts_thread_id));
+      uint32_t tid = o->ts_native_tid ? (uint32_t)walk_rd64(ts, o->ts_native_tid)
+                                      : tid_of(p, walk_rd64(ts, o->ts_thread_id));
       if (filter == PY_RUNNING_THREADS && pred && !pred(ctx, tid)) {
         t = next;
         continue;
@@ -321,7 +326,7 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
       bool truncated = false;
       int n = walk_thread(w, p, cc, ts, &truncated);
       if (n < 0 && pp_remote_read(pid, t, ts, o->ts_read) == 0 &&
-          rd64(ts, o->ts_interp) == interp) {
+          walk_rd64(ts, o->ts_interp) == interp) {
         /* a running thread moved under us (a frame was freed or reused):
          * one fresh attempt, then the thread's sample counts as failed */
         n = walk_thread(w, p, cc, ts, &truncated);
