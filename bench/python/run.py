@@ -133,13 +133,19 @@ def main():
             print("cpu_us_per_sample polyprof python=%s depth=%s rate=%sHz: %s us (failed %s)"
                   % (v, r.get("frames_per_sample"), r.get("rate_hz"), r.get("cpu_us_per_sample"),
                      r.get("failed")))
-            if v == peer_ver:
-                a_us, a_n, a_frames, tail = austin_cost(p.pid, hz, args.seconds)
+            for peer_hz in ((hz, 100) if v == peer_ver else ()):
+                if peer_hz != hz:
+                    r = pybench(p.pid, peer_hz, args.seconds)
+                    print("cpu_us_per_sample polyprof python=%s depth=%s rate=%sHz: %s us"
+                          % (v, r.get("frames_per_sample"), r.get("rate_hz"),
+                             r.get("cpu_us_per_sample")))
+                a_us, a_n, a_frames, tail = austin_cost(p.pid, peer_hz, args.seconds)
                 ours = float(r.get("cpu_us_per_sample", "nan"))
-                print("cpu_us_per_sample austin python=%s depth=%.0f samples=%d: %.2f us (%s)"
-                      % (v, a_frames, a_n, a_us, " / ".join(tail)))
+                # austin 1.0 lines are "Thread x;func (file);L12;..." : 2 fields a frame
+                print("cpu_us_per_sample austin python=%s depth=%.0f samples=%d (%.0f Hz): %.2f us "
+                      "(%s)" % (v, a_frames / 2, a_n, a_n / args.seconds, a_us, " / ".join(tail)))
                 print("ratio austin/polyprof per sample (python %s, 50 frames, %d Hz): %.2fx"
-                      % (v, hz, a_us / ours if ours else float("nan")))
+                      % (v, peer_hz, a_us / ours if ours else float("nan")))
         finally:
             stop(p)
     if not peer_ver:
@@ -168,10 +174,12 @@ def main():
         for mode in ("cpu", "wall"):
             s = agent_session([p.pid for p in procs], 100, mode, 10)
             if s:
+                # per process-sample: every tick visits every process (in cpu
+                # mode idle threads are checked, not walked, and emit nothing)
+                visits = s["wall"] * 100 * len(procs)
                 print("agent_cpu 20 processes 100 Hz mode=%s: %.2f s CPU in %.1f s = %.2f%% of a "
-                      "core (%d samples, %.1f us/sample)"
-                      % (mode, s["cpu"], s["wall"], s["pct"], s["samples"],
-                         s["cpu"] * 1e6 / max(s["samples"], 1)))
+                      "core (%d stacks; %.1f us per process per tick)"
+                      % (mode, s["cpu"], s["wall"], s["pct"], s["samples"], s["cpu"] * 1e6 / visits))
     finally:
         for p in procs:
             stop(p)

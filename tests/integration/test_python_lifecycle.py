@@ -7,6 +7,9 @@
   mount ns  a target whose interpreter and script exist only in its private
             mount namespace (a tmpfs mounted after unshare -m): read through
             /proc/PID/root, frames carry the paths as the target sees them
+  blocking  python.blocking holds the threads (ptrace) per sample: exact
+            stacks, cpu mode still tells the sleeper from the busy thread,
+            and the target is released (not traced) and alive afterwards
 """
 import os
 import shutil
@@ -97,4 +100,20 @@ else:
                 "mount ns: version read through /proc/PID/root")
     finally:
         u.kill(p)
+# --- blocking mode ---
+p, script = py.start(first[1], "threads")
+try:
+    r, header, stacks, log = py.profile([p.pid], "--python-mode", "cpu", "--python-blocking",
+                                        duration=3, freq=50)
+    mine = py.stacks_in(stacks, script)
+    busy = sum(c for fr, c, _ in mine if any(n.endswith("busy_thread") for n, _, _ in fr))
+    sleeper = sum(c for fr, c, _ in mine if any(n.endswith("sleeper_thread") for n, _, _ in fr))
+    u.check(r.returncode == 0 and busy >= 20, "blocking: busy thread sampled (%d)" % busy)
+    u.check(sleeper <= 0.25 * busy, "blocking: cpu mode still drops the sleeper (%d)" % sleeper)
+    with open("/proc/%d/status" % p.pid) as f:
+        status = f.read()
+    u.check("TracerPid:\t0" in status, "blocking: target released (TracerPid 0)")
+    u.check(p.poll() is None, "blocking: target alive")
+finally:
+    u.kill(p)
 u.finish()
