@@ -177,7 +177,55 @@ static void cycles(void) {
   free(interp), free(ts1), free(ts2), free(fa), free(fb);
 }
 
+/* Versions and builds that must be refused rather than guessed. */
+static void refusals(void) {
+  struct py_offsets o;
+  CHECK_EQ_INT(python_offsets_for(3, 14, 0, &o), -ENOTSUP);
+  CHECK_EQ_INT(python_offsets_for(3, 5, 0, &o), -ENOTSUP);
+  CHECK_EQ_INT(python_offsets_for(2, 6, 0, &o), -ENOTSUP);
+  CHECK_EQ_INT(python_offsets_for(4, 0, 0, &o), -ENOTSUP);
+  for (int m = 6; m <= 13; m++)
+    CHECK_EQ_INT(python_offsets_for(3, m, 0, &o), 0);
+  /* _Py_DebugOffsets: 3.13.0 values (reference §1.7), then broken copies */
+  uint8_t d[PY_DEBUG_OFFSETS_READ];
+  memset(d, 0, sizeof(d));
+  memcpy(d, "xdebugpy", 8);
+  uint64_t v = 0x030D00F0;
+  memcpy(d + 8, &v, 8);
+  const uint64_t fields[][2] = {{40, 632},   {64, 7264},  {72, 7344}, {112, 16},  {120, 7752},
+                                {136, 7768}, {144, 7760}, {168, 8},   {176, 16},  {184, 72},
+                                {192, 152},  {200, 160},  {208, 232}, {224, 80},  {232, 8},
+                                {240, 0},    {248, 56},   {264, 70},  {280, 112}, {288, 120},
+                                {296, 128},  {304, 136},  {312, 68},  {344, 200}, {560, 40}};
+  for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+    memcpy(d + fields[i][0], &fields[i][1], 8);
+  python_offsets_for(3, 13, 0, &o);
+  struct py_offsets fromdbg = o;
+  CHECK_EQ_INT(python_offsets_from_debug(d, sizeof(d), &fromdbg), 0);
+  CHECK_EQ_INT(fromdbg.is_tstate_head, o.is_tstate_head); /* agrees with the static table */
+  CHECK_EQ_INT(fromdbg.ts_frame, o.ts_frame);
+  CHECK_EQ_INT(fromdbg.co_code_adaptive, o.co_code_adaptive);
+  CHECK_EQ_INT(fromdbg.gil_holder, 8);
+  CHECK_EQ_INT(fromdbg.gil_locked, 16);
+  uint64_t one = 1, huge = 1ull << 40, v14 = 0x030E00F0;
+  uint8_t bad[PY_DEBUG_OFFSETS_READ];
+  memcpy(bad, d, sizeof(bad));
+  memcpy(bad + 16, &one, 8); /* free-threaded */
+  CHECK_EQ_INT(python_offsets_from_debug(bad, sizeof(bad), &fromdbg), -ENOTSUP);
+  memcpy(bad, d, sizeof(bad));
+  memcpy(bad + 8, &v14, 8); /* 3.14 layout differs */
+  CHECK_EQ_INT(python_offsets_from_debug(bad, sizeof(bad), &fromdbg), -EINVAL);
+  memcpy(bad, d, sizeof(bad));
+  memcpy(bad + 184, &huge, 8); /* absurd offset */
+  CHECK_EQ_INT(python_offsets_from_debug(bad, sizeof(bad), &fromdbg), -EINVAL);
+  memcpy(bad, d, sizeof(bad));
+  bad[0] = 'X'; /* cookie */
+  CHECK_EQ_INT(python_offsets_from_debug(bad, sizeof(bad), &fromdbg), -EINVAL);
+  CHECK_EQ_INT(python_offsets_from_debug(d, 100, &fromdbg), -EINVAL); /* short */
+}
+
 int main(void) {
+  refusals();
   strings();
   code_objects();
   cycles();
