@@ -399,7 +399,9 @@ static int py_init(const struct pp_host *host, void **out) {
   st->cc = python_codecache_new((size_t)st->cache_size);
   st->walker = python_walker_new((uint32_t)st->max_depth);
   /* frames: room for every stack at a typical depth; strings: names+files */
-  st->agg = python_agg_new((size_t)st->max_stacks, (size_t)st->max_stacks * 64, 16u << 20);
+  size_t max_frames =
+      (size_t)st->max_stacks * 64 < (8u << 20) ? (size_t)st->max_stacks * 64 : (8u << 20);
+  st->agg = python_agg_new((size_t)st->max_stacks, max_frames, 16u << 20);
   if (!st->cc || !st->walker || !st->agg) {
     python_codecache_free(st->cc);
     python_walker_free(st->walker);
