@@ -257,7 +257,7 @@ static uint32_t freeze(struct state *st, struct target *t, struct held *held) {
   uint32_t n = 0;
   t->npre = 0;
   struct dirent *de;
-  while ((de = readdir(d)) && n < MAX_FREEZE) {
+  while ((de = readdir(d)) && n < MAX_FREEZE && t->npre < MAX_FREEZE) {
     if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
     uint32_t tid = (uint32_t)strtoul(de->d_name, NULL, 10);
     if (st->filter == PY_RUNNING_THREADS) { /* a held thread reads 't' */
