@@ -367,7 +367,11 @@ static int check_option(const struct pp_option *o, uint32_t i, char *why, size_t
   }
   const char *dv = o->default_value;
   if (!dv) return 0;
-  if (o->type == PP_OPT_ENUM && !in_list(o->choices, dv)) {
+  /* "mode" also accepts "disabled"/"none" (plugin-sdk.md): an opt-in plugin
+   * declares "disabled" as its default without listing it as a choice */
+  bool mode_off =
+      strcmp(k, "mode") == 0 && (strcmp(dv, "disabled") == 0 || strcmp(dv, "none") == 0);
+  if (o->type == PP_OPT_ENUM && !mode_off && !in_list(o->choices, dv)) {
     snprintf(why, whylen, "option %s: default \"%s\" is not one of its choices", k, dv);
     return -EINVAL;
   }
