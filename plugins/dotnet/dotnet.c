@@ -46,6 +46,7 @@ struct dn_target {
   struct dotnet_methods *methods;
   bool perfmap;
   bool logged_eof;
+  uint32_t failures; /* consecutive, for the retry backoff */
   char version[64];
   char appid[512];
   char error[192];
@@ -209,11 +210,23 @@ static bool target_alive(struct dn_state *st, const struct dn_target *t) {
   return st->host->proc_start_time(st->host, t->pid, &start) == 0 && start == t->start_time;
 }
 
+/* t->error holds the reason. Failures are retried with backoff (1 s doubling
+ * to 60 s): a runtime may refuse a session for a while (too many sessions,
+ * starting up) and recover. Logged once per target at `level`, then at debug. */
+static void mark_failed(struct dn_state *st, struct dn_target *t, int level) {
+  t->state = T_FAILED;
+  uint32_t shift = t->failures < 6 ? t->failures : 6;
+  uint64_t backoff = (1ull << shift) * 1000000000ull;
+  if (backoff > 60000000000ull) backoff = 60000000000ull;
+  t->next_try_ns = st->host->monotonic_ns(st->host) + backoff;
+  LOG(st, t->failures ? PP_LOG_DEBUG : level, "pid %u: %s", t->pid, t->error);
+  t->failures++;
+}
+
 static void set_failed(struct dn_state *st, struct dn_target *t, int level, const char *what,
                        int err) {
   snprintf(t->error, sizeof(t->error), "%s: %s", what, strerror(err));
-  t->state = T_FAILED;
-  LOG(st, level, "pid %u: %s", t->pid, t->error);
+  mark_failed(st, t, level);
 }
 
 /* Reads the runtime version and validates that the socket belongs to pid. */
@@ -269,8 +282,7 @@ static void try_attach(struct dn_state *st, struct dn_target *t, uint64_t now) {
     if (rc == -EPROTO) {
       snprintf(t->error, sizeof(t->error), "EnablePerfMap refused (hresult 0x%08x%s)", hr,
                hr == HRESULT_UNKNOWN_COMMAND ? ": needs .NET 8+" : "");
-      t->state = T_FAILED;
-      LOG(st, PP_LOG_WARNING, "pid %u: %s", t->pid, t->error);
+      mark_failed(st, t, PP_LOG_WARNING);
       return;
     }
     if (rc < 0) {
@@ -279,6 +291,7 @@ static void try_attach(struct dn_state *st, struct dn_target *t, uint64_t now) {
     }
     t->perfmap = true;
     t->state = T_ACTIVE;
+    t->failures = 0;
     LOG(st, PP_LOG_INFO, "pid %u: perf map enabled (/tmp/perf-%u.map in its mount namespace)",
         t->pid, t->nspid);
     return;
@@ -298,11 +311,11 @@ static void try_attach(struct dn_state *st, struct dn_target *t, uint64_t now) {
       snprintf(t->error, sizeof(t->error), "EventPipe session refused (hresult 0x%08x)", hr);
     else
       snprintf(t->error, sizeof(t->error), "EventPipe session failed: %s", strerror(-rc));
-    t->state = T_FAILED;
-    LOG(st, PP_LOG_WARNING, "pid %u: %s", t->pid, t->error);
+    mark_failed(st, t, PP_LOG_WARNING);
     return;
   }
   t->state = T_ACTIVE;
+  t->failures = 0;
   t->logged_eof = false;
   LOG(st, PP_LOG_INFO, "pid %u: EventPipe session %llx started (.NET %s)", t->pid,
       (unsigned long long)t->cur->id, t->version[0] ? t->version : "unknown");
@@ -313,7 +326,8 @@ static int dn_tick(void *state, uint64_t now) {
   now = st->host->monotonic_ns(st->host);
   for (size_t i = 0; i < st->n; i++) {
     struct dn_target *t = &st->t[i];
-    if (t->state == T_PENDING && now >= t->next_try_ns) try_attach(st, t, now);
+    if ((t->state == T_PENDING || t->state == T_FAILED) && now >= t->next_try_ns)
+      try_attach(st, t, now);
     if (t->state == T_ACTIVE && t->cur && t->cur->fd >= 0) {
       if (dotnet_session_pump(t->cur, PUMP_BYTES_PER_TICK) && !t->logged_eof) {
         t->logged_eof = true;
