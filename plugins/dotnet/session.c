@@ -56,7 +56,10 @@ static bool keep_sample(struct dotnet_session *s, uint64_t tid, uint64_t ts) {
 
 static void on_sample(struct dotnet_session *s, const struct dotnet_nt_event *ev) {
   uint32_t type = ev->payload_len >= 4 ? ev->payload[0] : 0;
-  if (s->cutoff_ts && ev->timestamp > s->cutoff_ts) return; /* the next session has it */
+  /* the next session has samples after the cutoff; a target whose clock is
+   * not ours (time namespace: its session began "after" our cutoff) keeps all */
+  if (s->cutoff_ts && ev->timestamp > s->cutoff_ts && dotnet_nt_sync_qpc(s->nt) < s->cutoff_ts)
+    return;
   bool keep = keep_sample(s, ev->thread_id, ev->timestamp);
   if (type != SAMPLE_TYPE_MANAGED && !s->cfg->wall) {
     s->external++;
