@@ -47,6 +47,8 @@ struct dn_target {
   bool perfmap;
   bool logged_eof;
   uint32_t failures; /* consecutive, for the retry backoff */
+  bool need_rundown; /* the last session had unnamed frames */
+  uint64_t last_rundown_ns;
   char version[64];
   char appid[512];
   char error[192];
@@ -110,7 +112,15 @@ static const struct pp_option options[] = {
     {.key = "rundown",
      .type = PP_OPT_BOOL,
      .default_value = "true",
-     .help = "request method rundown at each session stop (names code JIT-compiled earlier)"},
+     .help =
+         "request method rundowns (name code compiled before a session; see rundown_interval_s)"},
+    {.key = "rundown_interval_s",
+     .type = PP_OPT_INT,
+     .default_value = "60",
+     .min = 0,
+     .max = 86400,
+     .help = "rundown at least this often (also on a target's first session and after one "
+             "with unnamed frames); 0: every session"},
     {.key = "max_block_kb",
      .type = PP_OPT_INT,
      .default_value = "4096",
@@ -149,6 +159,7 @@ static int dn_init(const struct pp_host *host, void **out) {
   if (host->config_bool(host, "wall", &b) == 0) st->cfg.wall = b;
   b = 1;
   if (host->config_bool(host, "rundown", &b) == 0) st->cfg.rundown = b;
+  st->cfg.rundown_interval_s = (uint32_t)cfg_int(host, "rundown_interval_s", 60);
   *out = st;
   return 0;
 }
@@ -252,6 +263,26 @@ static int query_info(struct dn_state *st, struct dn_target *t) {
   return 0;
 }
 
+/* Rundown (the runtime enumerating all its code at session stop) names code
+ * that existed before the session, ReadyToRun code included, but costs the
+ * target measurably while requested (bench/dotnet/RESULTS.md). The method map
+ * outlives sessions and live MethodLoadVerbose events name new JIT code, so
+ * a rundown is asked for on a target's first session, after a session that
+ * had unnamed frames, and at least every rundown_interval_s. */
+static bool want_rundown(struct dn_state *st, struct dn_target *t, uint64_t now) {
+  if (!st->cfg.rundown) return false;
+  uint64_t since = now - t->last_rundown_ns;
+  /* unnamed frames ask for one at most every 15 s: code that no rundown
+   * names (stubs) must not turn this into a rundown per session */
+  if (!t->last_rundown_ns || (t->need_rundown && since >= 15000000000ull) ||
+      since >= (uint64_t)st->cfg.rundown_interval_s * 1000000000ull) {
+    t->need_rundown = false;
+    t->last_rundown_ns = now;
+    return true;
+  }
+  return false;
+}
+
 static void try_attach(struct dn_state *st, struct dn_target *t, uint64_t now) {
   t->next_try_ns = now + ATTACH_RETRY_NS;
   if (!target_alive(st, t)) return;
@@ -305,7 +336,7 @@ static void try_attach(struct dn_state *st, struct dn_target *t, uint64_t now) {
     return;
   }
   uint32_t hr = 0;
-  rc = dotnet_session_start(t->cur, t->sock, t->methods, &hr);
+  rc = dotnet_session_start(t->cur, t->sock, t->methods, want_rundown(st, t, now), &hr);
   if (rc < 0) {
     if (rc == -EPROTO)
       snprintf(t->error, sizeof(t->error), "EventPipe session refused (hresult 0x%08x)", hr);
@@ -371,6 +402,7 @@ static void emit_session(struct dn_state *st, struct dn_target *t, struct dotnet
       const char *name = dotnet_methods_lookup(t->methods, e.ips[i]);
       if (!name) {
         st->unknown_frames++;
+        t->need_rundown = true;
         /* runs of unnamed frames (stubs, native transitions) fold into one */
         if (k > 0 && strcmp(frames[k - 1].name, "[unknown]") == 0) continue;
         name = "[unknown]";
@@ -435,7 +467,8 @@ static void rotate_sessions(struct dn_state *st) {
     t->old = prev;
     uint32_t hr = 0;
     if (prev->fd >= 0) {
-      int rc = dotnet_session_start(t->cur, t->sock, t->methods, &hr);
+      int rc = dotnet_session_start(t->cur, t->sock, t->methods,
+                                    want_rundown(st, t, st->host->monotonic_ns(st->host)), &hr);
       if (rc < 0) {
         dotnet_session_reset(t->cur);
         LOG(st, PP_LOG_INFO, "pid %u: cannot start the next session: %s", t->pid, strerror(-rc));

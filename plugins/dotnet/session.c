@@ -156,7 +156,7 @@ void dotnet_session_free(struct dotnet_session *s) {
 }
 
 int dotnet_session_start(struct dotnet_session *s, const char *sock, struct dotnet_methods *m,
-                         uint32_t *hresult) {
+                         bool rundown, uint32_t *hresult) {
   dotnet_session_reset(s);
   s->methods = m;
   uint32_t hz = s->cfg->frequency_hz ? s->cfg->frequency_hz : 100;
@@ -169,8 +169,8 @@ int dotnet_session_start(struct dotnet_session *s, const char *sock, struct dotn
       {RUNTIME_KEYWORDS, 5, "Microsoft-Windows-DotNETRuntime", NULL},
   };
   uint8_t payload[512];
-  long len = dotnet_ipc_collect2_payload(payload, sizeof(payload), s->cfg->buffer_mb,
-                                         s->cfg->rundown, prov, 2);
+  long len =
+      dotnet_ipc_collect2_payload(payload, sizeof(payload), s->cfg->buffer_mb, rundown, prov, 2);
   if (len < 0) return (int)len;
   int fd = dotnet_ipc_send_command(sock, DOTNET_IPC_SET_EVENTPIPE, DOTNET_IPC_EP_COLLECT2, payload,
                                    (size_t)len, IPC_TIMEOUT_MS);

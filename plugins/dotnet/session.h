@@ -22,8 +22,9 @@ struct dotnet_cfg {
   uint32_t max_stacks;
   uint32_t max_depth;
   uint32_t stop_timeout_ms;
-  bool wall; /* count threads outside managed code too */
-  bool rundown;
+  bool wall;                   /* count threads outside managed code too */
+  bool rundown;                /* rundown at all (else live JIT events only) */
+  uint32_t rundown_interval_s; /* at least this often; 0: every session */
 };
 
 struct dotnet_thread_due {
@@ -54,7 +55,7 @@ void dotnet_session_free(struct dotnet_session *s);
 /* Starts tracing on the socket path; on success s->fd streams. Returns
  * 0 or -errno; *hresult holds the runtime's error code for -EPROTO. */
 int dotnet_session_start(struct dotnet_session *s, const char *sock, struct dotnet_methods *m,
-                         uint32_t *hresult);
+                         bool rundown, uint32_t *hresult);
 /* Reads what is available without blocking (up to max_bytes). Returns 1 if
  * the stream ended (EOF, end tag or parse error), else 0. */
 int dotnet_session_pump(struct dotnet_session *s, size_t max_bytes);

@@ -89,7 +89,9 @@ namespace Polyprof.Workload
     {
         public static void Run(CancellationToken ct)
         {
-            Func<long, long> lambdaBody = seed => Hot.Spin(5, seed);
+            // NoInlining: otherwise tier-1 PGO inlines the delegate into Run
+            // and the lambda frame disappears from the stacks
+            Func<long, long> lambdaBody = [MethodImpl(MethodImplOptions.NoInlining)] (long seed) => Hot.Spin(5, seed);
             long s = 3;
             while (!ct.IsCancellationRequested) s = lambdaBody(s);
             GC.KeepAlive(s);
@@ -127,16 +129,47 @@ namespace Polyprof.Workload
 
             if (mode == "bench")
             {
-                // Fixed-size work units; throughput = units per second.
-                var sw = Stopwatch.StartNew();
-                long units = 0, x = 7;
-                while (sw.ElapsedMilliseconds < seconds * 1000L)
+                // Fixed-size work units on `threads` threads (args[2], default
+                // 2); throughput = units per second after `warmup` seconds
+                // (args[3], default 3) so that attach costs are excluded.
+                int threads = args.Length > 2 ? int.Parse(args[2]) : 2;
+                int warmup = args.Length > 3 ? int.Parse(args[3]) : 3;
+                Console.WriteLine("ready " + Environment.ProcessId);
+                long units = 0;
+                bool counting = false;
+                var workers = new Thread[threads];
+                for (int t = 0; t < threads; t++)
                 {
-                    for (int i = 0; i < 200000; i++) x = x * 6364136223846793005L + 1442695040888963407L;
-                    x ^= new GenericBox<int>().GetHashCode();
-                    units++;
+                    workers[t] = new Thread(() =>
+                    {
+                        long x = 7;
+                        while (!cts.IsCancellationRequested)
+                        {
+                            x = SplitWorker.ThreeQuarters(x);
+                            x ^= new GenericBox<int>().GetHashCode();
+                            if (Volatile.Read(ref counting)) Interlocked.Increment(ref units);
+                        }
+                        GC.KeepAlive(x);
+                    }) { IsBackground = true, Name = "bench" };
+                    workers[t].Start();
                 }
-                Console.WriteLine("units_per_s {0:F1} {1}", units / sw.Elapsed.TotalSeconds, x & 1);
+                Thread.Sleep(warmup * 1000);
+                // CPU time of the whole process (runtime threads included:
+                // the sampler, EventPipe flushing) is what profiling adds to
+                // the target, and unlike wall time it is not skewed by other
+                // load on a shared machine.
+                var proc = Process.GetCurrentProcess();
+                TimeSpan cpu0 = proc.TotalProcessorTime;
+                Volatile.Write(ref counting, true);
+                var sw = Stopwatch.StartNew();
+                Thread.Sleep(Math.Max(1, seconds - warmup) * 1000);
+                long done = Interlocked.Read(ref units);
+                double secs = sw.Elapsed.TotalSeconds;
+                proc.Refresh();
+                double cpu = (proc.TotalProcessorTime - cpu0).TotalSeconds;
+                cts.Cancel();
+                Console.WriteLine("units_per_s {0:F2} units_per_cpu_s {1:F3}", done / secs,
+                                  cpu > 0 ? done / cpu : 0);
                 return 0;
             }
 
