@@ -119,8 +119,7 @@ static const struct pp_option options[] = {
      .default_value = "60",
      .min = 0,
      .max = 86400,
-     .help = "rundown at least this often (also on a target's first session and after one "
-             "with unnamed frames); 0: every session"},
+     .help = "rundown on a target's first session and then this often; 0: every session"},
     {.key = "max_block_kb",
      .type = PP_OPT_INT,
      .default_value = "4096",
@@ -264,19 +263,17 @@ static int query_info(struct dn_state *st, struct dn_target *t) {
 }
 
 /* Rundown (the runtime enumerating all its code at session stop) names code
- * that existed before the session, ReadyToRun code included, but costs the
- * target measurably while requested (bench/dotnet/RESULTS.md). The method map
- * outlives sessions and live MethodLoadVerbose events name new JIT code, so
- * a rundown is asked for on a target's first session, after a session that
- * had unnamed frames, and at least every rundown_interval_s. */
+ * that existed before the session, ReadyToRun code included, but it costs the
+ * target several percent of CPU (bench/dotnet/RESULTS.md). The method map
+ * outlives sessions and live MethodLoadVerbose events name new JIT code, so a
+ * rundown is asked for on a target's first session and then every
+ * rundown_interval_s; frames first seen in between may stay "[unknown]"
+ * until the next one. (Asking after every session with unnamed frames made
+ * it near-continuous: stubs are never named.) */
 static bool want_rundown(struct dn_state *st, struct dn_target *t, uint64_t now) {
   if (!st->cfg.rundown) return false;
-  uint64_t since = now - t->last_rundown_ns;
-  /* unnamed frames ask for one at most every 15 s: code that no rundown
-   * names (stubs) must not turn this into a rundown per session */
-  if (!t->last_rundown_ns || (t->need_rundown && since >= 15000000000ull) ||
-      since >= (uint64_t)st->cfg.rundown_interval_s * 1000000000ull) {
-    t->need_rundown = false;
+  if (!t->last_rundown_ns ||
+      now - t->last_rundown_ns >= (uint64_t)st->cfg.rundown_interval_s * 1000000000ull) {
     t->last_rundown_ns = now;
     return true;
   }
@@ -402,7 +399,6 @@ static void emit_session(struct dn_state *st, struct dn_target *t, struct dotnet
       const char *name = dotnet_methods_lookup(t->methods, e.ips[i]);
       if (!name) {
         st->unknown_frames++;
-        t->need_rundown = true;
         /* runs of unnamed frames (stubs, native transitions) fold into one */
         if (k > 0 && strcmp(frames[k - 1].name, "[unknown]") == 0) continue;
         name = "[unknown]";
