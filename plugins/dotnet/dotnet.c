@@ -47,7 +47,6 @@ struct dn_target {
   bool perfmap;
   bool logged_eof;
   uint32_t failures; /* consecutive, for the retry backoff */
-  bool need_rundown; /* the last session had unnamed frames */
   uint64_t last_rundown_ns;
   char version[64];
   char appid[512];
