@@ -109,7 +109,8 @@ static struct entry *list(struct pp_spool *s, size_t *count, size_t *total) {
       if (!nv) break;
       v = nv;
     }
-    snprintf(v[*count].name, sizeof(v[0].name), "%s", de->d_name);
+    /* is_entry() bounded the length below sizeof(name) */
+    memcpy(v[*count].name, de->d_name, strlen(de->d_name) + 1);
     v[*count].size = (size_t)st.st_size;
     *total += (size_t)st.st_size;
     (*count)++;
