@@ -23,6 +23,12 @@
 #define RUBY_MAX_THREADS_HARD 1024
 #define RUBY_STR_MAX 1024 /* longest label or path we keep */
 
+/* C methods as rbspy's gProfiler fork prints them: the whole text, no
+ * `_[rb]` suffix (gprofiler-internals.md §2.6), so they are native frames
+ * whose name carries the text -- the form the core's .col test expects. */
+#define RUBY_CFUNC_FMT "%s [c function] - (unknown):0"
+#define RUBY_CFUNC_UNKNOWN "(unknown) [c function] - (unknown):0"
+
 /* Hard limits on what the target may claim (rbspy uses the same bounds). */
 #define RUBY_MAX_VM_STACK_WORDS 3000000u
 
@@ -35,9 +41,11 @@ enum ruby_target_state {
 };
 
 struct ruby_thread {
-  uint64_t addr; /* rb_thread_t */
-  uint32_t tid;  /* host tid (0: unknown) */
-  int fd;        /* open /proc/PID/task/TID/stat, -1 if none */
+  uint64_t addr;    /* rb_thread_t */
+  uint32_t tid;     /* host tid (0: unknown) */
+  int fd;           /* open /proc/PID/task/TID/schedstat (or stat), -1 if none */
+  bool use_stat;    /* no schedstat: fall back to the state letter */
+  uint64_t runtime; /* ns on CPU at the last tick (schedstat) */
 };
 
 struct ruby_target {
@@ -88,7 +96,7 @@ struct ruby_state {
   uint64_t *eps;
 
   uint64_t now_ns;
-  uint64_t c_samples, c_torn, c_full, c_truncated, c_idle, c_gone, c_str_fail;
+  uint64_t c_ticks, c_samples, c_torn, c_full, c_truncated, c_idle, c_gone, c_str_fail;
   uint32_t unknown_cfunc_id; /* "(unknown) [c function]" frame */
 };
 
@@ -102,8 +110,9 @@ int ruby_attach(struct ruby_state *st, struct ruby_target *t);
 /* Re-reads the thread list; keeps open stat fds of threads still there. */
 int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t);
 void ruby_threads_close(struct ruby_target *t);
-/* One-letter /proc state of a thread ('?' if unreadable). */
-char ruby_thread_state(struct ruby_target *t, struct ruby_thread *th);
+/* True if the thread ran since the previous call (schedstat), or is in
+ * state R where schedstats are missing. */
+bool ruby_thread_on_cpu(struct ruby_target *t, struct ruby_thread *th);
 /* True if any task of the process is running (state R). */
 bool ruby_any_task_running(uint32_t pid);
 

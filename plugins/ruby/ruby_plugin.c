@@ -121,11 +121,11 @@ static int ruby_init(const struct pp_host *host, void **out) {
 
 /* Frames that must exist whatever the tables hold; re-added after a clear. */
 static void add_fixed_frames(struct ruby_state *st) {
-  const char *n = "(unknown) [c function]", *f = "(unknown)";
+  const char *n = RUBY_CFUNC_UNKNOWN;
   struct ruby_frame fr = {.name = ruby_strings_intern(&st->strings, n, strlen(n)),
-                          .file = ruby_strings_intern(&st->strings, f, strlen(f)),
+                          .file = RUBY_NO_ID,
                           .line = 0,
-                          .kind = PP_FRAME_RUBY};
+                          .kind = PP_FRAME_NATIVE};
   st->unknown_cfunc_id = ruby_frames_add(&st->frames, &fr);
 }
 
@@ -247,7 +247,7 @@ static void sample_target(struct ruby_state *st, struct ruby_target *t) {
     bool any = false;
     for (uint32_t i = 0; i < t->nthreads && t->state == RUBY_T_OK; i++) {
       struct ruby_thread *th = &t->threads[i];
-      if (st->oncpu && ruby_thread_state(t, th) != 'R') continue;
+      if (st->oncpu && !ruby_thread_on_cpu(t, th)) continue;
       uint64_t ec = 0;
       int rc = pp_remote_read((pid_t)t->pid, th->addr + L->thread_ec, &ec, sizeof(ec));
       if (rc == -ESRCH) {
@@ -290,6 +290,7 @@ static void sample_target(struct ruby_state *st, struct ruby_target *t) {
 static int ruby_tick(void *state, uint64_t now_ns) {
   struct ruby_state *st = state;
   st->now_ns = now_ns;
+  st->c_ticks++;
   for (size_t i = 0; i < st->ntargets; i++) {
     struct ruby_target *t = &st->targets[i];
     if (t->state == RUBY_T_NEW) try_attach(st, t);
@@ -352,6 +353,7 @@ static int ruby_snapshot(void *state, struct pp_sink *sink) {
     target_extras(st, sink, t);
     i++;
   }
+  h->add_counter(sink, "ticks", st->c_ticks);
   h->add_counter(sink, "samples", st->c_samples);
   h->add_counter(sink, "dropped_inconsistent", st->c_torn);
   h->add_counter(sink, "dropped_table_full", st->c_full);
@@ -363,7 +365,7 @@ static int ruby_snapshot(void *state, struct pp_sink *sink) {
     RUBY_LOG(st, PP_LOG_WARNING, "tables full: %llu samples dropped (max_stacks / cache_size)",
              (unsigned long long)st->c_full);
   st->c_samples = st->c_torn = st->c_full = st->c_truncated = st->c_str_fail = 0;
-  st->c_idle = st->c_gone = 0;
+  st->c_idle = st->c_gone = st->c_ticks = 0;
   ruby_stacks_clear(&st->stacks);
   /* method entries can be freed and reused by another method: forget them
    * every session; and start over when the frame tables are half full so a

@@ -10,7 +10,11 @@
  * or the tids do not check out, we fall back to rbspy's behaviour: the GVL
  * holder, when any thread of the process runs.
  *
- * The states come from /proc/PID/task/TID/stat, kept open and re-read with
+ * "On a CPU" is read from /proc/PID/task/TID/schedstat: the thread's run
+ * time advanced since the previous tick. That is stricter than rbspy's state
+ * R, which also holds for a thread waiting in a run queue, and on a loaded
+ * machine counted one preempted position many times. Without schedstats the
+ * state letter of .../stat is used. The file is kept open and re-read with
  * pread(): one system call per thread per tick instead of three.
  */
 #include <dirent.h>
@@ -153,7 +157,7 @@ int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t) {
     bool kept = false;
     for (uint32_t j = 0; ok && j < n && !kept; j++) {
       if (fresh[j].addr == old->addr && fresh[j].tid == old->tid && fresh[j].fd < 0) {
-        fresh[j].fd = old->fd;
+        fresh[j] = *old;
         kept = true;
       }
     }
@@ -169,23 +173,42 @@ int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t) {
   return ok ? 0 : -ENOENT;
 }
 
-char ruby_thread_state(struct ruby_target *t, struct ruby_thread *th) {
-  if (!th->tid) return '?';
-  char buf[512];
+/* Reads the thread's stat (state letter) or schedstat (run time in ns)
+ * through its kept-open fd. 0 or -1. */
+static int pread_task(struct ruby_target *t, struct ruby_thread *th, char *buf, size_t cap) {
   for (int attempt = 0; attempt < 2; attempt++) {
     if (th->fd < 0) {
       char path[80];
-      snprintf(path, sizeof(path), "/proc/%u/task/%u/stat", t->pid, th->tid);
+      snprintf(path, sizeof(path), "/proc/%u/task/%u/%s", t->pid, th->tid,
+               th->use_stat ? "stat" : "schedstat");
       th->fd = open(path, O_RDONLY | O_CLOEXEC);
-      if (th->fd < 0) return '?';
+      if (th->fd < 0) {
+        if (th->use_stat || errno != ENOENT) return -1;
+        th->use_stat = true; /* kernel without schedstats: the state letter */
+        continue;
+      }
     }
-    ssize_t n = pread(th->fd, buf, sizeof(buf) - 1, 0);
+    ssize_t n = pread(th->fd, buf, cap - 1, 0);
     if (n > 0) {
       buf[n] = '\0';
-      return state_of(buf);
+      return 0;
     }
     close(th->fd); /* the thread ended: a fresh open tells for sure */
     th->fd = -1;
   }
-  return '?';
+  return -1;
+}
+
+bool ruby_thread_on_cpu(struct ruby_target *t, struct ruby_thread *th) {
+  if (!th->tid) return false;
+  char buf[512];
+  if (pread_task(t, th, buf, sizeof(buf)) < 0) return false;
+  if (th->use_stat) return state_of(buf) == 'R';
+  /* schedstat: "<ns on cpu> <ns waiting> <slices>". A thread that did not
+   * run since the last tick is still where the last sample saw it: counting
+   * it again would weigh the time it waited in a run queue as CPU time. */
+  unsigned long long ran = strtoull(buf, NULL, 10);
+  bool moved = ran != th->runtime;
+  th->runtime = ran;
+  return moved;
 }

@@ -54,12 +54,12 @@ static uint32_t intern(struct ruby_state *st, const char *s) {
   return ruby_strings_intern(&st->strings, s, strlen(s));
 }
 
-static uint32_t add_frame(struct ruby_state *st, const char *name, const char *file,
-                          uint32_t line) {
+static uint32_t add_frame(struct ruby_state *st, const char *name, const char *file, uint32_t line,
+                          uint32_t kind) {
   uint32_t n = intern(st, name);
   uint32_t f = file ? intern(st, file) : RUBY_NO_ID;
   if (n == RUBY_NO_ID || (file && f == RUBY_NO_ID)) return RUBY_NO_ID;
-  struct ruby_frame fr = {.name = n, .file = f, .line = line, .kind = PP_FRAME_RUBY};
+  struct ruby_frame fr = {.name = n, .file = f, .line = line, .kind = kind};
   return ruby_frames_add(&st->frames, &fr);
 }
 
@@ -101,7 +101,7 @@ static uint32_t resolve_iseq(struct ruby_state *st, struct ruby_target *t, uint6
       first = (int32_t)first;
     if (first > 0 && first < (1 << 30)) line = (uint32_t)first;
   }
-  uint32_t id = add_frame(st, label, path[0] ? path : NULL, line);
+  uint32_t id = add_frame(st, label, path[0] ? path : NULL, line, PP_FRAME_RUBY);
   if (id != RUBY_NO_ID) ruby_cache_put(&st->iseq_cache, t->pid, iseq, pc, id);
   return id;
 }
@@ -140,10 +140,10 @@ static uint32_t resolve_cfunc(struct ruby_state *st, struct ruby_target *t, uint
   id = ruby_cache_get(&st->cfunc_cache, t->pid, 0, mid);
   if (id == RUBY_NO_ID) {
     char name[RUBY_STR_MAX];
-    char label[RUBY_STR_MAX + 16];
+    char label[RUBY_STR_MAX + 40];
     if (ruby_id_name(t, mid, name, sizeof(name)) <= 0) return st->unknown_cfunc_id;
-    snprintf(label, sizeof(label), "%s [c function]", name);
-    id = add_frame(st, label, "(unknown)", 0);
+    snprintf(label, sizeof(label), RUBY_CFUNC_FMT, name);
+    id = add_frame(st, label, NULL, 0, PP_FRAME_NATIVE);
     if (id == RUBY_NO_ID) return RUBY_NO_ID;
     ruby_cache_put(&st->cfunc_cache, t->pid, 0, mid, id); /* IDs never change meaning */
   }
