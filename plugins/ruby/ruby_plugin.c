@@ -203,7 +203,11 @@ static void try_attach(struct ruby_state *st, struct ruby_target *t) {
 
 static bool still_there(struct ruby_state *st, struct ruby_target *t) {
   uint64_t start = 0;
-  if (st->host->proc_start_time(st->host, t->pid, &start) < 0 || start != t->start_time) {
+  char state = '?';
+  /* a zombie keeps its pid and start time until reaped, but has no memory
+   * left to read: it is gone for us */
+  if (st->host->proc_start_time(st->host, t->pid, &start) < 0 || start != t->start_time ||
+      (pp_proc_state(t->pid, 0, &state) == 0 && (state == 'Z' || state == 'X'))) {
     t->state = RUBY_T_GONE;
     ruby_threads_close(t);
     return false;
