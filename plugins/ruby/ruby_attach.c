@@ -162,7 +162,9 @@ int ruby_attach(struct ruby_state *st, struct ruby_target *t) {
                version, strerror(-rc));
       return rc == -ESRCH ? rc : -EAGAIN;
     }
-  } else if (!t->ec_ptr_addr && t->L->vm_living_threads < 0) {
+  } else if (!t->ec_ptr_addr && (t->L->vm_living_threads < 0 || t->L->thread_tid < 0)) {
+    /* 2.x: without the EC global, only the thread list could lead to the
+     * stacks, and it needs the tids */
     snprintf(t->reason, sizeof(t->reason), "Ruby %s: no ruby_current_execution_context_ptr symbol",
              version);
     return -ENOTSUP;
