@@ -71,6 +71,7 @@ struct ruby_target {
   bool per_thread;        /* thread list + tids usable; else the GVL holder */
   uint64_t threads_at_ns; /* last thread-list refresh */
 
+  uint64_t cpu_ns; /* process CPU time at the last tick */
   uint64_t samples, torn, idle;
   bool meta_sent;
 };
