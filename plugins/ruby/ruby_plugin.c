@@ -216,30 +216,32 @@ static bool still_there(struct ruby_state *st, struct ruby_target *t) {
   return true;
 }
 
-static void record(struct ruby_state *st, struct ruby_target *t, uint64_t ec) {
+/* Walks one EC and counts its stack. False if the read was torn. */
+static bool record(struct ruby_state *st, struct ruby_target *t, uint64_t ec) {
   bool truncated = false;
   int n = ruby_walk(st, t, ec, &truncated);
   if (n == -ESRCH) {
     still_there(st, t);
-    return;
+    return true;
   }
   if (n == -ENOSPC) {
     st->c_full++;
-    return;
+    return true;
   }
   if (n < 0) {
     st->c_torn++;
     t->torn++;
-    return;
+    return false;
   }
   if (truncated) st->c_truncated++;
-  if (n == 0) return;
+  if (n == 0) return true;
   if (ruby_stacks_add(&st->stacks, t->pid, st->ids, (uint32_t)n, 1) < 0) {
     st->c_full++;
-    return;
+    return true;
   }
   st->c_samples++;
   t->samples++;
+  return true;
 }
 
 /* CPU time of the whole process (all threads) in ns, from its CPU clock:
@@ -283,10 +285,11 @@ static void sample_target(struct ruby_state *st, struct ruby_target *t) {
       }
       if (rc < 0 || !ec) {
         st->c_torn++;
+        t->threads_at_ns = 0; /* the thread may be gone: re-read the list */
         continue;
       }
       any = true;
-      record(st, t, ec);
+      if (!record(st, t, ec)) t->threads_at_ns = 0;
     }
     if (!any) {
       st->c_idle++;

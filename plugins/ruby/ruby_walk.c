@@ -159,6 +159,9 @@ int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *t
   int rc = pp_remote_read((pid_t)t->pid, ec, e, sizeof(e));
   if (rc < 0) return rc;
   uint64_t vm_stack = e[0], words = e[1], cfp = e[2];
+  /* a thread starting or finishing has no VM stack: no Ruby frames (rbspy
+   * shows "(unknown) [c function]"), not a torn read */
+  if (vm_stack == 0) return 0;
   if (!heap_ptr(vm_stack) || words == 0 || words > RUBY_MAX_VM_STACK_WORDS) return -EINVAL;
   uint64_t csz = (uint64_t)L->cfp_size;
   uint64_t base = vm_stack + words * 8 - csz; /* the thread's dummy first frame */
