@@ -19,6 +19,8 @@
 #include "output/files.h"
 #include "pidfile.h"
 #include "support/proc.h"
+#include "upload/uploader.h"
+#include "cloud_metadata.h"
 
 #define SCAN_INTERVAL_MS 1000
 
@@ -437,6 +439,8 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
   a->system_metadata = pp_metadata_system(cfg, a->spawn_time);
   a->merged = pp_profile_new();
   a->failed = pp_profile_new();
+  a->uploader = pp_uploader_new(cfg, a->spawn_time);
+  pp_cloud_metadata_apply(cfg, a->system_metadata);
   if (!a->enricher || !a->metrics || !a->merged || !a->failed) {
     pp_log(PP_LOG_ERROR, "polyprof", "out of memory");
     exit_code = 1;
@@ -481,6 +485,7 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
   pp_log(PP_LOG_INFO, "polyprof", "stopping after %u session(s)", a->session_no);
 
 out:
+  pp_uploader_free(a->uploader); /* flushes, spools what is left */
   teardown_plugins(a);
   pp_enricher_free(a->enricher);
   pp_metrics_free(a->metrics);
