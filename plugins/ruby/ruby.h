@@ -1,0 +1,141 @@
+/*
+ * Internal interfaces of the ruby plugin. One concept per file:
+ *   ruby_plugin.c   vtable, options, targets, tick, snapshot
+ *   ruby_attach.c   finding the VM in a process and choosing the layout
+ *   ruby_threads.c  Ruby threads, their tids and whether they are on CPU
+ *   ruby_walk.c     control frames -> frame ids
+ *   ruby_objects.c  RString / RArray / line table / C method names
+ *   ruby_appid.c    appids of Ruby servers (puma, unicorn, sidekiq, rails)
+ *   ruby_layout.c   per-version offsets
+ *   ruby_tables.c   bounded caches and aggregation
+ */
+#ifndef POLYPROF_RUBY_H
+#define POLYPROF_RUBY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "polyprof/plugin.h"
+#include "ruby_layout.h"
+#include "ruby_tables.h"
+
+#define RUBY_MAX_THREADS_HARD 1024
+#define RUBY_STR_MAX 1024 /* longest label or path we keep */
+
+/* C methods as rbspy's gProfiler fork prints them: the whole text, no
+ * `_[rb]` suffix (gprofiler-internals.md §2.6), so they are native frames
+ * whose name carries the text -- the form the core's .col test expects. */
+#define RUBY_CFUNC_FMT "%s [c function] - (unknown):0"
+#define RUBY_CFUNC_UNKNOWN "(unknown) [c function] - (unknown):0"
+
+/* Hard limits on what the target may claim (rbspy uses the same bounds). */
+#define RUBY_MAX_VM_STACK_WORDS 3000000u
+
+enum ruby_target_state {
+  RUBY_T_NEW = 0,     /* not attached yet (maybe still loading) */
+  RUBY_T_OK = 1,      /* sampling */
+  RUBY_T_SKIPPED = 2, /* unsupported: reported once per session */
+  RUBY_T_ERROR = 3,   /* could not attach: reported once per session */
+  RUBY_T_GONE = 4,    /* exited or reused: removed at the next snapshot */
+};
+
+struct ruby_thread {
+  uint64_t addr;    /* rb_thread_t */
+  uint32_t tid;     /* host tid (0: unknown) */
+  int fd;           /* open /proc/PID/task/TID/schedstat (or stat), -1 if none */
+  bool use_stat;    /* no schedstat: fall back to the state letter */
+  uint64_t runtime; /* ns on CPU at the last tick (schedstat) */
+};
+
+struct ruby_target {
+  uint32_t pid;
+  uint32_t ns_pid;
+  uint64_t start_time;
+  int state;
+  int attach_tries;
+  uint64_t next_attach_ns;
+  char reason[200];
+  char version[24];
+  const struct ruby_layout *L;
+
+  uint64_t vm_ptr_addr;    /* &ruby_current_vm_ptr */
+  uint64_t vm;             /* rb_vm_t* */
+  uint64_t ec_ptr_addr;    /* 2.x: &ruby_current_execution_context_ptr, 0 if none */
+  uint64_t main_ractor;    /* 3.x */
+  int running_ec_off;      /* 3.x: offset of threads.running_ec in the ractor */
+  uint64_t global_symbols; /* rb_symbols_t*, 0: C functions are "(unknown)" */
+
+  struct ruby_thread *threads; /* max_threads entries */
+  uint32_t nthreads;
+  bool per_thread;        /* thread list + tids usable; else the GVL holder */
+  uint64_t threads_at_ns; /* last thread-list refresh */
+
+  uint64_t cpu_ns; /* process CPU time at the last tick */
+  uint64_t samples, torn, idle;
+  bool meta_sent;
+};
+
+struct ruby_state {
+  const struct pp_host *host;
+  int64_t max_depth, max_threads, cache_size, max_stacks, attach_retries;
+  bool oncpu;
+  bool cfunc_names;
+
+  struct ruby_target *targets;
+  size_t ntargets, targets_cap;
+
+  struct ruby_strings strings;
+  struct ruby_frames frames;
+  struct ruby_cache iseq_cache;  /* (pid, iseq, pc) -> frame id */
+  struct ruby_cache cfunc_cache; /* (pid, method entry, 0) / (pid, 0, ID) -> frame id */
+  struct ruby_stacks stacks;
+
+  /* scratch for one walk, sized from max_depth */
+  unsigned char *cfp_buf;
+  uint32_t *ids;
+  uint64_t *eps;
+
+  uint64_t now_ns;
+  uint64_t c_ticks, c_samples, c_torn, c_full, c_truncated, c_idle, c_gone, c_str_fail;
+  uint32_t unknown_cfunc_id; /* "(unknown) [c function]" frame */
+};
+
+#define RUBY_LOG(st, lvl, ...) (st)->host->log((st)->host, (lvl), __VA_ARGS__)
+
+/* ruby_attach.c: 0 attached, -EAGAIN not yet (retry later), -ENOTSUP
+ * skipped (t->reason), other -errno an error (t->reason). */
+int ruby_attach(struct ruby_state *st, struct ruby_target *t);
+
+/* ruby_threads.c */
+/* Re-reads the thread list; keeps open stat fds of threads still there. */
+int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t);
+void ruby_threads_close(struct ruby_target *t);
+/* True if the thread ran since the previous call (schedstat), or is in
+ * state R where schedstats are missing. */
+bool ruby_thread_on_cpu(struct ruby_target *t, struct ruby_thread *th);
+/* True if any task of the process is running (state R). */
+bool ruby_any_task_running(uint32_t pid);
+
+/* ruby_walk.c: frame ids of the stack of one execution context, leaf
+ * first, into st->ids. Returns the count, or -errno for a torn read. */
+int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *truncated);
+
+/* ruby_objects.c */
+/* Bytes of a String object (bounded, NUL-terminated, control chars
+ * replaced). Length or -errno. */
+int ruby_read_string(const struct ruby_target *t, uint64_t value, char *buf, size_t cap);
+/* Element i of an Array object into *out. */
+int ruby_array_at(const struct ruby_target *t, uint64_t value, uint64_t i, uint64_t *out);
+/* Line of a pc in an iseq body (already read into `body`, `body_len`
+ * bytes). 0 if unknown. */
+uint32_t ruby_line_of(const struct ruby_target *t, const unsigned char *body, size_t body_len,
+                      uint64_t pc);
+/* Name of a method ID via the global symbol table. Length or -errno. */
+int ruby_id_name(const struct ruby_target *t, uint64_t id, char *buf, size_t cap);
+
+/* ruby_appid.c: an appid for a Ruby server process from its argv (NUL
+ * separated) and cwd, or 0 (none: the core's script rule applies). */
+int ruby_server_appid(const char *argv, size_t argv_len, const char *cwd, char *out, size_t cap);
+
+#endif

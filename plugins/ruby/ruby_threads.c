@@ -1,0 +1,214 @@
+/*
+ * Ruby threads of a process and whether each is on a CPU.
+ *
+ * gProfiler runs rbspy with --oncpu: a sample is taken only when the thread
+ * runs. rbspy only ever looks at the thread holding the GVL; we walk the
+ * thread list of the main ractor (3.x) or the VM (2.x), map each Ruby thread
+ * to its OS thread through the tid Ruby records, and sample every Ruby
+ * thread whose OS thread is in state R -- including threads running C code
+ * with the GVL released. When a version's table lacks the tid or the list,
+ * or the tids do not check out, we fall back to rbspy's behaviour: the GVL
+ * holder, when any thread of the process runs.
+ *
+ * "On a CPU" is read from /proc/PID/task/TID/schedstat: the thread's run
+ * time advanced since the previous tick. That is stricter than rbspy's state
+ * R, which also holds for a thread waiting in a run queue, and on a loaded
+ * machine counted one preempted position many times. Without schedstats the
+ * state letter of .../stat is used. The file is kept open and re-read with
+ * pread(): one system call per thread per tick instead of three.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ruby.h"
+#include "support/proc.h"
+#include "support/remote.h"
+
+#define MAX_TASKS_SCANNED 4096
+
+static bool heap_ptr(uint64_t a) {
+  return a >= 4096 && a < (1ull << 47) && (a & 7) == 0;
+}
+
+/* State letter out of a stat line: the comm may hold ')' and spaces, so
+ * look after the last ')'. */
+static char state_of(const char *stat) {
+  const char *p = strrchr(stat, ')');
+  return p && p[1] == ' ' && p[2] ? p[2] : '?';
+}
+
+bool ruby_any_task_running(uint32_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%u/task", pid);
+  DIR *d = opendir(path);
+  if (!d) return false;
+  bool running = false;
+  struct dirent *de;
+  int n = 0;
+  while (!running && (de = readdir(d)) && n++ < MAX_TASKS_SCANNED) {
+    if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
+    char p[96], buf[512];
+    snprintf(p, sizeof(p), "/proc/%u/task/%.20s/stat", pid, de->d_name);
+    if (pp_read_file(p, buf, sizeof(buf), NULL) == 0 && state_of(buf) == 'R') running = true;
+  }
+  closedir(d);
+  return running;
+}
+
+/* Host tid of a thread known by its tid inside the process's namespace:
+ * the last NSpid field of each task's status names it there. */
+static uint32_t host_tid_of(uint32_t pid, uint32_t ns_tid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%u/task", pid);
+  DIR *d = opendir(path);
+  if (!d) return 0;
+  uint32_t found = 0;
+  struct dirent *de;
+  int n = 0;
+  while (!found && (de = readdir(d)) && n++ < MAX_TASKS_SCANNED) {
+    if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
+    char p[96], buf[2048];
+    snprintf(p, sizeof(p), "/proc/%u/task/%.20s/status", pid, de->d_name);
+    if (pp_read_file(p, buf, sizeof(buf), NULL) < 0) continue;
+    const char *l = strstr(buf, "\nNSpid:");
+    if (!l) continue;
+    l += 7;
+    const char *eol = strchr(l, '\n');
+    const char *last = l;
+    for (const char *q = l; *q && (!eol || q < eol); q++)
+      if ((*q == ' ' || *q == '\t') && q[1] >= '0' && q[1] <= '9') last = q + 1;
+    if ((uint32_t)strtoul(last, NULL, 10) == ns_tid)
+      found = (uint32_t)strtoul(de->d_name, NULL, 10);
+  }
+  closedir(d);
+  return found;
+}
+
+static int read_tid(const struct ruby_target *t, uint64_t th, uint32_t *tid) {
+  const struct ruby_layout *L = t->L;
+  uint64_t base = th;
+  if (L->thread_tid < 0) return -ENOTSUP;
+  if (L->thread_nt >= 0) {
+    int rc = pp_remote_read((pid_t)t->pid, th + L->thread_nt, &base, sizeof(base));
+    if (rc < 0) return rc;
+    if (!heap_ptr(base)) return -EINVAL;
+  }
+  int32_t v = 0;
+  int rc = pp_remote_read((pid_t)t->pid, base + L->thread_tid, &v, sizeof(v));
+  if (rc < 0) return rc;
+  if (v <= 0 || v > (1 << 22)) return -EINVAL; /* pid_max bound */
+  *tid = (uint32_t)v;
+  return 0;
+}
+
+void ruby_threads_close(struct ruby_target *t) {
+  for (uint32_t i = 0; i < t->nthreads; i++) {
+    if (t->threads[i].fd >= 0) close(t->threads[i].fd);
+    t->threads[i].fd = -1;
+  }
+  t->nthreads = 0;
+}
+
+int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t) {
+  const struct ruby_layout *L = t->L;
+  t->threads_at_ns = st->now_ns;
+  uint64_t head;
+  if (L->ractor_threads_set >= 0 && t->main_ractor)
+    head = t->main_ractor + L->ractor_threads_set;
+  else if (L->vm_living_threads >= 0)
+    head = t->vm + L->vm_living_threads;
+  else
+    head = 0;
+
+  struct ruby_thread fresh[RUBY_MAX_THREADS_HARD];
+  uint32_t n = 0;
+  bool ok = head && L->thread_tid >= 0;
+  bool saw_main = false;
+  if (ok) {
+    /* ccan list: the node is at offset 0 of rb_thread_t; stop at the head,
+     * at the bound, or at anything that does not look like a pointer (a
+     * torn list or a cycle not through the head ends at the bound) */
+    uint64_t node = 0;
+    if (pp_remote_read((pid_t)t->pid, head, &node, sizeof(node)) < 0) ok = false;
+    while (ok && node != head && n < (uint32_t)st->max_threads) {
+      if (!heap_ptr(node)) {
+        ok = false;
+        break;
+      }
+      uint32_t tid = 0;
+      if (read_tid(t, node, &tid) == 0) {
+        if (tid == t->ns_pid) saw_main = true;
+        if (t->ns_pid != t->pid) tid = host_tid_of(t->pid, tid);
+      }
+      fresh[n++] = (struct ruby_thread){.addr = node, .tid = tid, .fd = -1};
+      if (pp_remote_read((pid_t)t->pid, node, &node, sizeof(node)) < 0) ok = false;
+    }
+  }
+  /* the tids are trusted only if the main thread's is the process's pid */
+  ok = ok && n > 0 && saw_main;
+  /* keep the open stat files of threads we already knew */
+  for (uint32_t i = 0; i < t->nthreads; i++) {
+    struct ruby_thread *old = &t->threads[i];
+    bool kept = false;
+    for (uint32_t j = 0; ok && j < n && !kept; j++) {
+      if (fresh[j].addr == old->addr && fresh[j].tid == old->tid && fresh[j].fd < 0) {
+        fresh[j] = *old;
+        kept = true;
+      }
+    }
+    if (!kept && old->fd >= 0) close(old->fd);
+  }
+  if (!ok) n = 0;
+  memcpy(t->threads, fresh, n * sizeof(fresh[0]));
+  t->nthreads = n;
+  if (t->per_thread != ok && t->state == RUBY_T_OK)
+    RUBY_LOG(st, PP_LOG_DEBUG, "pid %u: %s", t->pid,
+             ok ? "sampling every Ruby thread" : "sampling the GVL holder only");
+  t->per_thread = ok;
+  return ok ? 0 : -ENOENT;
+}
+
+/* Reads the thread's stat (state letter) or schedstat (run time in ns)
+ * through its kept-open fd. 0 or -1. */
+static int pread_task(struct ruby_target *t, struct ruby_thread *th, char *buf, size_t cap) {
+  for (int attempt = 0; attempt < 2; attempt++) {
+    if (th->fd < 0) {
+      char path[80];
+      snprintf(path, sizeof(path), "/proc/%u/task/%u/%s", t->pid, th->tid,
+               th->use_stat ? "stat" : "schedstat");
+      th->fd = open(path, O_RDONLY | O_CLOEXEC);
+      if (th->fd < 0) {
+        if (th->use_stat || errno != ENOENT) return -1;
+        th->use_stat = true; /* kernel without schedstats: the state letter */
+        continue;
+      }
+    }
+    ssize_t n = pread(th->fd, buf, cap - 1, 0);
+    if (n > 0) {
+      buf[n] = '\0';
+      return 0;
+    }
+    close(th->fd); /* the thread ended: a fresh open tells for sure */
+    th->fd = -1;
+  }
+  return -1;
+}
+
+bool ruby_thread_on_cpu(struct ruby_target *t, struct ruby_thread *th) {
+  if (!th->tid) return false;
+  char buf[512];
+  if (pread_task(t, th, buf, sizeof(buf)) < 0) return false;
+  if (th->use_stat) return state_of(buf) == 'R';
+  /* schedstat: "<ns on cpu> <ns waiting> <slices>". A thread that did not
+   * run since the last tick is still where the last sample saw it: counting
+   * it again would weigh the time it waited in a run queue as CPU time. */
+  unsigned long long ran = strtoull(buf, NULL, 10);
+  bool moved = ran != th->runtime;
+  th->runtime = ran;
+  return moved;
+}
