@@ -36,6 +36,18 @@ struct pp_plugin_section {
   int line;                       /* line of the section key, 0 if only CLI */
   struct pp_config_value *values; /* later entries override earlier ones */
   size_t count;
+  const char *origin;             /* file of the section key, NULL if only CLI (not owned) */
+};
+
+/* A command-line flag the core does not know (--java-line-numbers...), kept
+ * until the plugins are loaded: pp_config_bind_plugin() claims the flags a
+ * plugin declares, pp_config_check_orphans() reports the rest. */
+struct pp_config_flag {
+  char *flag;          /* as typed, without "=value": "--java-line-numbers" */
+  char *value;         /* NULL if none */
+  bool value_attached; /* "--flag=value"; otherwise the value is the next word,
+                          which a flag that takes no value must not swallow */
+  bool claimed;        /* set by pp_config_bind_plugin() */
 };
 
 /* Resolved plugin option values (after binding to a descriptor). */
@@ -110,6 +122,13 @@ struct pp_config {
   size_t section_count;
   struct pp_plugin_config *plugins;
   size_t plugin_count;
+
+  /* command-line flags waiting for a plugin (see struct pp_config_flag) */
+  struct pp_config_flag *flags;
+  size_t flag_count;
+  /* every file loaded, in order; value origins point into these */
+  char **files;
+  size_t file_count;
 };
 
 void pp_config_defaults(struct pp_config *c);
@@ -136,5 +155,46 @@ const struct pp_plugin_config *pp_config_plugin(const struct pp_config *c, const
 
 /* Edit distance helper used for "did you mean" suggestions. */
 const char *pp_config_suggest(const char *word, const char *const *candidates, size_t n);
+
+/* Set one core key from text, as the YAML loader does: v->key is the dotted
+ * name ("profiling.frequency"), v->scalar or v->items the value (a list key
+ * takes either; a scalar is split at commas except for regex lists; the new
+ * list replaces the old one). Errors name v->flag if set ("polyprof: -f: ..."),
+ * else origin:line and key. 0, or -1 with a message. */
+int pp_config_set(struct pp_config *c, const struct pp_config_value *v, char err[PP_MAX_ERR]);
+
+/* What core key `key` ("profiling.frequency") takes, for messages: "an
+ * integer", "a list"...; NULL if it is not a core key. */
+const char *pp_config_key_type(const char *key);
+
+/* Names of the core sections ("profiling", ...), NULL-terminated. Any other
+ * top-level key of the file is a plugin section. */
+extern const char *const pp_config_sections[];
+
+/* Keep an unknown command-line flag for the plugins (see pp_config_flag). */
+void pp_config_add_flag(struct pp_config *c, const char *flag, const char *value,
+                        bool value_attached);
+
+/* Cross-key checks for the `run` command: at least one output (-o or -u),
+ * and -u needs a token and a service name. 0, or -1 with a message. */
+int pp_config_check_run(const struct pp_config *c, char err[PP_MAX_ERR]);
+
+/* Text -> value, as every config value is parsed. 0, or -1 if malformed.
+ * Booleans: true/false, yes/no, on/off, 1/0 (any case). Integers: decimal,
+ * optional sign, no trailing garbage, no overflow. */
+int pp_config_parse_bool(const char *s, bool *out);
+int pp_config_parse_int(const char *s, int64_t *out);
+
+/* A plugin's declared options, honouring the descriptor's struct_size. */
+const struct pp_option *pp_config_plugin_options(const struct pp_plugin *p, size_t *count);
+
+/* The long flag of a plugin option, without "--": o->cli_flag or
+ * "<plugin>-<key>" with '_' -> '-'. Returns buf. */
+const char *pp_config_option_flag(const char *plugin, const struct pp_option *o, char *buf,
+                                  size_t len);
+
+/* What the bare flag (without "--") of a bool option sets: false if its name
+ * has a "no-" or "disable-" word (perf-no-memory-restart), else true. */
+bool pp_config_bool_flag_sets(const char *flag);
 
 #endif /* PP_CONFIG_H */

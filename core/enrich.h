@@ -22,6 +22,12 @@ struct pp_enrich_opts {
   size_t app_id_args_filter_count;
   size_t cache_size;       /* LRU entries per cache */
   const char *docker_socket; /* NULL: /var/run/docker.sock via /proc/1/root */
+  /* polyprof additions (enrich branch): */
+  bool java_spark_appid; /* append "spark: <spark.app.name>" for Spark executors */
+  /* A process in a container (64-hex id in its cgroup) that no container
+   * runtime could name gets its 12-hex short id as container name (default,
+   * false) or "" as in gProfiler (true). */
+  bool container_empty_if_unnamed;
 };
 
 struct pp_enricher;

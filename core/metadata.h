@@ -8,6 +8,7 @@
 #define PP_METADATA_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <time.h>
 
 #include <jansson.h>
@@ -41,5 +42,12 @@ json_t *pp_col_header(const struct pp_header_args *a);
 char *pp_json_dumps_python(const json_t *j);
 /* "2026-11-22T03:50:00" */
 void pp_iso_time(time_t t, char *buf, size_t len);
+
+/* polyprof additions (enrich branch): */
+/* Python's repr() of a float ("12.5", "1e-05", "3.0") into buf; NULL on OOM. */
+char *pp_json_real_repr(double d, char *buf, size_t len);
+/* A JSON string from bytes another process controls: invalid UTF-8 bytes
+ * become U+FFFD so every JSON writer accepts the value. */
+json_t *pp_json_string_lossy(const char *s, size_t len);
 
 #endif

@@ -373,6 +373,10 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
     pp_log(PP_LOG_ERROR, "polyprof", "no output: give -o/--output-dir (output.dir) or -u");
     return 2;
   }
+  if (pp_config_check_run(cfg, err) < 0) {
+    pp_log(PP_LOG_ERROR, "polyprof", "%s", err);
+    return 2;
+  }
   if (cfg->output_dir && pp_output_check_dir(cfg->output_dir, err, sizeof(err)) < 0) {
     pp_log(PP_LOG_ERROR, "polyprof", "%s", err);
     return 1;

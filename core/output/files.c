@@ -1,0 +1,205 @@
+/*
+ * Output files (gprofiler-internals.md §2.1): <dir>/profile_<UTC end>.<ext>,
+ * a "last_*" symlink to the newest one, and --rotating-output.
+ *
+ * Crash safety: readers only ever see complete files, because data goes to
+ * a hidden temp name in the same directory and is renamed into place, and
+ * the symlink is re-pointed by renaming a fresh symlink over it.
+ *
+ * No fsync. A profile is telemetry that the next session replaces within a
+ * minute; what fsync buys is that a power cut right after a session cannot
+ * leave that one file empty, and what it costs is that on a busy ext4 host
+ * fsync waits for a journal commit that may carry everybody's dirty data:
+ * seconds of stall in the session loop, plus forced writeback that the
+ * profiled workload pays for. Write errors are still caught: fflush/fclose
+ * results are checked (local filesystems report ENOSPC/EDQUOT at write time
+ * with delayed allocation; NFS reports at close), and a failed file is
+ * removed, never renamed into place.
+ */
+#include "output/files.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "polyprof/plugin.h" /* PP_PRINTF */
+
+static int set_err(char *err, size_t errlen, int rc, const char *fmt, ...) PP_PRINTF(4, 5);
+static int set_err(char *err, size_t errlen, int rc, const char *fmt, ...) {
+  if (err && errlen) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+  }
+  return rc;
+}
+
+/* mkdir -p: each missing component with 0755; existing non-directories are
+ * an error (ENOTDIR from mkdir/stat says which). */
+static int mkdir_p(const char *dir, char *err, size_t errlen) {
+  char path[PATH_MAX];
+  size_t n = strlen(dir);
+  if (n == 0) return set_err(err, errlen, -EINVAL, "output directory: empty path");
+  if (n >= sizeof(path))
+    return set_err(err, errlen, -ENAMETOOLONG, "output directory %.64s...: %s", dir,
+                   strerror(ENAMETOOLONG));
+  memcpy(path, dir, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (path[i] != '/' && path[i] != '\0') continue;
+    char saved = path[i];
+    path[i] = '\0';
+    if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+      int e = errno;
+      return set_err(err, errlen, -e, "output directory %s: cannot create %s: %s", dir, path,
+                     strerror(e));
+    }
+    path[i] = saved;
+  }
+  struct stat st;
+  if (stat(dir, &st) < 0) {
+    int e = errno;
+    return set_err(err, errlen, -e, "output directory %s: %s", dir, strerror(e));
+  }
+  if (!S_ISDIR(st.st_mode))
+    return set_err(err, errlen, -ENOTDIR, "output directory %s: %s", dir, strerror(ENOTDIR));
+  return 0;
+}
+
+int pp_output_check_dir(const char *dir, char *err, size_t errlen) {
+  if (!dir) return set_err(err, errlen, -EINVAL, "output directory: not set");
+  int rc = mkdir_p(dir, err, errlen);
+  if (rc < 0) return rc;
+  /* access(W_OK) would say yes to root on a read-only mount's neighbour
+   * rules and no for ACL cases; creating a file is the only real proof. */
+  char probe[PATH_MAX];
+  if (snprintf(probe, sizeof(probe), "%s/.polyprof-probe-%ld", dir, (long)getpid()) >=
+      (int)sizeof(probe))
+    return set_err(err, errlen, -ENAMETOOLONG, "output directory %s: %s", dir,
+                   strerror(ENAMETOOLONG));
+  int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    int e = errno;
+    return set_err(err, errlen, -e, "output directory %s is not writable: %s", dir, strerror(e));
+  }
+  close(fd);
+  unlink(probe);
+  return 0;
+}
+
+void pp_output_stem(time_t end, char *buf, size_t len) {
+  struct tm tm;
+  if (!buf || !len) return;
+  if (!gmtime_r(&end, &tm) || strftime(buf, len, "profile_%Y-%m-%dT%H:%M:%S", &tm) == 0)
+    buf[0] = '\0';
+}
+
+/* A fresh hidden temp file next to `final`, 0644 (minus umask). */
+static int open_temp(const char *dir, const char *base, char *tmp, size_t tmplen) {
+  static unsigned counter;
+  for (int attempt = 0; attempt < 100; attempt++) {
+    if (snprintf(tmp, tmplen, "%s/.%s.%ld.%u.tmp", dir, base, (long)getpid(), counter++) >=
+        (int)tmplen)
+      return -ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0 || errno != EEXIST) return fd >= 0 ? fd : -errno;
+  }
+  return -EEXIST;
+}
+
+static int write_file(const char *dir, const char *base, const char *final, pp_output_write_fn fn,
+                      void *ctx, char *err, size_t errlen) {
+  char tmp[PATH_MAX];
+  int fd = open_temp(dir, base, tmp, sizeof(tmp));
+  if (fd < 0) return set_err(err, errlen, fd, "cannot create a file in %s: %s", dir, strerror(-fd));
+  FILE *f = fdopen(fd, "w");
+  if (!f) {
+    int e = errno;
+    close(fd);
+    unlink(tmp);
+    return set_err(err, errlen, -e, "%s: %s", final, strerror(e));
+  }
+  setvbuf(f, NULL, _IOFBF, 1 << 16);
+  errno = 0;
+  int rc = fn(f, ctx);
+  int e = errno;
+  if (rc == 0 && (fflush(f) != 0 || ferror(f)))
+    rc = -(errno ? errno : EIO);
+  else if (rc > 0)
+    rc = -(e ? e : EIO); /* writer returned a positive code */
+  if (fclose(f) != 0 && rc == 0) rc = -(errno ? errno : EIO);
+  if (rc == 0 && rename(tmp, final) < 0) {
+    rc = -errno;
+    unlink(tmp);
+    return set_err(err, errlen, rc, "cannot rename %s to %s: %s", tmp, final, strerror(-rc));
+  }
+  if (rc < 0) {
+    unlink(tmp);
+    return set_err(err, errlen, rc, "writing %s failed: %s", final, strerror(-rc));
+  }
+  return 0;
+}
+
+/* Point dir/link_name at `base` (a name in the same directory). *prev gets
+ * the old target as read before (empty if none). */
+static int repoint_link(const char *dir, const char *link_name, const char *base, char *prev,
+                        size_t prevlen, char *err, size_t errlen) {
+  char link[PATH_MAX], tmp[PATH_MAX];
+  if (snprintf(link, sizeof(link), "%s/%s", dir, link_name) >= (int)sizeof(link) ||
+      snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dir, link_name) >= (int)sizeof(tmp))
+    return set_err(err, errlen, -ENAMETOOLONG, "%s/%s: %s", dir, link_name, strerror(ENAMETOOLONG));
+  ssize_t n = readlink(link, prev, prevlen - 1);
+  prev[n > 0 ? n : 0] = '\0';
+  if (n >= (ssize_t)prevlen - 1) prev[0] = '\0'; /* truncated: not a name we wrote */
+  /* "<link>.tmp", like gProfiler; a leftover from a crash is replaced. */
+  if (symlink(base, tmp) < 0 && (errno != EEXIST || unlink(tmp) < 0 || symlink(base, tmp) < 0)) {
+    int e = errno;
+    return set_err(err, errlen, -e, "cannot create symlink %s: %s", tmp, strerror(e));
+  }
+  if (rename(tmp, link) < 0) {
+    int e = errno;
+    unlink(tmp);
+    return set_err(err, errlen, -e, "cannot replace %s: %s", link, strerror(e));
+  }
+  return 0;
+}
+
+/* --rotating-output: remove the file the link pointed to before, but only
+ * a regular file of this directory named by a plain basename (what we and
+ * gProfiler write), never the new file; anything else someone pointed the
+ * link at is left alone. */
+static void remove_previous(const char *dir, const char *prev, const char *base) {
+  if (!prev[0] || strchr(prev, '/') || strcmp(prev, base) == 0 || prev[0] == '.') return;
+  char path[PATH_MAX];
+  struct stat st;
+  if (snprintf(path, sizeof(path), "%s/%s", dir, prev) >= (int)sizeof(path)) return;
+  if (lstat(path, &st) == 0 && S_ISREG(st.st_mode)) unlink(path);
+}
+
+int pp_output_publish(const char *dir, const char *stem, const char *ext, const char *link_name,
+                      bool rotating, pp_output_write_fn fn, void *ctx, char *err, size_t errlen) {
+  if (err && errlen) err[0] = '\0';
+  if (!dir || !stem || !*stem || !fn || strchr(stem, '/') || (ext && strchr(ext, '/')) ||
+      (link_name && (!*link_name || strchr(link_name, '/'))))
+    return set_err(err, errlen, -EINVAL, "output: invalid file name");
+  char base[NAME_MAX + 1], final[PATH_MAX];
+  if (snprintf(base, sizeof(base), "%s%s", stem, ext ? ext : "") >= (int)sizeof(base) ||
+      snprintf(final, sizeof(final), "%s/%s", dir, base) >= (int)sizeof(final))
+    return set_err(err, errlen, -ENAMETOOLONG, "%s/%s%s: %s", dir, stem, ext ? ext : "",
+                   strerror(ENAMETOOLONG));
+  int rc = write_file(dir, base, final, fn, ctx, err, errlen);
+  if (rc < 0 || !link_name) return rc;
+  char prev[PATH_MAX];
+  /* If re-pointing fails, the new file is complete and stays (it is data
+   * collected, and the caller logs the error); the old link is untouched. */
+  rc = repoint_link(dir, link_name, base, prev, sizeof(prev), err, errlen);
+  if (rc < 0) return rc;
+  if (rotating) remove_previous(dir, prev, base);
+  return 0;
+}
