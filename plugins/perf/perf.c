@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <asm/perf_regs.h>
+
 #include "perf.h"
 #include "support/proc.h"
 
@@ -271,6 +273,17 @@ static int parse_sample(const struct perf_state *st, const uint8_t *rec, size_t 
   return 0;
 }
 
+/* The user instruction pointer among the sampled registers. */
+static uint64_t user_ip(const struct perf_state *st, const uint64_t *regs, unsigned nregs) {
+  unsigned k = 0;
+  for (int bit = 0; bit < 64 && k < nregs; bit++) {
+    if (!(st->ev.regs_mask & (1ull << bit))) continue;
+    if (bit == PERF_REG_X86_IP) return regs[k];
+    k++;
+  }
+  return 0;
+}
+
 static void handle_sample(struct perf_state *st, const uint8_t *rec, size_t size) {
   struct sample_view v;
   if (parse_sample(st, rec, size, &v) < 0) {
@@ -330,20 +343,19 @@ static void handle_sample(struct perf_state *st, const uint8_t *rec, size_t size
       if (!maps_tried) maps_ok = perf_proc_need_maps(st, p) == 0;
       if (maps_ok) {
         struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
         nuips = perf_unwind_user(st, p, v.regs, v.nregs, v.stack, v.stack_len, uips,
                                  (int)st->max_depth);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
         st->unwind_ns +=
             (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec));
         for (int i = 0; i < nuips && n < PERF_MAX_FRAMES; i++)
           fr[n++] = perf_sym_user(st, p, uips[i], i == 0);
       }
     } else if (v.abi && v.regs && v.pid != 0 && n < PERF_MAX_FRAMES) {
-      /* registers but no stack (stack size 0): the leaf is still known */
+      /* registers without a stack copy: the user leaf is still known */
       if (!maps_tried) maps_ok = perf_proc_need_maps(st, p) == 0;
-      uint64_t ip = v.regs[0];
-      (void)ip;
+      if (maps_ok) fr[n++] = perf_sym_user(st, p, user_ip(st, v.regs, v.nregs), true);
     }
     if (n == 0) fr[n++] = PERF_FRAME_ID_UNKNOWN;
     perf_stacks_add(&st->dwarf, v.pid, comm, fr, n);

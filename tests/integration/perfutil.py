@@ -1,0 +1,133 @@
+"""Helpers for the perf plugin's integration tests (standard library only).
+
+The tests sample the real machine with perf_event_open through
+pp_perf_harness (tests/tools), which loads build/plugins/perf.so the way the
+agent does and writes the emitted stacks as collapsed lines:
+    <pid>;<comm>;<root>;...;<leaf> <count>
+plus a "# {json}" line with counters and application metadata.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pputil  # noqa: E402
+
+SRC = pputil.SRC
+BUILD = pputil.BUILD
+TOOLS = os.environ.get("PP_TEST_TOOLS_DIR", os.path.join(BUILD, "tests", "tools"))
+HARNESS = os.path.join(TOOLS, "pp_perf_harness")
+PLUGIN = os.path.join(pputil.PLUGIN_DIR, "perf.so")
+WORKLOADS = os.path.join(SRC, "tests", "workloads", "perf")
+
+
+def require_perf():
+    """Skips (exit 77) unless the harness, the plugin and perf events work."""
+    for p in (HARNESS, PLUGIN):
+        if not os.path.exists(p):
+            pputil.skip("not built: " + p)
+    if os.geteuid() != 0:
+        pputil.skip("system-wide perf sampling needs root (or CAP_PERFMON)")
+    if not shutil.which("cc"):
+        pputil.skip("no C compiler to build the workloads")
+    r = subprocess.run([HARNESS, PLUGIN, "-d", "0.2", "-F", "11", "-o", os.devnull],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    if r.returncode == 4:
+        pputil.skip("perf events unavailable here: " + r.stderr.strip().splitlines()[-1])
+
+
+def build_c(name, out_dir, *flags, src=None):
+    out = os.path.join(out_dir, name)
+    src = src or os.path.join(WORKLOADS, name.split("_")[0] + ".c")
+    subprocess.run(["cc", "-g", "-o", out, src] + list(flags), check=True)
+    return out
+
+
+def build_hot(out_dir):
+    """hot.c with frame pointers (also in leaves, as distributions build)
+    and without."""
+    fp = build_c("hot_fp", out_dir, "-O1", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer",
+                 src=os.path.join(WORKLOADS, "hot.c"))
+    nofp = build_c("hot_nofp", out_dir, "-O2", "-fomit-frame-pointer",
+                   src=os.path.join(WORKLOADS, "hot.c"))
+    return fp, nofp
+
+
+class Profile:
+    def __init__(self, path, stderr=""):
+        self.stacks = []  # (pid, comm, frames root-first, count)
+        self.header = {}
+        self.stderr = stderr
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                line = line.rstrip("\n")
+                if line.startswith("# "):
+                    self.header = json.loads(line[2:])
+                    continue
+                if not line:
+                    continue
+                stack, _, count = line.rpartition(" ")
+                parts = stack.split(";")
+                self.stacks.append((int(parts[0]), parts[1], parts[2:], int(count)))
+
+    def of(self, pid):
+        return [(frames, c) for p, _, frames, c in self.stacks if p == pid]
+
+    def comms(self, pid):
+        return {comm for p, comm, _, _ in self.stacks if p == pid}
+
+    @property
+    def counters(self):
+        return self.header.get("counters", {})
+
+    def dump(self, pid, limit=8):
+        rows = sorted(self.of(pid), key=lambda x: -x[1])[:limit]
+        for frames, c in rows:
+            print("   %5d %s" % (c, ";".join(frames)[-220:]))
+
+
+def profile(seconds, freq=99, mode="fp", opts=(), lists=(), sessions=1, timeout=180):
+    fd, out = tempfile.mkstemp(prefix="ppperf-", suffix=".col")
+    os.close(fd)
+    cmd = [HARNESS, PLUGIN, "-d", str(seconds), "-F", str(freq), "-m", mode, "-o", out,
+           "-s", str(sessions)]
+    for o in opts:
+        cmd += ["--opt", o]
+    for l in lists:
+        cmd += ["--list", l]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+    if r.returncode != 0:
+        print(r.stderr)
+        raise RuntimeError("harness failed with %d" % r.returncode)
+    p = Profile(out, r.stderr)
+    os.unlink(out)
+    return p
+
+
+def hot_ratio(prof, pid, need="main"):
+    """(share of hot_a among resolved hot samples, resolved share, total hot samples).
+    A hot sample is one whose leaf user frame is hot_a/hot_b; it is resolved
+    if its stack reaches `need`."""
+    a = b = total = 0
+    for frames, c in prof.of(pid):
+        user = [f for f in frames if not f.endswith("_[k]")]
+        if not user or user[-1] not in ("hot_a", "hot_b"):
+            continue
+        total += c
+        if need in user:
+            if user[-1] == "hot_a":
+                a += c
+            else:
+                b += c
+    if a + b == 0:
+        return 0.0, 0.0, total
+    return a / (a + b), (a + b) / total, total
+
+
+def wait_all(procs):
+    for p in procs:
+        pputil.kill(p)
