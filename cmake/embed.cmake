@@ -9,6 +9,7 @@ function(pp_embed_files outvar output)
     COMMAND ${CMAKE_COMMAND} -DOUTPUT=${output} "-DINPUTS=${inputs}"
             -P ${CMAKE_SOURCE_DIR}/cmake/embed_run.cmake
     DEPENDS ${inputs} ${CMAKE_SOURCE_DIR}/cmake/embed_run.cmake
-    COMMENT "Embedding web assets")
+    COMMENT "Embedding web assets"
+    VERBATIM)
   set(${outvar} ${output} PARENT_SCOPE)
 endfunction()

@@ -100,11 +100,13 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
     json_object_set_new(js, "status", json_string(stats[i].status));
     json_object_set_new(js, "restarts", json_integer(pp_worker_restarts(ap->worker)));
     if (ap->snap_rc == 0) {
+      json_t *counters = json_object();
       for (size_t k = 0; k < pp_profile_counter_count(ap->snap); k++) {
         const struct pp_counter_rec *cr = pp_profile_counter_at(ap->snap, k);
-        json_object_set_new(js, pp_profile_str(ap->snap, cr->name),
+        json_object_set_new(counters, pp_profile_str(ap->snap, cr->name),
                             json_integer((json_int_t)cr->value));
       }
+      json_object_set_new(js, "counters", counters);
     }
     json_object_set_new(plugin_stats, name, js);
 

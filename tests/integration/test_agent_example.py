@@ -43,7 +43,8 @@ try:
     sleep_lines = [(f, c) for f, c in stacks if len(f) >= 3 and f[2] == "sleep"]
     u.check(any("[thread-state S]" in f and "hrtimer_nanosleep_[k]" in f for f, _ in sleep_lines),
             "sleeper shows [thread-state S];hrtimer_nanosleep_[k]: %s" % sleep_lines)
-    busy_comm = os.path.basename(os.path.realpath(sys.executable))[:15]
+    with open("/proc/%d/comm" % busy.pid) as f:
+        busy_comm = f.read().strip()
     busy_lines = [(f, c) for f, c in stacks if len(f) >= 3 and f[2] == busy_comm]
     running = sum(c for f, c in busy_lines if f[-1] == "[thread-state R]")
     total_busy = sum(c for _, c in busy_lines)

@@ -343,7 +343,7 @@ def test_small(c, browser, tmp):
 
     print("theme")
     page.mouse("mouseMoved", 5, 5)
-    bg = page.eval(f"{JS_PIXEL}({canvas['top'] and 3}, {canvas['top'] + 3})")
+    bg = page.eval(f"{JS_PIXEL}(3, {canvas['top'] + 3})")
     c.ok(tuple(bg) == LIGHT_BG, "light canvas background", repr(bg))
     x, y = element_center(page, "#theme")
     before = renders(page)
@@ -480,6 +480,19 @@ def test_deep(c, browser, tmp):
     c.ok(page.eval("polyprof.frameRect('all')") is None, "and the root is not")
     page.screenshot(os.path.join(SHOTS, "deep-top.png"))
     check_no_network(c, page, "file://" + html, "deep page")
+    page.call("Target.closeTarget", {"targetId": page.target_id})
+
+    # a graph only a little taller than the view: the root must still start
+    # in view (the scroll position is set before the canvas has its height)
+    stacks = [(1, "rec", "", "", deep[:41], 10)]
+    write_input(inp, stacks)
+    render(inp, html)
+    page = browser.new_page()
+    page.navigate("file://" + html)
+    c.ok(page.wait_for("window.polyprof && polyprof.state().ready", 20), "slightly tall page ready")
+    over = page.eval("document.getElementById('view').scrollHeight - document.getElementById('view').clientHeight")
+    c.ok(0 < over < 150, "graph slightly taller than the view", repr(over))
+    c.ok(page.eval("polyprof.frameRect('all')") is not None, "flame: root starts in view")
     page.call("Target.closeTarget", {"targetId": page.target_id})
 
 

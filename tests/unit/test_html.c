@@ -296,6 +296,113 @@ static void test_empty_and_errors(void) {
   pp_profile_free(p);
 }
 
+/* Random bytes as frame names: the page stays valid UTF-8 with exactly our
+ * two scripts, and each name decodes back to itself if it was valid UTF-8
+ * (jansson is the independent judge of that) or to a U+FFFD-patched
+ * string if it was not. */
+static void test_random_names(void) {
+  struct pp_profile *p = pp_profile_new();
+  enum { NAMES = 2000 };
+  static char names[NAMES][96];
+  static size_t lens[NAMES];
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < NAMES; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    size_t n = 0;
+    if (i % 2) {
+      /* raw bytes, biased towards '<', '/', quotes, UTF-8 lead/continuation */
+      static const char pick[] = "<>/!-&\"\\\x00\x01\x1f\x7f\xe2\x80\xa8\xa9\xc0\xed\xf4\xff";
+      for (size_t want = 4 + x % 36; n < want; n++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        char c = (x >> 8) % 3 ? pick[(x >> 16) % (sizeof(pick) - 1)] : (char)(x >> 24);
+        if (c == ';' || c == '\n' || c == '\r') c = 'x'; /* the .col separators are replaced */
+        names[i][n] = c;
+      }
+    } else {
+      /* valid UTF-8 made of hostile pieces: must come back byte for byte */
+      static const char *const tok[] = {"<",
+                                        "/",
+                                        "\"",
+                                        "\\",
+                                        "\x01",
+                                        "\x7f",
+                                        "</script>",
+                                        "<!--",
+                                        "\xe2\x80\xa8",
+                                        "\xe2\x80\xa9",
+                                        "\xc3\xa9",
+                                        "&amp",
+                                        "\xf0\x9f\x94\xa5",
+                                        "a",
+                                        "\u2028"};
+      for (int t = 0, nt = 2 + (int)(x % 8); t < nt; t++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        const char *k = tok[(x >> 12) % (sizeof(tok) / sizeof(tok[0]))];
+        memcpy(names[i] + n, k, strlen(k));
+        n += strlen(k);
+      }
+    }
+    /* a unique ASCII tail keeps every name distinct */
+    lens[i] = n + (size_t)snprintf(names[i] + n, sizeof(names[i]) - n, "#%d", i);
+    uint32_t s = pp_profile_intern(p, names[i], lens[i]);
+    uint32_t f = pp_profile_intern_frame(p, s, PP_NO_STR, 0, PP_FRAME_NATIVE);
+    CHECK_EQ_INT(pp_profile_add_stack(p, 1, PP_NO_STR, &f, 1, 1), 0);
+  }
+  size_t len;
+  int rc;
+  char *page = render(p, NULL, &len, &rc);
+  CHECK_EQ_INT(rc, 0);
+  CHECK(valid_utf8((const unsigned char *)page, len));
+  CHECK_EQ_INT(count_ci(page, "<script"), 2);
+  CHECK_EQ_INT(count_ci(page, "</script"), 2);
+  CHECK_EQ_INT(count_ci(page, "<!--"), 0);
+  CHECK(!memchr(page, '\0', len));
+  const char *marker = "type=\"application/json\">";
+  const char *open = strstr(page, marker);
+  const char *close = open ? strstr(open, "</script>") : NULL;
+  CHECK(open && close);
+  json_error_t err;
+  json_t *d = NULL;
+  if (open && close) {
+    open += strlen(marker);
+    d = json_loadb(open, (size_t)(close - open), JSON_ALLOW_NUL, &err);
+    if (!d) fprintf(stderr, "data JSON: %s at column %d\n", err.text, err.column);
+  }
+  CHECK(d != NULL);
+  json_t *strs = json_object_get(d, "strings");
+  int valid = 0, invalid = 0;
+  for (int i = 0; i < NAMES && d; i++) {
+    const char *tail = memrchr(names[i], '#', lens[i]); /* names may hold NULs */
+    json_t *j = json_stringn(names[i], lens[i]);
+    const char *got = NULL;
+    size_t glen = 0;
+    for (size_t k = 0; k < json_array_size(strs); k++) {
+      json_t *e = json_array_get(strs, k);
+      size_t el = json_string_length(e);
+      if (el >= strlen(tail) && !strcmp(json_string_value(e) + el - strlen(tail), tail)) {
+        got = json_string_value(e);
+        glen = el;
+        break;
+      }
+    }
+    CHECK(got != NULL);
+    if (!got) break;
+    if (j) {
+      valid++;
+      CHECK(glen == lens[i] && !memcmp(got, names[i], glen));
+    } else {
+      invalid++;
+      CHECK(memmem(got, glen, "\xef\xbf\xbd", 3) != NULL);
+    }
+    json_decref(j);
+  }
+  printf("test_html: random names: %d valid UTF-8, %d invalid\n", valid, invalid);
+  CHECK(valid > 50 && invalid > 50);
+  json_decref(d);
+  free(page);
+  pp_profile_free(p);
+}
+
 static double now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -380,6 +487,7 @@ static void test_speed(void) {
 int main(void) {
   test_self_contained_and_escaped();
   test_empty_and_errors();
+  test_random_names();
   test_speed();
   return pp_test_finish("test_html");
 }
