@@ -69,12 +69,31 @@ static int collect(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct cand **ca
   if (!data || !sh->sh_entsize) return 0;
   size_t count = data->d_size / sizeof(Elf64_Sym);
   if (gelf_getclass(elf) == ELFCLASS32) count = data->d_size / sizeof(Elf32_Sym);
+  /* executable sections, for assembler labels (STT_NOTYPE) such as
+   * ld.so's _dl_start_user, which perf also shows */
+  unsigned char exec_scn[1024] = {0};
+  size_t nscn = 0;
+  if (elf_getshdrnum(elf, &nscn) != 0) nscn = 0;
+  for (size_t k = 1; k < nscn && k < 8 * sizeof(exec_scn); k++) {
+    GElf_Shdr xs;
+    Elf_Scn *x = elf_getscn(elf, k);
+    if (x && gelf_getshdr(x, &xs) && (xs.sh_flags & SHF_EXECINSTR))
+      exec_scn[k / 8] |= (unsigned char)(1u << (k % 8));
+  }
   for (size_t i = 0; i < count; i++) {
     GElf_Sym sym;
     if (!gelf_getsym(data, (int)i, &sym)) break;
     int type = GELF_ST_TYPE(sym.st_info);
-    if (type != STT_FUNC && type != STT_GNU_IFUNC) continue;
     if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
+    if (type == STT_NOTYPE) {
+      int vis = GELF_ST_VISIBILITY(sym.st_other);
+      size_t k = sym.st_shndx;
+      if (k >= SHN_LORESERVE || k >= 8 * sizeof(exec_scn) || !(exec_scn[k / 8] & (1u << (k % 8))) ||
+          vis == STV_HIDDEN || vis == STV_INTERNAL)
+        continue;
+    } else if (type != STT_FUNC && type != STT_GNU_IFUNC) {
+      continue;
+    }
     const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
     if (!name || !*name) continue;
     if (*n == *cap) {

@@ -306,7 +306,7 @@ static void handle_sample(struct perf_state *st, const uint8_t *rec, size_t size
   uint64_t uips[PERF_MAX_FRAMES];
   int nuips = 0;
   uint64_t ctx = 0;
-  bool kleaf = true, uleaf = true, maps_ok = false, maps_tried = false;
+  bool uleaf = true, maps_ok = false, maps_tried = false;
   for (uint64_t i = 0; i < v.nchain; i++) {
     uint64_t ip = v.chain[i];
     if (ip >= (uint64_t)PERF_CONTEXT_MAX) {
@@ -314,8 +314,7 @@ static void handle_sample(struct perf_state *st, const uint8_t *rec, size_t size
       continue;
     }
     if (ctx == (uint64_t)PERF_CONTEXT_KERNEL) {
-      if (nk < PERF_MAX_FRAMES) kframes[nk++] = perf_sym_kernel(st, kleaf ? ip : ip - 1);
-      kleaf = false;
+      if (nk < PERF_MAX_FRAMES) kframes[nk++] = perf_sym_kernel(st, ip); /* as perf: no -1 */
     } else if (ctx == (uint64_t)PERF_CONTEXT_USER) {
       if (!maps_tried) {
         maps_ok = perf_proc_need_maps(st, p) == 0;
@@ -418,7 +417,7 @@ static void on_record(void *arg, const struct perf_event_header *h, const uint8_
       uint32_t v[4]; /* pid, ppid, tid, ptid */
       memcpy(v, rec + hs, 16);
       if (h->type == PERF_RECORD_FORK)
-        perf_proc_on_fork(st, v[0], v[1], v[2]);
+        perf_proc_on_fork(st, v[0], v[1], v[2], v[3]);
       else
         perf_proc_on_exit(st, v[0], v[2]);
       break;

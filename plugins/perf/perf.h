@@ -95,6 +95,7 @@ struct perf_dso {
   size_t bytes; /* symtab + unwind data, counted against the budget */
   uint64_t lru; /* clock of last use */
   char *build_id_hex;
+  bool logged; /* a failure was logged */
 };
 
 struct perf_dsos {
@@ -186,7 +187,8 @@ void perf_proc_on_comm(struct perf_state *st, uint32_t pid, uint32_t tid, const 
 void perf_proc_on_mmap2(struct perf_state *st, uint32_t pid, uint64_t start, uint64_t len,
                         uint64_t pgoff, uint32_t maj, uint32_t min, uint64_t ino, uint32_t prot,
                         const char *path);
-void perf_proc_on_fork(struct perf_state *st, uint32_t pid, uint32_t ppid, uint32_t tid);
+void perf_proc_on_fork(struct perf_state *st, uint32_t pid, uint32_t ppid, uint32_t tid,
+                       uint32_t ptid);
 void perf_proc_on_exit(struct perf_state *st, uint32_t pid, uint32_t tid);
 /* Frees exited processes whose samples are all in, and idle ones over the
  * cap. Called once per tick / snapshot. */

@@ -250,15 +250,30 @@ void perf_proc_on_mmap2(struct perf_state *st, uint32_t pid, uint64_t start, uin
   proc_insert_map(st, p, start, start + len, pgoff, dso);
 }
 
-void perf_proc_on_fork(struct perf_state *st, uint32_t pid, uint32_t ppid, uint32_t tid) {
-  if (pid != tid) { /* a new thread: inherits the parent thread's name */
-    struct perf_proc *p = perf_proc_get(st, pid, false);
+void perf_proc_on_fork(struct perf_state *st, uint32_t pid, uint32_t ppid, uint32_t tid,
+                       uint32_t ptid) {
+  /* the creating thread's name is what the new thread or process inherits */
+  char pcomm[PERF_COMM_LEN] = "";
+  struct perf_thread *pt = perf_idmap_get(&st->procs.threads, ptid);
+  if (pt && pt->pid == ppid && pt->comm[0]) {
+    memcpy(pcomm, pt->comm, sizeof(pcomm));
+  } else {
+    char path[64];
+    size_t n = 0;
+    snprintf(path, sizeof(path), "/proc/%u/task/%u/comm", ppid, ptid);
+    if (pp_read_file(path, pcomm, sizeof(pcomm), &n) == 0)
+      while (n > 0 && pcomm[n - 1] == '\n') pcomm[--n] = '\0';
+  }
+  if (pid != tid) { /* a new thread */
     struct perf_thread *t = thread_get(st, pid, tid, true);
-    if (t && p) snprintf(t->comm, sizeof(t->comm), "%s", p->comm);
+    if (t && pcomm[0]) memcpy(t->comm, pcomm, sizeof(t->comm));
     return;
   }
-  /* a new process: a copy of the parent's address space */
-  struct perf_proc *parent = perf_proc_get(st, ppid, false);
+  /* A new process: a copy of the parent's address space. The parent is
+   * alive now (it just forked), so an untracked one is read from /proc
+   * here; the child may be gone before its samples are drained. */
+  struct perf_proc *parent = ppid ? perf_proc_get(st, ppid, true) : NULL;
+  if (parent && parent->maps_state == 0) perf_proc_need_maps(st, parent);
   struct perf_proc *p = perf_proc_get(st, pid, false);
   if (p) { /* pid reuse: forget the previous owner */
     perf_idmap_del(&st->procs.procs, pid);
@@ -273,10 +288,13 @@ void perf_proc_on_fork(struct perf_state *st, uint32_t pid, uint32_t ppid, uint3
       if (proc_insert_map(st, p, m->start, m->end, m->pgoff, m->dso) < 0) break;
     }
     memcpy(p->comm, parent->comm, sizeof(p->comm));
+    memcpy(p->go_version, parent->go_version, sizeof(p->go_version));
+    p->ns_pid = 0;
     p->maps_state = 1;
   }
+  if (pcomm[0]) memcpy(p->comm, pcomm, sizeof(p->comm));
   struct perf_thread *t = thread_get(st, pid, tid, true);
-  if (t && parent) memcpy(t->comm, parent->comm, sizeof(t->comm));
+  if (t && pcomm[0]) memcpy(t->comm, pcomm, sizeof(t->comm));
 }
 
 void perf_proc_on_exit(struct perf_state *st, uint32_t pid, uint32_t tid) {

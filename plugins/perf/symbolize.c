@@ -20,6 +20,7 @@
 
 #include "perf.h"
 #include "support/demangle.h"
+#include "support/proc.h"
 
 #define KEY_KERNEL (1ull << 62)
 #define KEY_JIT (2ull << 62)
@@ -174,7 +175,7 @@ static const char *jit_lookup(struct perf_state *st, struct perf_proc *p, uint64
   if (p->jit_checked_tick == st->tick && p->jit_checked_tick != 0) return NULL;
   if (p->jit_missing && st->tick < p->jit_checked_tick + JIT_RECHECK_TICKS) return NULL;
   p->jit_checked_tick = st->tick ? st->tick : 1;
-  if (!p->ns_pid) p->ns_pid = p->pid;
+  if (!p->ns_pid && pp_proc_ns_pid(p->pid, &p->ns_pid) < 0) p->ns_pid = p->pid;
   char path[128];
   snprintf(path, sizeof(path), "/proc/%u/root/tmp/perf-%u.map", p->pid, p->ns_pid);
   struct stat sb;
@@ -226,8 +227,11 @@ static int map_bias(struct perf_state *st, struct perf_proc *p, struct perf_map 
 }
 
 uint32_t perf_sym_user(struct perf_state *st, struct perf_proc *p, uint64_t addr, bool leaf) {
-  /* a return address points after the call: look up the call itself */
-  uint64_t a = leaf || addr == 0 ? addr : addr - 1;
+  /* Return addresses are looked up as they are, not as the call before
+   * them: that is what perf script prints, so frames match what gProfiler
+   * users know (a call ending a function shows as the next function). */
+  (void)leaf;
+  uint64_t a = addr;
   struct perf_map *m = perf_proc_find_map(p, a);
   if (!m || !m->dso) {
     uint64_t start = 0;
@@ -241,7 +245,13 @@ uint32_t perf_sym_user(struct perf_state *st, struct perf_proc *p, uint64_t addr
     return frames_add(&st->frames, ka, start, name, file, PP_FRAME_NATIVE, 0);
   }
   struct perf_dso *dso = m->dso;
-  if (perf_dso_need_symbols(&st->dsos, dso, p, m) < 0 || !dso->symtab || map_bias(st, p, m) < 0) {
+  int rc = perf_dso_need_symbols(&st->dsos, dso, p, m);
+  if (rc < 0 || !dso->symtab || map_bias(st, p, m) < 0) {
+    if (!dso->logged) {
+      dso->logged = true;
+      PERF_LOG(st, PP_LOG_DEBUG, "no symbols for %s (pid %u): %s", dso->path, p->pid,
+               rc < 0 ? strerror(-rc) : !dso->symtab ? "no symbol table" : "no segment for the mapping");
+    }
     if (dso->info_state == 1 && dso->info.is_go && !p->go_version[0] && dso->info.go_version[0])
       snprintf(p->go_version, sizeof(p->go_version), "%s", dso->info.go_version);
     return unknown_in_dso(st, dso);
