@@ -8,8 +8,17 @@ what="${1:-test}" # build | test
 
 build_pkgs=(build-essential cmake pkg-config libyaml-dev libjansson-dev libcurl4-openssl-dev
             libelf-dev libunwind-dev zlib1g-dev python3)
-# Runtimes and tools the test suite drives for real.
-test_pkgs=(chromium procps)
+# Runtimes and tools the test suite drives for real: every plugin lists its
+# own in scripts/deps/<plugin>.txt, one package per line.
+here="$(cd "$(dirname "$0")" && pwd)"
+test_pkgs=()
+for f in "$here"/deps/*.txt; do
+  while read -r line; do
+    line="${line%%#*}"
+    line="${line//[[:space:]]/}"
+    [ -n "$line" ] && test_pkgs+=("$line")
+  done < "$f"
+done
 
 pkgs=("${build_pkgs[@]}")
 if [ "$what" = test ]; then pkgs+=("${test_pkgs[@]}"); fi
