@@ -138,7 +138,7 @@ int pp_maps_read(uint32_t pid, int only_exec, size_t max_entries, struct pp_map 
     return rc;
   }
   /* The kernel prints maps sorted; sort anyway so lookups never depend on it. */
-  qsort(v, n, sizeof(*v), cmp_map);
+  if (n) qsort(v, n, sizeof(*v), cmp_map);
   *out = v;
   *count = n;
   return 0;

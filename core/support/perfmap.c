@@ -105,7 +105,7 @@ int pp_perfmap_parse(const char *text, size_t len, size_t max_entries, struct pp
     seq++;
     p = le + 1;
   }
-  qsort(m->e, m->n, sizeof(*m->e), cmp_ent);
+  if (m->n) qsort(m->e, m->n, sizeof(*m->e), cmp_ent);
   *out = m;
   return 0;
 }

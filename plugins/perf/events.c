@@ -168,8 +168,12 @@ int perf_events_open(struct perf_events *ev, const struct perf_events_config *cf
   a.size = sizeof(a);
   a.type = ne->type;
   a.config = ne->config;
-  a.freq = 1;
-  a.sample_freq = cfg->frequency ? cfg->frequency : 11;
+  if (cfg->period) {
+    a.sample_period = cfg->period;
+  } else {
+    a.freq = 1;
+    a.sample_freq = cfg->frequency ? cfg->frequency : 11;
+  }
   a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN;
   if (cfg->regs_and_stack) {
     a.sample_type |= PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;

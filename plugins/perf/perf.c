@@ -11,6 +11,7 @@
  * same samples; per process the deeper one).
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,20 @@ static const struct pp_option options[] = {
      .default_value = "cpu-clock",
      .help = "sampling event: cpu-clock (software, everywhere), task-clock, or a hardware event "
              "(cycles, instructions, cache-misses...) where the machine has a PMU"},
+    {.key = "event_period",
+     .type = PP_OPT_INT,
+     .cli_flag = "perf-event-period",
+     .default_value = "0",
+     .min = 0,
+     .max = INT64_MAX,
+     .help = "sample every N events of --perf-event instead of at the session frequency; 0: "
+             "frequency"},
+    {.key = "memory_restart",
+     .type = PP_OPT_BOOL,
+     .cli_flag = "perf-no-memory-restart",
+     .default_value = "true",
+     .help = "accepted for gProfiler compatibility; polyprof's perf caches are bounded, so "
+             "there is no perf process to restart"},
     {.key = "mmap_pages",
      .type = PP_OPT_INT,
      .default_value = "0",
@@ -162,6 +177,7 @@ static int perf_init(const struct pp_host *host, void **out) {
   snprintf(st->event, sizeof(st->event), "%s",
            cfg_str(host, "event") ? cfg_str(host, "event") : "");
   st->data_pages = (uint32_t)cfg_int(host, "mmap_pages");
+  st->event_period = (uint64_t)cfg_int(host, "event_period");
   st->kernel = cfg_bool(host, "kernel");
   st->max_depth = (uint32_t)cfg_int(host, "max_stack_depth");
   st->perfmap_max_bytes = (size_t)cfg_int(host, "perfmap_max_mb") << 20;
@@ -488,6 +504,7 @@ static int perf_start(void *state, struct pp_session *session) {
   struct perf_events_config cfg = {
       .event = st->event,
       .frequency = freq,
+      .period = st->event_period,
       .user_callchain = st->mode != PERF_MODE_DWARF,
       .regs_and_stack = st->mode != PERF_MODE_FP,
       .stack_size = st->stack_size,
@@ -496,6 +513,9 @@ static int perf_start(void *state, struct pp_session *session) {
       .max_stack = (uint16_t)st->max_depth,
   };
   if (st->mode != PERF_MODE_FP && !st->unwind && perf_unwind_init(&st->unwind) < 0) return -ENOMEM;
+  /* Kernel symbols are loaded before sampling starts: the first drain
+   * would otherwise spend ~100 ms on /proc/kallsyms while the rings fill. */
+  if (st->kernel) perf_sym_kernel(st, 0);
   char err[512];
   int rc = perf_events_open(&st->ev, &cfg, err, sizeof(err));
   if (rc < 0) {
@@ -504,8 +524,13 @@ static int perf_start(void *state, struct pp_session *session) {
   }
   st->running = true;
   session->tick_interval_ns = (uint64_t)cfg_int(st->host, "drain_interval_ms") * 1000000ull;
-  PERF_LOG(st, PP_LOG_INFO, "sampling %d CPUs with %s at %u Hz, mode %s%s, %u KiB ring per CPU",
-           st->ev.nrings, st->ev.event_name, freq, mode_name(st->mode),
+  char rate[48];
+  if (st->event_period)
+    snprintf(rate, sizeof(rate), "every %llu events", (unsigned long long)st->event_period);
+  else
+    snprintf(rate, sizeof(rate), "at %u Hz", freq);
+  PERF_LOG(st, PP_LOG_INFO, "sampling %d CPUs with %s %s, mode %s%s, %u KiB ring per CPU",
+           st->ev.nrings, st->ev.event_name, rate, mode_name(st->mode),
            st->mode != PERF_MODE_FP ? " (user stack copies)" : "",
            (unsigned)(p2 * (uint64_t)sysconf(_SC_PAGESIZE) / 1024));
   return 0;

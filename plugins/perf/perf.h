@@ -48,6 +48,7 @@ struct perf_ring {
 struct perf_events_config {
   const char *event; /* NULL/"": cpu-clock */
   uint32_t frequency;
+  uint64_t period;     /* > 0: sample every `period` events instead */
   int user_callchain;  /* kernel collects user frames by frame pointers */
   int regs_and_stack;  /* copy user registers + stack for DWARF */
   uint32_t stack_size; /* bytes of user stack per sample */
@@ -278,6 +279,7 @@ struct perf_state {
   uint32_t stack_size;
   char event[64];
   uint32_t data_pages;
+  uint64_t event_period;
   bool kernel;
   uint32_t max_depth;
   uint32_t *pids;

@@ -262,7 +262,8 @@ void perf_proc_on_fork(struct perf_state *st, uint32_t pid, uint32_t ppid, uint3
     size_t n = 0;
     snprintf(path, sizeof(path), "/proc/%u/task/%u/comm", ppid, ptid);
     if (pp_read_file(path, pcomm, sizeof(pcomm), &n) == 0)
-      while (n > 0 && pcomm[n - 1] == '\n') pcomm[--n] = '\0';
+      while (n > 0 && pcomm[n - 1] == '\n')
+        pcomm[--n] = '\0';
   }
   if (pid != tid) { /* a new thread */
     struct perf_thread *t = thread_get(st, pid, tid, true);

@@ -250,7 +250,9 @@ uint32_t perf_sym_user(struct perf_state *st, struct perf_proc *p, uint64_t addr
     if (!dso->logged) {
       dso->logged = true;
       PERF_LOG(st, PP_LOG_DEBUG, "no symbols for %s (pid %u): %s", dso->path, p->pid,
-               rc < 0 ? strerror(-rc) : !dso->symtab ? "no symbol table" : "no segment for the mapping");
+               rc < 0         ? strerror(-rc)
+               : !dso->symtab ? "no symbol table"
+                              : "no segment for the mapping");
     }
     if (dso->info_state == 1 && dso->info.is_go && !p->go_version[0] && dso->info.go_version[0])
       snprintf(p->go_version, sizeof(p->go_version), "%s", dso->info.go_version);
