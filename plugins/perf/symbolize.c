@@ -236,12 +236,22 @@ uint32_t perf_sym_user(struct perf_state *st, struct perf_proc *p, uint64_t addr
   if (!m || !m->dso) {
     uint64_t start = 0;
     const char *name = jit_lookup(st, p, a, &start);
-    if (!name) return PERF_FRAME_ID_UNKNOWN;
-    uint64_t ka = KEY_JIT | p->pid;
-    uint32_t id = frames_find(&st->frames, ka, start);
-    if (id != UINT32_MAX) return id;
     char file[64];
     snprintf(file, sizeof(file), "/tmp/perf-%u.map", p->ns_pid ? p->ns_pid : p->pid);
+    uint64_t ka = KEY_JIT | p->pid;
+    if (!name) {
+      /* Anonymous executable memory the map does not cover: perf names
+       * every such mapping "/tmp/perf-<nspid>.map" (whether or not the
+       * file exists), which gProfiler turns into "(/tmp/perf-N.map)". */
+      if (!m) return PERF_FRAME_ID_UNKNOWN;
+      uint32_t id = frames_find(&st->frames, ka, UINT64_MAX);
+      if (id != UINT32_MAX) return id;
+      char uname[80];
+      snprintf(uname, sizeof(uname), "(%s)", file);
+      return frames_add(&st->frames, ka, UINT64_MAX, uname, file, PP_FRAME_NATIVE, 0);
+    }
+    uint32_t id = frames_find(&st->frames, ka, start);
+    if (id != UINT32_MAX) return id;
     return frames_add(&st->frames, ka, start, name, file, PP_FRAME_NATIVE, 0);
   }
   struct perf_dso *dso = m->dso;
