@@ -242,9 +242,12 @@ int perf_events_open(struct perf_events *ev, const struct perf_events_config *cf
     perf_events_close(ev);
     return -(first_err ? first_err : ENODEV);
   }
+  return 0;
+}
+
+void perf_events_enable(struct perf_events *ev) {
   for (int i = 0; i < ev->nrings; i++)
     ioctl(ev->rings[i].fd, PERF_EVENT_IOC_ENABLE, 0);
-  return 0;
 }
 
 void perf_events_close(struct perf_events *ev) {

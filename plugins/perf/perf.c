@@ -513,15 +513,16 @@ static int perf_start(void *state, struct pp_session *session) {
       .max_stack = (uint16_t)st->max_depth,
   };
   if (st->mode != PERF_MODE_FP && !st->unwind && perf_unwind_init(&st->unwind) < 0) return -ENOMEM;
-  /* Kernel symbols are loaded before sampling starts: the first drain
-   * would otherwise spend ~100 ms on /proc/kallsyms while the rings fill. */
-  if (st->kernel) perf_sym_kernel(st, 0);
   char err[512];
   int rc = perf_events_open(&st->ev, &cfg, err, sizeof(err));
   if (rc < 0) {
     PERF_LOG(st, PP_LOG_ERROR, "perf disabled: %s; continuing perf-less", err);
     return rc;
   }
+  /* Kernel symbols are loaded before sampling starts: the first drain
+   * would otherwise spend ~100 ms on /proc/kallsyms while the rings fill. */
+  if (st->kernel) perf_sym_kernel(st, 0);
+  perf_events_enable(&st->ev);
   st->running = true;
   session->tick_interval_ns = (uint64_t)cfg_int(st->host, "drain_interval_ms") * 1000000ull;
   char rate[48];

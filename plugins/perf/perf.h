@@ -72,6 +72,8 @@ typedef void (*perf_record_fn)(void *arg, const struct perf_event_header *h, con
 /* Opens one event per online CPU. On failure err says what to change. */
 int perf_events_open(struct perf_events *ev, const struct perf_events_config *cfg, char *err,
                      size_t errlen);
+/* Events are opened disabled; this starts sampling. */
+void perf_events_enable(struct perf_events *ev);
 void perf_events_close(struct perf_events *ev);
 /* Hands every complete record of all rings to fn, oldest first (by
  * timestamp across CPUs), and frees the ring space. Returns records read. */

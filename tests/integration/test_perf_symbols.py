@@ -47,21 +47,21 @@ have_unshare = shutil.which("unshare") is not None
 
 DUR = 6
 procs = {}
-procs["sys"] = pputil.spawn([sys_bin, str(DUR + 4)])
-procs["stripped"] = pputil.spawn([stripped, str(DUR + 4)])
-procs["jit"] = pputil.spawn([jit_bin, str(DUR + 4)])
+procs["sys"] = perfutil.spawn([sys_bin, str(DUR + 4)])
+procs["stripped"] = perfutil.spawn([stripped, str(DUR + 4)])
+procs["jit"] = perfutil.spawn([jit_bin, str(DUR + 4)])
 if go_bin:
-    procs["go"] = pputil.spawn([go_bin, str(DUR + 4)])
+    procs["go"] = perfutil.spawn([go_bin, str(DUR + 4)])
 if have_unshare:
     script = "mount -t tmpfs tmpfs %s && cp %s %s/nsbin && exec %s/nsbin %d" % (
         ns_dir, fp_bin, ns_dir, ns_dir, DUR + 4)
-    procs["ns"] = pputil.spawn(["unshare", "-m", "--propagation", "private", "sh", "-c", script])
+    procs["ns"] = perfutil.spawn(["unshare", "-m", "--propagation", "private", "sh", "-c", script])
 
 
 def late_start():
     # started after sampling began, exits long before the snapshot
     time.sleep(1.5)
-    procs["late"] = subprocess.Popen([fp_bin, "2"])
+    procs["late"] = perfutil.spawn([fp_bin, "2"])
 
 
 import threading  # noqa: E402

@@ -17,15 +17,15 @@ tmp = pputil.tempdir("ppperf-unwind-")
 fp_bin, nofp_bin = perfutil.build_hot(tmp)
 
 # fp mode, FP build (and the no-FP build alongside, which FP cannot unwind)
-procs = [pputil.spawn([fp_bin, "12"]), pputil.spawn([nofp_bin, "12"])]
+procs = [perfutil.spawn([fp_bin, "120"]), perfutil.spawn([nofp_bin, "120"])]
 try:
-    prof = perfutil.profile(6, freq=199, mode="fp")
+    prof = perfutil.profile_until({procs[0].pid}, 600, 5, freq=199, mode="fp")
 finally:
     perfutil.wait_all(procs)
 share, resolved, total = perfutil.hot_ratio(prof, procs[0].pid)
 print("fp mode, FP build: hot_a share %.1f%%, resolved %.1f%% of %d samples" % (100 * share, 100 * resolved, total))
 prof.dump(procs[0].pid, 4)
-check(total >= 100, "fp: enough samples of the FP build (%d)" % total)
+check(total >= 300, "fp: enough samples of the FP build (%d)" % total)
 check(resolved >= 0.9, "fp: FP build stacks reach main (%.1f%%)" % (100 * resolved))
 check(abs(share - 0.75) <= 0.05, "fp: hot_a share %.1f%% within 75±5" % (100 * share))
 check("hot_fp" in prof.comms(procs[0].pid), "fp: comm frame is the thread name")
@@ -33,9 +33,9 @@ _, resolved_nofp, _ = perfutil.hot_ratio(prof, procs[1].pid)
 print("fp mode, no-FP build: resolved %.1f%% (frame pointers missing: expected low)" % (100 * resolved_nofp))
 
 # dwarf mode, no-FP build
-procs = [pputil.spawn([nofp_bin, "14"])]
+procs = [perfutil.spawn([nofp_bin, "120"])]
 try:
-    prof = perfutil.profile(10, freq=100, mode="dwarf")
+    prof = perfutil.profile_until({procs[0].pid}, 600, 6, freq=100, mode="dwarf")
 finally:
     perfutil.wait_all(procs)
 share, resolved, total = perfutil.hot_ratio(prof, procs[0].pid)
@@ -44,7 +44,7 @@ prof.dump(procs[0].pid, 4)
 c = prof.counters
 if c.get("samples"):
     print("dwarf: %.1f us unwinding per sample" % (c.get("unwind_ns", 0) / 1000.0 / c["samples"]))
-check(total >= 100, "dwarf: enough samples of the no-FP build (%d)" % total)
+check(total >= 300, "dwarf: enough samples of the no-FP build (%d)" % total)
 check(resolved >= 0.9, "dwarf: no-FP build stacks reach main (%.1f%%)" % (100 * resolved))
 check(abs(share - 0.75) <= 0.05, "dwarf: hot_a share %.1f%% within 75±5" % (100 * share))
 dwarf_start = sum(cnt for frames, cnt in prof.of(procs[0].pid) if "_start" in frames)
