@@ -46,33 +46,30 @@ os.mkdir(ns_dir)
 have_unshare = shutil.which("unshare") is not None
 
 DUR = 6
+LIFE = "180"  # killed at the end; long enough for a slow, shared machine
 procs = {}
-procs["sys"] = perfutil.spawn([sys_bin, str(DUR + 4)])
-procs["stripped"] = perfutil.spawn([stripped, str(DUR + 4)])
-procs["jit"] = perfutil.spawn([jit_bin, str(DUR + 4)])
+procs["sys"] = perfutil.spawn([sys_bin, LIFE])
+procs["stripped"] = perfutil.spawn([stripped, LIFE])
+procs["jit"] = perfutil.spawn([jit_bin, LIFE])
 if go_bin:
-    procs["go"] = perfutil.spawn([go_bin, str(DUR + 4)])
+    procs["go"] = perfutil.spawn([go_bin, LIFE])
 if have_unshare:
     script = "mount -t tmpfs tmpfs %s && cp %s %s/nsbin && exec %s/nsbin %d" % (
-        ns_dir, fp_bin, ns_dir, ns_dir, DUR + 4)
+        ns_dir, fp_bin, ns_dir, ns_dir, int(LIFE))
     procs["ns"] = perfutil.spawn(["unshare", "-m", "--propagation", "private", "sh", "-c", script])
 
 
 def late_start():
-    # started after sampling began, exits long before the snapshot
-    time.sleep(1.5)
+    # started once sampling runs, exits long before the snapshot
+    time.sleep(1)
     procs["late"] = perfutil.spawn([fp_bin, "2"])
 
 
-import threading  # noqa: E402
-
-t = threading.Thread(target=late_start)
-t.start()
 try:
-    prof = perfutil.profile(DUR, freq=199, mode="fp")
+    prof = perfutil.profile_until({p.pid for p in procs.values()}, 0, DUR, freq=199, mode="fp",
+                                  need_each=40, on_start=late_start)
 finally:
-    t.join()
-    late_exited_before = procs["late"].poll() is not None
+    late_exited_before = "late" in procs and procs["late"].poll() is not None
     for p in procs.values():
         pputil.kill(p)
 
