@@ -1,5 +1,5 @@
 /*
- * Test workload: wakes up every 100 ms, burns ~0.1 ms of CPU in a
+ * Test workload: wakes up every 250 ms, burns ~0.1 ms of CPU in a
  * function of its own, sleeps again. Thousands of these make a host with
  * many lightly active processes (the perf plugin's memory-bound test).
  *
@@ -20,7 +20,7 @@ __attribute__((noinline)) static void blip_work(void) {
 
 int main(int argc, char **argv) {
   double secs = argc > 1 ? atof(argv[1]) : 10;
-  struct timespec t0, t, nap = {0, 100 * 1000 * 1000};
+  struct timespec t0, t, nap = {0, 250 * 1000 * 1000};
   clock_gettime(CLOCK_MONOTONIC, &t0);
   do {
     blip_work();
