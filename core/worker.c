@@ -730,8 +730,10 @@ void pp_worker_service(struct pp_worker *w) {
   uint64_t now = now_ns();
   if (w->state == W_UP) {
     pump(w);
-    /* Idle for a while: make sure the loop is not stuck in tick(). */
-    if (w->state == W_UP && w->qlen == 0 && now - w->last_io >= w->timeout_ns)
+    /* Idle for a while: make sure the loop is not stuck in tick(). pump()
+     * may have just moved last_io past `now`: read the clock again, or the
+     * unsigned difference wraps and every call pings. */
+    if (w->state == W_UP && w->qlen == 0 && now_ns() - w->last_io >= w->timeout_ns)
       send_req(w, PP_MSG_PING, NULL, 0);
   } else if (w->state == W_BACKOFF && w->wanted && now >= w->next_restart) {
     pp_log(PP_LOG_INFO, "polyprof", "plugin %s: restarting worker (last failure: %s)", w->name,

@@ -18,7 +18,7 @@
 struct tp_state {
   const struct pp_host *host;
   char greeting[64], tags[128], mode[32];
-  int64_t depth, extra;
+  int64_t depth, extra, extra_len;
   int loud;
   uint64_t ticks, tick_interval;
   struct pp_target targets[MAX_TARGETS];
@@ -37,6 +37,7 @@ static int tp_init(const struct pp_host *host, void **state) {
   if (host->config_string(host, "mode", &str) == 0) snprintf(s->mode, sizeof(s->mode), "%s", str);
   host->config_int(host, "depth", &s->depth);
   host->config_int(host, "extra_stacks", &s->extra);
+  host->config_int(host, "extra_name_len", &s->extra_len);
   host->config_bool(host, "loud", &s->loud);
   const char *const *items;
   size_t n;
@@ -113,8 +114,11 @@ static int tp_snapshot(void *state, struct pp_sink *sink) {
   }
   /* Bulk, to make the profile bigger than any socket buffer. */
   for (int64_t i = 0; i < s->extra && s->ntargets; i++) {
-    char name[32];
-    snprintf(name, sizeof(name), "extra_%lld", (long long)i);
+    char name[8192];
+    int len = snprintf(name, sizeof(name), "extra_%lld", (long long)i);
+    while (len < s->extra_len && len < (int)sizeof(name) - 1)
+      name[len++] = '.';
+    name[len] = 0;
     struct pp_frame f[2] = {{name, "extra.c", (uint32_t)i, PP_FRAME_NATIVE},
                             {"extra_root", NULL, 0, PP_FRAME_NATIVE}};
     struct pp_sample smp = {.pid = s->targets[0].pid, .frames = f, .nframes = 2, .count = 1};
@@ -146,6 +150,7 @@ static const struct pp_option options[] = {
     {.key = "loud", .type = PP_OPT_BOOL, .default_value = "false"},
     {.key = "tags", .type = PP_OPT_LIST, .default_value = "a,b"},
     {.key = "extra_stacks", .type = PP_OPT_INT, .default_value = "0", .min = 0, .max = 10000000},
+    {.key = "extra_name_len", .type = PP_OPT_INT, .default_value = "0", .min = 0, .max = 8000},
     {.key = "mode", .type = PP_OPT_ENUM, .default_value = "fast", .choices = mode_choices},
 };
 

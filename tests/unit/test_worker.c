@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -557,7 +558,10 @@ static void test_big_late(void) {
   const struct pp_plugin_info *info = plugin("tp_ok");
   struct cfg c = {.pc = {.name = "tp_ok", .enabled = true}};
   c.pc.options = c.opts;
-  bind(&c, info, "extra_stacks", "150000");
+  /* ~10 MB encoded but cheap to produce (long names, few stacks), so the
+   * worker answers well within the timeout even on a loaded machine. */
+  bind(&c, info, "extra_stacks", "2500");
+  bind(&c, info, "extra_name_len", "4000");
   struct pp_worker *w = make_t("tp_ok", false, 0, &c, 1);
   char err[256];
   struct pp_session s = session();
@@ -565,12 +569,18 @@ static void test_big_late(void) {
   struct pp_target t = {.pid = (uint32_t)getpid()};
   CHECK_EQ_INT(pp_worker_add_targets(w, &t, 1, err, sizeof(err)), 0);
   CHECK_EQ_INT(pp_worker_snapshot_begin(w, err, sizeof(err)), 0);
-  usleep(1500000); /* past the 1 s timeout; the core was busy elsewhere */
+  /* The core is busy elsewhere and collects only well after the timeout.
+   * Wait (without reading) until the worker has finished snapshot(): its
+   * once-per-snapshot warning about the bad sample is the first thing it
+   * sends, right before the PROFILE. Then let the deadline pass. */
+  struct pollfd pfd = {.fd = pp_worker_fd(w), .events = POLLIN};
+  CHECK_EQ_INT(poll(&pfd, 1, 20000), 1);
+  usleep(1500000);
   struct pp_profile *p = pp_profile_new();
   int rc = pp_worker_snapshot_end(w, p, err, sizeof(err));
   CHECK_EQ_INT(rc, 0);
   if (rc) fprintf(stderr, "end: %s\n", err);
-  CHECK_EQ_INT(pp_profile_stack_count(p), 150001);
+  CHECK_EQ_INT(pp_profile_stack_count(p), 2501);
   CHECK_EQ_INT(pp_worker_restarts(w), 0);
   pp_profile_free(p);
   pp_worker_free(w);
@@ -605,9 +615,16 @@ static void test_evil(void) {
     snapshot(w, p, &rc, err);
     CHECK_EQ_INT(rc, cases[i].rc);
     CHECK_CONTAINS(err, cases[i].reason);
-    CHECK(now_s() - t0 < 2.5);
+    /* bounds leave room for a loaded CI machine; the point is "not hung" */
+    CHECK(now_s() - t0 < 6.0);
     CHECK(!pp_worker_running(w));
-    CHECK(kill(pid, 0) < 0 && errno == ESRCH);
+    /* gone for good: reaped, not even a zombie, within a moment */
+    bool gone = false;
+    for (int k = 0; k < 200 && !gone; k++) {
+      gone = kill(pid, 0) < 0 && errno == ESRCH;
+      if (!gone) usleep(10000);
+    }
+    CHECK(gone);
     CHECK_EQ_INT(pp_profile_stack_count(p), 0);
     pp_profile_free(p);
     pp_worker_free(w);
@@ -626,7 +643,7 @@ static void test_init_hang(void) {
   double t0 = now_s();
   CHECK_EQ_INT(pp_worker_start(w, &s, err, sizeof(err)), -ETIMEDOUT);
   CHECK_CONTAINS(err, "did not answer INIT within 1 s");
-  CHECK(now_s() - t0 < 2.0);
+  CHECK(now_s() - t0 < 5.0); /* 1 s timeout + a loaded machine */
   pp_worker_free(w);
 }
 

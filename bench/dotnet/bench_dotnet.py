@@ -1,0 +1,117 @@
+"""Target slowdown under .NET profiling (standard library only).
+
+Runs the test workload's bench mode (fixed work units on 2 threads, units/s
+measured after a warm-up so attach costs are excluded) in interleaved rounds:
+  baseline   - no profiler
+  polyprof   - the agent, dotnet-trace mode, 100 Hz, 5 s sessions (rotating)
+  dotnet-trace - Microsoft's dotnet-trace `collect` (default profile), if it can
+               be found or installed from the NuGet feed; else says why
+and prints one line per figure: median units/s and the ratio to the
+baseline median of the same run.
+Env: BENCH_SECONDS (default 20), BENCH_ROUNDS (default 3).
+"""
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
+BUILD = os.environ.get("PP_BUILD_DIR", os.path.join(SRC, "build"))
+sys.path.insert(0, os.path.join(SRC, "tests", "workloads", "dotnet"))
+import build_workload  # noqa: E402
+
+SECONDS = int(os.environ.get("BENCH_SECONDS", "20"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+WARMUP = 4
+
+
+def run_target(exe, attach=None):
+    p = subprocess.Popen([exe, str(SECONDS), "bench", "2", str(WARMUP)], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True, env=build_workload.dotnet_env())
+    p.stdout.readline()  # ready
+    prof = attach(p.pid) if attach else None
+    out = p.stdout.read()
+    p.wait()
+    if prof:
+        if prof.poll() is None:
+            prof.send_signal(signal.SIGINT)
+        try:
+            prof.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            prof.kill()
+            prof.wait()
+    for line in out.split("\n"):
+        if line.startswith("units_per_s"):
+            f = line.split()
+            return float(f[1]), float(f[3])
+    raise RuntimeError("workload printed no result: %r" % out)
+
+
+def polyprof(pid):
+    d = tempfile.mkdtemp(prefix="ppbench-dotnet-")
+    cmd = [os.path.join(BUILD, "polyprof"), "-o", d, "-d", "5", "-c", "-f", "100",
+           "--plugin-dir", os.path.join(BUILD, "plugins"), "--dotnet-mode", "dotnet-trace",
+           "--pids", str(pid), "--config", os.path.join(SRC, "tests", "integration", "empty.yaml"),
+           "--pid-file", os.path.join(d, "pp.pid"), "--log-file", os.path.join(d, "pp.log"),
+           "--no-flamegraph"]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def find_dotnet_trace():
+    for c in [shutil.which("dotnet-trace"), os.path.expanduser("~/.dotnet/tools/dotnet-trace"),
+              os.path.join(BUILD, "dotnet-tools", "dotnet-trace")]:
+        if c and os.path.exists(c):
+            return c, None
+    p = subprocess.run(["dotnet", "tool", "install", "--tool-path", os.path.join(BUILD, "dotnet-tools"),
+                        "dotnet-trace"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env=build_workload.dotnet_env(), timeout=300)
+    exe = os.path.join(BUILD, "dotnet-tools", "dotnet-trace")
+    if p.returncode == 0 and os.path.exists(exe):
+        return exe, None
+    last = [l for l in p.stdout.strip().split("\n") if l.strip()][-1:] or ["?"]
+    return None, "cannot install from the NuGet feed: " + last[0][:160]
+
+
+def main():
+    out = build_workload.build(BUILD)
+    exe = os.path.join(out, "PolyprofWorkload")
+    dt, why = find_dotnet_trace()
+    tmp = tempfile.mkdtemp(prefix="ppbench-dt-")
+
+    def dotnet_trace(pid):
+        # default profile (dotnet-common + sampled thread time), as a user
+        # of the current tool gets; a fixed duration instead of a keypress
+        return subprocess.Popen([dt, "collect", "-p", str(pid), "--duration",
+                                 "00:00:00:%02d" % SECONDS, "-o", os.path.join(tmp, "t.nettrace")],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL, env=build_workload.dotnet_env())
+
+    res = {"baseline": [], "polyprof": [], "dotnet-trace": []}  # (units/s, units/CPU-s)
+    for r in range(ROUNDS):
+        res["baseline"].append(run_target(exe))
+        res["polyprof"].append(run_target(exe, polyprof))
+        if dt:
+            res["dotnet-trace"].append(run_target(exe, dotnet_trace))
+    base_w = statistics.median(x[0] for x in res["baseline"])
+    base_c = statistics.median(x[1] for x in res["baseline"])
+    print("dotnet bench: %d rounds x %d s (%d s warm-up), 2 worker threads, %d CPUs, loadavg %s" %
+          (ROUNDS, SECONDS, WARMUP, os.cpu_count(), open("/proc/loadavg").read().split()[0]))
+    print("  cpu = work units per CPU-second of the target process (all its threads): the cost")
+    print("        profiling adds to the target, robust to other load; wall = units per second")
+    for k in ("baseline", "polyprof", "dotnet-trace"):
+        if not res[k]:
+            print("%-13s n/a (%s)" % (k, why))
+            continue
+        c = statistics.median(x[1] for x in res[k])
+        w = statistics.median(x[0] for x in res[k])
+        print("%-13s cpu %8.3f units/cpu-s ratio %.3f (slowdown %+.1f%%) | wall %7.2f units/s ratio %.3f"
+              "  runs cpu %s" % (k, c, c / base_c, (1 - c / base_c) * 100, w, w / base_w,
+                                 ["%.2f" % x[1] for x in res[k]]))
+
+if __name__ == "__main__":
+    main()

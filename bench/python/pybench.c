@@ -1,0 +1,110 @@
+/*
+ * pybench: the python plugin's sampler alone, against one live process.
+ *
+ *   pybench PID [SECONDS] [HZ] [wall|cpu|gil] [-v]
+ *
+ * Locates CPython in PID (timed), then samples it with the plugin's own
+ * walker, code cache and aggregation, in wall mode (every thread), for
+ * SECONDS. HZ = 0 (default) samples back to back: the highest sustained
+ * rate. Prints one line per figure: locate time, samples, failed samples,
+ * achieved rate, CPU microseconds per sample (user + system of this
+ * process, from getrusage), frames per sample.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../plugins/python/python.h"
+#include "support/proc.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double cpu_s(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+         ru.ru_stime.tv_usec / 1e6;
+}
+
+static uint64_t frames_seen;
+static struct py_agg *agg;
+static uint32_t g_pid;
+
+static int verbose;
+
+static bool pred_running(void *ctx, uint32_t tid) {
+  (void)ctx;
+  char st = 0;
+  if (tid) pp_proc_state(g_pid, tid, &st);
+  if (verbose) printf("thread tid %u state %c\n", tid, st ? st : '?');
+  return !tid || st == 'R';
+}
+
+static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *f, uint32_t n,
+                     bool truncated) {
+  (void)ctx;
+  frames_seen += n;
+  if (verbose)
+    printf("stack of tid %u: %u frames, leaf %s:%d caller %s\n", tid, n, f[0].code->name, f[0].line,
+           n > 1 ? f[1].code->name : "-");
+  python_agg_add(agg, g_pid, f, n, truncated);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: pybench PID [SECONDS] [HZ]\n");
+    return 2;
+  }
+  g_pid = (uint32_t)atoi(argv[1]);
+  double seconds = argc > 2 ? atof(argv[2]) : 5;
+  double hz = argc > 3 ? atof(argv[3]) : 0;
+  const char *mode = argc > 4 ? argv[4] : "wall";
+  verbose = argc > 5;
+  enum py_thread_filter filter = !strcmp(mode, "cpu")   ? PY_RUNNING_THREADS
+                                 : !strcmp(mode, "gil") ? PY_GIL_THREAD
+                                                        : PY_ALL_THREADS;
+  struct py_proc p;
+  char why[160];
+  double t0 = now_s(), c0 = cpu_s();
+  int rc = python_locate(g_pid, &p, why, sizeof(why));
+  double t1 = now_s(), c1 = cpu_s();
+  if (rc < 0) {
+    fprintf(stderr, "locate: %s (%d)\n", why[0] ? why : strerror(-rc), rc);
+    return 1;
+  }
+  printf("python_version %s\n", p.version);
+  if (filter == PY_RUNNING_THREADS && python_discover_tid_offset(&p) < 0)
+    printf("tid offset not found\n");
+  if (verbose) printf("pthread tid offset %d\n", p.pthread_tid_off);
+  printf("locate_ms %.2f (cpu %.2f)\n", (t1 - t0) * 1e3, (c1 - c0) * 1e3);
+  struct py_codecache *cc = python_codecache_new(8192);
+  struct py_walker *w = python_walker_new(1024);
+  agg = python_agg_new(65536, 65536 * 64, 16u << 20);
+  uint64_t samples = 0, failed = 0;
+  double start = now_s(), cstart = cpu_s(), next = start;
+  while (now_s() - start < seconds) {
+    if (hz > 0) {
+      next += 1.0 / hz;
+      double d = next - now_s();
+      if (d > 0) usleep((useconds_t)(d * 1e6));
+    }
+    struct py_sample_result res;
+    rc = python_sample(w, &p, cc, filter, pred_running, on_stack, NULL, &res);
+    samples++;
+    if (rc < 0 || res.failed) failed++;
+  }
+  double el = now_s() - start, cpu = cpu_s() - cstart;
+  printf("samples %llu\n", (unsigned long long)samples);
+  printf("failed %llu (%.2f%%)\n", (unsigned long long)failed, 100.0 * failed / samples);
+  printf("rate_hz %.0f\n", samples / el);
+  printf("cpu_us_per_sample %.2f\n", cpu * 1e6 / samples);
+  printf("frames_per_sample %.1f\n", (double)frames_seen / samples);
+  return 0;
+}

@@ -1,0 +1,235 @@
+/* EventPipe session lifecycle and sample intake (see session.h). */
+#include "session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ipc.h"
+
+#define IPC_TIMEOUT_MS 3000
+#define MAX_DEPTH_LIMIT 512
+
+/* Runtime provider keywords: Loader 0x8 | Jit 0x10 | NGen 0x20 (R2R code),
+ * at Verbose so MethodLoadVerbose carries names. */
+#define RUNTIME_KEYWORDS 0x38ull
+#define SAMPLE_PROFILER_KEYWORDS 0xF00000000000ull
+#define EV_METHOD_LOAD_VERBOSE 143
+#define EV_RUNDOWN_DC_START_VERBOSE 143
+#define EV_RUNDOWN_DC_END_VERBOSE 144
+#define EV_THREAD_SAMPLE 0
+#define SAMPLE_TYPE_MANAGED 2
+
+uint64_t dotnet_session_now_ts(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Thins the runtime's samples to the session frequency without aliasing:
+ * each sample of a thread stands for the time since that thread's previous
+ * sample (dt), and is kept with probability dt / interval. The expected
+ * count is then elapsed-time / interval whatever rate the runtime sampled
+ * at (~1 kHz, or the SampleProfilerIntervalMS it honours), and a workload
+ * with a period close to the interval is not sampled in lock-step.
+ * Called for every sample, managed or not, so that time spent outside
+ * managed code is not folded into the next managed sample. */
+static bool keep_sample(struct dotnet_session *s, uint64_t tid, uint64_t ts) {
+  if (s->interval_ns == 0) return true;
+  struct dotnet_thread_due *d = &s->due[(tid * 0x9e3779b97f4a7c15ull >> 52) % DOTNET_MAX_THREADS];
+  uint64_t dt = s->interval_ns;
+  if (d->tid == tid && d->due && ts > d->due && ts - d->due < s->interval_ns) dt = ts - d->due;
+  *d = (struct dotnet_thread_due){.tid = tid, .due = ts};
+  if (dt >= s->interval_ns) return true;
+  /* xorshift64: cheap, and a fixed seed keeps runs reproducible */
+  uint64_t x = s->rng;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  s->rng = x;
+  return (x >> 11) % s->interval_ns < dt;
+}
+
+static void on_sample(struct dotnet_session *s, const struct dotnet_nt_event *ev) {
+  uint32_t type = ev->payload_len >= 4 ? ev->payload[0] : 0;
+  /* the next session has samples after the cutoff; a target whose clock is
+   * not ours (time namespace: its session began "after" our cutoff) keeps all */
+  if (s->cutoff_ts && ev->timestamp > s->cutoff_ts && dotnet_nt_sync_qpc(s->nt) < s->cutoff_ts)
+    return;
+  bool keep = keep_sample(s, ev->thread_id, ev->timestamp);
+  if (type != SAMPLE_TYPE_MANAGED && !s->cfg->wall) {
+    s->external++;
+    return;
+  }
+  if (!keep) return;
+  const uint8_t *raw;
+  uint32_t nbytes;
+  if (!dotnet_nt_stack(s->nt, ev->stack_id, &raw, &nbytes)) {
+    s->unknown_stack++;
+    return;
+  }
+  uint32_t ps = dotnet_nt_pointer_size(s->nt);
+  uint32_t n = nbytes / ps;
+  if (n > s->cfg->max_depth) n = s->cfg->max_depth; /* keep the leaf end */
+  uint64_t ips[MAX_DEPTH_LIMIT];
+  if (n > MAX_DEPTH_LIMIT) n = MAX_DEPTH_LIMIT;
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t v = 0;
+    for (uint32_t b = ps; b-- > 0;)
+      v = (v << 8) | raw[i * ps + b];
+    ips[i] = v;
+  }
+  s->samples++;
+  dotnet_agg_add(s->agg, (uint32_t)ev->thread_id, ips, n, 1);
+}
+
+static void on_event(void *ctx, const struct dotnet_nt_event *ev) {
+  struct dotnet_session *s = ctx;
+  switch (ev->provider) {
+    case DOTNET_PROV_SAMPLE_PROFILER:
+      if (ev->event_id == EV_THREAD_SAMPLE) on_sample(s, ev);
+      break;
+    case DOTNET_PROV_RUNTIME:
+      if (ev->event_id == EV_METHOD_LOAD_VERBOSE && s->methods) {
+        s->method_events++;
+        dotnet_methods_add_event(s->methods, ev->payload, ev->payload_len);
+      }
+      break;
+    case DOTNET_PROV_RUNDOWN:
+      if ((ev->event_id == EV_RUNDOWN_DC_START_VERBOSE ||
+           ev->event_id == EV_RUNDOWN_DC_END_VERBOSE) &&
+          s->methods) {
+        s->method_events++;
+        dotnet_methods_add_event(s->methods, ev->payload, ev->payload_len);
+      }
+      break;
+  }
+}
+
+struct dotnet_session *dotnet_session_new(const struct dotnet_cfg *cfg) {
+  struct dotnet_session *s = calloc(1, sizeof(*s));
+  if (!s) return NULL;
+  s->cfg = cfg;
+  s->fd = s->stop_fd = -1;
+  struct dotnet_nt_limits lim = {.max_block = cfg->max_block,
+                                 .max_metadata = 1u << 16,
+                                 .max_stack_bytes = 8u << 20,
+                                 .max_stacks = 1u << 18};
+  s->nt = dotnet_nt_new(&lim, on_event, s);
+  s->agg = dotnet_agg_new(cfg->max_stacks, cfg->max_stacks * 64);
+  if (!s->nt || !s->agg) {
+    dotnet_session_free(s);
+    return NULL;
+  }
+  return s;
+}
+
+void dotnet_session_close(struct dotnet_session *s) {
+  if (s->fd >= 0) close(s->fd);
+  if (s->stop_fd >= 0) close(s->stop_fd);
+  s->fd = s->stop_fd = -1;
+}
+
+void dotnet_session_reset(struct dotnet_session *s) {
+  dotnet_session_close(s);
+  dotnet_nt_reset(s->nt);
+  dotnet_agg_clear(s->agg);
+  s->eof = s->stopping = false;
+  s->cutoff_ts = 0;
+  s->id = 0;
+  s->methods = NULL;
+  s->samples = s->external = s->unknown_stack = s->method_events = 0;
+  memset(s->due, 0, sizeof(s->due));
+  s->rng = 0x2545f4914f6cdd1dull;
+}
+
+void dotnet_session_free(struct dotnet_session *s) {
+  if (!s) return;
+  dotnet_session_close(s);
+  dotnet_nt_free(s->nt);
+  dotnet_agg_free(s->agg);
+  free(s);
+}
+
+int dotnet_session_start(struct dotnet_session *s, const char *sock, struct dotnet_methods *m,
+                         bool rundown, uint32_t *hresult) {
+  dotnet_session_reset(s);
+  s->methods = m;
+  uint32_t hz = s->cfg->frequency_hz ? s->cfg->frequency_hz : 100;
+  s->interval_ns = 1000000000ull / hz;
+  uint32_t interval_ms = 1000 / hz ? 1000 / hz : 1;
+  char args[64];
+  snprintf(args, sizeof(args), "SampleProfilerIntervalMS=%u", interval_ms);
+  struct dotnet_provider_cfg prov[] = {
+      {SAMPLE_PROFILER_KEYWORDS, 4, "Microsoft-DotNETCore-SampleProfiler", args},
+      {RUNTIME_KEYWORDS, 5, "Microsoft-Windows-DotNETRuntime", NULL},
+  };
+  uint8_t payload[512];
+  long len =
+      dotnet_ipc_collect2_payload(payload, sizeof(payload), s->cfg->buffer_mb, rundown, prov, 2);
+  if (len < 0) return (int)len;
+  int fd = dotnet_ipc_send_command(sock, DOTNET_IPC_SET_EVENTPIPE, DOTNET_IPC_EP_COLLECT2, payload,
+                                   (size_t)len, IPC_TIMEOUT_MS);
+  if (fd < 0) return fd;
+  uint8_t reply[8];
+  size_t rlen = 0;
+  int rc = dotnet_ipc_read_reply(fd, IPC_TIMEOUT_MS, reply, sizeof(reply), &rlen, hresult);
+  if (rc == 0 && rlen < 8) rc = -EBADMSG;
+  if (rc < 0) {
+    close(fd);
+    return rc;
+  }
+  s->id = 0;
+  for (int i = 7; i >= 0; i--)
+    s->id = (s->id << 8) | reply[i];
+  s->fd = fd;
+  return 0;
+}
+
+int dotnet_session_pump(struct dotnet_session *s, size_t max_bytes) {
+  if (s->stop_fd >= 0) { /* the StopTracing reply: read and discard */
+    uint8_t tmp[64];
+    ssize_t r = recv(s->stop_fd, tmp, sizeof(tmp), MSG_DONTWAIT);
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR)) {
+      close(s->stop_fd);
+      s->stop_fd = -1;
+    }
+  }
+  if (s->fd < 0) return 1;
+  size_t total = 0;
+  while (total < max_bytes) {
+    size_t room = 0;
+    uint8_t *dst = dotnet_nt_space(s->nt, &room);
+    if (!dst) break; /* end tag or malformed: the stream is over for us */
+    ssize_t r = recv(s->fd, dst, room, MSG_DONTWAIT);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) return 0;
+      break;
+    }
+    if (r == 0) break;
+    dotnet_nt_commit(s->nt, (size_t)r);
+    total += (size_t)r;
+  }
+  if (total >= max_bytes) return 0;
+  s->eof = true;
+  close(s->fd);
+  s->fd = -1;
+  return 1;
+}
+
+int dotnet_session_request_stop(struct dotnet_session *s, const char *sock) {
+  uint8_t p[8];
+  for (int i = 0; i < 8; i++)
+    p[i] = (uint8_t)(s->id >> (8 * i));
+  s->stopping = true;
+  int fd = dotnet_ipc_send_command(sock, DOTNET_IPC_SET_EVENTPIPE, DOTNET_IPC_EP_STOP, p, sizeof(p),
+                                   IPC_TIMEOUT_MS);
+  if (fd < 0) return fd;
+  s->stop_fd = fd;
+  return 0;
+}

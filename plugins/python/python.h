@@ -1,0 +1,195 @@
+/*
+ * polyprof python plugin: shared declarations.
+ *
+ * The plugin reads CPython's own data structures out of a running process
+ * with process_vm_readv (no code runs in the target, nothing is written to
+ * it). One concept per file:
+ *   offsets.c    per-version struct layouts, and 3.13+ _Py_DebugOffsets
+ *   locate.c     finding the interpreter: module, version, anchors
+ *   linetable.c  every line-table format (2.7 .. 3.13)
+ *   codecache.c  code object -> name/file/line table, bounded, by address
+ *   walk.c       interpreters, threads, frames of one process
+ *   aggregate.c  per-session stack table and string interning
+ *   plugin.c     descriptor, options, modes, tick/snapshot
+ * Every byte read from the target is hostile: counts, lengths and pointers
+ * are bounded and validated before use.
+ */
+#ifndef POLYPROF_PYTHON_H
+#define POLYPROF_PYTHON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "polyprof/plugin.h"
+
+#define PY_MAX_THREADS 4096          /* thread-list walk cap (as py-spy, Tachyon) */
+#define PY_MAX_DEPTH_LIMIT 4096      /* hard cap of python.max_depth */
+#define PY_MAX_INTERPS 64            /* sub-interpreters walked per sample */
+#define PY_NAME_MAX 1024             /* bytes of UTF-8 kept per name/file name */
+#define PY_LINETABLE_MAX 65536       /* larger line tables: line = first line */
+#define PY_CHUNK_COPY_MAX (1u << 20) /* bytes of 3.11+ data stack copied per thread */
+
+/* Line-table formats (linetable.c). */
+enum py_lt_format {
+  PY_LT_LNOTAB_U8 = 0, /* 2.7: (addr, line) byte pairs, unsigned line deltas */
+  PY_LT_LNOTAB_S8 = 1, /* 3.6-3.9: same, signed line deltas */
+  PY_LT_310 = 2,       /* 3.10: (size, line delta) pairs, -128 = no line */
+  PY_LT_311 = 3,       /* 3.11+: location table in code units */
+};
+
+/* How strings (co_name, co_filename) are laid out. */
+enum py_str_kind {
+  PY_STR_BYTES27 = 0,   /* PyStringObject: ob_size@16, ob_sval@36 */
+  PY_STR_UNICODE33 = 1, /* 3.3-3.11: ASCII header 48, compact header 72 */
+  PY_STR_UNICODE312 = 2 /* 3.12+: ASCII header 40, compact header 56 */
+};
+
+/* How a thread's innermost frame is found. */
+enum py_walk_kind {
+  PY_WALK_FRAMEOBJ = 0, /* 2.7-3.10: tstate->frame, PyFrameObject.f_back */
+  PY_WALK_CFRAME = 1,   /* 3.11-3.12: tstate->cframe->current_frame */
+  PY_WALK_CURFRAME = 2  /* 3.13+: tstate->current_frame */
+};
+
+/* Where the GIL holder is read. */
+enum py_gil_kind {
+  PY_GIL_NONE = 0,
+  PY_GIL_TSTATE_SYM = 1, /* 2.7, 3.6: *(_PyThreadState_Current) */
+  PY_GIL_RUNTIME = 2,    /* 3.7-3.11: *(_PyRuntime + gilstate.tstate_current) */
+  PY_GIL_INTERP_PTR = 3  /* 3.12+: *(interp + ceval.gil) -> {last_holder, locked} */
+};
+
+/* Byte offsets of everything the sampler reads, for one CPython minor. */
+struct py_offsets {
+  uint8_t major, minor;
+  uint8_t walk, lt_format, str_kind, gil_kind;
+  uint32_t rt_interp_head;    /* _PyRuntime.interpreters.head; 0: interp_head symbol */
+  uint32_t rt_tstate_current; /* PY_GIL_RUNTIME */
+  uint32_t is_next, is_tstate_head, is_gil_ptr;
+  uint32_t gil_holder, gil_locked; /* inside _gil_runtime_state */
+  uint32_t ts_next, ts_interp, ts_frame, ts_cframe, cf_current;
+  uint32_t ts_thread_id, ts_native_tid; /* ts_native_tid 0: none (<= 3.10) */
+  uint32_t ts_chunk, ts_top;            /* 3.11+ data stack; 0: none */
+  uint32_t ts_read;                     /* bytes of PyThreadState read */
+  uint32_t fr_back, fr_code, fr_lasti, fr_owner, fr_read;
+  uint32_t co_filename, co_name, co_qualname, co_firstlineno, co_linetable;
+  uint32_t co_code_adaptive, co_read;
+  bool lasti_is_index; /* 3.10: f_lasti counts instructions (x2 = bytes) */
+  bool skip_owner3;    /* 3.12+: frames owned by the C stack / interpreter */
+};
+
+/* Offsets for a version; 0 or -ENOTSUP. */
+int python_offsets_for(int major, int minor, int micro, struct py_offsets *out);
+/* 3.13+: overrides *out from the target's _Py_DebugOffsets (first bytes of
+ * _PyRuntime). 0, or -EINVAL if the struct does not look right. */
+int python_offsets_from_debug(const uint8_t *dbg, size_t len, struct py_offsets *out);
+#define PY_DEBUG_OFFSETS_READ 584
+
+/* Line of bytecode position addrq (bytes for <= 3.10, code units for
+ * 3.11+); firstlineno when the table says nothing. Never reads beyond len. */
+int python_line_for(int fmt, const uint8_t *tab, size_t len, int firstlineno, int64_t addrq);
+
+/* One process, as located. */
+struct py_proc {
+  uint32_t pid, ns_pid;
+  struct py_offsets off;
+  int major, minor, micro;
+  char version[32];        /* "3.11.7" */
+  uint64_t runtime;        /* &_PyRuntime, 0 for 2.7/3.6 */
+  uint64_t interp_head;    /* address of the head pointer (runtime + off, or interp_head) */
+  uint64_t tstate_cur;     /* 2.7/3.6: &_PyThreadState_Current */
+  uint64_t pycode_type;    /* &PyCode_Type (0: unknown, no type check) */
+  uint64_t map_lo, map_hi; /* address range that holds the interpreter's module */
+  int pthread_tid_off;     /* <= 3.10: offset of tid in struct pthread, -1 unknown */
+  struct {                 /* <= 3.10: pthread_t -> tid, cleared every session */
+    uint64_t thread_id;
+    uint32_t tid;
+  } tids[32];
+  uint32_t ntids;
+  char module[64]; /* basename of the file that holds CPython */
+};
+
+/* locate.c: finds CPython in pid. 0; -ENOTSUP (why says which version);
+ * -ENOENT (no interpreter yet); other -errno. */
+int python_locate(uint32_t pid, struct py_proc *p, char *why, size_t whylen);
+
+/* codecache.c ---------------------------------------------------------- */
+struct py_code {
+  uint32_t pid;
+  uint32_t gen; /* cache generation it was validated in */
+  uint64_t addr;
+  uint64_t last_used;
+  uint64_t fp; /* fingerprint of the identifying fields, to re-validate */
+  int32_t firstlineno;
+  uint32_t lt_len;
+  const char *name, *file; /* inside blob */
+  uint8_t *lt;             /* inside blob */
+  char *blob;
+  int64_t memo_addrq[2]; /* last lines computed, so a hot frame costs nothing */
+  int32_t memo_line[2];
+  uint32_t sid_session, name_sid, file_sid; /* aggregate.c interning */
+};
+
+struct py_codecache;
+struct py_codecache *python_codecache_new(size_t entries);
+void python_codecache_free(struct py_codecache *c);
+/* Next session: entries get re-validated once before being trusted again. */
+void python_codecache_new_gen(struct py_codecache *c);
+void python_codecache_forget_pid(struct py_codecache *c, uint32_t pid);
+/* Entry for code object addr of p (reading it on a miss), or NULL with
+ * *err set. */
+struct py_code *python_code_get(struct py_codecache *c, const struct py_proc *p, uint64_t addr,
+                                int *err);
+int python_code_line(struct py_code *e, int fmt, int64_t addrq);
+void python_codecache_stats(struct py_codecache *c, uint64_t *hits, uint64_t *misses,
+                            uint64_t *evictions);
+/* Reads a str object (or 2.7 str) as UTF-8, bounded. Length or -errno. */
+int python_read_string(const struct py_proc *p, uint64_t addr, char *out, size_t cap);
+
+/* walk.c -------------------------------------------------------------- */
+struct py_frame_ref {
+  struct py_code *code;
+  int32_t line;
+};
+
+enum py_thread_filter { PY_ALL_THREADS = 0, PY_RUNNING_THREADS = 1, PY_GIL_THREAD = 2 };
+
+struct py_walker; /* per-plugin scratch buffers, reused across samples */
+struct py_walker *python_walker_new(uint32_t max_depth);
+void python_walker_free(struct py_walker *w);
+
+/* Called for each thread whose stack was read; frames[0] is the leaf. */
+typedef void (*py_stack_fn)(void *ctx, uint32_t tid, const struct py_frame_ref *frames, uint32_t n,
+                            bool truncated);
+/* Decides whether a thread is sampled (cpu mode reads its state); tid is the
+ * host tid, 0 if unknown. */
+typedef bool (*py_thread_pred)(void *ctx, uint32_t tid);
+
+struct py_sample_result {
+  uint32_t threads; /* thread states seen */
+  uint32_t sampled; /* stacks delivered */
+  uint32_t failed;  /* threads whose stack could not be read consistently */
+  int err;          /* first error (-errno), 0 if every read was good */
+};
+
+int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *cc,
+                  enum py_thread_filter filter, py_thread_pred pred, py_stack_fn fn, void *ctx,
+                  struct py_sample_result *res);
+
+/* Maps a <= 3.10 pthread_t to the kernel tid (struct pthread scan). */
+int python_discover_tid_offset(struct py_proc *p);
+
+/* aggregate.c ----------------------------------------------------------- */
+struct py_agg;
+struct py_agg *python_agg_new(size_t max_stacks, size_t max_frames, size_t max_string_bytes);
+void python_agg_free(struct py_agg *a);
+/* Counts one stack of pid; false if a table is full (counted as dropped). */
+bool python_agg_add(struct py_agg *a, uint32_t pid, const struct py_frame_ref *frames, uint32_t n,
+                    bool truncated);
+/* Emits everything and clears the tables. */
+void python_agg_emit(struct py_agg *a, const struct pp_host *h, struct pp_sink *sink);
+uint64_t python_agg_dropped(struct py_agg *a);
+
+#endif

@@ -1,0 +1,346 @@
+/*
+ * One sample of one process: every interpreter, every thread, every frame.
+ *
+ * Reads are batched where the data allows it. For 3.11+ the frames of a
+ * thread live in its data-stack chunk, so the used part of the current chunk
+ * is copied with one read and frames are decoded locally (austin's --heap
+ * and Tachyon's copy_stack_chunks do the same); frames elsewhere (older
+ * chunks, generators) are read one by one. 2.7-3.10 frames are heap objects
+ * and cost one read each.
+ *
+ * Nothing the target says is trusted: thread and frame chains are bounded
+ * and checked for cycles (Brent), pointers must look like pointers, code
+ * objects must have PyCode_Type, and a thread whose stack cannot be read
+ * completely makes the sample fail rather than produce a partial stack.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "python.h"
+#include "support/remote.h"
+
+/* <= 3.10 frames are heap objects, one read each; but frames of nearby
+ * calls usually share pages (free lists, pymalloc arenas), so whole pages
+ * are copied and reused within one thread walk, as CPython's own remote
+ * reader does. */
+#define PAGE_SIZE_ 4096u
+#define PAGE_SLOTS 16
+
+struct py_walker {
+  uint32_t max_depth;
+  struct py_frame_ref *frames;
+  uint8_t *chunk; /* copy of the current 3.11+ data-stack chunk */
+  uint8_t *pages; /* PAGE_SLOTS pages */
+  uint64_t page_addr[PAGE_SLOTS];
+  uint32_t npages, next_page;
+};
+
+struct py_walker *python_walker_new(uint32_t max_depth) {
+  struct py_walker *w = calloc(1, sizeof(*w));
+  if (!w) return NULL;
+  w->max_depth = max_depth;
+  w->frames = calloc(max_depth + 1, sizeof(*w->frames));
+  w->chunk = malloc(PY_CHUNK_COPY_MAX);
+  w->pages = malloc(PAGE_SLOTS * PAGE_SIZE_);
+  if (!w->frames || !w->chunk || !w->pages) {
+    python_walker_free(w);
+    return NULL;
+  }
+  return w;
+}
+
+void python_walker_free(struct py_walker *w) {
+  if (!w) return;
+  free(w->frames);
+  free(w->chunk);
+  free(w->pages);
+  free(w);
+}
+
+static bool walk_plausible(uint64_t p) {
+  return p >= 4096 && p < (1ull << 47) && (p & 7) == 0;
+}
+
+static uint64_t walk_rd64(const uint8_t *b, uint32_t off) {
+  uint64_t v;
+  memcpy(&v, b + off, 8);
+  return v;
+}
+
+/* Brent's cycle detection over a chain of addresses: O(1) memory, finds any
+ * loop within a couple of rounds of its length. */
+struct brent {
+  uint64_t saved;
+  uint32_t power, lam;
+};
+
+static bool brent_seen(struct brent *b, uint64_t addr) {
+  if (addr == b->saved) return true;
+  if (++b->lam == b->power) {
+    b->saved = addr;
+    b->power <<= 1;
+    b->lam = 0;
+  }
+  return false;
+}
+
+/* <= 3.10: the kernel tid of a thread from its pthread_t (the address of
+ * glibc's struct pthread) at the discovered offset, cached per session. */
+static uint32_t tid_of(struct py_proc *p, uint64_t thread_id) {
+  if (p->pthread_tid_off < 0 || !walk_plausible(thread_id)) return 0;
+  for (uint32_t i = 0; i < p->ntids; i++)
+    if (p->tids[i].thread_id == thread_id) return p->tids[i].tid;
+  int32_t tid = 0;
+  if (pp_remote_read((pid_t)p->pid, thread_id + (uint64_t)p->pthread_tid_off, &tid, 4) < 0 ||
+      tid <= 0)
+    return 0;
+  if (p->ntids < sizeof(p->tids) / sizeof(p->tids[0]))
+    p->tids[p->ntids++] = (typeof(p->tids[0])){thread_id, (uint32_t)tid};
+  return (uint32_t)tid;
+}
+
+int python_discover_tid_offset(struct py_proc *p) {
+  if (p->off.ts_native_tid) return 0;
+  uint64_t interp = 0, ts = 0;
+  if (pp_remote_read((pid_t)p->pid, p->interp_head, &interp, 8) < 0 || !walk_plausible(interp) ||
+      pp_remote_read((pid_t)p->pid, interp + p->off.is_tstate_head, &ts, 8) < 0)
+    return -EFAULT;
+  /* The main thread's tid equals the (namespace) pid, so the word holding
+   * the pid in its struct pthread is the tid field (austin's method). */
+  uint8_t ts_buf[512];
+  int32_t block[400];
+  int best = -1;
+  for (int n = 0; ts && walk_plausible(ts) && n < 256; n++) {
+    if (p->off.ts_read > sizeof(ts_buf) ||
+        pp_remote_read((pid_t)p->pid, ts, ts_buf, p->off.ts_read) < 0)
+      return -EFAULT;
+    uint64_t th = walk_rd64(ts_buf, p->off.ts_thread_id);
+    if (walk_plausible(th) && pp_remote_read((pid_t)p->pid, th, block, sizeof(block)) == 0) {
+      for (int i = 1; i < 400; i++)
+        if (block[i] == (int32_t)p->ns_pid && (best < 0 || i * 4 < best)) {
+          best = i * 4;
+          break;
+        }
+    }
+    ts = walk_rd64(ts_buf, p->off.ts_next);
+  }
+  if (best < 0) return -ENOENT;
+  p->pthread_tid_off = best;
+  p->ntids = 0;
+  return 0;
+}
+
+/* The GIL holder's tstate address, 0 if nobody holds it. */
+static int gil_holder(struct py_proc *p, uint64_t interp, uint64_t *holder) {
+  *holder = 0;
+  pid_t pid = (pid_t)p->pid;
+  switch (p->off.gil_kind) {
+    case PY_GIL_TSTATE_SYM:
+      return p->tstate_cur ? pp_remote_read(pid, p->tstate_cur, holder, 8) : -ENOTSUP;
+    case PY_GIL_RUNTIME:
+      return pp_remote_read(pid, p->runtime + p->off.rt_tstate_current, holder, 8);
+    case PY_GIL_INTERP_PTR: {
+      uint64_t gil = 0;
+      int rc = pp_remote_read(pid, interp + p->off.is_gil_ptr, &gil, 8);
+      if (rc < 0) return rc;
+      if (!walk_plausible(gil)) return -EINVAL;
+      uint8_t g[32];
+      uint32_t need =
+          (p->off.gil_holder > p->off.gil_locked ? p->off.gil_holder : p->off.gil_locked) + 8;
+      if (need > sizeof(g)) return -EINVAL;
+      rc = pp_remote_read(pid, gil, g, need);
+      if (rc < 0) return rc;
+      int32_t locked;
+      memcpy(&locked, g + p->off.gil_locked, 4);
+      if (locked) *holder = walk_rd64(g, p->off.gil_holder);
+      return 0;
+    }
+    default:
+      return -ENOTSUP;
+  }
+}
+
+/* Reads n bytes at addr through the walker's page cache (pages are only
+ * valid during one thread walk). */
+static int read_paged(struct py_walker *w, pid_t pid, uint64_t addr, void *out, uint32_t n) {
+  uint64_t page = addr & ~(uint64_t)(PAGE_SIZE_ - 1);
+  if (addr + n > page + PAGE_SIZE_) return pp_remote_read(pid, addr, out, n); /* straddles */
+  for (uint32_t i = 0; i < w->npages; i++) {
+    if (w->page_addr[i] == page) {
+      memcpy(out, w->pages + (size_t)i * PAGE_SIZE_ + (addr - page), n);
+      return 0;
+    }
+  }
+  uint32_t slot = w->npages < PAGE_SLOTS ? w->npages++ : (w->next_page++ % PAGE_SLOTS);
+  w->page_addr[slot] = 0;
+  if (pp_remote_read(pid, page, w->pages + (size_t)slot * PAGE_SIZE_, PAGE_SIZE_) < 0)
+    return pp_remote_read(pid, addr, out, n); /* the page's tail may be unmapped */
+  w->page_addr[slot] = page;
+  memcpy(out, w->pages + (size_t)slot * PAGE_SIZE_ + (addr - page), n);
+  return 0;
+}
+
+/* Reads the frame at addr into out (fr_read bytes), from the chunk copy
+ * when it lies inside it (3.11+), else through the page cache. */
+static int read_frame(struct py_walker *w, const struct py_proc *p, const uint8_t *chunk,
+                      uint64_t c_lo, uint64_t c_hi, uint64_t addr, uint8_t *out) {
+  uint32_t n = p->off.fr_read;
+  if (chunk && addr >= c_lo + 24 && addr + n <= c_hi && addr + n > addr) {
+    memcpy(out, chunk + (addr - c_lo), n);
+    return 0;
+  }
+  return read_paged(w, (pid_t)p->pid, addr, out, n);
+}
+
+/* Walks one thread's frames into w->frames. Returns the frame count or
+ * -errno; *truncated when max_depth stopped it. */
+static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecache *cc,
+                       const uint8_t *ts, bool *truncated) {
+  const struct py_offsets *o = &p->off;
+  pid_t pid = (pid_t)p->pid;
+  uint64_t frame = 0;
+  *truncated = false;
+  if (o->walk == PY_WALK_FRAMEOBJ || o->walk == PY_WALK_CURFRAME) {
+    frame = walk_rd64(ts, o->ts_frame);
+  } else {
+    uint64_t cframe = walk_rd64(ts, o->ts_cframe);
+    if (!cframe) return 0;
+    if (!walk_plausible(cframe)) return -EINVAL;
+    int rc = pp_remote_read(pid, cframe + o->cf_current, &frame, 8);
+    if (rc < 0) return rc;
+  }
+  if (!frame) return 0; /* not running Python: an empty stack */
+
+  const uint8_t *chunk = NULL;
+  uint64_t c_lo = 0, c_hi = 0;
+  if (o->ts_chunk) {
+    uint64_t lo = walk_rd64(ts, o->ts_chunk), hi = walk_rd64(ts, o->ts_top);
+    if (walk_plausible(lo) && hi > lo + 24 && hi - lo <= PY_CHUNK_COPY_MAX && frame >= lo &&
+        frame < hi && pp_remote_read(pid, lo, w->chunk, (size_t)(hi - lo)) == 0) {
+      chunk = w->chunk;
+      c_lo = lo, c_hi = hi;
+    }
+  }
+
+  uint8_t fb[128];
+  if (o->fr_read > sizeof(fb)) return -EINVAL;
+  w->npages = 0; /* pages are a snapshot of this walk only */
+  struct brent b = {.saved = 0, .power = 1, .lam = 0};
+  uint32_t n = 0, steps = 0;
+  while (frame) {
+    if (!walk_plausible(frame) || brent_seen(&b, frame)) return -ELOOP;
+    if (++steps > w->max_depth * 2 + 64) return -ELOOP; /* mostly skipped frames: garbage */
+    if (n == w->max_depth) {
+      *truncated = true;
+      break;
+    }
+    int rc = read_frame(w, p, chunk, c_lo, c_hi, frame, fb);
+    if (rc < 0) return rc;
+    uint64_t code = walk_rd64(fb, o->fr_code);
+    uint64_t back = walk_rd64(fb, o->fr_back);
+    if (o->walk != PY_WALK_FRAMEOBJ) {
+      uint8_t owner = fb[o->fr_owner];
+      if (o->skip_owner3 && owner >= 3) { /* C-stack shim / entry frame */
+        frame = back;
+        continue;
+      }
+      if (owner > 4) return -EINVAL;
+    }
+    int err = 0;
+    struct py_code *e = python_code_get(cc, p, code, &err);
+    if (!e) return err ? err : -EINVAL;
+    int64_t addrq;
+    if (o->walk == PY_WALK_FRAMEOBJ) {
+      int32_t lasti;
+      memcpy(&lasti, fb + o->fr_lasti, 4);
+      addrq = o->lasti_is_index && lasti >= 0 ? (int64_t)lasti * 2 : lasti;
+    } else {
+      uint64_t ip = walk_rd64(fb, o->fr_lasti), start = code + o->co_code_adaptive;
+      addrq = ip >= start ? (int64_t)((ip - start) / 2) : -1;
+      if (addrq > (1 << 24)) addrq = -1;
+    }
+    w->frames[n].code = e;
+    w->frames[n].line = python_code_line(e, o->lt_format, addrq);
+    n++;
+    frame = back;
+  }
+  return (int)n;
+}
+
+int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *cc,
+                  enum py_thread_filter filter, py_thread_pred pred, py_stack_fn fn, void *ctx,
+                  struct py_sample_result *res) {
+  const struct py_offsets *o = &p->off;
+  pid_t pid = (pid_t)p->pid;
+  memset(res, 0, sizeof(*res));
+  uint64_t interp = 0;
+  int rc = pp_remote_read(pid, p->interp_head, &interp, 8);
+  if (rc < 0) return res->err = rc;
+  if (!interp) return 0; /* finalising: nothing to sample */
+
+  uint64_t holder = 0;
+  if (filter == PY_GIL_THREAD) {
+    rc = gil_holder(p, interp, &holder);
+    if (rc < 0) return res->err = rc;
+    /* nobody holds the (main) GIL: only 3.12+ sub-interpreters can run */
+    if (!holder && o->gil_kind != PY_GIL_INTERP_PTR) return 0;
+  }
+
+  uint8_t ts[512];
+  if (o->ts_read > sizeof(ts)) return res->err = -EINVAL;
+  uint32_t lo = o->is_next < o->is_tstate_head ? o->is_next : o->is_tstate_head;
+  uint32_t hi = (o->is_next > o->is_tstate_head ? o->is_next : o->is_tstate_head) + 8;
+  uint8_t ib[128];
+  if (hi - lo > sizeof(ib)) return res->err = -EINVAL;
+
+  struct brent bi = {0, 1, 0};
+  for (int ni = 0; interp && ni < PY_MAX_INTERPS; ni++) {
+    if (!walk_plausible(interp) || brent_seen(&bi, interp)) return res->err = -ELOOP;
+    rc = pp_remote_read(pid, interp + lo, ib, hi - lo);
+    if (rc < 0) return res->err = rc;
+    uint64_t next_interp = walk_rd64(ib, o->is_next - lo);
+    uint64_t t = walk_rd64(ib, o->is_tstate_head - lo);
+    if (filter == PY_GIL_THREAD && ni > 0 && o->gil_kind == PY_GIL_INTERP_PTR &&
+        gil_holder(p, interp, &holder) < 0)
+      holder = 0; /* 3.12+: a sub-interpreter may have its own GIL */
+    struct brent bt = {0, 1, 0};
+    for (uint32_t nt = 0; t; nt++) {
+      if (nt >= PY_MAX_THREADS || !walk_plausible(t) || brent_seen(&bt, t))
+        return res->err = -ELOOP;
+      rc = pp_remote_read(pid, t, ts, o->ts_read);
+      if (rc < 0) return res->err = rc;
+      uint64_t next = walk_rd64(ts, o->ts_next);
+      if (walk_rd64(ts, o->ts_interp) != interp) return res->err = -EINVAL; /* torn or garbage */
+      res->threads++;
+      if (filter == PY_GIL_THREAD && t != holder) {
+        t = next;
+        continue;
+      }
+      uint32_t tid = o->ts_native_tid ? (uint32_t)walk_rd64(ts, o->ts_native_tid)
+                                      : tid_of(p, walk_rd64(ts, o->ts_thread_id));
+      if (filter == PY_RUNNING_THREADS && pred && !pred(ctx, tid)) {
+        t = next;
+        continue;
+      }
+      bool truncated = false;
+      int n = walk_thread(w, p, cc, ts, &truncated);
+      if (n < 0 && pp_remote_read(pid, t, ts, o->ts_read) == 0 &&
+          walk_rd64(ts, o->ts_interp) == interp) {
+        /* a running thread moved under us (a frame was freed or reused):
+         * one fresh attempt, then the thread's sample counts as failed */
+        n = walk_thread(w, p, cc, ts, &truncated);
+      }
+      if (n < 0) {
+        res->failed++;
+        if (!res->err) res->err = n;
+      } else if (n > 0) {
+        fn(ctx, tid, w->frames, (uint32_t)n, truncated);
+        res->sampled++;
+      }
+      t = next;
+    }
+    interp = next_interp;
+  }
+  return 0;
+}

@@ -1,0 +1,119 @@
+"""Python processes that come and go, change, or hide their files.
+
+  exit      a target that exits in the middle of a session: one log line,
+            its samples until then are kept, the other target goes on
+  exec      a target that execs another interpreter (pyenv -> Debian's
+            static python3): found again, stacks and version of the new one
+  mount ns  a target whose interpreter and script exist only in its private
+            mount namespace (a tmpfs mounted after unshare -m): read through
+            /proc/PID/root, frames carry the paths as the target sees them
+  blocking  python.blocking holds the threads (ptrace) per sample: exact
+            stacks, cpu mode still tells the sleeper from the busy thread,
+            and the target is released (not traced) and alive afterwards
+"""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+import pputil as u  # noqa: E402
+import pyutil as py  # noqa: E402
+
+if not os.path.exists(py.PLUGIN):
+    u.skip("python plugin not built: " + py.PLUGIN)
+found = py.interpreters()
+if not found:
+    u.skip("no CPython found")
+pyenv = [f for f in found if f[0].startswith("pyenv") and f[2] >= (3, 0)]
+debian = [f for f in found if f[0].startswith("debian")]
+first = (pyenv or found)[-1]
+
+# --- exit in the middle of a session ---
+procs = []
+try:
+    stay, stay_script = py.start(first[1], "nested", idle=True)
+    leave, leave_script = py.start(first[1], "nested", seconds=2.5, idle=True)
+    procs += [stay, leave]
+    r, header, stacks, log = py.profile([stay.pid, leave.pid], "--python-mode", "wall", duration=5)
+    u.check(r.returncode == 0, "exit: agent exits 0" + ("" if r.returncode == 0 else " (%s)" % r.stderr[-500:]))
+    u.check("pid %d: exited" % leave.pid in log, "exit: one log line says pid %d exited" % leave.pid)
+    u.check(log.count("pid %d: exited" % leave.pid) == 1, "exit: and only one")
+    gone = sum(c for _, c, _ in py.stacks_in(stacks, leave_script))
+    kept = sum(c for _, c, _ in py.stacks_in(stacks, stay_script))
+    u.check(gone >= 5, "exit: samples from before the exit are kept (%d)" % gone)
+    u.check(kept >= 2 * gone, "exit: the other target is sampled all along (%d vs %d)" % (kept, gone))
+finally:
+    for p in procs:
+        u.kill(p)
+
+# --- exec another interpreter ---
+if not (pyenv and debian):
+    print("SKIPPED part: exec needs a pyenv python and /usr/bin/python3")
+else:
+    src, dst = pyenv[-1], debian[0]
+    # the workload execs the interpreter given as its 4th argument
+    p, script = py.start(src[1], "exec", seconds=60, extra=[dst[1]])
+    try:
+        r, header, stacks, log = py.profile([p.pid], "--python-mode", "wall", duration=6)
+        vs_src, vs_dst = "%d.%d.%d" % src[2], "%d.%d.%d" % dst[2]
+        u.check("pid %d: Python %s" % (p.pid, vs_src) in log, "exec: first found as Python " + vs_src)
+        u.check("pid %d: exec'd another program" % p.pid in log, "exec: the exec is noticed and logged")
+        u.check("pid %d: Python %s" % (p.pid, vs_dst) in log, "exec: found again as Python " + vs_dst)
+        mine = py.stacks_in(stacks, script)
+        before = sum(c for fr, c, _ in mine if any(n == "before_exec" for n, _, _ in fr))
+        after = sum(c for fr, c, _ in mine if any(n == "outer_frame" for n, _, _ in fr))
+        u.check(before >= 5 and after >= 5, "exec: stacks before (%d) and after (%d) the exec"
+                % (before, after))
+        metas = header["application_metadata"] if header else []
+        idx = {int(raw[0]) for _, _, raw in mine}
+        versions = {metas[i].get("python_version") for i in idx if i < len(metas) and metas[i]}
+        u.check("Python " + vs_dst in versions, "exec: metadata names the new version: %s" % versions)
+    finally:
+        u.kill(p)
+
+# --- a private mount namespace ---
+unshare = shutil.which("unshare")
+static = debian[0][1] if debian else None
+if not unshare or not static:
+    print("SKIPPED part: mount namespace needs unshare and a static python3")
+else:
+    d = u.tempdir("ppns-")
+    inner = os.path.join(d, "python3")
+    sh = ("mount -t tmpfs tmpfs {d} && cp {exe} {inner} && cp {wl} {d}/workload.py && "
+          "exec {inner} {d}/workload.py nested 60 idle").format(d=d, exe=static, inner=inner,
+                                                                 wl=py.WORKLOAD)
+    p = subprocess.Popen([unshare, "-m", "--propagation", "private", "sh", "-c", sh],
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    p.stdout.readline()
+    time.sleep(0.3)
+    try:
+        u.check(not os.path.exists(inner), "mount ns: the interpreter is invisible from the host")
+        r, header, stacks, log = py.profile([p.pid], "--python-mode", "wall", duration=3)
+        script = os.path.join(d, "workload.py")
+        mine = py.stacks_in(stacks, script)
+        good = sum(c for fr, c, _ in mine if [n for n, _, _ in fr][-4:-1] ==
+                   ["outer_frame", "middle_frame", "inner_leaf"])
+        u.check(good >= 5, "mount ns: python stacks with the paths the target sees (%d)" % good)
+        u.check("pid %d: Python %d.%d.%d" % ((p.pid,) + debian[0][2]) in log,
+                "mount ns: version read through /proc/PID/root")
+    finally:
+        u.kill(p)
+# --- blocking mode ---
+p, script = py.start(first[1], "threads")
+try:
+    r, header, stacks, log = py.profile([p.pid], "--python-mode", "cpu", "--python-blocking",
+                                        duration=3, freq=50)
+    mine = py.stacks_in(stacks, script)
+    busy = sum(c for fr, c, _ in mine if any(n.endswith("busy_thread") for n, _, _ in fr))
+    sleeper = sum(c for fr, c, _ in mine if any(n.endswith("sleeper_thread") for n, _, _ in fr))
+    u.check(r.returncode == 0 and busy >= 20, "blocking: busy thread sampled (%d)" % busy)
+    u.check(sleeper <= 0.25 * busy, "blocking: cpu mode still drops the sleeper (%d)" % sleeper)
+    with open("/proc/%d/status" % p.pid) as f:
+        status = f.read()
+    u.check("TracerPid:\t0" in status, "blocking: target released (TracerPid 0)")
+    u.check(p.poll() is None, "blocking: target alive")
+finally:
+    u.kill(p)
+u.finish()

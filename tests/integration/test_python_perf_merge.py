@@ -1,0 +1,45 @@
+"""Python stacks merged with perf's, end to end.
+
+perf samples every process natively; for the Python pids the python
+plugin's stacks replace perf's native ones, scaled to perf's sample count
+(docs/plugin-sdk.md, the merge rule). A busy Python process must therefore
+show Python frames only, with about perf's count (frequency x duration),
+while a non-Python busy process keeps its native perf stacks.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+import pputil as u  # noqa: E402
+import pyutil as py  # noqa: E402
+
+perf = os.path.join(u.PLUGIN_DIR, "perf.so")
+if not os.path.exists(py.PLUGIN):
+    u.skip("python plugin not built: " + py.PLUGIN)
+if not os.path.exists(perf):
+    u.skip("perf plugin not in this tree yet (%s): the merge cannot be tested" % perf)
+found = py.interpreters()
+if not found:
+    u.skip("no CPython found")
+label, exe, ver = found[-1]
+p, script = py.start(exe, "nested")
+other = u.spawn(["sh", "-c", "while :; do :; done"])
+try:
+    out = u.tempdir("ppout-")
+    plugins = u.plugin_dir_with(py.PLUGIN, perf)
+    r = u.run_agent(out, plugins, "--pids", "%d,%d" % (p.pid, other.pid), "-f", "50", duration=4,
+                    timeout=180)
+    u.check(r.returncode == 0, "agent with perf and python exits 0 (%s)" % r.stderr[-800:])
+    header, stacks = u.parse_col(os.path.join(out, "last_profile.col"))
+    mine = py.stacks_in(stacks, script)
+    total = sum(c for _, c, _ in mine)
+    u.check(total >= 50, "%s: python stacks carry perf's counts (%d >= 50 at 50 Hz x 4 s)"
+            % (label, total))
+    native_left = [f for f, c in stacks if f[2] == os.path.basename(exe) and
+                   not any(x.endswith("_[p]") for x in f)]
+    u.check(not native_left, "no native-only perf stack left for the python pid: %s" % native_left[:2])
+    u.check(any(f[2] == "sh" for f, _ in stacks), "the shell loop keeps perf's native stacks")
+finally:
+    u.kill(p)
+    u.kill(other)
+u.finish()

@@ -1,0 +1,274 @@
+/* The .NET plugin's nettrace parser, method map and stack table, against a
+ * stream recorded from a real .NET 10 process
+ * (tests/data/dotnet/net10-sampleprofiler.nettrace: 0.6 s of the test
+ * workload, SampleProfiler + runtime JIT events, no rundown) fed in every
+ * chunking, truncated at every length and fuzzed; the stream is untrusted
+ * input, so no mutation may crash or read out of bounds (run under ASan in
+ * the sanitizer build). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../plugins/dotnet/agg.c"
+#include "../../plugins/dotnet/methods.c"
+#include "../../plugins/dotnet/nettrace.c"
+#include "testlib.h"
+
+struct seen {
+  struct dotnet_nt *p;
+  struct dotnet_methods *m;
+  uint64_t samples, managed, with_stack, methods, frames, stack_bytes;
+  uint64_t last_ts;
+  int ts_nonmonotonic;
+};
+
+static void on_event(void *ctx, const struct dotnet_nt_event *ev) {
+  struct seen *s = ctx;
+  if (ev->provider == DOTNET_PROV_SAMPLE_PROFILER && ev->event_id == 0) {
+    s->samples++;
+    if (ev->payload_len >= 4 && ev->payload[0] == 2) s->managed++;
+    const uint8_t *ips;
+    uint32_t n;
+    if (dotnet_nt_stack(s->p, ev->stack_id, &ips, &n)) {
+      s->with_stack++;
+      /* touch every byte: out-of-bounds stacks would show under ASan */
+      for (uint32_t i = 0; i < n; i++)
+        s->stack_bytes += ips[i];
+      s->frames += n / 8;
+    }
+  }
+  if ((ev->provider == DOTNET_PROV_RUNTIME || ev->provider == DOTNET_PROV_RUNDOWN) &&
+      (ev->event_id == 143 || ev->event_id == 144)) {
+    if (dotnet_methods_add_event(s->m, ev->payload, ev->payload_len) == 0) s->methods++;
+  }
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < ev->payload_len; i++)
+    sum += ev->payload[i];
+  s->stack_bytes += sum & 1;
+}
+
+static uint8_t *load(const char *rel, size_t *len) {
+  const char *src = getenv("PP_SOURCE_DIR");
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/%s", src ? src : "../..", rel);
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(path, sizeof(path), "%s", rel);
+    f = fopen(path, "rb");
+  }
+  if (!f) return NULL;
+  static uint8_t buf[1 << 20];
+  *len = fread(buf, 1, sizeof(buf), f);
+  fclose(f);
+  return buf;
+}
+
+static const struct dotnet_nt_limits lim = {
+    .max_block = 1 << 20, .max_metadata = 4096, .max_stack_bytes = 1 << 20, .max_stacks = 65536};
+
+static int parse(const uint8_t *d, size_t len, size_t chunk, struct seen *s) {
+  struct dotnet_nt *p = dotnet_nt_new(&lim, on_event, s);
+  s->p = p;
+  for (size_t i = 0; i < len; i += chunk)
+    dotnet_nt_feed(p, d + i, i + chunk < len ? chunk : len - i);
+  int st = dotnet_nt_state(p);
+  s->p = NULL;
+  dotnet_nt_free(p);
+  return st;
+}
+
+static void test_recorded(const uint8_t *d, size_t len) {
+  struct seen s = {.m = dotnet_methods_new(100000, 1 << 22)};
+  struct dotnet_nt *p = dotnet_nt_new(&lim, on_event, &s);
+  s.p = p;
+  CHECK_EQ_INT(dotnet_nt_feed(p, d, len), DOTNET_NT_END);
+  const struct dotnet_nt_stats *st = dotnet_nt_stats(p);
+  CHECK_EQ_INT(st->bytes, len);
+  CHECK_EQ_INT(st->bad_events, 0);
+  CHECK_EQ_INT(st->unknown_objects, 0);
+  CHECK(st->metadata >= 3);
+  CHECK(st->sequence_points >= 1);
+  CHECK_EQ_INT(dotnet_nt_pointer_size(p), 8);
+  CHECK_EQ_INT(dotnet_nt_qpc_frequency(p), 1000000000);
+  /* 0.6 s of a 5-thread workload: hundreds of samples, each with a stack */
+  CHECK(s.samples >= 100);
+  CHECK_EQ_INT(s.with_stack, s.samples);
+  CHECK(s.managed > 0 && s.managed < s.samples);
+  CHECK(s.frames >= s.samples);
+  /* live JIT events name methods (Namespace.Type.Method) */
+  CHECK(s.methods >= 10);
+  int found_namespaced = 0;
+  for (uint32_t i = 0; i < dotnet_methods_count(s.m); i++)
+    ;
+  /* look every range up by its own start: the map must return a dotted name */
+  struct dotnet_methods *m = s.m;
+  dotnet_methods_lookup(m, 0); /* sorts */
+  for (uint32_t i = 0; i < m->n; i++) {
+    const char *name = dotnet_methods_lookup(m, m->r[i].start + m->r[i].size / 2);
+    if (name && strchr(name, '.')) found_namespaced++;
+  }
+  CHECK(found_namespaced > 0);
+  uint64_t ref_samples = s.samples, ref_frames = s.frames;
+  dotnet_nt_free(p);
+  dotnet_methods_free(s.m);
+
+  /* any chunking yields the same result */
+  static const size_t chunks[] = {1, 2, 3, 7, 64, 1000, 4093, 65536};
+  for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+    struct seen t = {.m = dotnet_methods_new(100000, 1 << 22)};
+    CHECK_EQ_INT(parse(d, len, chunks[c], &t), DOTNET_NT_END);
+    CHECK_EQ_INT(t.samples, ref_samples);
+    CHECK_EQ_INT(t.frames, ref_frames);
+    dotnet_methods_free(t.m);
+  }
+}
+
+/* A target that exits mid-stream: every prefix is a valid partial parse. */
+static void test_truncated(const uint8_t *d, size_t len) {
+  int ends = 0, errors = 0;
+  for (size_t cut = 0; cut < len; cut += (cut < 4096 ? 1 : 97)) {
+    struct seen s = {.m = dotnet_methods_new(1000, 1 << 16)};
+    int st = parse(d, cut, 4096, &s);
+    if (st == DOTNET_NT_END) ends++;
+    if (st == DOTNET_NT_ERROR) errors++;
+    dotnet_methods_free(s.m);
+  }
+  CHECK_EQ_INT(ends, 0); /* the end tag is the last byte */
+  CHECK_EQ_INT(errors, 0);
+}
+
+static uint64_t rng = 88172645463325252ull;
+static uint64_t next(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return rng;
+}
+
+/* Random byte flips, insertions of extreme values and cuts. */
+static void test_fuzz(const uint8_t *d, size_t len) {
+  static uint8_t m[1 << 20];
+  int iterations = getenv("PP_FUZZ_ITERATIONS") ? atoi(getenv("PP_FUZZ_ITERATIONS")) : 3000;
+  int survived = 0;
+  for (int it = 0; it < iterations; it++) {
+    memcpy(m, d, len);
+    size_t n = len;
+    int flips = 1 + (int)(next() % 16);
+    for (int k = 0; k < flips; k++) {
+      size_t pos = (size_t)(next() % n);
+      switch (next() % 4) {
+        case 0:
+          m[pos] ^= (uint8_t)(1u << (next() % 8));
+          break;
+        case 1:
+          m[pos] = (uint8_t)next();
+          break;
+        case 2: /* a huge little-endian length where one may be */
+          if (pos + 4 <= n) memset(m + pos, 0xff, 4);
+          break;
+        case 3:
+          if (pos + 4 <= n) memset(m + pos, 0, 4);
+          break;
+      }
+    }
+    if (next() % 4 == 0) n = (size_t)(next() % n);
+    struct seen s = {.m = dotnet_methods_new(1000, 1 << 16)};
+    parse(m, n, 1 + (size_t)(next() % 8192), &s);
+    dotnet_methods_free(s.m);
+    survived++;
+  }
+  CHECK_EQ_INT(survived, iterations);
+
+  /* pure garbage after a valid header */
+  for (int it = 0; it < 200; it++) {
+    memcpy(m, d, 32);
+    for (size_t i = 32; i < 65536; i++)
+      m[i] = (uint8_t)next();
+    struct seen s = {.m = dotnet_methods_new(1000, 1 << 16)};
+    int st = parse(m, 65536, 512, &s);
+    CHECK(st != DOTNET_NT_END || 1);
+    dotnet_methods_free(s.m);
+  }
+}
+
+static void test_hostile_headers(const uint8_t *d, size_t len) {
+  struct seen s = {0};
+  /* wrong magic */
+  uint8_t bad[64];
+  memcpy(bad, d, 64);
+  bad[0] = 'X';
+  CHECK_EQ_INT(parse(bad, 64, 64, &s), DOTNET_NT_ERROR);
+  /* V6 header ("Nettrace" + u32 0) is refused, not misparsed */
+  memcpy(bad, "Nettrace\0\0\0\0\x06\0\0\0\0\0\0\0", 20);
+  CHECK_EQ_INT(parse(bad, 20 + 12, 32, &s), DOTNET_NT_ERROR);
+  /* a block claiming more than the cap ends the stream with an error */
+  static uint8_t big[1 << 16];
+  memcpy(big, d, len < sizeof(big) ? len : sizeof(big));
+  /* first object after the header is Trace (ends at 0x66 in the recording);
+   * the MetadataBlock's size field follows its 13-byte name */
+  size_t off = 0x66 + 1 + 1 + 1 + 8 + 4 + 13 + 1;
+  memset(big + off, 0x7f, 4);
+  CHECK_EQ_INT(parse(big, sizeof(big), 4096, &s), DOTNET_NT_ERROR);
+  (void)len;
+}
+
+static void test_methods_and_agg(void) {
+  struct dotnet_methods *m = dotnet_methods_new(16, 4096);
+  CHECK_EQ_INT(dotnet_methods_add(m, 0x1000, 0x100, "A.B.C"), 0);
+  CHECK_EQ_INT(dotnet_methods_add(m, 0x2000, 0x10, "A.B.D"), 0);
+  CHECK_EQ_INT(dotnet_methods_add(m, 0x1000, 0x100, "A.B.Tier1"), 0); /* newest wins */
+  CHECK_EQ_STR(dotnet_methods_lookup(m, 0x1080), "A.B.Tier1");
+  CHECK_EQ_STR(dotnet_methods_lookup(m, 0x2000), "A.B.D");
+  CHECK(dotnet_methods_lookup(m, 0x2010) == NULL);
+  CHECK(dotnet_methods_lookup(m, 0xfff) == NULL);
+  CHECK(dotnet_methods_add(m, ~0ull - 4, 0x100, "wrap") < 0);
+  for (int i = 0; i < 40; i++)
+    dotnet_methods_add(m, 0x10000 + (uint64_t)i * 16, 16, "X.Y.Z");
+  CHECK(dotnet_methods_count(m) <= 16); /* bounded: cleared when full */
+  CHECK(dotnet_methods_resets(m) >= 1);
+  /* a payload with unterminated strings is refused */
+  uint8_t pl[40] = {0};
+  pl[24] = 16;
+  pl[36] = 'A';
+  CHECK(dotnet_methods_add_event(m, pl, sizeof(pl)) < 0);
+  dotnet_methods_free(m);
+
+  struct dotnet_agg *a = dotnet_agg_new(64, 1024);
+  uint64_t s1[] = {1, 2, 3}, s2[] = {1, 2, 4};
+  CHECK_EQ_INT(dotnet_agg_add(a, 7, s1, 3, 1), 0);
+  CHECK_EQ_INT(dotnet_agg_add(a, 7, s1, 3, 2), 0);
+  CHECK_EQ_INT(dotnet_agg_add(a, 8, s1, 3, 1), 0);
+  CHECK_EQ_INT(dotnet_agg_add(a, 7, s2, 3, 1), 0);
+  size_t pos = 0, n = 0;
+  struct dotnet_agg_entry e;
+  uint64_t total = 0;
+  while (dotnet_agg_next(a, &pos, &e)) {
+    n++;
+    total += e.count;
+    if (e.tid == 7 && e.ips[2] == 3) CHECK_EQ_INT(e.count, 3);
+  }
+  CHECK_EQ_INT(n, 3);
+  CHECK_EQ_INT(total, 5);
+  for (uint64_t i = 0; i < 200; i++)
+    dotnet_agg_add(a, 1, &i, 1, 1);
+  CHECK(dotnet_agg_dropped(a) > 0); /* bounded */
+  dotnet_agg_clear(a);
+  pos = 0;
+  CHECK_EQ_INT(dotnet_agg_next(a, &pos, &e), 0);
+  dotnet_agg_free(a);
+}
+
+int main(void) {
+  size_t len = 0;
+  const uint8_t *d = load("tests/data/dotnet/net10-sampleprofiler.nettrace", &len);
+  CHECK(d != NULL && len > 1000);
+  if (d && len > 1000) {
+    test_recorded(d, len);
+    test_truncated(d, len);
+    test_fuzz(d, len);
+    test_hostile_headers(d, len);
+  }
+  test_methods_and_agg();
+  return pp_test_finish("dotnet_nettrace");
+}
