@@ -1,0 +1,162 @@
+/*
+ * /proc/kallsyms loader. Lines look like
+ *   ffffffff81000000 T _stext
+ *   ffffffffc0a01000 t ext4_fill_super	[ext4]
+ * Names and module names go into one string blob; entries are 16 bytes so
+ * a 200k-symbol kernel costs a few MiB.
+ */
+#include "support/kallsyms.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ksym {
+  uint64_t addr;
+  uint32_t name;   /* offset into blob */
+  uint32_t module; /* offset into blob, UINT32_MAX: core kernel */
+};
+
+struct pp_kallsyms {
+  struct ksym *syms;
+  size_t n;
+  char *blob;
+  size_t blob_len, blob_cap;
+};
+
+/* Symbols past the last one resolve only this far, so garbage addresses in
+ * the kernel range do not all become the last module's last function. */
+#define KSYM_MAX_GAP (1u << 20)
+
+static int64_t blob_add(struct pp_kallsyms *k, const char *s, size_t n) {
+  if (k->blob_len + n + 1 > k->blob_cap) {
+    size_t ncap = k->blob_cap ? k->blob_cap * 2 : 1 << 20;
+    while (ncap < k->blob_len + n + 1)
+      ncap *= 2;
+    if (ncap > UINT32_MAX) return -ENOMEM;
+    char *g = realloc(k->blob, ncap);
+    if (!g) return -ENOMEM;
+    k->blob = g;
+    k->blob_cap = ncap;
+  }
+  memcpy(k->blob + k->blob_len, s, n);
+  k->blob[k->blob_len + n] = '\0';
+  int64_t off = (int64_t)k->blob_len;
+  k->blob_len += n + 1;
+  return off;
+}
+
+static int cmp_ksym(const void *a, const void *b) {
+  const struct ksym *x = a, *y = b;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+int pp_kallsyms_load(const char *path, struct pp_kallsyms **out) {
+  FILE *f = fopen(path ? path : "/proc/kallsyms", "re");
+  if (!f) return -errno;
+  struct pp_kallsyms *k = calloc(1, sizeof(*k));
+  if (!k) {
+    fclose(f);
+    return -ENOMEM;
+  }
+  size_t cap = 0;
+  char line[512];
+  char last_mod[128] = "";
+  int64_t last_mod_off = -1;
+  int rc = 0;
+  size_t nonzero = 0;
+  while (fgets(line, sizeof(line), f)) {
+    char *p = line, *end;
+    unsigned long long addr = strtoull(p, &end, 16);
+    if (end == p || *end != ' ') continue;
+    p = end + 1;
+    char type = *p;
+    if (!type || p[1] != ' ') continue;
+    p += 2;
+    if (type != 't' && type != 'T' && type != 'w' && type != 'W') continue;
+    size_t nlen = strcspn(p, "\t \n");
+    if (nlen == 0) continue;
+    char *rest = p + nlen;
+    uint32_t mod = UINT32_MAX;
+    char *lb = strchr(rest, '[');
+    if (lb) {
+      char *rb = strchr(lb, ']');
+      if (rb && rb > lb + 1) {
+        size_t mlen = (size_t)(rb - lb - 1);
+        if (mlen >= sizeof(last_mod)) mlen = sizeof(last_mod) - 1;
+        /* modules come in runs: reuse the previous copy */
+        if (last_mod_off < 0 || strncmp(last_mod, lb + 1, mlen) != 0 || last_mod[mlen]) {
+          memcpy(last_mod, lb + 1, mlen);
+          last_mod[mlen] = '\0';
+          last_mod_off = blob_add(k, last_mod, mlen);
+          if (last_mod_off < 0) {
+            rc = -ENOMEM;
+            break;
+          }
+        }
+        mod = (uint32_t)last_mod_off;
+      }
+    }
+    int64_t noff = blob_add(k, p, nlen);
+    if (noff < 0) {
+      rc = -ENOMEM;
+      break;
+    }
+    if (k->n == cap) {
+      size_t ncap = cap ? cap * 2 : 65536;
+      struct ksym *g = realloc(k->syms, ncap * sizeof(*g));
+      if (!g) {
+        rc = -ENOMEM;
+        break;
+      }
+      k->syms = g;
+      cap = ncap;
+    }
+    if (addr) nonzero++;
+    k->syms[k->n++] = (struct ksym){.addr = addr, .name = (uint32_t)noff, .module = mod};
+  }
+  fclose(f);
+  if (rc == 0 && k->n == 0) rc = -ENODATA;
+  if (rc == 0 && nonzero == 0) rc = -EPERM;
+  if (rc < 0) {
+    pp_kallsyms_free(k);
+    return rc;
+  }
+  qsort(k->syms, k->n, sizeof(*k->syms), cmp_ksym);
+  *out = k;
+  return 0;
+}
+
+void pp_kallsyms_free(struct pp_kallsyms *k) {
+  if (!k) return;
+  free(k->syms);
+  free(k->blob);
+  free(k);
+}
+
+const char *pp_kallsyms_lookup(const struct pp_kallsyms *k, uint64_t addr, uint64_t *start,
+                               const char **module) {
+  if (!k || k->n == 0 || addr < k->syms[0].addr) return NULL;
+  size_t lo = 0, hi = k->n; /* first index with syms[i].addr > addr */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (k->syms[mid].addr <= addr)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  const struct ksym *s = &k->syms[lo - 1];
+  if (lo == k->n && addr - s->addr > KSYM_MAX_GAP) return NULL;
+  if (start) *start = s->addr;
+  if (module) *module = s->module == UINT32_MAX ? NULL : k->blob + s->module;
+  return k->blob + s->name;
+}
+
+size_t pp_kallsyms_count(const struct pp_kallsyms *k) {
+  return k ? k->n : 0;
+}
+
+size_t pp_kallsyms_bytes(const struct pp_kallsyms *k) {
+  return k ? k->n * sizeof(struct ksym) + k->blob_cap + sizeof(*k) : 0;
+}

@@ -1,0 +1,367 @@
+/*
+ * Mapped objects (executables, shared libraries, the vDSO).
+ *
+ * An object is identified by the device and inode the kernel reports for
+ * the mapping, so the same libc seen by 500 processes is loaded once. Its
+ * file is opened through the process that maps it: /proc/PID/map_files
+ * first (exactly the mapped file, even deleted or in another mount
+ * namespace), then /proc/PID/root/<path> (containers), then the host path
+ * if the inode matches (the process already exited).
+ *
+ * ELF facts (build-id, segments, Go version) are small and kept; symbol
+ * tables and unwind tables are the heavy part and are released least
+ * recently used first when their total passes the configured budget.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "perf.h"
+#include "support/maps.h"
+
+#define UNWIND_SECTION_MAX (64u << 20) /* refuse absurd .eh_frame sizes */
+#define VDSO_KEY 0xfffffffffffffff1ull
+
+static uint64_t path_hash(const char *s) {
+  uint64_t h = 1469598103934665603ull;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  return h | (1ull << 63);
+}
+
+static uint64_t dso_key(uint64_t dev, uint64_t ino, const char *path) {
+  if (ino == 0) return path_hash(path ? path : "");
+  return (ino * 0x9E3779B97F4A7C15ull) ^ (dev << 1) ^ 0x5bd1e995ull;
+}
+
+void perf_dsos_init(struct perf_dsos *d, size_t budget, bool debug_files) {
+  memset(d, 0, sizeof(*d));
+  d->budget = budget;
+  d->debug_files = debug_files;
+  d->next_id = 1;
+}
+
+static void dso_drop_heavy(struct perf_dsos *d, struct perf_dso *dso) {
+  if (dso->symtab) pp_elf_symtab_free(dso->symtab);
+  dso->symtab = NULL;
+  if (dso->sym_state == 1) dso->sym_state = 0;
+  if (dso->unw_state == 1) {
+    /* the vDSO's tables point into our own image */
+    if (dso->key != VDSO_KEY) {
+      free(dso->eh_hdr);
+      free(dso->eh_frame);
+    }
+    dso->eh_hdr = dso->eh_frame = NULL;
+    dso->unw_state = 0;
+  }
+  d->bytes -= dso->bytes;
+  dso->bytes = 0;
+}
+
+static void dso_free(struct perf_dsos *d, struct perf_dso *dso) {
+  dso_drop_heavy(d, dso);
+  free(dso->path);
+  free(dso->build_id_hex);
+  free(dso);
+}
+
+void perf_dsos_fini(struct perf_dsos *d) {
+  for (size_t i = 0; i < d->map.cap; i++)
+    if (d->map.slots[i].val) dso_free(d, d->map.slots[i].val);
+  perf_idmap_free(&d->map);
+  pp_elf_symtab_free(d->vdso_symtab);
+  d->vdso_symtab = NULL;
+}
+
+struct perf_dso *perf_dso_get(struct perf_dsos *d, uint32_t maj, uint32_t min, uint64_t ino,
+                              const char *path) {
+  bool special = path && path[0] == '[';
+  uint64_t dev = makedev(maj, min);
+  uint64_t key = special && strcmp(path, "[vdso]") == 0 ? VDSO_KEY : dso_key(dev, ino, path);
+  struct perf_dso *dso = perf_idmap_get(&d->map, key);
+  if (dso && dso->dev == dev && dso->ino == ino && (ino || strcmp(dso->path, path) == 0)) {
+    dso->refs++;
+    return dso;
+  }
+  dso = calloc(1, sizeof(*dso));
+  if (!dso) return NULL;
+  dso->path = strdup(path ? path : "");
+  if (!dso->path) {
+    free(dso);
+    return NULL;
+  }
+  dso->id = d->next_id++;
+  dso->dev = dev;
+  dso->ino = ino;
+  dso->key = key;
+  dso->special = special;
+  dso->refs = 1;
+  /* on a key collision the newcomer stays out of the table: correct, only
+   * not shared */
+  if (!perf_idmap_get(&d->map, key))
+    perf_idmap_put(&d->map, key, dso);
+  else
+    dso->key = 0;
+  return dso;
+}
+
+void perf_dso_put(struct perf_dsos *d, struct perf_dso *dso) {
+  if (!dso) return;
+  if (dso->refs) dso->refs--;
+  if (dso->refs == 0 && dso->key == 0) dso_free(d, dso); /* unshared: nobody can find it */
+}
+
+void perf_dsos_collect(struct perf_dsos *d) {
+  for (size_t i = 0; i < d->map.cap;) {
+    struct perf_dso *dso = d->map.slots[i].val;
+    if (dso && dso->refs == 0) {
+      perf_idmap_del(&d->map, dso->key); /* shifts later slots into i: re-check i */
+      dso_free(d, dso);
+      continue;
+    }
+    i++;
+  }
+}
+
+/* Path without the " (deleted)" tag the kernel appends to unlinked files. */
+static void file_path(const char *path, char *out, size_t cap) {
+  snprintf(out, cap, "%s", path);
+  size_t n = strlen(out);
+  static const char tag[] = " (deleted)";
+  if (n > sizeof(tag) - 1 && strcmp(out + n - (sizeof(tag) - 1), tag) == 0)
+    out[n - (sizeof(tag) - 1)] = '\0';
+}
+
+static int open_checked(const char *p, uint64_t ino) {
+  int fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return -errno;
+  struct stat st;
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (ino && st.st_ino != ino)) {
+    close(fd);
+    return -ESTALE;
+  }
+  return fd;
+}
+
+/* Opens the object's file as the process p sees it. */
+static int dso_open(const struct perf_dso *dso, const struct perf_proc *p, const struct perf_map *m,
+                    char *root_out, size_t root_cap) {
+  char buf[4352], fp[4096];
+  if (root_out) root_out[0] = '\0';
+  if (dso->special || dso->path[0] != '/') return -ENOENT;
+  file_path(dso->path, fp, sizeof(fp));
+  if (p && p->pid && !p->exited) {
+    if (m) {
+      snprintf(buf, sizeof(buf), "/proc/%u/map_files/%llx-%llx", p->pid,
+               (unsigned long long)m->start, (unsigned long long)m->end);
+      int fd = open_checked(buf, 0);
+      if (fd >= 0) {
+        if (root_out) snprintf(root_out, root_cap, "/proc/%u/root", p->pid);
+        return fd;
+      }
+    }
+    snprintf(buf, sizeof(buf), "/proc/%u/root%s", p->pid, fp);
+    int fd = open_checked(buf, 0);
+    if (fd >= 0) {
+      if (root_out) snprintf(root_out, root_cap, "/proc/%u/root", p->pid);
+      return fd;
+    }
+  }
+  /* the process is gone (or hides its root): the host file, if it is the
+   * same inode */
+  return open_checked(fp, dso->ino);
+}
+
+static int load_vdso(struct perf_dsos *d, struct perf_dso *dso, unsigned flags) {
+  const void *image = (const void *)getauxval(AT_SYSINFO_EHDR);
+  if (!image) return -ENOENT;
+  struct pp_map *maps = NULL;
+  size_t n = 0;
+  size_t size = 0;
+  if (pp_maps_read((uint32_t)getpid(), 1, 0, &maps, &n) == 0) {
+    for (size_t i = 0; i < n; i++)
+      if (maps[i].path && strcmp(maps[i].path, "[vdso]") == 0 &&
+          maps[i].start == (uint64_t)(uintptr_t)image)
+        size = (size_t)(maps[i].end - maps[i].start);
+    pp_maps_free(maps, n);
+  }
+  if (!size) return -ENOENT;
+  struct pp_elf_symtab *t = NULL;
+  int rc = pp_elf_load_memory(image, size, flags, &dso->info, flags ? &t : NULL);
+  if (rc < 0) return rc;
+  if (flags) {
+    dso->symtab = t;
+    size_t b = pp_elf_symtab_bytes(t);
+    dso->bytes += b;
+    d->bytes += b;
+  }
+  return 0;
+}
+
+int perf_dso_need_info(struct perf_dsos *d, struct perf_dso *dso, const struct perf_proc *p,
+                       const struct perf_map *m) {
+  if (dso->info_state == 1) return 0;
+  if (dso->info_state < 0) return dso->info_state;
+  int rc;
+  if (dso->key == VDSO_KEY) {
+    rc = load_vdso(d, dso, 0);
+  } else if (dso->special) {
+    rc = -ENOENT;
+  } else {
+    int fd = dso_open(dso, p, m, NULL, 0);
+    if (fd < 0) {
+      /* the file may still appear (we raced a process start): retry later
+       * only if the process is alive */
+      d->open_errors++;
+      if (p && !p->exited && fd != -ESTALE) return fd;
+      dso->info_state = fd;
+      return fd;
+    }
+    rc = pp_elf_load(fd, 0, &dso->info, NULL);
+    close(fd);
+  }
+  dso->info_state = rc < 0 ? rc : 1;
+  if (rc == 0 && dso->info.build_id_len) {
+    char hex[2 * PP_ELF_BUILD_ID_MAX + 1];
+    dso->build_id_hex = strdup(pp_elf_build_id_hex(&dso->info, hex, sizeof(hex)));
+  }
+  return rc;
+}
+
+int perf_dso_need_symbols(struct perf_dsos *d, struct perf_dso *dso, const struct perf_proc *p,
+                          const struct perf_map *m) {
+  dso->lru = d->clock;
+  if (dso->sym_state == 1) return 0;
+  if (dso->sym_state < 0) return dso->sym_state;
+  int rc = perf_dso_need_info(d, dso, p, m);
+  if (rc < 0) return rc;
+  if (dso->key == VDSO_KEY) {
+    rc = load_vdso(d, dso, PP_ELF_WANT_SYMTAB | PP_ELF_WANT_DYNSYM);
+    dso->sym_state = rc < 0 ? rc : 1;
+    return rc;
+  }
+  char root[64];
+  int fd = dso_open(dso, p, m, root, sizeof(root));
+  if (fd < 0) {
+    d->open_errors++;
+    /* a live process that maps it will let us in later */
+    if (!(p && p->exited)) dso->sym_state = fd;
+    return fd;
+  }
+  struct pp_elf_info info;
+  struct pp_elf_symtab *t = NULL;
+  rc = pp_elf_load(fd, PP_ELF_WANT_SYMTAB | PP_ELF_WANT_DYNSYM, &info, &t);
+  close(fd);
+  if (rc < 0) {
+    dso->sym_state = rc;
+    return rc;
+  }
+  if (!info.has_symtab && d->debug_files) {
+    /* stripped: a separate debug file has the full .symtab */
+    char dbg[4096];
+    char fp[4096];
+    file_path(dso->path, fp, sizeof(fp));
+    if (pp_elf_find_debug_file(root, fp, &info, dbg, sizeof(dbg)) == 0) {
+      int dfd = open(dbg, O_RDONLY | O_CLOEXEC);
+      if (dfd >= 0) {
+        struct pp_elf_info dinfo;
+        struct pp_elf_symtab *dt = NULL;
+        if (pp_elf_load(dfd, PP_ELF_WANT_SYMTAB, &dinfo, &dt) == 0 && dt) {
+          pp_elf_symtab_free(t);
+          t = dt;
+        }
+        close(dfd);
+      }
+    }
+  }
+  dso->symtab = t;
+  size_t b = pp_elf_symtab_bytes(t);
+  dso->bytes += b;
+  d->bytes += b;
+  dso->sym_state = 1;
+  return 0;
+}
+
+static int read_range(int fd, uint64_t off, uint64_t len, uint8_t **out) {
+  if (len == 0 || len > UNWIND_SECTION_MAX) return -EFBIG;
+  uint8_t *b = malloc((size_t)len);
+  if (!b) return -ENOMEM;
+  uint64_t got = 0;
+  while (got < len) {
+    ssize_t r = pread(fd, b + got, (size_t)(len - got), (off_t)(off + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      free(b);
+      return -EIO;
+    }
+    got += (uint64_t)r;
+  }
+  *out = b;
+  return 0;
+}
+
+int perf_dso_need_unwind(struct perf_dsos *d, struct perf_dso *dso, const struct perf_proc *p,
+                         const struct perf_map *m) {
+  dso->lru = d->clock;
+  if (dso->unw_state == 1) return 0;
+  if (dso->unw_state < 0) return dso->unw_state;
+  int rc = perf_dso_need_info(d, dso, p, m);
+  if (rc < 0) return rc;
+  const struct pp_elf_info *in = &dso->info;
+  if (!in->eh_frame_hdr_size || !in->eh_frame_size) {
+    dso->unw_state = -ENOENT;
+    return -ENOENT;
+  }
+  if (dso->key == VDSO_KEY) {
+    const uint8_t *image = (const uint8_t *)getauxval(AT_SYSINFO_EHDR);
+    /* the image is mapped with file offset == image offset */
+    dso->eh_hdr = (uint8_t *)(uintptr_t)(image + in->eh_frame_hdr_offset);
+    dso->eh_frame = (uint8_t *)(uintptr_t)(image + in->eh_frame_offset);
+    dso->eh_frame_hdr_size = in->eh_frame_hdr_size;
+    dso->eh_frame_size = in->eh_frame_size;
+    dso->unw_state = 1;
+    return 0;
+  }
+  int fd = dso_open(dso, p, m, NULL, 0);
+  if (fd < 0) {
+    d->open_errors++;
+    return fd; /* retried with the next sample */
+  }
+  uint8_t *hdr = NULL, *fr = NULL;
+  rc = read_range(fd, in->eh_frame_hdr_offset, in->eh_frame_hdr_size, &hdr);
+  if (rc == 0) rc = read_range(fd, in->eh_frame_offset, in->eh_frame_size, &fr);
+  close(fd);
+  if (rc < 0) {
+    free(hdr);
+    dso->unw_state = rc;
+    return rc;
+  }
+  dso->eh_hdr = hdr;
+  dso->eh_frame = fr;
+  dso->eh_frame_hdr_size = in->eh_frame_hdr_size;
+  dso->eh_frame_size = in->eh_frame_size;
+  size_t b = (size_t)(in->eh_frame_hdr_size + in->eh_frame_size);
+  dso->bytes += b;
+  d->bytes += b;
+  dso->unw_state = 1;
+  return 0;
+}
+
+void perf_dsos_trim(struct perf_dsos *d) {
+  while (d->bytes > d->budget) {
+    struct perf_dso *victim = NULL;
+    for (size_t i = 0; i < d->map.cap; i++) {
+      struct perf_dso *x = d->map.slots[i].val;
+      if (x && x->bytes && (!victim || x->lru < victim->lru)) victim = x;
+    }
+    if (!victim) break;
+    dso_drop_heavy(d, victim);
+    d->evictions++;
+  }
+}

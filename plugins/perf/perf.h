@@ -1,0 +1,312 @@
+/*
+ * polyprof perf plugin: shared declarations of its parts.
+ *
+ *   events.c     perf_event_open per CPU, mmap ring buffers, time-ordered drain
+ *   procs.c      processes, threads and their executable mappings (from
+ *                /proc and COMM/MMAP2/FORK/EXIT records)
+ *   dso.c        mapped objects: ELF facts, symbol tables, unwind tables,
+ *                opened through /proc/PID/map_files or /proc/PID/root; LRU
+ *                bounded by bytes
+ *   symbolize.c  address -> frame (kernel, ELF, JIT perf map) and the
+ *                session's frame table
+ *   unwind.c     DWARF unwinding of user stack copies with libunwind
+ *   stacks.c     per-session stack aggregation, smart-mode choice, emit
+ *   perf.c       descriptor, options, vtable, record dispatch
+ */
+#ifndef PERF_PLUGIN_H
+#define PERF_PLUGIN_H
+
+#include <linux/perf_event.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "idmap.h"
+#include "polyprof/plugin.h"
+#include "support/elf_symbols.h"
+#include "support/kallsyms.h"
+#include "support/perfmap.h"
+
+#define PERF_MAX_FRAMES 256 /* frames kept per stack (kernel + user) */
+#define PERF_COMM_LEN 16
+
+enum perf_mode { PERF_MODE_FP = 0, PERF_MODE_DWARF = 1, PERF_MODE_SMART = 2 };
+
+/* ---------------- events.c ---------------- */
+
+struct perf_ring {
+  int fd;
+  int cpu;
+  uint8_t *base; /* mmap: control page + data */
+  uint8_t *data;
+  uint64_t size; /* data bytes, power of two */
+  uint64_t head, tail;
+  uint64_t next_time; /* timestamp of the record at tail, valid if has_next */
+  int has_next;
+};
+
+struct perf_events_config {
+  const char *event; /* NULL/"": cpu-clock */
+  uint32_t frequency;
+  uint64_t period;     /* > 0: sample every `period` events instead */
+  int user_callchain;  /* kernel collects user frames by frame pointers */
+  int regs_and_stack;  /* copy user registers + stack for DWARF */
+  uint32_t stack_size; /* bytes of user stack per sample */
+  int exclude_kernel;
+  uint32_t data_pages; /* per CPU, power of two */
+  uint16_t max_stack;  /* sample_max_stack */
+};
+
+struct perf_events {
+  struct perf_ring *rings;
+  int nrings;
+  uint64_t sample_type;
+  uint64_t regs_mask;
+  uint8_t *scratch;   /* 64 KiB: a record that wraps around the ring end */
+  uint64_t malformed; /* records refused by bounds checks */
+  char event_name[64];
+};
+
+typedef void (*perf_record_fn)(void *arg, const struct perf_event_header *h, const uint8_t *rec);
+
+/* Opens one event per online CPU. On failure err says what to change. */
+int perf_events_open(struct perf_events *ev, const struct perf_events_config *cfg, char *err,
+                     size_t errlen);
+/* Events are opened disabled; this starts sampling. */
+void perf_events_enable(struct perf_events *ev);
+void perf_events_close(struct perf_events *ev);
+/* Hands every complete record of all rings to fn, oldest first (by
+ * timestamp across CPUs), and frees the ring space. Returns records read. */
+size_t perf_events_drain(struct perf_events *ev, perf_record_fn fn, void *arg);
+
+/* ---------------- dso.c ---------------- */
+
+struct perf_dso {
+  uint32_t id;   /* unique for the plugin's lifetime */
+  uint32_t refs; /* mappings pointing here */
+  uint64_t key;
+  uint64_t dev, ino; /* ino 0: keyed by path */
+  char *path;        /* as the process sees it */
+  bool special;      /* "[vdso]", "[vsyscall]"...: no file */
+  int info_state;    /* 0 untried, 1 loaded, <0 -errno */
+  struct pp_elf_info info;
+  int sym_state; /* 0 untried, 1 loaded (symtab may be NULL: no symbols), <0 failed */
+  struct pp_elf_symtab *symtab;
+  int unw_state; /* 0 untried, 1 loaded, <0 none/failed */
+  uint8_t *eh_hdr, *eh_frame;
+  uint64_t eh_frame_hdr_size, eh_frame_size;
+  size_t bytes; /* symtab + unwind data, counted against the budget */
+  uint64_t lru; /* clock of last use */
+  char *build_id_hex;
+  bool logged; /* a failure was logged */
+};
+
+struct perf_dsos {
+  struct perf_idmap map; /* key -> dso */
+  uint32_t next_id;
+  size_t bytes, budget; /* heavy data held / allowed */
+  uint64_t clock;
+  bool debug_files; /* look for /usr/lib/debug files */
+  uint64_t open_errors, evictions;
+  struct pp_elf_info vdso_info;
+  struct pp_elf_symtab *vdso_symtab;
+};
+
+struct perf_proc;
+struct perf_map;
+void perf_dsos_init(struct perf_dsos *d, size_t budget, bool debug_files);
+void perf_dsos_fini(struct perf_dsos *d);
+/* Finds or creates the object for a mapping (takes a reference). */
+struct perf_dso *perf_dso_get(struct perf_dsos *d, uint32_t maj, uint32_t min, uint64_t ino,
+                              const char *path);
+void perf_dso_put(struct perf_dsos *d, struct perf_dso *dso);
+/* Loads ELF facts / symbols / unwind tables, opening the file through the
+ * process that maps it. Return 0 if available. */
+int perf_dso_need_info(struct perf_dsos *d, struct perf_dso *dso, const struct perf_proc *p,
+                       const struct perf_map *m);
+int perf_dso_need_symbols(struct perf_dsos *d, struct perf_dso *dso, const struct perf_proc *p,
+                          const struct perf_map *m);
+int perf_dso_need_unwind(struct perf_dsos *d, struct perf_dso *dso, const struct perf_proc *p,
+                         const struct perf_map *m);
+/* Frees symbol and unwind data of the least recently used objects until the
+ * budget holds. */
+void perf_dsos_trim(struct perf_dsos *d);
+/* Drops objects no mapping refers to any more. */
+void perf_dsos_collect(struct perf_dsos *d);
+
+/* ---------------- procs.c ---------------- */
+
+struct perf_map {
+  uint64_t start, end, pgoff;
+  struct perf_dso *dso; /* NULL: anonymous executable memory (JIT) */
+  uint64_t bias;        /* runtime address - ELF vaddr; valid if bias_ok */
+  int bias_ok;          /* 0 unknown, 1 valid, -1 cannot be computed */
+};
+
+struct perf_thread {
+  uint32_t tid, pid;
+  char comm[PERF_COMM_LEN];
+};
+
+struct perf_proc {
+  uint32_t pid;
+  char comm[PERF_COMM_LEN];
+  int maps_state; /* 0 not loaded, 1 loaded, <0 failed (-errno) */
+  struct perf_map *maps;
+  size_t nmaps, cap;
+  bool exited;
+  uint64_t exit_tick;
+  uint64_t last_used; /* tick of last sample */
+  bool sampled;       /* has samples in the current session */
+  /* JIT perf map */
+  struct pp_perfmap *jit;
+  int64_t jit_size, jit_mtime;
+  uint64_t jit_checked_tick;
+  bool jit_missing;
+  uint32_t ns_pid;
+  /* Go */
+  char go_version[32];
+  bool go_static;
+};
+
+struct perf_state;
+struct perf_procs {
+  struct perf_idmap procs;   /* pid -> perf_proc */
+  struct perf_idmap threads; /* tid -> perf_thread */
+  size_t max_procs, max_maps;
+  uint64_t maps_errors;
+};
+
+void perf_procs_init(struct perf_procs *t, size_t max_procs, size_t max_maps);
+void perf_procs_fini(struct perf_state *st);
+struct perf_proc *perf_proc_get(struct perf_state *st, uint32_t pid, bool create);
+/* Makes sure the process's maps are known (reads /proc/PID/maps once). */
+int perf_proc_need_maps(struct perf_state *st, struct perf_proc *p);
+/* The mapping containing addr, or NULL. */
+struct perf_map *perf_proc_find_map(struct perf_proc *p, uint64_t addr);
+const char *perf_thread_comm(struct perf_state *st, uint32_t pid, uint32_t tid);
+void perf_proc_on_comm(struct perf_state *st, uint32_t pid, uint32_t tid, const char *comm,
+                       bool exec);
+void perf_proc_on_mmap2(struct perf_state *st, uint32_t pid, uint64_t start, uint64_t len,
+                        uint64_t pgoff, uint32_t maj, uint32_t min, uint64_t ino, uint32_t prot,
+                        const char *path);
+void perf_proc_on_fork(struct perf_state *st, uint32_t pid, uint32_t ppid, uint32_t tid,
+                       uint32_t ptid);
+void perf_proc_on_exit(struct perf_state *st, uint32_t pid, uint32_t tid);
+/* Frees exited processes whose samples are all in, and idle ones over the
+ * cap. Called once per tick / snapshot. */
+void perf_procs_reap(struct perf_state *st, bool session_end);
+
+/* ---------------- symbolize.c ---------------- */
+
+struct perf_frame {
+  uint64_t ka, kb; /* key */
+  uint32_t name;   /* offset into the arena */
+  uint32_t file;   /* offset into the arena, UINT32_MAX: none */
+  uint32_t kind;   /* enum pp_frame_kind */
+  uint32_t flags;  /* PERF_FRAME_* */
+};
+#define PERF_FRAME_UNKNOWN 1u /* counts as [unknown] for smart mode */
+
+struct perf_frames {
+  struct perf_frame *v;
+  size_t n, cap, max;
+  uint32_t *slots; /* open addressing, frame index + 1 */
+  size_t nslots;
+  char *arena;
+  size_t arena_len, arena_cap;
+  uint64_t dropped;
+};
+
+void perf_frames_init(struct perf_frames *f, size_t max);
+void perf_frames_reset(struct perf_frames *f);
+void perf_frames_fini(struct perf_frames *f);
+static inline const char *perf_frames_str(const struct perf_frames *f, uint32_t off) {
+  return off == UINT32_MAX ? NULL : f->arena + off;
+}
+/* Frame id of a kernel address / of a user address in process p. leaf: the
+ * address is where the CPU was (not a return address). */
+uint32_t perf_sym_kernel(struct perf_state *st, uint64_t addr);
+uint32_t perf_sym_user(struct perf_state *st, struct perf_proc *p, uint64_t addr, bool leaf);
+/* The fixed id of "[unknown]". */
+#define PERF_FRAME_ID_UNKNOWN 0u
+
+/* ---------------- unwind.c ---------------- */
+
+struct perf_unwind;
+int perf_unwind_init(struct perf_unwind **u);
+void perf_unwind_fini(struct perf_unwind *u);
+/* Unwinds a user stack copy. regs: the sample's user registers in
+ * perf_events.regs_mask order. Writes up to max addresses (leaf first).
+ * Returns the count (0: nothing usable). */
+int perf_unwind_user(struct perf_state *st, struct perf_proc *p, const uint64_t *regs,
+                     unsigned nregs, const uint8_t *stack, uint64_t stack_len, uint64_t *ips,
+                     int max);
+
+/* ---------------- stacks.c ---------------- */
+
+struct perf_stack {
+  uint64_t hash;
+  uint64_t count;
+  uint32_t pid;
+  uint32_t nframes;
+  uint32_t off; /* into perf_stacks.pool */
+  char comm[PERF_COMM_LEN];
+};
+
+struct perf_stacks {
+  struct perf_stack *v;
+  size_t n, cap, max;
+  uint32_t *slots; /* open addressing, index + 1 */
+  size_t nslots;
+  uint32_t *pool;
+  size_t pool_len, pool_cap;
+  uint64_t total, dropped;
+};
+
+void perf_stacks_init(struct perf_stacks *s, size_t max);
+void perf_stacks_reset(struct perf_stacks *s);
+void perf_stacks_fini(struct perf_stacks *s);
+void perf_stacks_add(struct perf_stacks *s, uint32_t pid, const char *comm, const uint32_t *frames,
+                     uint32_t n);
+/* Emits the session: FP, DWARF, or per process the better of both. */
+void perf_stacks_emit(struct perf_state *st, struct pp_sink *sink);
+
+/* ---------------- perf.c: the state ---------------- */
+
+struct perf_state {
+  const struct pp_host *host;
+  /* options */
+  int mode;
+  uint32_t stack_size;
+  char event[64];
+  uint32_t data_pages;
+  uint64_t event_period;
+  bool kernel;
+  uint32_t max_depth;
+  uint32_t *pids;
+  size_t npids;
+  size_t perfmap_max_bytes;
+  /* sampling */
+  struct perf_events ev;
+  bool running;
+  uint64_t tick; /* tick counter */
+  uint32_t self_pid;
+  /* tables */
+  struct perf_procs procs;
+  struct perf_dsos dsos;
+  struct pp_kallsyms *kallsyms;
+  int kallsyms_state; /* 0 untried, 1 ok, <0 failed */
+  struct perf_frames frames;
+  struct perf_stacks fp, dwarf;
+  struct perf_unwind *unwind;
+  /* counters since the last snapshot */
+  uint64_t samples, lost, throttled, unthrottled, unwind_errors, filtered;
+  uint64_t unwind_ns; /* time spent unwinding (DWARF cost per sample) */
+  /* totals since start, for the log */
+  uint64_t total_samples, total_lost;
+};
+
+#define PERF_LOG(st, lvl, ...) (st)->host->log((st)->host, (lvl), __VA_ARGS__)
+
+#endif

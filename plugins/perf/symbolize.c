@@ -1,0 +1,283 @@
+/*
+ * Address -> frame, and the session's frame table.
+ *
+ * Samples are symbolized when they are drained (within a tick of being
+ * taken), against the mappings the process had at that moment. A frame is
+ * interned once per session under a numeric key (object id + symbol
+ * address, kernel symbol address, JIT blob...), so the per-sample cost is
+ * two binary searches and one hash probe; names are demangled and copied
+ * only when a key is first seen.
+ *
+ * Naming follows perf script as gProfiler post-processes it: the symbol
+ * without offset; "(path)" for an unknown symbol in a known object
+ * ("[vdso]" -> "(vdso)"); "[unknown]" when not even the object is known.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "perf.h"
+#include "support/demangle.h"
+#include "support/proc.h"
+
+#define KEY_KERNEL (1ull << 62)
+#define KEY_JIT (2ull << 62)
+#define JIT_RECHECK_TICKS 20 /* look for a perf map that did not exist, every ~2 s */
+
+static uint64_t key_hash(uint64_t a, uint64_t b) {
+  uint64_t h = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull + (a << 6) + (a >> 2));
+  h ^= h >> 31;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 29;
+  return h;
+}
+
+static uint32_t arena_add(struct perf_frames *f, const char *s) {
+  size_t n = strlen(s) + 1;
+  if (f->arena_len + n > f->arena_cap) {
+    size_t ncap = f->arena_cap ? f->arena_cap * 2 : 65536;
+    while (ncap < f->arena_len + n)
+      ncap *= 2;
+    if (ncap >= UINT32_MAX) return UINT32_MAX;
+    char *g = realloc(f->arena, ncap);
+    if (!g) return UINT32_MAX;
+    f->arena = g;
+    f->arena_cap = ncap;
+  }
+  memcpy(f->arena + f->arena_len, s, n);
+  uint32_t off = (uint32_t)f->arena_len;
+  f->arena_len += n;
+  return off;
+}
+
+static int frames_rehash(struct perf_frames *f, size_t nslots) {
+  uint32_t *s = calloc(nslots, sizeof(*s));
+  if (!s) return -ENOMEM;
+  for (size_t i = 0; i < f->n; i++) {
+    size_t j = key_hash(f->v[i].ka, f->v[i].kb) & (nslots - 1);
+    while (s[j])
+      j = (j + 1) & (nslots - 1);
+    s[j] = (uint32_t)i + 1;
+  }
+  free(f->slots);
+  f->slots = s;
+  f->nslots = nslots;
+  return 0;
+}
+
+static uint32_t frames_add(struct perf_frames *f, uint64_t ka, uint64_t kb, const char *name,
+                           const char *file, uint32_t kind, uint32_t flags);
+
+void perf_frames_reset(struct perf_frames *f) {
+  f->n = 0;
+  f->arena_len = 0;
+  if (f->slots) memset(f->slots, 0, f->nslots * sizeof(*f->slots));
+  /* id 0 is always "[unknown]" */
+  frames_add(f, 0, 0, "[unknown]", NULL, PP_FRAME_NATIVE, PERF_FRAME_UNKNOWN);
+}
+
+void perf_frames_init(struct perf_frames *f, size_t max) {
+  memset(f, 0, sizeof(*f));
+  f->max = max < 16 ? 16 : max;
+  perf_frames_reset(f);
+}
+
+void perf_frames_fini(struct perf_frames *f) {
+  free(f->v);
+  free(f->slots);
+  free(f->arena);
+  memset(f, 0, sizeof(*f));
+}
+
+static uint32_t frames_find(const struct perf_frames *f, uint64_t ka, uint64_t kb) {
+  if (!f->nslots) return UINT32_MAX;
+  size_t mask = f->nslots - 1;
+  for (size_t j = key_hash(ka, kb) & mask;; j = (j + 1) & mask) {
+    uint32_t x = f->slots[j];
+    if (!x) return UINT32_MAX;
+    const struct perf_frame *e = &f->v[x - 1];
+    if (e->ka == ka && e->kb == kb) return x - 1;
+  }
+}
+
+static uint32_t frames_add(struct perf_frames *f, uint64_t ka, uint64_t kb, const char *name,
+                           const char *file, uint32_t kind, uint32_t flags) {
+  if (f->n >= f->max) {
+    f->dropped++;
+    return PERF_FRAME_ID_UNKNOWN;
+  }
+  if ((f->n + 1) * 2 > f->nslots && frames_rehash(f, f->nslots ? f->nslots * 2 : 4096) < 0)
+    return PERF_FRAME_ID_UNKNOWN;
+  if (f->n == f->cap) {
+    size_t ncap = f->cap ? f->cap * 2 : 1024;
+    struct perf_frame *g = realloc(f->v, ncap * sizeof(*g));
+    if (!g) return PERF_FRAME_ID_UNKNOWN;
+    f->v = g;
+    f->cap = ncap;
+  }
+  uint32_t noff = arena_add(f, name);
+  uint32_t foff = file ? arena_add(f, file) : UINT32_MAX;
+  if (noff == UINT32_MAX) return PERF_FRAME_ID_UNKNOWN;
+  uint32_t id = (uint32_t)f->n++;
+  f->v[id] = (struct perf_frame){
+      .ka = ka, .kb = kb, .name = noff, .file = foff, .kind = kind, .flags = flags};
+  size_t mask = f->nslots - 1;
+  size_t j = key_hash(ka, kb) & mask;
+  while (f->slots[j])
+    j = (j + 1) & mask;
+  f->slots[j] = id + 1;
+  return id;
+}
+
+/* ---- kernel ---- */
+
+uint32_t perf_sym_kernel(struct perf_state *st, uint64_t addr) {
+  if (st->kallsyms_state == 0) {
+    int rc = pp_kallsyms_load(NULL, &st->kallsyms);
+    st->kallsyms_state = rc < 0 ? rc : 1;
+    if (rc == -EPERM)
+      PERF_LOG(st, PP_LOG_WARNING,
+               "kernel symbols are hidden (kernel.kptr_restrict, no CAP_SYSLOG): kernel frames "
+               "will read (kernel.kallsyms); run as root or set kernel.kptr_restrict=0");
+    else if (rc < 0)
+      PERF_LOG(st, PP_LOG_WARNING, "cannot read /proc/kallsyms: %s", strerror(-rc));
+    else
+      PERF_LOG(st, PP_LOG_DEBUG, "kallsyms: %zu symbols, %zu KiB", pp_kallsyms_count(st->kallsyms),
+               pp_kallsyms_bytes(st->kallsyms) / 1024);
+  }
+  uint64_t start = 0;
+  const char *module = NULL;
+  const char *name = st->kallsyms ? pp_kallsyms_lookup(st->kallsyms, addr, &start, &module) : NULL;
+  if (!name) {
+    uint32_t id = frames_find(&st->frames, KEY_KERNEL, UINT64_MAX);
+    if (id != UINT32_MAX) return id;
+    return frames_add(&st->frames, KEY_KERNEL, UINT64_MAX, "(kernel.kallsyms)", "[kernel.kallsyms]",
+                      PP_FRAME_NATIVE, PERF_FRAME_UNKNOWN);
+  }
+  uint32_t id = frames_find(&st->frames, KEY_KERNEL, start);
+  if (id != UINT32_MAX) return id;
+  char file[80];
+  snprintf(file, sizeof(file), "[%s]", module ? module : "kernel.kallsyms");
+  return frames_add(&st->frames, KEY_KERNEL, start, name, file, PP_FRAME_KERNEL, 0);
+}
+
+/* ---- JIT perf maps ---- */
+
+static const char *jit_lookup(struct perf_state *st, struct perf_proc *p, uint64_t addr,
+                              uint64_t *start) {
+  const char *name = p->jit ? pp_perfmap_lookup(p->jit, addr, start) : NULL;
+  if (name || p->pid == 0) return name;
+  /* Missed: the JIT may have appended since we read the file. Re-read at
+   * most once per tick, only if it changed; a missing file is looked for
+   * again every couple of seconds. */
+  if (p->jit_checked_tick == st->tick && p->jit_checked_tick != 0) return NULL;
+  if (p->jit_missing && st->tick < p->jit_checked_tick + JIT_RECHECK_TICKS) return NULL;
+  p->jit_checked_tick = st->tick ? st->tick : 1;
+  if (!p->ns_pid && pp_proc_ns_pid(p->pid, &p->ns_pid) < 0) p->ns_pid = p->pid;
+  char path[128];
+  snprintf(path, sizeof(path), "/proc/%u/root/tmp/perf-%u.map", p->pid, p->ns_pid);
+  struct stat sb;
+  if (stat(path, &sb) < 0) {
+    /* the process may be gone already: the host /tmp, if it lives there */
+    snprintf(path, sizeof(path), "/tmp/perf-%u.map", p->ns_pid);
+    if (p->ns_pid != p->pid || stat(path, &sb) < 0) {
+      p->jit_missing = true;
+      return NULL;
+    }
+  }
+  p->jit_missing = false;
+  if (p->jit && sb.st_size == p->jit_size && sb.st_mtime == p->jit_mtime) return NULL;
+  struct pp_perfmap *m = NULL;
+  if (pp_perfmap_load(path, st->perfmap_max_bytes, 0, &m) < 0) return NULL;
+  pp_perfmap_free(p->jit);
+  p->jit = m;
+  p->jit_size = sb.st_size;
+  p->jit_mtime = sb.st_mtime;
+  return pp_perfmap_lookup(p->jit, addr, start);
+}
+
+/* ---- user space ---- */
+
+static uint32_t unknown_in_dso(struct perf_state *st, struct perf_dso *dso) {
+  uint32_t id = frames_find(&st->frames, dso->id, UINT64_MAX);
+  if (id != UINT32_MAX) return id;
+  char name[4200];
+  const char *path = dso->path;
+  size_t n = strlen(path);
+  if (n >= 2 && path[0] == '[' && path[n - 1] == ']')
+    snprintf(name, sizeof(name), "(%.*s)", (int)(n - 2), path + 1);
+  else
+    snprintf(name, sizeof(name), "(%s)", path);
+  return frames_add(&st->frames, dso->id, UINT64_MAX, name, dso->path, PP_FRAME_NATIVE, 0);
+}
+
+static int map_bias(struct perf_state *st, struct perf_proc *p, struct perf_map *m) {
+  if (m->bias_ok) return m->bias_ok > 0 ? 0 : -1;
+  uint64_t vaddr;
+  if (perf_dso_need_info(&st->dsos, m->dso, p, m) < 0 ||
+      pp_elf_offset_to_vaddr(&m->dso->info, m->pgoff, &vaddr) < 0) {
+    m->bias_ok = -1;
+    return -1;
+  }
+  m->bias = m->start - vaddr;
+  m->bias_ok = 1;
+  return 0;
+}
+
+uint32_t perf_sym_user(struct perf_state *st, struct perf_proc *p, uint64_t addr, bool leaf) {
+  /* Return addresses are looked up as they are, not as the call before
+   * them: that is what perf script prints, so frames match what gProfiler
+   * users know (a call ending a function shows as the next function). */
+  (void)leaf;
+  uint64_t a = addr;
+  struct perf_map *m = perf_proc_find_map(p, a);
+  if (!m || !m->dso) {
+    uint64_t start = 0;
+    const char *name = jit_lookup(st, p, a, &start);
+    char file[64];
+    snprintf(file, sizeof(file), "/tmp/perf-%u.map", p->ns_pid ? p->ns_pid : p->pid);
+    uint64_t ka = KEY_JIT | p->pid;
+    if (!name) {
+      /* Anonymous executable memory the map does not cover: perf names
+       * every such mapping "/tmp/perf-<nspid>.map" (whether or not the
+       * file exists), which gProfiler turns into "(/tmp/perf-N.map)". */
+      if (!m) return PERF_FRAME_ID_UNKNOWN;
+      uint32_t id = frames_find(&st->frames, ka, UINT64_MAX);
+      if (id != UINT32_MAX) return id;
+      char uname[80];
+      snprintf(uname, sizeof(uname), "(%s)", file);
+      return frames_add(&st->frames, ka, UINT64_MAX, uname, file, PP_FRAME_NATIVE, 0);
+    }
+    uint32_t id = frames_find(&st->frames, ka, start);
+    if (id != UINT32_MAX) return id;
+    return frames_add(&st->frames, ka, start, name, file, PP_FRAME_NATIVE, 0);
+  }
+  struct perf_dso *dso = m->dso;
+  int rc = perf_dso_need_symbols(&st->dsos, dso, p, m);
+  if (rc < 0 || !dso->symtab || map_bias(st, p, m) < 0) {
+    if (!dso->logged) {
+      dso->logged = true;
+      PERF_LOG(st, PP_LOG_DEBUG, "no symbols for %s (pid %u): %s", dso->path, p->pid,
+               rc < 0         ? strerror(-rc)
+               : !dso->symtab ? "no symbol table"
+                              : "no segment for the mapping");
+    }
+    if (dso->info_state == 1 && dso->info.is_go && !p->go_version[0] && dso->info.go_version[0])
+      snprintf(p->go_version, sizeof(p->go_version), "%s", dso->info.go_version);
+    return unknown_in_dso(st, dso);
+  }
+  if (dso->info.is_go && !p->go_version[0] && dso->info.go_version[0]) {
+    snprintf(p->go_version, sizeof(p->go_version), "%s", dso->info.go_version);
+    p->go_static = !dso->info.has_interp;
+  }
+  uint64_t start = 0;
+  const char *name = pp_elf_symtab_lookup(dso->symtab, a - m->bias, &start);
+  if (!name) return unknown_in_dso(st, dso);
+  uint32_t id = frames_find(&st->frames, dso->id, start);
+  if (id != UINT32_MAX) return id;
+  char dem[1024];
+  const char *d = pp_demangle(name, dem, sizeof(dem));
+  return frames_add(&st->frames, dso->id, start, d ? d : name, dso->path, PP_FRAME_NATIVE, 0);
+}
