@@ -28,8 +28,10 @@ public class HotCold {
     return x;
   }
 
-  static long coldWork(long seed) {
-    long x = seed | 1;
+  // the String parameter puts a ';' into the JVM signature, which the
+  // collapsed output shows as '|': HotCold.coldWork(Ljava/lang/String|J)J
+  static long coldWork(String tag, long seed) {
+    long x = (seed + tag.length()) | 1;
     for (int i = 0; i < 200_000; i++) x = mix(x + i);
     return x;
   }
@@ -47,7 +49,7 @@ public class HotCold {
       x += hotWork(x);
       x += hotWork(x);
       x += hotWork(x);
-      x += coldWork(x);
+      x += coldWork("cold", x);
       if ((++round & 15) == 0) x += interpWork(x);
     }
     sink = x;
