@@ -41,6 +41,7 @@ struct state {
   const struct pp_host *host;
   int perfmap; /* mode */
   uint32_t frequency;
+  uint32_t duration_s;
   int64_t attach_timeout_s, max_memory_mb, max_depth, min_age_ms;
   int thread_names, collect_metadata;
   char agent_host[1024];
@@ -128,6 +129,7 @@ static int java_start(void *state, struct pp_session *session) {
   struct state *st = state;
   st->perfmap = session->mode && strcmp(session->mode, "perfmap") == 0;
   st->frequency = session->frequency_hz ? session->frequency_hz : 11;
+  st->duration_s = session->duration_s ? session->duration_s : 60;
   session->tick_interval_ns = 200000000ull; /* attach work only */
   if (!st->perfmap) {
     int rc = java_agent_host_path(st->agent_path_opt, st->agent_host, sizeof(st->agent_host));
@@ -178,6 +180,10 @@ static void set_state(struct state *st, struct jvm *j, enum jstate s, const char
     LOG(st, PP_LOG_INFO, "pid %u: profiling skipped: %s", j->pid, j->reason);
   else if (s == J_FAILED)
     LOG(st, PP_LOG_WARNING, "pid %u: attach failed: %s", j->pid, j->reason);
+}
+
+static unsigned watchdog_s(const struct state *st) {
+  return st->duration_s * 3 + 60;
 }
 
 static int attach_ms(const struct state *st) {
@@ -332,7 +338,7 @@ static void collect_one(struct state *st, struct jvm *j, struct pp_sink *sink,
     return;
   }
   java_result_name(j->ti.nspid, result, sizeof(result));
-  snprintf(args, sizeof(args), "dump,file=/tmp/%s", result);
+  snprintf(args, sizeof(args), "dump,timeout=%u,file=/tmp/%s", watchdog_s(st), result);
   struct java_attach_reply r;
   int rc = java_attach(&j->ti, 0, attach_ms(st), "load", j->agent_path, "true", args, &r, err,
                        sizeof(err));

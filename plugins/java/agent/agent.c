@@ -6,8 +6,9 @@
  * library is loaded once per JVM (dlopen hands back the loaded copy, and
  * Agent_OnAttach runs again), so each call is one command:
  *
- *   start,interval=<ns>[,depth=N][,maxmem=MB][,file=P]  arm (or re-arm) the timers
+ *   start,interval=<ns>[,depth=N][,maxmem=MB][,timeout=S][,file=P]  arm / re-arm
  *   dump,file=<path>                                      write and clear the stacks
+ *   (timeout=S: disarm by itself if no dump/start comes for S seconds)
  *   stop[,file=<path>]                                    dump if asked, then go dormant
  *
  * Dormant means: no timers, the handler stays installed but returns at once,
@@ -51,6 +52,7 @@ struct opts {
   uint64_t interval_ns;
   int depth;
   long maxmem_mb;
+  long timeout_s; /* watchdog; 0: none */
   char file[512];
 };
 
@@ -76,6 +78,8 @@ static void parse_opts(const char *s, struct opts *o) {
       o->depth = atoi(t + 6);
     else if (strncmp(t, "maxmem=", 7) == 0)
       o->maxmem_mb = atol(t + 7);
+    else if (strncmp(t, "timeout=", 8) == 0)
+      o->timeout_s = atol(t + 8);
     else if (strncmp(t, "file=", 5) == 0)
       snprintf(o->file, sizeof(o->file), "%s", t + 5);
   }
@@ -482,7 +486,12 @@ static jint command(JavaVM *vm, char *options) {
     ja_sampler_set_armed(0);
     ja_timers_stop_all();
   }
+  if (o.timeout_s > 0 && (o.start || o.dump))
+    ja_sampler_set_deadline(ja_now_ns() + (uint64_t)o.timeout_s * 1000000000ull);
   if (o.start) {
+    if (!o.timeout_s) ja_sampler_set_deadline(0);
+    /* fresh timers for every thread: the watchdog may have deleted some */
+    ja_timers_stop_all();
     ja_timers_set_interval(o.interval_ns);
     armed_now = 1;
     ja_sampler_set_armed(1);

@@ -46,6 +46,11 @@ int ja_sampler_init(const struct ja_sampler_config *cfg, void *asgct, pthread_ke
                     ptrdiff_t env_offset);
 int ja_sampler_install_handler(char *err, size_t errlen);
 void ja_sampler_set_armed(int armed);
+/* Watchdog: the handler disarms itself (and deletes its thread's timer) when
+ * no dump came by deadline (CLOCK_MONOTONIC ns; 0: none), so a profiler that
+ * died leaves no sampling behind. */
+void ja_sampler_set_deadline(uint64_t deadline_ns);
+uint64_t ja_now_ns(void);
 void ja_thread_add(void *java_thread);
 void ja_thread_remove(void *java_thread);
 
@@ -74,6 +79,7 @@ int ja_timer_add(pid_t tid);
 void ja_timer_remove(pid_t tid);
 void ja_timers_rescan(void); /* adds timers for new tasks, deletes dead ones */
 void ja_timers_stop_all(void);
+void ja_timer_delete_self(pid_t tid); /* async-signal-safe */
 size_t ja_timers_count(void);
 
 /* ---- codecache.c ---- */

@@ -63,6 +63,7 @@ struct half {
 static struct half halves[2];
 static _Atomic int active_half;
 static _Atomic int armed;
+static _Atomic uint64_t deadline;
 static size_t slot_mask, frame_cap;
 static int max_depth;
 static asgct_fn asgct;
@@ -144,6 +145,16 @@ void ja_sampler_set_armed(int a) {
   atomic_store(&armed, a);
 }
 
+void ja_sampler_set_deadline(uint64_t d) {
+  atomic_store(&deadline, d);
+}
+
+uint64_t ja_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO, async-signal-safe */
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static uintptr_t context_pc(void *ucontext) {
   ucontext_t *uc = ucontext;
 #if defined(__x86_64__)
@@ -215,9 +226,21 @@ out:
 static void on_sigprof(int sig, siginfo_t *info, void *ucontext) {
   (void)sig;
   (void)info;
-  if (!atomic_load_explicit(&armed, memory_order_relaxed)) return;
   int saved_errno = errno;
   pid_t tid = (pid_t)syscall(SYS_gettid);
+  uint64_t d = atomic_load_explicit(&deadline, memory_order_relaxed);
+  if (d && ja_now_ns() > d) {
+    /* nobody collected for too long: the profiler is gone. Every thread
+     * whose timer still fires deletes it. */
+    atomic_store(&armed, 0);
+    ja_timer_delete_self(tid);
+    errno = saved_errno;
+    return;
+  }
+  if (!atomic_load_explicit(&armed, memory_order_relaxed)) {
+    errno = saved_errno;
+    return;
+  }
   uintptr_t methods[JA_MAX_DEPTH];
   uint8_t types[JA_MAX_DEPTH];
   void *thread = pthread_getspecific(thread_key);

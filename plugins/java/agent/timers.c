@@ -137,6 +137,13 @@ void ja_timers_stop_all(void) {
   pthread_mutex_unlock(&timers_lock);
 }
 
+void ja_timer_delete_self(pid_t tid) {
+  /* lock-free read of the table: a stale id only makes timer_delete fail;
+   * the slot is reclaimed by the next stop_all/rescan */
+  for (size_t i = 0; i < timers_cap; i++)
+    if (timers[i].tid == tid) syscall(SYS_timer_delete, timers[i].id);
+}
+
 size_t ja_timers_count(void) {
   return timers_used;
 }
