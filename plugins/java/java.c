@@ -35,6 +35,8 @@ struct jvm {
   char *metadata; /* JSON object text */
   uint64_t first_seen_ns;
   int failures;
+  int transient;     /* a skip that may resolve itself (JVM still starting) */
+  uint64_t retry_ns; /* when to look again at a transient skip */
 };
 
 struct state {
@@ -174,8 +176,11 @@ static int java_add_targets(void *state, const struct pp_target *t, size_t n) {
 }
 
 static void set_state(struct state *st, struct jvm *j, enum jstate s, const char *reason) {
+  int same = j->state == s && strcmp(j->reason, reason ? reason : "") == 0;
   j->state = s;
+  j->transient = 0;
   snprintf(j->reason, sizeof(j->reason), "%s", reason ? reason : "");
+  if (same) return; /* log once per cause */
   if (s == J_SKIPPED)
     LOG(st, PP_LOG_INFO, "pid %u: profiling skipped: %s", j->pid, j->reason);
   else if (s == J_FAILED)
@@ -212,6 +217,8 @@ static void metadata_of(struct state *st, struct jvm *j, const char *props) {
 
 static void attach_one(struct state *st, struct jvm *j) {
   char err[512] = "";
+  enum jstate was = j->state;
+  j->state = J_NEW; /* decided below; the skip checks compare against it */
   int rc = java_target_inspect(j->pid, j->start_time, &j->ti);
   if (rc != 0) {
     set_state(st, j, J_GONE, "exited");
@@ -220,7 +227,14 @@ static void attach_one(struct state *st, struct jvm *j) {
   int sock = java_socket_exists(j->pid, j->ti.nspid);
   const char *refusal = java_target_refusal(&j->ti, sock);
   if (refusal) {
+    j->state = was; /* so set_state logs a repeated cause only once */
     set_state(st, j, J_SKIPPED, refusal);
+    if (!j->ti.signal_dispatcher && !j->ti.xrs && j->ti.has_libjvm && !j->ti.openj9 &&
+        !j->ti.attach_disabled) {
+      /* a JVM still starting up gets its Signal Dispatcher soon: look again */
+      j->transient = 1;
+      j->retry_ns = st->host->monotonic_ns(st->host) + 1000000000ull;
+    }
     return;
   }
   /* properties first: it wakes the attach listener and tells us what VM this is */
@@ -292,10 +306,17 @@ static void attach_one(struct state *st, struct jvm *j) {
   free(text);
 }
 
-static int java_tick(void *state, uint64_t now_ns) {
+static int java_tick(void *state, uint64_t tick_ns) {
   struct state *st = state;
+  (void)tick_ns; /* the loop's clock; ours is the host's, as in first_seen_ns */
+  uint64_t now_ns = st->host->monotonic_ns(st->host);
   for (size_t i = 0; i < st->njvms; i++) {
     struct jvm *j = &st->jvms[i];
+    if (j->state == J_SKIPPED && j->transient && now_ns >= j->retry_ns) {
+      LOG(st, PP_LOG_DEBUG, "pid %u: looking again (%s)", j->pid, j->reason);
+      attach_one(st, j);
+      break;
+    }
     if (j->state != J_NEW) continue;
     if (now_ns - j->first_seen_ns < (uint64_t)st->min_age_ms * 1000000ull) {
       /* the process may be older than our first sight of it */

@@ -38,7 +38,7 @@ public class HotCold {
 
   static long interpWork(long seed) {
     long x = seed | 1;
-    for (int i = 0; i < 2_000; i++) x = mix(x + i);
+    for (int i = 0; i < 20_000; i++) x = mix(x + i);
     return x;
   }
 
@@ -50,7 +50,7 @@ public class HotCold {
       x += hotWork(x);
       x += hotWork(x);
       x += coldWork("cold", x);
-      if ((++round & 15) == 0) x += interpWork(x);
+      if ((++round & 7) == 0) x += interpWork(x);
     }
     sink = x;
   }
