@@ -365,7 +365,7 @@ static void collect_one(struct state *st, struct jvm *j, struct pp_sink *sink,
                        sizeof(err));
   int arc = -1;
   size_t len = 0;
-  char *text = java_read_result(j->pid, result, 256u << 20, &len);
+  char *text = java_read_result(j->pid, result, 64u << 20, &len);
   if (rc == 0 && java_load_result(&r, &arc, err, sizeof(err)) == 0 && text) {
     java_collect_emit(h, sink, j->pid, text, len, st->thread_names, cs);
     j->failures = 0;
