@@ -5,18 +5,29 @@ Flight Recorder (jcmd JFR.start settings=profile: Java samples every 10 ms,
 i.e. also 100 Hz), all in one JVM and one run.
 
 The phases alternate (off, polyprof, JFR, off, ...) for several rounds so
-slow drifts of a shared machine hit every mode alike; each mode's figure is
-the median of its phases' mean ops/s, the first seconds after a switch
-being ignored. polyprof runs as a separate process (continuous sessions, the
-JVM's pid only) and its own CPU time is part of what the workload loses.
+slow drifts of a shared machine hit every mode alike; the first seconds
+after a switch are ignored. Two figures per mode:
+
+- ops per JVM CPU-second: work done per unit of CPU the JVM consumed. This
+  is what in-JVM profiling costs (signal handling, stack walks, the agent's
+  or JFR's threads) and, unlike wall-clock throughput, it does not move when
+  other processes steal the CPU. The headline slowdown uses it (median of
+  the phases).
+- ops per wall second, for reference (noisy on a shared machine).
+
+polyprof runs as a separate process (continuous 10 s sessions, the JVM's
+pid only); its own CPU (agent + workers, from getrusage of its process
+tree) is reported separately as a share of one core.
 
 Usage: run_bench.py [--rounds N] [--phase-seconds S] [--threads T]
 Prints one line per figure and the slowdowns relative to "off".
 """
 import argparse
 import os
+import re
 import shutil
 import signal
+import resource
 import statistics
 import subprocess
 import sys
@@ -51,10 +62,26 @@ def main():
     os.makedirs(plugdir)
     os.symlink(PLUGIN, os.path.join(plugdir, "java.so"))
     warmup = 20
-    total = warmup + a.rounds * 3 * a.phase_seconds + 10
+    # phases plus the 2 s pauses and the start/stop of polyprof and jcmd
+    total = warmup + a.rounds * 3 * (a.phase_seconds + 12) + 30
     jvm = subprocess.Popen(["java", "-Xms256m", "-Xmx256m", "-cp", work, "Bench", str(a.threads), str(total)],
                            stdout=subprocess.PIPE, text=True)
     samples = []  # (epoch ms, ops)
+    cpu = []  # (epoch ms, JVM utime+stime in clock ticks)
+    hz = os.sysconf("SC_CLK_TCK")
+
+    def cpu_now():
+        with open("/proc/%d/stat" % jvm.pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+
+    def cpu_sampler():
+        while jvm.poll() is None:
+            try:
+                cpu.append((time.time() * 1000, cpu_now()))
+            except OSError:
+                return
+            time.sleep(0.25)
 
     def reader():
         for line in jvm.stdout:
@@ -62,14 +89,17 @@ def main():
             if len(parts) == 2:
                 samples.append((int(parts[0]), int(parts[1])))
     threading.Thread(target=reader, daemon=True).start()
+    threading.Thread(target=cpu_sampler, daemon=True).start()
     time.sleep(warmup)
 
     phases = []  # (mode, start ms, end ms)
+    pp_cpu = []  # polyprof's CPU per phase, share of one core
     for r in range(a.rounds):
         order = ["off", "polyprof", "jfr"] if r % 2 == 0 else ["jfr", "polyprof", "off"]
         for mode in order:
             proc = None
             if mode == "polyprof":
+                ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
                 out = os.path.join(work, "out")
                 proc = subprocess.Popen([AGENT, "-c", "-d", "10", "-f", str(a.frequency), "--pids", str(jvm.pid),
                                          "--plugin-dir", plugdir, "-o", out, "--java-min-age-ms", "0",
@@ -86,6 +116,8 @@ def main():
             if proc:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(timeout=60)
+                ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+                pp_cpu.append((ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime) / ((t1 - t0) / 1000.0))
             elif mode == "jfr":
                 subprocess.run(["jcmd", str(jvm.pid), "JFR.stop", "name=bench"], stdout=subprocess.DEVNULL, check=True)
             phases.append((mode, t0, t1))
@@ -94,21 +126,52 @@ def main():
     jvm.wait()
 
     skip_ms = 4000  # attach, JIT settling, JFR start-up
-    result = {}
+
+    def cpu_at(t):
+        best = min(cpu, key=lambda c: abs(c[0] - t))
+        return best[1]
+
+    per_cpu, per_wall = {}, {}
     for mode in ("off", "polyprof", "jfr"):
-        means = []
+        eff, wall = [], []
         for m, t0, t1 in phases:
             if m != mode:
                 continue
-            vals = [ops for ts, ops in samples if t0 + skip_ms <= ts <= t1]
-            if vals:
-                means.append(statistics.mean(vals))
-        result[mode] = statistics.median(means)
-        print("java_bench_%s_ops_per_s %.1f  (phases: %s)" % (mode, result[mode], ", ".join("%.0f" % x for x in means)))
+            win = [(ts, ops) for ts, ops in samples if t0 + skip_ms <= ts <= t1]
+            if len(win) < 3:
+                continue
+            # ops lines cover the second before their timestamp
+            start, end = win[0][0] - 1000, win[-1][0]
+            ticks = cpu_at(end) - cpu_at(start)
+            ops = sum(o for _, o in win)
+            if ticks > 0:
+                eff.append(ops / (ticks / hz))
+            wall.append(ops / ((end - start) / 1000.0))
+        per_cpu[mode] = statistics.median(eff)
+        per_wall[mode] = statistics.median(wall)
+        print("java_bench_%s_ops_per_cpu_s %.1f  (phases: %s)" % (mode, per_cpu[mode], ", ".join("%.0f" % x for x in eff)))
+        print("java_bench_%s_ops_per_wall_s %.1f  (phases: %s)" % (mode, per_wall[mode], ", ".join("%.0f" % x for x in wall)))
     for mode in ("polyprof", "jfr"):
-        print("java_bench_%s_slowdown_pct %.2f" % (mode, 100.0 * (1 - result[mode] / result["off"])))
-    ratio = (1 - result["polyprof"] / result["off"]) - (1 - result["jfr"] / result["off"])
-    print("java_bench_polyprof_minus_jfr_slowdown_pct %.2f" % (100.0 * ratio))
+        print("java_bench_%s_slowdown_pct %.2f" % (mode, 100.0 * (1 - per_cpu[mode] / per_cpu["off"])))
+        print("java_bench_%s_wall_slowdown_pct %.2f" % (mode, 100.0 * (1 - per_wall[mode] / per_wall["off"])))
+    print("java_bench_polyprof_vs_jfr_slowdown_ratio %.2f" % (
+        (1 - per_cpu["polyprof"] / per_cpu["off"]) / max(1e-9, (1 - per_cpu["jfr"] / per_cpu["off"]))))
+    # steady state: sessions after the first (which pays process start-up,
+    # plugin probing and the attach) as the agent itself reports them
+    steady = []
+    try:
+        with open(os.path.join(work, "pp.log")) as f:
+            for line in f:
+                m = re.search(r"session (\d+): .*agent CPU [0-9.]+ s \(([0-9.]+)% of a core", line)
+                if m and int(m.group(1)) >= 2:
+                    steady.append(float(m.group(2)))
+    except OSError:
+        pass
+    if steady:
+        print("java_bench_polyprof_steady_cpu_pct_of_core %.2f  (%d sessions after the first)" % (
+            statistics.median(steady), len(steady)))
+    print("java_bench_polyprof_process_cpu_pct_of_core %.2f  (phases, incl. start-up: %s)" % (
+        100.0 * statistics.median(pp_cpu), ", ".join("%.1f" % (100 * x) for x in pp_cpu)))
     return 0
 
 

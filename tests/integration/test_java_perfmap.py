@@ -31,7 +31,8 @@ try:
     both = pputil.plugin_dir_with(os.path.join(pputil.PLUGIN_DIR, "java.so"),
                                   os.path.join(pputil.PLUGIN_DIR, "example.so"))
     for flags in (["--no-java"], ["--java-mode", "disabled"]):
-        res = pputil.run_agent(os.path.join(work, "off"), both, "--java-min-age-ms", "0", *flags, duration=2)
+        res = pputil.run_agent(os.path.join(work, "off"), both, "--java-min-age-ms", "0", "--example-mode", "states",
+                               *flags, duration=2)
         pputil.check(res.returncode == 0 and not os.path.exists("/tmp/.java_pid%d" % proc.pid),
                      "%s: no attach (rc %d)" % (" ".join(flags), res.returncode))
 
