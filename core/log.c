@@ -24,6 +24,18 @@ static int log_backups;
 static pp_log_forward_fn forward_fn;
 static void *forward_ctx;
 
+/* A worker forked while another thread holds the lock would inherit it
+ * locked; take it around fork so the child starts with a usable logger. */
+static void before_fork(void) {
+  pthread_mutex_lock(&log_lock);
+}
+static void after_fork(void) {
+  pthread_mutex_unlock(&log_lock);
+}
+__attribute__((constructor)) static void log_register_atfork(void) {
+  pthread_atfork(before_fork, after_fork, after_fork);
+}
+
 static const char *const level_names[] = {"DEBUG", "INFO", "WARNING", "ERROR"};
 
 const char *pp_log_level_name(int level) {
