@@ -61,7 +61,7 @@ char *java_metadata_json(const char *props, const char *flags) {
     java_property(props, "java.vm.name", vmname, sizeof(vmname));
     java_property(props, "java.vm.version", vmver, sizeof(vmver));
     java_property(props, "java.vm.info", vminfo, sizeof(vminfo));
-    char text[800];
+    char text[1280]; /* room for every part at full length */
     snprintf(text, sizeof(text), "%s version \"%s\"%s%s\n%s (build %s)\n%s (build %s, %s)",
              strstr(rtname, "OpenJDK") ? "openjdk" : "java", ver, date[0] ? " " : "", date, rtname,
              rtver, vmname, vmver, vminfo);
