@@ -1,0 +1,357 @@
+/*
+ * The sampling half of the agent: the SIGPROF handler and the lock-free
+ * store it writes into.
+ *
+ * Everything the handler touches is preallocated at init. It identifies the
+ * interrupted thread with pthread_getspecific on HotSpot's own thread key and
+ * a registry of JavaThread pointers we learnt from ThreadStart and
+ * GetAllThreads, derives that thread's JNIEnv from a fixed offset, and calls
+ * AsyncGetCallTrace. It never calls GetEnv: on a thread that has not touched
+ * libjvm's dynamic TLS yet, GetEnv may go through __tls_get_addr and malloc,
+ * and a signal landing inside malloc would deadlock.
+ *
+ * The store has two halves. Handlers write into the active half (counting
+ * themselves in and out); the dump flips the active index, waits until no
+ * handler is still inside the old half, reads it and clears it. Within a half
+ * a stack is an open-addressing slot claimed by CAS on its 64-bit hash; its
+ * frames are bump-allocated from the half's frame pool. Full table or pool:
+ * the sample is dropped and counted.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+typedef struct {
+  jint lineno; /* bci; -3 for a native method */
+  jmethodID method_id;
+} asgct_frame;
+
+typedef struct {
+  JNIEnv *env_id;
+  jint num_frames;
+  asgct_frame *frames;
+} asgct_trace;
+
+typedef void (*asgct_fn)(asgct_trace *, jint, void *);
+
+struct slot {
+  _Atomic uint64_t hash; /* 0: free */
+  _Atomic uint64_t count;
+  _Atomic uint32_t ready; /* frames written */
+  uint32_t nframes;
+  uint32_t frame_off;
+  pid_t tid;
+  void *thread;
+};
+
+struct half {
+  struct slot *slots;
+  uintptr_t *methods;
+  uint8_t *types;
+  _Atomic size_t frames_used;
+  _Atomic int inflight;
+  _Atomic uint64_t samples, dropped, no_thread;
+};
+
+static struct half halves[2];
+static _Atomic int active_half;
+static _Atomic int armed;
+static _Atomic uint64_t deadline;
+static size_t slot_mask, frame_cap;
+static int max_depth;
+static asgct_fn asgct;
+static pthread_key_t thread_key;
+static ptrdiff_t env_off;
+
+/* Registry of live JavaThread pointers, open addressing. Readers are the
+ * handlers; writers (ThreadStart/End, attach) serialise on the agent lock. */
+#define REG_SIZE 16384
+#define REG_TOMB ((uintptr_t)1)
+static _Atomic uintptr_t registry[REG_SIZE];
+
+static size_t reg_hash(uintptr_t p) {
+  return (size_t)((p >> 4) * 0x9E3779B97F4A7C15ull >> 32) & (REG_SIZE - 1);
+}
+
+void ja_thread_add(void *t) {
+  uintptr_t p = (uintptr_t)t;
+  if (p <= REG_TOMB) return;
+  size_t h = reg_hash(p), tomb = (size_t)-1;
+  for (size_t i = 0; i < REG_SIZE; i++) {
+    size_t k = (h + i) & (REG_SIZE - 1);
+    uintptr_t v = atomic_load(&registry[k]);
+    if (v == p) return;
+    if (v == REG_TOMB && tomb == (size_t)-1) tomb = k;
+    if (v == 0) {
+      atomic_store(&registry[tomb != (size_t)-1 ? tomb : k], p);
+      return;
+    }
+  }
+  if (tomb != (size_t)-1) atomic_store(&registry[tomb], p);
+}
+
+void ja_thread_remove(void *t) {
+  uintptr_t p = (uintptr_t)t;
+  size_t h = reg_hash(p);
+  for (size_t i = 0; i < REG_SIZE; i++) {
+    size_t k = (h + i) & (REG_SIZE - 1);
+    uintptr_t v = atomic_load(&registry[k]);
+    if (v == 0) return;
+    if (v == p) {
+      atomic_store(&registry[k], REG_TOMB);
+      return;
+    }
+  }
+}
+
+static int thread_known(uintptr_t p) {
+  size_t h = reg_hash(p);
+  for (size_t i = 0; i < 64; i++) { /* short probe: a miss only costs a sample */
+    uintptr_t v = atomic_load_explicit(&registry[(h + i) & (REG_SIZE - 1)], memory_order_acquire);
+    if (v == p) return 1;
+    if (v == 0) return 0;
+  }
+  return 0;
+}
+
+int ja_sampler_init(const struct ja_sampler_config *cfg, void *fn, pthread_key_t key,
+                    ptrdiff_t offset) {
+  size_t n = 16;
+  while (n < cfg->table_entries)
+    n *= 2;
+  for (int i = 0; i < 2; i++) {
+    halves[i].slots = calloc(n, sizeof(struct slot));
+    halves[i].methods = calloc(cfg->frame_capacity, sizeof(uintptr_t));
+    halves[i].types = calloc(cfg->frame_capacity, 1);
+    if (!halves[i].slots || !halves[i].methods || !halves[i].types) return -ENOMEM;
+  }
+  slot_mask = n - 1;
+  frame_cap = cfg->frame_capacity;
+  max_depth = cfg->depth > JA_MAX_DEPTH ? JA_MAX_DEPTH : cfg->depth;
+  asgct = (asgct_fn)fn;
+  thread_key = key;
+  env_off = offset;
+  return 0;
+}
+
+void ja_sampler_set_armed(int a) {
+  atomic_store(&armed, a);
+}
+
+void ja_sampler_set_deadline(uint64_t d) {
+  atomic_store(&deadline, d);
+}
+
+uint64_t ja_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts); /* vDSO, async-signal-safe */
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uintptr_t context_pc(void *ucontext) {
+  ucontext_t *uc = ucontext;
+#if defined(__x86_64__)
+  return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__aarch64__)
+  return (uintptr_t)uc->uc_mcontext.pc;
+#else
+  (void)uc;
+  return 0;
+#endif
+}
+
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
+}
+
+/* Stores one stack (async-signal-safe). */
+static void store(pid_t tid, void *thread, const uintptr_t *methods, const uint8_t *types,
+                  uint32_t n) {
+  int hi = atomic_load(&active_half);
+  struct half *h = &halves[hi];
+  atomic_fetch_add(&h->inflight, 1);
+  if (atomic_load(&active_half) != hi) { /* the dump flipped meanwhile */
+    atomic_fetch_sub(&h->inflight, 1);
+    hi = atomic_load(&active_half);
+    h = &halves[hi];
+    atomic_fetch_add(&h->inflight, 1);
+  }
+  uint64_t hash = mix(0x51ed270b27b0full, (uint64_t)tid);
+  for (uint32_t i = 0; i < n; i++)
+    hash = mix(mix(hash, methods[i]), types[i]);
+  if (hash == 0) hash = 1;
+  atomic_fetch_add_explicit(&h->samples, 1, memory_order_relaxed);
+  for (size_t probe = 0; probe < 32; probe++) {
+    struct slot *s = &h->slots[(hash + probe) & slot_mask];
+    uint64_t cur = atomic_load(&s->hash);
+    if (cur == 0) {
+      uint64_t zero = 0;
+      if (atomic_compare_exchange_strong(&s->hash, &zero, hash)) {
+        size_t off = atomic_fetch_add(&h->frames_used, n);
+        if (off + n > frame_cap) {
+          s->nframes = 0; /* pool full: keep the slot, count it as dropped */
+          atomic_fetch_add(&h->dropped, 1);
+        } else {
+          memcpy(&h->methods[off], methods, n * sizeof(uintptr_t));
+          memcpy(&h->types[off], types, n);
+          s->frame_off = (uint32_t)off;
+          s->nframes = n;
+          s->tid = tid;
+          s->thread = thread;
+          atomic_fetch_add(&s->count, 1);
+        }
+        atomic_store_explicit(&s->ready, 1, memory_order_release);
+        goto out;
+      }
+      cur = zero;
+    }
+    if (cur == hash) {
+      atomic_fetch_add(&s->count, 1);
+      goto out;
+    }
+  }
+  atomic_fetch_add(&h->dropped, 1);
+out:
+  atomic_fetch_sub(&h->inflight, 1);
+}
+
+static void on_sigprof(int sig, siginfo_t *info, void *ucontext) {
+  (void)sig;
+  (void)info;
+  int saved_errno = errno;
+  pid_t tid = (pid_t)syscall(SYS_gettid);
+  uint64_t d = atomic_load_explicit(&deadline, memory_order_relaxed);
+  if (d && ja_now_ns() > d) {
+    /* nobody collected for too long: the profiler is gone. Every thread
+     * whose timer still fires deletes it. */
+    atomic_store(&armed, 0);
+    ja_timer_delete_self(tid);
+    errno = saved_errno;
+    return;
+  }
+  if (!atomic_load_explicit(&armed, memory_order_relaxed)) {
+    errno = saved_errno;
+    return;
+  }
+  uintptr_t methods[JA_MAX_DEPTH];
+  uint8_t types[JA_MAX_DEPTH];
+  void *thread = pthread_getspecific(thread_key);
+  if (!thread || !thread_known((uintptr_t)thread)) {
+    /* a JVM-internal thread (GC, compiler, VM): CPU time without Java frames */
+    int hi = atomic_load(&active_half);
+    atomic_fetch_add_explicit(&halves[hi].no_thread, 1, memory_order_relaxed);
+    methods[0] = 0;
+    types[0] = JA_T_ERROR;
+    store(tid, NULL, methods, types, 1);
+    errno = saved_errno;
+    return;
+  }
+  asgct_frame frames[JA_MAX_DEPTH];
+  asgct_trace trace = {.env_id = (JNIEnv *)((char *)thread + env_off), .frames = frames};
+  asgct(&trace, max_depth, ucontext);
+  uint32_t n = 0;
+  if (trace.num_frames <= 0) {
+    methods[0] = (uintptr_t)(intptr_t)trace.num_frames;
+    types[0] = JA_T_ERROR;
+    n = 1;
+  } else {
+    n = (uint32_t)trace.num_frames;
+    if (n > (uint32_t)max_depth) n = (uint32_t)max_depth;
+    for (uint32_t i = 0; i < n; i++) {
+      methods[i] = (uintptr_t)frames[i].method_id;
+      types[i] = frames[i].lineno == -3 ? JA_T_NATIVE : JA_T_UNKNOWN;
+    }
+    /* Only the leaf's code is known from the pc; the callers are typed at
+     * dump time from their methods' compile state. */
+    if (types[0] != JA_T_NATIVE) {
+      jmethodID root = NULL;
+      int level = 0;
+      int where = ja_codecache_lookup(context_pc(ucontext), &root, &level);
+      if (where == 2) {
+        types[0] = JA_T_INTERP;
+      } else if (where == 1) {
+        uint32_t k = 0;
+        while (k < n && methods[k] != (uintptr_t)root)
+          k++;
+        if (k == n) k = 0; /* root not on the stack: classify the leaf only */
+        for (uint32_t i = 0; i < k; i++)
+          types[i] = JA_T_INLINED;
+        types[k] = level >= 1 && level <= 3 ? JA_T_C1 : JA_T_JIT;
+      }
+    }
+  }
+  store(tid, thread, methods, types, n);
+  errno = saved_errno;
+}
+
+int ja_sampler_install_handler(char *err, size_t errlen) {
+  struct sigaction old;
+  if (sigaction(SIGPROF, NULL, &old) != 0) {
+    snprintf(err, errlen, "sigaction: %s", strerror(errno));
+    return -1;
+  }
+  if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction == on_sigprof) return 0;
+  if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN) {
+    /* someone else (another profiler, the application) owns SIGPROF */
+    snprintf(err, errlen, "SIGPROF already has a handler in this JVM");
+    return -1;
+  }
+  if ((old.sa_flags & SA_SIGINFO) && old.sa_sigaction) {
+    snprintf(err, errlen, "SIGPROF already has a handler in this JVM");
+    return -1;
+  }
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_sigaction = on_sigprof;
+  sa.sa_flags = SA_SIGINFO | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGPROF, &sa, NULL) != 0) {
+    snprintf(err, errlen, "sigaction: %s", strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+void ja_sampler_drain(void (*fn)(const struct ja_trace_view *, void *), void *arg,
+                      struct ja_sampler_stats *stats) {
+  int old = atomic_load(&active_half);
+  atomic_store(&active_half, 1 - old);
+  struct half *h = &halves[old];
+  /* handlers are short: wait (bounded) for the ones still in the old half */
+  for (int i = 0; i < 2000 && atomic_load(&h->inflight) > 0; i++) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  if (atomic_load(&h->inflight) > 0) {
+    /* practically impossible; rather lose this round than read torn slots */
+    stats->dropped += atomic_load(&h->samples);
+    return;
+  }
+  for (size_t i = 0; i <= slot_mask; i++) {
+    struct slot *s = &h->slots[i];
+    if (atomic_load(&s->hash) == 0) continue;
+    uint64_t c = atomic_load(&s->count);
+    if (atomic_load_explicit(&s->ready, memory_order_acquire) && s->nframes && c) {
+      struct ja_trace_view v = {.count = c,
+                                .tid = s->tid,
+                                .thread = s->thread,
+                                .nframes = s->nframes,
+                                .methods = &h->methods[s->frame_off],
+                                .types = &h->types[s->frame_off]};
+      fn(&v, arg);
+    }
+  }
+  stats->samples += atomic_exchange(&h->samples, 0);
+  stats->dropped += atomic_exchange(&h->dropped, 0);
+  stats->no_thread += atomic_exchange(&h->no_thread, 0);
+  memset(h->slots, 0, (slot_mask + 1) * sizeof(struct slot));
+  atomic_store(&h->frames_used, 0);
+}

@@ -1,0 +1,346 @@
+/*
+ * HotSpot dynamic attach, protocol v1.
+ *
+ * Each operation runs in a forked child that takes the target's effective
+ * uid/gid (setresgid, then setresuid: once the uid is dropped the gid cannot
+ * change any more). The JVM accepts a peer with its own euid/egid (and, on
+ * current JDKs, root; user namespaces map host root to nobody, which it
+ * refuses), and only trusts a trigger file owned by its euid or root. Doing
+ * it in a child keeps the worker's credentials untouched and lets the
+ * parent enforce a deadline by killing the child.
+ *
+ * The child works inside the target's /tmp through a directory fd opened on
+ * /proc/<pid>/root/tmp (fchdir, then relative names: the socket path stays
+ * short whatever the container root is). If .java_pid<nspid> is not there,
+ * it creates .attach_pid<nspid>, re-identifies the process through a pidfd
+ * (start time checked after the pidfd is open, so the signal cannot reach a
+ * reused pid) and sends SIGQUIT, then waits for the socket with growing
+ * sleeps. The request is "1\0<cmd>\0<a0>\0<a1>\0<a2>\0"; the reply is
+ * "<status>\n<text>" up to EOF, copied verbatim to the parent over a pipe.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "java.h"
+
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
+#ifndef SYS_pidfd_send_signal
+#define SYS_pidfd_send_signal 424
+#endif
+
+enum {
+  EX_OK = 0,
+  EX_TMP = 10,      /* cannot open the target's /tmp */
+  EX_CREDS = 11,    /* cannot take the target's uid/gid */
+  EX_NOSOCKET = 12, /* socket missing and signalling not allowed */
+  EX_TRIGGER = 13,  /* cannot create the trigger file */
+  EX_IDENTITY = 14, /* the pid is no longer the process we checked */
+  EX_SIGNAL = 15,   /* the signal could not be sent */
+  EX_TIMEOUT = 16,  /* the socket never appeared */
+  EX_CONNECT = 17,  /* connect failed */
+  EX_IO = 18,       /* request/reply failed */
+  EX_EOF = 19,      /* closed without a reply: rejected credentials or JVM gone */
+};
+
+static const char *exit_reason(int code) {
+  switch (code) {
+    case EX_TMP:
+      return "cannot open the JVM's /tmp";
+    case EX_CREDS:
+      return "cannot switch to the JVM's uid/gid";
+    case EX_NOSOCKET:
+      return "no attach socket and signalling is not allowed";
+    case EX_TRIGGER:
+      return "cannot create the attach trigger file";
+    case EX_IDENTITY:
+      return "the process changed identity before the signal";
+    case EX_SIGNAL:
+      return "cannot send SIGQUIT";
+    case EX_TIMEOUT:
+      return "timed out waiting for the attach socket";
+    case EX_CONNECT:
+      return "cannot connect to the attach socket";
+    case EX_IO:
+      return "attach request failed";
+    case EX_EOF:
+      return "the JVM closed the attach connection without a reply";
+    default:
+      return "attach helper failed";
+  }
+}
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static int is_socket(const char *name) {
+  struct stat st;
+  return lstat(name, &st) == 0 && S_ISSOCK(st.st_mode);
+}
+
+int java_socket_exists(uint32_t pid, uint32_t nspid) {
+  int tmp = java_open_target_tmp(pid);
+  if (tmp < 0) return 0;
+  char name[64];
+  snprintf(name, sizeof(name), ".java_pid%u", nspid);
+  struct stat st;
+  int ok = fstatat(tmp, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISSOCK(st.st_mode);
+  close(tmp);
+  return ok;
+}
+
+static int try_connect(const char *name) {
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return -1;
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", name);
+  if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+    close(s);
+    return -1;
+  }
+  return s;
+}
+
+/* Sends SIGQUIT to pid only if it still is the process started at
+ * start_time: the pidfd pins the process, the start time proves which. */
+static int signal_verified(uint32_t pid, uint64_t start_time) {
+  int pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+  if (pfd >= 0) {
+    if (!java_target_alive(pid, start_time)) {
+      close(pfd);
+      return EX_IDENTITY;
+    }
+    int rc = (int)syscall(SYS_pidfd_send_signal, pfd, SIGQUIT, NULL, 0);
+    close(pfd);
+    return rc == 0 ? EX_OK : EX_SIGNAL;
+  }
+  if (errno != ENOSYS) return EX_IDENTITY;
+  /* kernels before 5.3: the check and the kill are as close as we can get */
+  if (!java_target_alive(pid, start_time)) return EX_IDENTITY;
+  return kill((pid_t)pid, SIGQUIT) == 0 ? EX_OK : EX_SIGNAL;
+}
+
+static int write_all(int fd, const char *p, size_t n) {
+  while (n) {
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+static int child_main(const struct java_target_info *ti, int tmp, int allow_signal, int timeout_ms,
+                      const char *const req[4], int out) {
+  if (fchdir(tmp) != 0) return EX_TMP;
+  close(tmp);
+  if (getuid() == 0 && (ti->uid != 0 || ti->gid != 0)) {
+    if (setgroups(0, NULL) != 0 || setresgid(ti->gid, ti->gid, ti->gid) != 0 ||
+        setresuid(ti->uid, ti->uid, ti->uid) != 0)
+      return EX_CREDS;
+  }
+  char sock[64], trigger[64];
+  snprintf(sock, sizeof(sock), ".java_pid%u", ti->nspid);
+  snprintf(trigger, sizeof(trigger), ".attach_pid%u", ti->nspid);
+  int s = is_socket(sock) ? try_connect(sock) : -1;
+  if (s < 0) {
+    if (!allow_signal) return EX_NOSOCKET;
+    int fd = open(trigger, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0660);
+    if (fd < 0) return EX_TRIGGER;
+    close(fd);
+    int rc = signal_verified(ti->pid, ti->start_time);
+    if (rc != EX_OK) {
+      unlink(trigger);
+      return rc;
+    }
+    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+    for (int delay = 20; now_ms() < deadline; delay = delay < 320 ? delay * 2 : delay) {
+      struct timespec ts = {0, delay * 1000000L};
+      nanosleep(&ts, NULL);
+      if (is_socket(sock) && (s = try_connect(sock)) >= 0) break;
+      if (!java_target_alive(ti->pid, ti->start_time)) break;
+    }
+    unlink(trigger);
+    if (s < 0) return EX_TIMEOUT;
+  }
+  /* the request: version, command, exactly three arguments */
+  for (int i = 0; i < 4; i++) {
+    const char *a = req[i] ? req[i] : "";
+    if ((i == 0 && write_all(s, "1", 2) != 0) || write_all(s, a, strlen(a) + 1) != 0) {
+      close(s);
+      return EX_IO;
+    }
+  }
+  char buf[8192];
+  size_t total = 0;
+  uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+  for (;;) {
+    uint64_t t = now_ms();
+    if (t >= deadline) break;
+    struct pollfd p = {.fd = s, .events = POLLIN};
+    int pr = poll(&p, 1, (int)(deadline - t));
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) break;
+    ssize_t r = read(s, buf, sizeof(buf));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    total += (size_t)r;
+    if (write(out, buf, (size_t)r) != r) break;
+  }
+  close(s);
+  return total ? EX_OK : EX_EOF;
+}
+
+int java_attach(const struct java_target_info *ti, int allow_signal, int timeout_ms,
+                const char *cmd, const char *a0, const char *a1, const char *a2,
+                struct java_attach_reply *reply, char *err, size_t errlen) {
+  memset(reply, 0, sizeof(*reply));
+  reply->status = -1;
+  if (strlen(cmd) > 16 || (a0 && strlen(a0) > 1024) || (a1 && strlen(a1) > 1024) ||
+      (a2 && strlen(a2) > 1024)) {
+    snprintf(err, errlen, "attach request too long for protocol v1");
+    return -EINVAL;
+  }
+  int tmp = java_open_target_tmp(ti->pid);
+  if (tmp < 0) {
+    snprintf(err, errlen, "cannot open /proc/%u/root/tmp: %s", ti->pid, strerror(-tmp));
+    return tmp;
+  }
+  int pfd[2];
+  if (pipe2(pfd, O_CLOEXEC) != 0) {
+    int e = errno;
+    close(tmp);
+    snprintf(err, errlen, "pipe: %s", strerror(e));
+    return -e;
+  }
+  const char *req[4] = {cmd, a0, a1, a2};
+  pid_t child = fork();
+  if (child < 0) {
+    int e = errno;
+    close(tmp);
+    close(pfd[0]);
+    close(pfd[1]);
+    snprintf(err, errlen, "fork: %s", strerror(e));
+    return -e;
+  }
+  if (child == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    signal(SIGPIPE, SIG_IGN);
+    close(pfd[0]);
+    _exit(child_main(ti, tmp, allow_signal, timeout_ms, req, pfd[1]));
+  }
+  close(tmp);
+  close(pfd[1]);
+  size_t cap = 16384, len = 0;
+  char *buf = malloc(cap);
+  uint64_t deadline = now_ms() + (uint64_t)timeout_ms * 2 + 2000; /* socket wait + reply */
+  int timed_out = 0;
+  while (buf) {
+    uint64_t t = now_ms();
+    if (t >= deadline) {
+      timed_out = 1;
+      break;
+    }
+    struct pollfd p = {.fd = pfd[0], .events = POLLIN};
+    int pr = poll(&p, 1, (int)(deadline - t));
+    if (pr < 0 && errno == EINTR) continue;
+    if (pr <= 0) {
+      timed_out = pr == 0;
+      break;
+    }
+    if (len + 4096 + 1 > cap) {
+      if (cap >= (64u << 20)) break; /* replies are small; a huge one is not ours */
+      char *g = realloc(buf, cap * 2);
+      if (!g) break;
+      buf = g;
+      cap *= 2;
+    }
+    ssize_t r = read(pfd[0], buf + len, cap - len - 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    len += (size_t)r;
+  }
+  close(pfd[0]);
+  if (timed_out) kill(child, SIGKILL); /* our own helper */
+  int wst = 0;
+  while (waitpid(child, &wst, 0) < 0 && errno == EINTR) {
+  }
+  int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
+  if (timed_out || code != EX_OK || !buf) {
+    free(buf);
+    snprintf(err, errlen, "%s", timed_out ? "attach timed out" : exit_reason(code));
+    return code == EX_NOSOCKET ? -ENOENT : code == EX_IDENTITY ? -ESRCH : -EIO;
+  }
+  buf[len] = '\0';
+  char *nl = memchr(buf, '\n', len);
+  char *end = NULL;
+  long status = strtol(buf, &end, 10);
+  if (!nl || end == buf) {
+    free(buf);
+    snprintf(err, errlen, "malformed attach reply");
+    return -EPROTO;
+  }
+  reply->status = (int)status;
+  reply->len = len - (size_t)(nl + 1 - buf);
+  memmove(buf, nl + 1, reply->len + 1);
+  reply->body = buf;
+  return 0;
+}
+
+void java_attach_reply_free(struct java_attach_reply *r) {
+  free(r->body);
+  r->body = NULL;
+}
+
+int java_load_result(const struct java_attach_reply *r, int *rc, char *err, size_t errlen) {
+  *rc = -1;
+  const char *body = r->body ? r->body : "";
+  const char *p = strstr(body, "return code: ");
+  if (r->status != 0) {
+    /* JDK <= 20 report a failed load in the status; JDK 8 puts the agent's
+     * return code on the next line */
+    snprintf(err, errlen, "load failed (status %d): %.200s", r->status, body);
+    return -1;
+  }
+  if (p) {
+    *rc = atoi(p + 13);
+  } else {
+    char *end;
+    long v = strtol(body, &end, 10);
+    if (end != body && (*end == '\n' || *end == '\0')) {
+      *rc = (int)v; /* JDK 8: bare return code */
+    } else {
+      /* JDK 21+: status 0 and an error text instead of a return code */
+      snprintf(err, errlen, "%.200s", body);
+      for (char *c = err; *c; c++)
+        if (*c == '\n') *c = ' ';
+      return -1;
+    }
+  }
+  if (*rc != 0) {
+    snprintf(err, errlen, "agent returned %d", *rc);
+    return -1;
+  }
+  return 0;
+}
