@@ -27,7 +27,7 @@ struct agent_plugin {
   struct pp_profile *snap; /* this session's snapshot (reused) */
   int snap_rc;             /* 0, or why this session's data is missing */
   char snap_err[256];
-  uint64_t cpu_ticks_prev; /* worker CPU at the previous session end */
+  uint64_t cpu_ticks_prev;   /* worker CPU at the previous session end */
   struct pp_target *pending; /* new targets found since the last add_targets */
   size_t npending, pending_cap;
 };
@@ -51,8 +51,8 @@ struct pp_agent {
 
 /* Per-session timing facts for the output stage. */
 struct session_times {
-  time_t start, end;  /* wall clock */
-  double duration_s;  /* measured */
+  time_t start, end; /* wall clock */
+  double duration_s; /* measured */
 };
 
 /* Merge the snapshots, enrich, write the configured outputs and log the

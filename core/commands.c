@@ -18,10 +18,10 @@ static void print_caps(FILE *out, uint64_t caps) {
     uint64_t bit;
     const char *name;
   } names[] = {
-      {PP_CAP_SYSTEM_WIDE, "system-wide"},   {PP_CAP_RUNTIME, "runtime"},
-      {PP_CAP_PERFLESS, "perfless"},         {PP_CAP_NEEDS_ROOT, "needs-root"},
+      {PP_CAP_SYSTEM_WIDE, "system-wide"},     {PP_CAP_RUNTIME, "runtime"},
+      {PP_CAP_PERFLESS, "perfless"},           {PP_CAP_NEEDS_ROOT, "needs-root"},
       {PP_CAP_NEEDS_PERFMON, "needs-perfmon"}, {PP_CAP_NEEDS_PTRACE, "needs-ptrace"},
-      {PP_CAP_NEEDS_SYSLOG, "needs-syslog"}, {PP_CAP_NEEDS_KILL, "needs-kill"},
+      {PP_CAP_NEEDS_SYSLOG, "needs-syslog"},   {PP_CAP_NEEDS_KILL, "needs-kill"},
   };
   const char *sep = "";
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -104,7 +104,8 @@ int pp_cmd_check(struct pp_config *cfg, FILE *out) {
   } needs[] = {
       {38, "CAP_PERFMON", "perf sampling of other users' processes and kernel stacks"},
       {19, "CAP_SYS_PTRACE", "reading other processes' memory (python, php, ruby plugins)"},
-      {34, "CAP_SYSLOG", "kernel symbol addresses (/proc/kallsyms); kernel frames show as [unknown]"},
+      {34, "CAP_SYSLOG",
+       "kernel symbol addresses (/proc/kallsyms); kernel frames show as [unknown]"},
       {2, "CAP_DAC_READ_SEARCH", "reading binaries and perf maps of other users"},
       {5, "CAP_KILL", "attach protocols that signal the target (java, nodejs)"},
       {6, "CAP_SETGID", "acting as the target's group during attach (java)"},
@@ -127,10 +128,12 @@ int pp_cmd_check(struct pp_config *cfg, FILE *out) {
               ? " (without CAP_PERFMON only your own processes can be sampled)"
               : "");
   fprintf(out, "kernel.kptr_restrict = %ld\n", kptr);
-  if (yama != -1000) fprintf(out, "kernel.yama.ptrace_scope = %ld%s\n", yama,
-                             yama >= 2 && !((caps >> 19) & 1) ? " (ptrace needs CAP_SYS_PTRACE)" : "");
+  if (yama != -1000)
+    fprintf(out, "kernel.yama.ptrace_scope = %ld%s\n", yama,
+            yama >= 2 && !((caps >> 19) & 1) ? " (ptrace needs CAP_SYS_PTRACE)" : "");
   int rc = pp_cmd_plugins(cfg, false, out);
-  fprintf(out, "%s\n", missing ? "some capabilities are missing: see above what they disable"
-                               : "all capabilities present");
+  fprintf(out, "%s\n",
+          missing ? "some capabilities are missing: see above what they disable"
+                  : "all capabilities present");
   return rc;
 }

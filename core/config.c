@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "config.h"
+#include "config_alloc.h"
 
 #ifndef POLYPROF_PLUGIN_DIR
 #define POLYPROF_PLUGIN_DIR "/usr/lib/polyprof/plugins"
@@ -95,18 +96,6 @@ static const struct core_key keys[] = {
 const char *const pp_config_sections[] = {"profiling", "output",  "enrichment", "agent",
                                           "logging",   "plugins", "upload",     NULL};
 
-static char *xstrdup(const char *s) {
-  char *d = strdup(s);
-  if (!d) abort();
-  return d;
-}
-
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size);
-  if (!p) abort();
-  return p;
-}
-
 static void set_str(char **field, const char *value) {
   free(*field);
   *field = value ? xstrdup(value) : NULL;
@@ -117,13 +106,6 @@ static char **strv_new(const char *const *items, size_t n) {
   for (size_t i = 0; i < n; i++)
     v[i] = xstrdup(items[i]);
   return v;
-}
-
-static void strv_free(char **v) {
-  if (!v) return;
-  for (char **p = v; *p; p++)
-    free(*p);
-  free(v);
 }
 
 void pp_config_defaults(struct pp_config *c) {
@@ -185,16 +167,7 @@ void pp_config_free(struct pp_config *c) {
   }
   free(c->sections);
   for (size_t i = 0; i < c->plugin_count; i++) {
-    struct pp_plugin_config *p = &c->plugins[i];
-    for (size_t j = 0; j < p->option_count; j++) {
-      free(p->options[j].scalar);
-      strv_free(p->options[j].items);
-    }
-    free(p->options);
-    free(p->name);
-    free(p->mode);
-    free(p->disabled_by);
-    free(p->isolation);
+    pp_plugin_config_clear(&c->plugins[i]);
   }
   free(c->plugins);
   for (size_t i = 0; i < c->flag_count; i++) {

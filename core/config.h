@@ -21,13 +21,13 @@
 
 /* A scalar or list value from YAML or the CLI, with where it came from. */
 struct pp_config_value {
-  char *key;            /* key inside the section */
-  char *scalar;         /* scalar text, NULL for a list */
-  char **items;         /* list items (NULL-terminated), NULL for a scalar */
+  char *key;    /* key inside the section */
+  char *scalar; /* scalar text, NULL for a list */
+  char **items; /* list items (NULL-terminated), NULL for a scalar */
   size_t item_count;
-  const char *origin;   /* file path or "command line" (not owned) */
-  int line;             /* 1-based YAML line, 0 for the command line */
-  char *flag;           /* the CLI flag that set it, NULL if from the file */
+  const char *origin; /* file path or "command line" (not owned) */
+  int line;           /* 1-based YAML line, 0 for the command line */
+  char *flag;         /* the CLI flag that set it, NULL if from the file */
 };
 
 /* One plugin's section: "python:" in YAML plus --python-* flags. */
@@ -36,7 +36,7 @@ struct pp_plugin_section {
   int line;                       /* line of the section key, 0 if only CLI */
   struct pp_config_value *values; /* later entries override earlier ones */
   size_t count;
-  const char *origin;             /* file of the section key, NULL if only CLI (not owned) */
+  const char *origin; /* file of the section key, NULL if only CLI (not owned) */
 };
 
 /* A command-line flag the core does not know (--java-line-numbers...), kept
@@ -53,62 +53,62 @@ struct pp_config_flag {
 /* Resolved plugin option values (after binding to a descriptor). */
 struct pp_bound_option {
   const struct pp_option *opt;
-  char *scalar;         /* textual value (NULL: unset) */
-  char **items;         /* lists */
+  char *scalar; /* textual value (NULL: unset) */
+  char **items; /* lists */
   size_t item_count;
 };
 
 struct pp_plugin_config {
   char *name;
   bool enabled;
-  char *mode;           /* NULL if the plugin declares no mode */
-  char *disabled_by;    /* why disabled: "--no-python", "python.enabled: false (file:line)"... */
-  char *isolation;      /* "worker" | "inline" (per plugin override) */
+  char *mode;        /* NULL if the plugin declares no mode */
+  char *disabled_by; /* why disabled: "--no-python", "python.enabled: false (file:line)"... */
+  char *isolation;   /* "worker" | "inline" (per plugin override) */
   struct pp_bound_option *options;
   size_t option_count;
 };
 
 struct pp_config {
-  char *config_path;            /* file actually read, NULL if none */
+  char *config_path; /* file actually read, NULL if none */
 
   /* profiling */
-  int frequency;                /* -f, Hz (default 11) */
-  int duration;                 /* -d, seconds (default 60) */
-  bool continuous;              /* -c */
-  uint32_t *pids;               /* --pids, NULL/0 = all */
+  int frequency;   /* -f, Hz (default 11) */
+  int duration;    /* -d, seconds (default 60) */
+  bool continuous; /* -c */
+  uint32_t *pids;  /* --pids, NULL/0 = all */
   size_t pid_count;
-  char *profiling_mode;         /* "cpu" (only value for now) */
+  char *profiling_mode; /* "cpu" (only value for now) */
 
   /* output */
-  char *output_dir;             /* -o, NULL = no local output */
+  char *output_dir; /* -o, NULL = no local output */
   bool rotating_output;
-  bool flamegraph;              /* --no-flamegraph clears */
-  char **output_formats;        /* "col", "html", ... NULL-terminated */
+  bool flamegraph;       /* --no-flamegraph clears */
+  char **output_formats; /* "col", "html", ... NULL-terminated */
   size_t output_format_count;
 
   /* enrichment */
-  bool app_identifiers;         /* --disable-application-identifiers clears */
-  bool container_names;         /* --disable-container-names clears */
-  bool application_metadata;    /* --disable-application-metadata clears */
-  bool metadata_collection;     /* --disable-metadata-collection clears */
-  bool metrics_collection;      /* --disable-metrics-collection clears */
-  char **app_id_args_filters;   /* regexes */
+  bool app_identifiers;       /* --disable-application-identifiers clears */
+  bool container_names;       /* --disable-container-names clears */
+  bool application_metadata;  /* --disable-application-metadata clears */
+  bool metadata_collection;   /* --disable-metadata-collection clears */
+  bool metrics_collection;    /* --disable-metrics-collection clears */
+  char **app_id_args_filters; /* regexes */
   size_t app_id_args_filter_count;
-  size_t appid_cache_size;      /* LRU entries (default 4096) */
+  size_t appid_cache_size; /* LRU entries (default 4096) */
 
   /* agent */
-  bool pidns_check;             /* --disable-pidns-check clears */
-  char *pid_file;               /* default /run/polyprof.pid */
-  char *log_file;               /* default /var/log/polyprof/polyprof.log, "" = none */
-  size_t log_max_bytes;         /* default 5 MiB */
-  int log_backups;              /* default 1 */
-  bool verbose;                 /* -v */
+  bool pidns_check;     /* --disable-pidns-check clears */
+  char *pid_file;       /* default /run/polyprof.pid */
+  char *log_file;       /* default /var/log/polyprof/polyprof.log, "" = none */
+  size_t log_max_bytes; /* default 5 MiB */
+  int log_backups;      /* default 1 */
+  bool verbose;         /* -v */
 
   /* plugins */
-  char *plugin_dir;             /* --plugin-dir */
-  char *isolation;              /* "worker" (default) | "inline" */
-  int worker_memory_limit_mb;   /* RSS cap per worker (default 256) */
-  int worker_timeout_s;         /* a reply slower than this = hung (default 10) */
+  char *plugin_dir;                 /* --plugin-dir */
+  char *isolation;                  /* "worker" (default) | "inline" */
+  int worker_memory_limit_mb;       /* RSS cap per worker (default 256) */
+  int worker_timeout_s;             /* a reply slower than this = hung (default 10) */
   int worker_restart_backoff_max_s; /* default 300 */
 
   /* upload (issue 10 fills the client; flags parsed here) */

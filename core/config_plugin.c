@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "config.h"
+#include "config_alloc.h"
 
 #define FLAG_MAX 128
 
@@ -20,18 +21,6 @@
 static const char *const known_runtimes[] = {"perf", "python", "java",   "php",
                                              "ruby", "nodejs", "dotnet", "example"};
 #define NKNOWN (sizeof(known_runtimes) / sizeof(known_runtimes[0]))
-
-static char *xstrdup(const char *s) {
-  char *d = strdup(s);
-  if (!d) abort();
-  return d;
-}
-
-static void *xrealloc(void *p, size_t size) {
-  p = realloc(p, size ? size : 1);
-  if (!p) abort();
-  return p;
-}
 
 static char *xasprintf(const char *fmt, ...) PP_PRINTF(1, 2);
 static char *xasprintf(const char *fmt, ...) {
@@ -50,13 +39,6 @@ static char **strv_dup(char *const *items, size_t n) {
     v[i] = xstrdup(items[i]);
   v[n] = NULL;
   return v;
-}
-
-static void strv_free(char **v) {
-  if (!v) return;
-  for (char **p = v; *p; p++)
-    free(*p);
-  free(v);
 }
 
 /* "a,b, c" -> {"a", "b", "c"}: how list flags and list defaults are written. */
@@ -398,7 +380,7 @@ static int bind_host_key(struct binder *b, const struct pp_config_value *v, stru
   return 0;
 }
 
-static void free_plugin_config(struct pp_plugin_config *pc) {
+void pp_plugin_config_clear(struct pp_plugin_config *pc) {
   for (size_t i = 0; i < pc->option_count; i++) {
     free(pc->options[i].scalar);
     strv_free(pc->options[i].items);
@@ -474,7 +456,7 @@ int pp_config_bind_plugin(struct pp_config *c, const struct pp_plugin *plugin,
       free(list_from_cli);
       free(st.mode);
       free(st.isolation);
-      free_plugin_config(&pc);
+      pp_plugin_config_clear(&pc);
       return -1;
     }
   }

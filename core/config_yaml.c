@@ -12,25 +12,7 @@
 #include <yaml.h>
 
 #include "config.h"
-
-static char *xstrdup(const char *s) {
-  char *d = strdup(s);
-  if (!d) abort();
-  return d;
-}
-
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size);
-  if (!p) abort();
-  return p;
-}
-
-static void strv_free(char **v) {
-  if (!v) return;
-  for (char **p = v; *p; p++)
-    free(*p);
-  free(v);
-}
+#include "config_alloc.h"
 
 #define MAX_FILE_BYTES (1024 * 1024)
 #define MAX_DEPTH 16 /* the schema needs 3; anything deeper is a mistake */

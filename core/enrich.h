@@ -15,12 +15,12 @@
 #include "profile.h"
 
 struct pp_enrich_opts {
-  bool appids;             /* compute appid where the plugin set none */
-  bool containers;         /* resolve container names */
-  bool app_metadata;       /* build the application_metadata table */
+  bool appids;                            /* compute appid where the plugin set none */
+  bool containers;                        /* resolve container names */
+  bool app_metadata;                      /* build the application_metadata table */
   const char *const *app_id_args_filters; /* regexes for Java appid args */
   size_t app_id_args_filter_count;
-  size_t cache_size;       /* LRU entries per cache */
+  size_t cache_size;         /* LRU entries per cache */
   const char *docker_socket; /* NULL: /var/run/docker.sock via /proc/1/root */
   /* polyprof additions (enrich branch): */
   bool java_spark_appid; /* append "spark: <spark.app.name>" for Spark executors */

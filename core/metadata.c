@@ -125,7 +125,8 @@ static void hypervisor(const char *cpu_flags, char *out, size_t len) {
   memcpy(vendor + 8, &edx, 4);
   vendor[12] = '\0';
   /* vendors pad their 12-byte signature with spaces ("bhyve bhyve ") */
-  for (int i = 11; i >= 0 && (vendor[i] == ' ' || vendor[i] == '\0'); i--) vendor[i] = '\0';
+  for (int i = 11; i >= 0 && (vendor[i] == ' ' || vendor[i] == '\0'); i--)
+    vendor[i] = '\0';
   bool printable = vendor[0] != '\0';
   for (size_t i = 0; vendor[i]; i++)
     if (!isprint((unsigned char)vendor[i])) printable = false;

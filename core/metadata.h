@@ -28,12 +28,12 @@ void pp_metrics_session(struct pp_metrics *m, double *cpu_avg, double *mem_avg);
 
 struct pp_header_args {
   const struct pp_config *cfg;
-  json_t *system_metadata;   /* from pp_metadata_system (borrowed) */
-  json_t *containers;        /* borrowed */
-  json_t *app_meta_list;     /* borrowed */
-  double cpu_avg, mem_avg;   /* < 0: null */
+  json_t *system_metadata; /* from pp_metadata_system (borrowed) */
+  json_t *containers;      /* borrowed */
+  json_t *app_meta_list;   /* borrowed */
+  double cpu_avg, mem_avg; /* < 0: null */
   time_t start_time, end_time;
-  json_t *plugin_stats;      /* polyprof extension, borrowed, may be NULL */
+  json_t *plugin_stats; /* polyprof extension, borrowed, may be NULL */
 };
 
 /* Build the header object in gProfiler's key order; caller owns it. */

@@ -30,8 +30,8 @@ struct pp_frame_rec {
 
 struct pp_stack_rec {
   uint32_t pid;
-  uint32_t comm;    /* string id or PP_NO_STR (= the pid's comm) */
-  uint32_t first;   /* index into the frame-id pool (pp_profile_stack_frames) */
+  uint32_t comm;  /* string id or PP_NO_STR (= the pid's comm) */
+  uint32_t first; /* index into the frame-id pool (pp_profile_stack_frames) */
   uint32_t nframes;
   uint64_t count;
 };
@@ -39,15 +39,15 @@ struct pp_stack_rec {
 /* Facts about one pid in this profile. */
 struct pp_pid_rec {
   uint32_t pid;
-  uint32_t comm;        /* process comm, string id or PP_NO_STR */
-  uint32_t appid;       /* string id or PP_NO_STR */
-  uint32_t app_meta;    /* string id of a JSON object text, or PP_NO_STR */
-  uint32_t container;   /* string id or PP_NO_STR */
-  uint32_t status;      /* enum pp_pid_status */
-  uint32_t reason;      /* string id or PP_NO_STR (status != OK) */
+  uint32_t comm;           /* process comm, string id or PP_NO_STR */
+  uint32_t appid;          /* string id or PP_NO_STR */
+  uint32_t app_meta;       /* string id of a JSON object text, or PP_NO_STR */
+  uint32_t container;      /* string id or PP_NO_STR */
+  uint32_t status;         /* enum pp_pid_status */
+  uint32_t reason;         /* string id or PP_NO_STR (status != OK) */
   uint32_t app_meta_index; /* filled by enrichment: index in the header table, 0 = none */
-  uint64_t start_time;  /* /proc start time, 0 if unknown */
-  uint64_t total;       /* sum of this pid's stack counts (maintained) */
+  uint64_t start_time;     /* /proc start time, 0 if unknown */
+  uint64_t total;          /* sum of this pid's stack counts (maintained) */
 };
 
 struct pp_counter_rec {

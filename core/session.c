@@ -72,7 +72,6 @@ static uint64_t mono_ms(void) {
 
 /* --- plugins ------------------------------------------------------------ */
 
-
 int pp_agent_load_plugins(struct pp_config *cfg, struct pp_plugin_info **infos, size_t *count,
                           char err[PP_MAX_ERR]) {
   *infos = NULL;
@@ -95,8 +94,10 @@ int pp_agent_load_plugins(struct pp_config *cfg, struct pp_plugin_info **infos, 
   for (size_t i = 0; i < cfg->section_count; i++) {
     const char *name = cfg->sections[i].name;
     bool is_loaded = false;
-    for (size_t j = 0; j < nloaded; j++) is_loaded |= strcmp(loaded[j], name) == 0;
-    if (!is_loaded) pp_log(PP_LOG_INFO, "polyprof", "%s: plugin not installed, section ignored", name);
+    for (size_t j = 0; j < nloaded; j++)
+      is_loaded |= strcmp(loaded[j], name) == 0;
+    if (!is_loaded)
+      pp_log(PP_LOG_INFO, "polyprof", "%s: plugin not installed, section ignored", name);
   }
   return 0;
 }
@@ -205,7 +206,8 @@ static void scan_targets(struct pp_agent *a, bool recheck) {
 
 static void start_plugins(struct pp_agent *a) {
   bool have_base = false;
-  for (size_t i = 0; i < a->nplugins; i++) have_base |= a->plugins[i].system_wide;
+  for (size_t i = 0; i < a->nplugins; i++)
+    have_base |= a->plugins[i].system_wide;
   for (size_t i = 0; i < a->nplugins; i++) {
     struct agent_plugin *ap = &a->plugins[i];
     if (ap->started) continue;
@@ -216,7 +218,8 @@ static void start_plugins(struct pp_agent *a) {
         .flags = (a->cfg->continuous ? PP_SESSION_CONTINUOUS : 0) |
                  (have_base ? 0 : PP_SESSION_PERFLESS),
         .mode = ap->pcfg->mode,
-        .tick_interval_ns = 1000000000ull / (uint64_t)(a->cfg->frequency > 0 ? a->cfg->frequency : 1),
+        .tick_interval_ns =
+            1000000000ull / (uint64_t)(a->cfg->frequency > 0 ? a->cfg->frequency : 1),
     };
     char err[256] = "";
     if (pp_worker_start(ap->worker, &s, err, sizeof(err)) < 0) {
@@ -228,7 +231,8 @@ static void start_plugins(struct pp_agent *a) {
     const struct pp_target *t;
     size_t n = pp_targets_of(a->targets, i, &t);
     ap->npending = 0;
-    for (size_t k = 0; k < n; k++) queue_target(a, i, &t[k]);
+    for (size_t k = 0; k < n; k++)
+      queue_target(a, i, &t[k]);
   }
   flush_targets(a);
 }
@@ -246,7 +250,8 @@ static void wait_and_service(struct pp_agent *a, int timeout_ms) {
   if (timeout_ms < 0) timeout_ms = 0;
   poll(fds, n, timeout_ms);
   if (fds[0].revents & POLLIN) drain_signal_pipe();
-  for (size_t i = 0; i < a->nplugins; i++) pp_worker_service(a->plugins[i].worker);
+  for (size_t i = 0; i < a->nplugins; i++)
+    pp_worker_service(a->plugins[i].worker);
 }
 
 static void snapshot_all(struct pp_agent *a) {
@@ -258,10 +263,12 @@ static void snapshot_all(struct pp_agent *a) {
   for (size_t i = 0; i < a->nplugins; i++) {
     struct agent_plugin *ap = &a->plugins[i];
     if (ap->snap_rc == 0)
-      ap->snap_rc = pp_worker_snapshot_end(ap->worker, ap->snap, ap->snap_err, sizeof(ap->snap_err));
+      ap->snap_rc =
+          pp_worker_snapshot_end(ap->worker, ap->snap, ap->snap_err, sizeof(ap->snap_err));
     if (ap->snap_rc < 0) {
       pp_profile_clear(ap->snap);
-      if (!ap->snap_err[0]) snprintf(ap->snap_err, sizeof(ap->snap_err), "%s", strerror(-ap->snap_rc));
+      if (!ap->snap_err[0])
+        snprintf(ap->snap_err, sizeof(ap->snap_err), "%s", strerror(-ap->snap_rc));
       pp_log(PP_LOG_WARNING, "polyprof", "%s: no data this session: %s", ap->info->desc.name,
              ap->snap_err);
     }
@@ -276,10 +283,12 @@ static bool in_init_pid_namespace(void) {
   p += 7;
   int numbers = 0;
   while (*p && *p != '\n') {
-    while (*p == ' ' || *p == '\t') p++;
+    while (*p == ' ' || *p == '\t')
+      p++;
     if (*p >= '0' && *p <= '9') {
       numbers++;
-      while (*p >= '0' && *p <= '9') p++;
+      while (*p >= '0' && *p <= '9')
+        p++;
     } else if (*p && *p != '\n') {
       p++;
     }

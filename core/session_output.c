@@ -115,8 +115,7 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
         base = ap->snap;
       else if (ap->snap_rc < 0)
         pp_log(PP_LOG_WARNING, "polyprof",
-               "%s: system-wide data missing this session; runtime stacks are kept unscaled",
-               name);
+               "%s: system-wide data missing this session; runtime stacks are kept unscaled", name);
       continue;
     }
     if (ap->snap_rc < 0) mark_failed(a, i);
@@ -171,8 +170,8 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
     pp_output_stem(t->end, stem, sizeof(stem));
     struct write_ctx wc = {.a = a, .header = header_text, .html = &hi};
     if (format_enabled(cfg, "col")) {
-      if (pp_output_publish(cfg->output_dir, stem, ".col", "last_profile.col",
-                            cfg->rotating_output, write_col, &wc, err, sizeof(err)) < 0)
+      if (pp_output_publish(cfg->output_dir, stem, ".col", "last_profile.col", cfg->rotating_output,
+                            write_col, &wc, err, sizeof(err)) < 0)
         pp_log(PP_LOG_ERROR, "polyprof", "writing the .col failed: %s", err);
       else
         snprintf(written[nwritten++], sizeof(written[0]), "%s/%s.col", cfg->output_dir, stem);
@@ -224,7 +223,8 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
          pp_profile_stack_count(a->merged), pp_profile_pid_count(a->merged), per_plugin,
          core_s + worker_s, 100.0 * (core_s + worker_s) / dur, core_s, worker_s,
          (double)ru.ru_maxrss / 1024.0, (double)worker_hwm / 1024.0);
-  for (int i = 0; i < nwritten; i++) pp_log(PP_LOG_INFO, "polyprof", "wrote %s", written[i]);
+  for (int i = 0; i < nwritten; i++)
+    pp_log(PP_LOG_INFO, "polyprof", "wrote %s", written[i]);
 
   free(header_text);
   json_decref(header);

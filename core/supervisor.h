@@ -45,10 +45,10 @@ int pp_registry_scan(const char *dir, struct pp_plugin_info **out, size_t *count
 void pp_registry_free(struct pp_plugin_info *infos, size_t count);
 
 struct pp_worker_opts {
-  bool inline_mode;            /* thread in the agent instead of a process */
-  int memory_limit_mb;         /* RSS cap of the worker process, 0 = none */
-  int timeout_s;               /* max wait for any reply */
-  int backoff_max_s;           /* restart backoff cap */
+  bool inline_mode;    /* thread in the agent instead of a process */
+  int memory_limit_mb; /* RSS cap of the worker process, 0 = none */
+  int timeout_s;       /* max wait for any reply */
+  int backoff_max_s;   /* restart backoff cap */
 };
 
 struct pp_worker;
@@ -64,7 +64,8 @@ bool pp_worker_running(const struct pp_worker *w);
 pid_t pp_worker_pid(const struct pp_worker *w); /* 0 inline or not running */
 
 /* Spawn (if needed), init and start. The session is remembered for restarts. */
-int pp_worker_start(struct pp_worker *w, const struct pp_session *session, char *err, size_t errlen);
+int pp_worker_start(struct pp_worker *w, const struct pp_session *session, char *err,
+                    size_t errlen);
 /* Targets are remembered for restarts. */
 int pp_worker_add_targets(struct pp_worker *w, const struct pp_target *t, size_t n, char *err,
                           size_t errlen);

@@ -84,7 +84,8 @@ void pp_targets_free(struct pp_targets *t) {
   free(t->index);
   free(t->filter);
   free(t->excluded);
-  for (size_t i = 0; i < PP_TARGETS_MAX_PLUGINS; i++) free(t->per_plugin[i]);
+  for (size_t i = 0; i < PP_TARGETS_MAX_PLUGINS; i++)
+    free(t->per_plugin[i]);
   free(t);
 }
 
@@ -316,7 +317,8 @@ int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, voi
 
   /* new index */
   size_t icap = 16;
-  while (icap < nn * 2) icap *= 2;
+  while (icap < nn * 2)
+    icap *= 2;
   uint32_t *index = calloc(icap, sizeof(uint32_t));
   if (!index) {
     free(nents);
@@ -324,7 +326,8 @@ int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, voi
   }
   for (size_t i = 0; i < nn; i++) {
     size_t pos = (nents[i].pid * 2654435761u) & (icap - 1);
-    while (index[pos]) pos = (pos + 1) & (icap - 1);
+    while (index[pos])
+      pos = (pos + 1) & (icap - 1);
     index[pos] = (uint32_t)i + 1;
   }
   free(t->ents);
@@ -335,7 +338,8 @@ int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, voi
   t->index = index;
   t->index_cap = icap;
 
-  for (size_t p = 0; p < t->n; p++) t->per_count[p] = 0;
+  for (size_t p = 0; p < t->n; p++)
+    t->per_count[p] = 0;
   t->live = 0;
   for (size_t i = 0; i < nn; i++) {
     struct proc_ent *e = &t->ents[i];

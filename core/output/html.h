@@ -15,7 +15,7 @@
 struct pp_html_plugin_stat {
   const char *name;
   uint64_t samples;
-  double rate_hz; /* achieved samples per second over the session */
+  double rate_hz;     /* achieved samples per second over the session */
   const char *status; /* "ok", or why it lost data this session */
 };
 

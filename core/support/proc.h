@@ -14,9 +14,9 @@
  * byte count. 0 or -errno. */
 int pp_read_file(const char *path, char *buf, size_t cap, size_t *len);
 
-int pp_proc_comm(uint32_t pid, char *buf, size_t len);        /* /proc/PID/comm, no newline */
-int pp_proc_exe(uint32_t pid, char *buf, size_t len);         /* readlink /proc/PID/exe */
-int pp_proc_cwd(uint32_t pid, char *buf, size_t len);         /* readlink /proc/PID/cwd */
+int pp_proc_comm(uint32_t pid, char *buf, size_t len); /* /proc/PID/comm, no newline */
+int pp_proc_exe(uint32_t pid, char *buf, size_t len);  /* readlink /proc/PID/exe */
+int pp_proc_cwd(uint32_t pid, char *buf, size_t len);  /* readlink /proc/PID/cwd */
 /* argv as NUL-separated strings; *len = bytes. */
 int pp_proc_cmdline(uint32_t pid, char *buf, size_t cap, size_t *len);
 /* innermost pid from /proc/PID/status NSpid: (== pid outside namespaces) */

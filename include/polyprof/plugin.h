@@ -49,21 +49,21 @@ extern "C" {
 /* What kind of code a frame is. Writers derive suffixes (`_[k]`, `_[p]`...)
  * and colours from this; plugins never type suffixes into names. */
 enum pp_frame_kind {
-  PP_FRAME_NATIVE = 0,            /* C, C++, Rust, Go: no suffix */
-  PP_FRAME_KERNEL = 1,            /* _[k] */
-  PP_FRAME_PYTHON = 2,            /* _[p]  "name (file:line)" */
-  PP_FRAME_PYTHON_NATIVE = 3,     /* _[pn] native frame under Python */
-  PP_FRAME_PYTHON_ERROR = 4,      /* _[pe] */
-  PP_FRAME_JAVA_JIT = 5,          /* _[j] */
-  PP_FRAME_JAVA_INLINED = 6,      /* _[i] */
-  PP_FRAME_JAVA_INTERPRETED = 7,  /* _[0] */
-  PP_FRAME_JAVA_C1 = 8,           /* _[1] */
-  PP_FRAME_RUBY = 9,              /* _[rb] "name - file:line" */
-  PP_FRAME_PHP = 10,              /* _[php] "name file:line" */
-  PP_FRAME_DOTNET = 11,           /* _[net] */
-  PP_FRAME_JS = 12,               /* no suffix, "name (file:line)" */
-  PP_FRAME_PSEUDO = 13,           /* synthetic frame: thread name, state... */
-  PP_FRAME_ERROR = 14,            /* "[Profiling error: ...]" and friends */
+  PP_FRAME_NATIVE = 0,           /* C, C++, Rust, Go: no suffix */
+  PP_FRAME_KERNEL = 1,           /* _[k] */
+  PP_FRAME_PYTHON = 2,           /* _[p]  "name (file:line)" */
+  PP_FRAME_PYTHON_NATIVE = 3,    /* _[pn] native frame under Python */
+  PP_FRAME_PYTHON_ERROR = 4,     /* _[pe] */
+  PP_FRAME_JAVA_JIT = 5,         /* _[j] */
+  PP_FRAME_JAVA_INLINED = 6,     /* _[i] */
+  PP_FRAME_JAVA_INTERPRETED = 7, /* _[0] */
+  PP_FRAME_JAVA_C1 = 8,          /* _[1] */
+  PP_FRAME_RUBY = 9,             /* _[rb] "name - file:line" */
+  PP_FRAME_PHP = 10,             /* _[php] "name file:line" */
+  PP_FRAME_DOTNET = 11,          /* _[net] */
+  PP_FRAME_JS = 12,              /* no suffix, "name (file:line)" */
+  PP_FRAME_PSEUDO = 13,          /* synthetic frame: thread name, state... */
+  PP_FRAME_ERROR = 14,           /* "[Profiling error: ...]" and friends */
   PP_FRAME_KIND_COUNT
 };
 
@@ -80,13 +80,13 @@ struct pp_frame {
 
 /* One observed stack. */
 struct pp_sample {
-  uint32_t pid;                   /* host pid (thread group id) */
-  uint32_t tid;                   /* host tid, 0 if unknown */
-  const char *comm;               /* name for the comm frame; NULL = the process comm */
-  const struct pp_frame *frames;  /* frames[0] is the innermost (leaf) frame */
+  uint32_t pid;                  /* host pid (thread group id) */
+  uint32_t tid;                  /* host tid, 0 if unknown */
+  const char *comm;              /* name for the comm frame; NULL = the process comm */
+  const struct pp_frame *frames; /* frames[0] is the innermost (leaf) frame */
   uint32_t nframes;
   uint32_t reserved;
-  uint64_t count;                 /* number of samples this stack stands for */
+  uint64_t count; /* number of samples this stack stands for */
 };
 
 enum pp_pid_status {
@@ -103,9 +103,9 @@ enum pp_log_level {
 };
 
 /* Capabilities and requirements (descriptor.capabilities). */
-#define PP_CAP_SYSTEM_WIDE (1ull << 0)  /* samples every process itself; gets no target list */
-#define PP_CAP_RUNTIME (1ull << 1)      /* samples only the pids the host hands it */
-#define PP_CAP_PERFLESS (1ull << 2)     /* its stacks stand on their own without perf */
+#define PP_CAP_SYSTEM_WIDE (1ull << 0) /* samples every process itself; gets no target list */
+#define PP_CAP_RUNTIME (1ull << 1)     /* samples only the pids the host hands it */
+#define PP_CAP_PERFLESS (1ull << 2)    /* its stacks stand on their own without perf */
 #define PP_CAP_NEEDS_ROOT (1ull << 8)
 #define PP_CAP_NEEDS_PERFMON (1ull << 9)
 #define PP_CAP_NEEDS_PTRACE (1ull << 10) /* CAP_SYS_PTRACE: reads another process */
@@ -126,10 +126,10 @@ struct pp_target {
 /* Session parameters given to start(). */
 struct pp_session {
   uint32_t struct_size;
-  uint32_t frequency_hz;   /* samples per second per thread (or per CPU for perf) */
-  uint32_t duration_s;     /* length of one session; snapshot() comes about this often */
-  uint32_t flags;          /* PP_SESSION_* */
-  const char *mode;        /* the value of "<plugin>.mode", never "disabled" */
+  uint32_t frequency_hz; /* samples per second per thread (or per CPU for perf) */
+  uint32_t duration_s;   /* length of one session; snapshot() comes about this often */
+  uint32_t flags;        /* PP_SESSION_* */
+  const char *mode;      /* the value of "<plugin>.mode", never "disabled" */
   /* out: how often the host should call tick(); 0 = never. Preset by the
    * host to 1e9 / frequency_hz. */
   uint64_t tick_interval_ns;
@@ -152,14 +152,14 @@ enum pp_option_type {
  * handled by the host: declare "mode" as PP_OPT_ENUM to list the plugin's
  * modes ("disabled" is always accepted on top of them). */
 struct pp_option {
-  const char *key;                  /* YAML key, [a-z0-9_]+ */
-  uint32_t type;                    /* enum pp_option_type */
+  const char *key; /* YAML key, [a-z0-9_]+ */
+  uint32_t type;   /* enum pp_option_type */
   uint32_t reserved;
-  const char *cli_flag;             /* long flag without "--"; NULL: "<plugin>-<key, '_' -> '-'>" */
-  const char *default_value;        /* textual default, NULL: unset */
-  const char *const *choices;       /* PP_OPT_ENUM: NULL-terminated */
-  int64_t min, max;                 /* PP_OPT_INT: inclusive range (min > max: unbounded) */
-  const char *help;                 /* one line for --help and the docs */
+  const char *cli_flag;       /* long flag without "--"; NULL: "<plugin>-<key, '_' -> '-'>" */
+  const char *default_value;  /* textual default, NULL: unset */
+  const char *const *choices; /* PP_OPT_ENUM: NULL-terminated */
+  int64_t min, max;           /* PP_OPT_INT: inclusive range (min > max: unbounded) */
+  const char *help;           /* one line for --help and the docs */
 };
 
 struct pp_sink; /* opaque: where snapshot() puts its stacks */

@@ -67,17 +67,36 @@ static const char *const mode_choices[] = {"states", NULL};
 static const char *const match_all[] = {"*", NULL};
 
 static const struct pp_option options[] = {
-    {.key = "mode", .type = PP_OPT_ENUM, .default_value = "states", .choices = mode_choices,
+    /* opt-in: it matches every process, so when on it would replace perf's
+     * stacks everywhere; "disabled" as the default makes it off until asked */
+    {.key = "mode",
+     .type = PP_OPT_ENUM,
+     .default_value = "disabled",
+     .choices = mode_choices,
      .help = "what to sample: 'states' (thread state + wait channel)"},
-    {.key = "include_running", .type = PP_OPT_BOOL, .default_value = "true",
+    {.key = "include_running",
+     .type = PP_OPT_BOOL,
+     .default_value = "true",
      .help = "also count running threads (state R)"},
-    {.key = "only_states", .type = PP_OPT_LIST, .default_value = NULL,
+    {.key = "only_states",
+     .type = PP_OPT_LIST,
+     .default_value = NULL,
      .help = "count only these states, e.g. [D, S]; empty: all"},
-    {.key = "max_entries", .type = PP_OPT_INT, .default_value = "65536", .min = 16,
-     .max = 1 << 22, .help = "bound of the aggregation table; overflow is counted as dropped"},
-    {.key = "frequency", .type = PP_OPT_INT, .default_value = "0", .min = 0, .max = 1000,
+    {.key = "max_entries",
+     .type = PP_OPT_INT,
+     .default_value = "65536",
+     .min = 16,
+     .max = 1 << 22,
+     .help = "bound of the aggregation table; overflow is counted as dropped"},
+    {.key = "frequency",
+     .type = PP_OPT_INT,
+     .default_value = "0",
+     .min = 0,
+     .max = 1000,
      .help = "own sampling rate in Hz; 0: the session frequency"},
-    {.key = "tag_appid", .type = PP_OPT_BOOL, .default_value = "false",
+    {.key = "tag_appid",
+     .type = PP_OPT_BOOL,
+     .default_value = "false",
      .help = "set the appid of each process to 'example: <comm>'"},
 };
 
@@ -104,7 +123,8 @@ static int example_init(const struct pp_host *host, void **out) {
   host->config_int(host, "frequency", &st->frequency);
 
   st->cap = 16;
-  while (st->cap < (size_t)max_entries) st->cap *= 2;
+  while (st->cap < (size_t)max_entries)
+    st->cap *= 2;
   st->table = calloc(st->cap, sizeof(*st->table));
   if (!st->table) {
     free(st);
@@ -148,9 +168,11 @@ static int example_add_targets(void *state, const struct pp_target *t, size_t n)
 
 static uint64_t hash_entry(uint32_t pid, const char *comm, char state, const char *wchan) {
   uint64_t h = 1469598103934665603ull ^ pid;
-  for (const char *p = comm; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  for (const char *p = comm; *p; p++)
+    h = (h ^ (unsigned char)*p) * 1099511628211ull;
   h = (h ^ (unsigned char)state) * 1099511628211ull;
-  for (const char *p = wchan; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  for (const char *p = wchan; *p; p++)
+    h = (h ^ (unsigned char)*p) * 1099511628211ull;
   return h;
 }
 
@@ -272,8 +294,7 @@ static int example_snapshot(void *state, struct pp_sink *sink) {
     struct target *t = &st->targets[i];
     if (t->error) {
       char reason[96];
-      snprintf(reason, sizeof(reason), "cannot read /proc/%u/task: %s", t->pid,
-               strerror(t->error));
+      snprintf(reason, sizeof(reason), "cannot read /proc/%u/task: %s", t->pid, strerror(t->error));
       h->set_pid_status(sink, t->pid, PP_PID_ERROR, reason);
       continue;
     }

@@ -23,7 +23,7 @@ sleeper = u.spawn(["sleep", "300"])
 busy = u.spawn([sys.executable, "-c", "import sys\nwhile True: pass"])
 try:
     time.sleep(0.3)
-    r = u.run_agent(out, plugins, "--pids", "%d,%d" % (sleeper.pid, busy.pid), "-f", "20",
+    r = u.run_agent(out, plugins, "--example-mode", "states", "--pids", "%d,%d" % (sleeper.pid, busy.pid), "-f", "20",
                     duration=3)
     u.check(r.returncode == 0, "agent exits 0 (got %d; stderr: %s)" % (r.returncode, r.stderr[-2000:]))
     col = os.path.join(out, "last_profile.col")

@@ -37,7 +37,7 @@ sleeper = u.spawn(["sleep", "600"])
 try:
     # --- SIGTERM mid-session -------------------------------------------------
     out = u.tempdir("ppout-")
-    cmd = u.agent_cmd(out, plugins, "--pids", str(sleeper.pid), duration=60)
+    cmd = u.agent_cmd(out, plugins, "--example-mode", "states", "--pids", str(sleeper.pid), duration=60)
     pidfile = cmd[cmd.index("--pid-file") + 1]
     agent = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     u.check(wait_for(lambda: os.path.exists(pidfile), 10), "agent wrote its pid file")
@@ -68,7 +68,7 @@ try:
     cfg = os.path.join(cfgdir, "polyprof.yaml")
     with open(cfg, "w") as f:
         f.write("profiling:\n  frequency: 11\n")
-    cmd = u.agent_cmd(out2, plugins, "--pids", str(sleeper.pid), "-c", "--rotating-output", duration=2)
+    cmd = u.agent_cmd(out2, plugins, "--example-mode", "states", "--pids", str(sleeper.pid), "-c", "--rotating-output", duration=2)
     cmd[cmd.index("--config") + 1] = cfg
     logfile = cmd[cmd.index("--log-file") + 1]
     agent = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -56,14 +56,16 @@ static int ta_start(void *state, struct pp_session *session) {
 
 static int ta_add_targets(void *state, const struct pp_target *t, size_t n) {
   struct ta_state *s = state;
-  for (size_t i = 0; i < n && s->n < 64; i++) s->targets[s->n++] = t[i];
+  for (size_t i = 0; i < n && s->n < 64; i++)
+    s->targets[s->n++] = t[i];
   return 0;
 }
 
 static int ta_tick(void *state, uint64_t now) {
   struct ta_state *s = state;
   (void)now;
-  for (size_t i = 0; i < s->n; i++) s->ticks[i]++;
+  for (size_t i = 0; i < s->n; i++)
+    s->ticks[i]++;
   return 0;
 }
 
@@ -82,7 +84,8 @@ static void ta_fault(struct ta_state *s, int fault) {
     volatile uintptr_t addr = 16; /* a real invalid access, as a buggy plugin makes */
     *(volatile int *)addr = 1;
   }
-  for (;;) pause();
+  for (;;)
+    pause();
 }
 
 static int ta_snapshot_impl(void *state, struct pp_sink *sink, int fault) {
@@ -92,8 +95,8 @@ static int ta_snapshot_impl(void *state, struct pp_sink *sink, int fault) {
     if (!s->ticks[i]) continue;
     struct pp_frame f[2] = {{.name = TA_NAME "_work", .kind = PP_FRAME_NATIVE},
                             {.name = "ta_main", .kind = PP_FRAME_NATIVE}};
-    struct pp_sample smp = {.pid = s->targets[i].pid, .frames = f, .nframes = 2,
-                            .count = s->ticks[i]};
+    struct pp_sample smp = {
+        .pid = s->targets[i].pid, .frames = f, .nframes = 2, .count = s->ticks[i]};
     s->host->emit(sink, &smp);
     s->ticks[i] = 0;
   }
@@ -109,26 +112,26 @@ static void ta_fini(void *state) {
   free(state);
 }
 
-#define TA_DESCRIPTOR(snapshot_fn)                                             \
-  static const struct pp_plugin ta_descriptor = {                              \
-      PP_PLUGIN_HEADER,                                                        \
-      .name = TA_NAME,                                                         \
-      .version = "0",                                                          \
-      .description = "agent isolation test plugin",                           \
-      .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS,                        \
-      .match_exe = ta_exe,                                                     \
-      .options = ta_options,                                                   \
-      .option_count = 1,                                                       \
-      .init = ta_init,                                                         \
-      .start = ta_start,                                                       \
-      .add_targets = ta_add_targets,                                           \
-      .tick = ta_tick,                                                         \
-      .snapshot = snapshot_fn,                                                 \
-      .stop = ta_stop,                                                         \
-      .fini = ta_fini,                                                         \
-  };                                                                           \
-  PP_EXPORT const struct pp_plugin *polyprof_plugin_entry(void) {              \
-    return &ta_descriptor;                                                     \
+#define TA_DESCRIPTOR(snapshot_fn)                                \
+  static const struct pp_plugin ta_descriptor = {                 \
+      PP_PLUGIN_HEADER,                                           \
+      .name = TA_NAME,                                            \
+      .version = "0",                                             \
+      .description = "agent isolation test plugin",               \
+      .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS,           \
+      .match_exe = ta_exe,                                        \
+      .options = ta_options,                                      \
+      .option_count = 1,                                          \
+      .init = ta_init,                                            \
+      .start = ta_start,                                          \
+      .add_targets = ta_add_targets,                              \
+      .tick = ta_tick,                                            \
+      .snapshot = snapshot_fn,                                    \
+      .stop = ta_stop,                                            \
+      .fini = ta_fini,                                            \
+  };                                                              \
+  PP_EXPORT const struct pp_plugin *polyprof_plugin_entry(void) { \
+    return &ta_descriptor;                                        \
   }
 
 #endif

@@ -411,7 +411,13 @@ static bool wait_exec(pid_t pid, const char *exe_prefix) {
     char exe[PATH_MAX];
     if (pp_proc_exe((uint32_t)pid, exe, sizeof(exe)) == 0) {
       const char *b = strrchr(exe, '/');
-      if (b && strncmp(b + 1, exe_prefix, strlen(exe_prefix)) == 0) return true;
+      /* /proc/PID/exe switches before the new argv is in place: wait for
+       * both, or a reader can see the new exe with an empty cmdline */
+      char cmd[256];
+      size_t len = 0;
+      if (b && strncmp(b + 1, exe_prefix, strlen(exe_prefix)) == 0 &&
+          pp_proc_cmdline((uint32_t)pid, cmd, sizeof(cmd), &len) == 0 && len > 0)
+        return true;
     }
     struct timespec ts = {0, 10 * 1000 * 1000};
     nanosleep(&ts, NULL);

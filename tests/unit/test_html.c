@@ -451,7 +451,11 @@ static void test_speed(void) {
   double t1 = now_ms();
   fclose(f);
   CHECK_EQ_INT(rc, 0);
+#ifdef POLYPROF_SANITIZE
+  CHECK(t1 - t0 < 5000); /* unoptimised + instrumented, on a shared machine */
+#else
   CHECK(t1 - t0 < 1000);
+#endif
   /* the same into a plain file: what the agent does, without memstream's
    * reallocations; best of three, the machine may be busy */
   double best = 1e9;

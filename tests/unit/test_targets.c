@@ -43,7 +43,8 @@ static void on_new(void *ctx, size_t plugin, const struct pp_target *t) {
 
 static int count_pid(const struct seen *s, uint32_t pid, size_t plugin) {
   int c = 0;
-  for (size_t i = 0; i < s->n; i++) c += s->pids[i] == pid && s->plugin[i] == plugin;
+  for (size_t i = 0; i < s->n; i++)
+    c += s->pids[i] == pid && s->plugin[i] == plugin;
   return c;
 }
 
@@ -58,8 +59,8 @@ static void test_real_scan(void) {
   const char *const libc_maps[] = {"libc.so*", NULL};
   struct pp_plugin by_exe = {.name = "a", .match_exe = sleep_exe};
   struct pp_plugin by_maps = {.name = "b", .match_maps = libc_maps};
-  struct pp_plugin system_wide = {.name = "c", .capabilities = PP_CAP_SYSTEM_WIDE,
-                                  .match_exe = sleep_exe};
+  struct pp_plugin system_wide = {
+      .name = "c", .capabilities = PP_CAP_SYSTEM_WIDE, .match_exe = sleep_exe};
   const struct pp_plugin *descs[] = {&by_exe, &by_maps, &system_wide};
   struct pp_targets *t = pp_targets_new(descs, 3);
   uint32_t only = (uint32_t)child;
@@ -113,7 +114,8 @@ static void test_whole_machine_scan(void) {
   const struct pp_target *list;
   size_t m = pp_targets_of(t, 0, &list);
   int found_self = 0;
-  for (size_t i = 0; i < m; i++) found_self |= list[i].pid == (uint32_t)getpid();
+  for (size_t i = 0; i < m; i++)
+    found_self |= list[i].pid == (uint32_t)getpid();
   CHECK(found_self);
   pp_targets_free(t);
 }
