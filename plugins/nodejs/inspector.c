@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -178,6 +179,33 @@ static int start_profiler(struct nodejs_state *st, struct nodejs_target *t, uint
   return rc;
 }
 
+/* Node opens a SIGUSR1 inspector on 127.0.0.1:9229, so a second Node process
+ * in the same network namespace could not open its own while ours stays
+ * open for the whole run. Right after attaching, the inspector we opened is
+ * reopened on a random loopback port (inspector.close() + open(0) from a
+ * setImmediate, after this evaluation has answered); the caller then finds
+ * the new port like after SIGUSR1. close() drops our session, so the socket
+ * is closed here. A target whose event loop never turns keeps port 9229. */
+static int move_off_default_port(struct nodejs_state *st, struct nodejs_target *t,
+                                 uint64_t deadline) {
+  static const char expr[] =
+      "(() => { const i = typeof process.getBuiltinModule === 'function' ? "
+      "process.getBuiltinModule('inspector') : require('inspector');"
+      " setImmediate(() => { i.close(); i.open(0, '127.0.0.1', false); }); return 'ok'; })()";
+  json_t *v = NULL;
+  char err[200] = "";
+  int rc = nodejs_cdp_evaluate(&t->cdp, expr, &v, err, sizeof(err), deadline);
+  json_decref(v);
+  nodejs_ws_close(&t->cdp.ws, 1);
+  if (rc < 0) return rc;
+  t->moved = 1;
+  int n = nodejs_listeners(t->pid, t->pre, NODEJS_MAX_PRE);
+  t->npre = n > 0 ? n : 0;
+  t->state = T_WAIT;
+  t->deadline_ns = nodejs_now_ns() + (uint64_t)st->attach_timeout_s * 1000 * MS;
+  return 0;
+}
+
 /* Opens the session on port and validates it; with work, starts the mode's
  * work too (profiler or perf map). */
 static int connect_port(struct nodejs_state *st, struct nodejs_target *t, uint16_t port,
@@ -191,6 +219,16 @@ static int connect_port(struct nodejs_state *st, struct nodejs_target *t, uint16
     return rc;
   }
   rc = validate(st, t, deadline);
+  if (rc == 0 && work && st->mode == NODEJS_INSPECTOR && t->we_opened && !t->moved &&
+      st->move_port && port == 9229) {
+    if (move_off_default_port(st, t, deadline) == 0) return 0; /* reconnects later */
+    t->moved = 1; /* could not move: stay where it is */
+    rc = nodejs_ws_open(&t->cdp.ws, t->pid, port, wspath, max_msg, deadline);
+    if (rc < 0) {
+      snprintf(t->reason, sizeof(t->reason), "inspector on port %u: %s", port, strerror(-rc));
+      return rc;
+    }
+  }
   if (rc == 0 && work && st->mode == NODEJS_INSPECTOR) {
     rc = start_profiler(st, t, nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS);
     if (rc == 0) t->state = T_LIVE;
@@ -235,11 +273,26 @@ static int try_listeners(struct nodejs_state *st, struct nodejs_target *t,
 }
 
 static void begin_attach(struct nodejs_state *st, struct nodejs_target *t) {
+  char nsp[64];
+  struct stat ns;
+  snprintf(nsp, sizeof(nsp), "/proc/%u/ns/net", t->pid);
+  t->netns = stat(nsp, &ns) == 0 ? (uint64_t)ns.st_ino : 0;
+  /* one SIGUSR1 attach at a time per network namespace: two inspectors
+   * starting together would race for port 9229 */
+  for (size_t i = 0; i < st->n; i++) {
+    const struct nodejs_target *o = &st->t[i];
+    if (o != t && o->state == T_WAIT && o->netns == t->netns) return; /* next tick */
+  }
   struct nodejs_facts f;
   char why[256];
   int rc = nodejs_identify(t->pid, &f, why, sizeof(why));
   if (rc == -ESRCH || !nodejs_alive(st, t)) {
     t->state = T_GONE;
+    return;
+  }
+  if (rc == -EAGAIN && ++t->early_tries < 30) {
+    t->state = T_FAILED; /* quietly: probably still starting */
+    t->retry_at_ns = nodejs_now_ns() + 1000 * MS;
     return;
   }
   if (rc < 0) {
@@ -303,6 +356,12 @@ static void poll_listen(struct nodejs_state *st, struct nodejs_target *t) {
   if (t->npre && try_listeners(st, t, t->pre, t->npre, 0, 1) == 0) return;
   marker_set(st, t, 0);
   t->we_opened = 0;
+  if (t->moved) {
+    fail_target(st, t, PP_LOG_WARNING,
+                "the inspector did not come back after moving it off port 9229 within %llds",
+                (long long)st->attach_timeout_s);
+    return;
+  }
   fail_target(st, t, PP_LOG_WARNING,
               "the inspector did not start listening within %llds of SIGUSR1 (port 9229 in use "
               "in its network namespace, or a SIGUSR1 listener in the app?)",

@@ -72,6 +72,11 @@ static const struct pp_option options[] = {
      .type = PP_OPT_BOOL,
      .default_value = "false",
      .help = "keep V8's (idle) samples (the main thread waiting in the event loop)"},
+    {.key = "move_port",
+     .type = PP_OPT_BOOL,
+     .default_value = "true",
+     .help = "move an inspector we opened off port 9229 to a random loopback port, so every "
+             "Node process of a network namespace can be profiled"},
     {.key = "perfmap_addon",
      .type = PP_OPT_STRING,
      .default_value = NULL,
@@ -98,6 +103,8 @@ static int nodejs_init(const struct pp_host *host, void **out) {
   host->config_int(host, "max_targets", &st->max_targets);
   host->config_int(host, "retry_s", &st->retry_s);
   host->config_bool(host, "include_idle", &st->include_idle);
+  st->move_port = 1;
+  host->config_bool(host, "move_port", &st->move_port);
   const char *addon = NULL;
   if (host->config_string(host, "perfmap_addon", &addon) == 0 && addon && *addon) {
     snprintf(st->addon_path, sizeof(st->addon_path), "%s", addon);

@@ -31,7 +31,11 @@ struct nodejs_target {
   int we_opened; /* we signalled it: close the inspector again at stop */
   int logged;    /* the failure was logged once */
   int perf_prof; /* started with --perf-basic-prof / --perf-prof */
-  int maps_on;   /* attach-maps: our perf-map writer runs in it */
+  int maps_on;
+  int early_tries; /* attempts while it did not catch SIGUSR1 yet */
+  int moved;       /* the inspector we opened was moved off port 9229 */
+  uint64_t netns;
+  /* inode of its network namespace */ /* attach-maps: our perf-map writer runs in it */
   uint64_t deadline_ns, retry_at_ns;
   struct nodejs_listener pre[NODEJS_MAX_PRE];
   int npre;
@@ -46,7 +50,7 @@ struct nodejs_state {
   int mode;
   uint32_t interval_us;
   int64_t attach_timeout_s, command_timeout_ms, max_profile_mb, max_depth, max_targets, retry_s;
-  int include_idle;
+  int include_idle, move_port;
   char addon_path[4096]; /* attach-maps: the perf-map addon next to this .so */
   struct nodejs_target *t;
   size_t n, cap;

@@ -202,8 +202,9 @@ int nodejs_identify(uint32_t pid, struct nodejs_facts *f, char *why, size_t whyl
     return -ENOTSUP;
   }
   if (!c) {
+    /* also true for a Node that is still starting up: the caller retries */
     snprintf(why, whylen, "it does not handle SIGUSR1 (built without the inspector?)");
-    return -ENOTSUP;
+    return -EAGAIN;
   }
   return 0;
 }

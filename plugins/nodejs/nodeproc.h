@@ -19,8 +19,9 @@ struct nodejs_facts {
 /* Positive identification before any signal: the exe is named like node,
  * the exe (or a mapped libnode.so) exports Node's N-API and V8 entry
  * points, and the process catches SIGUSR1 (so the signal cannot kill it).
- * Returns 0 if it is Node, -ENOTSUP with a reason otherwise, -ESRCH if
- * gone. */
+ * Returns 0 if it is Node, -ENOTSUP with a reason otherwise, -EAGAIN if it
+ * is Node but does not catch SIGUSR1 (yet: Node installs the handler during
+ * startup), -ESRCH if gone. */
 int nodejs_identify(uint32_t pid, struct nodejs_facts *facts, char *why, size_t whylen);
 
 /* 1 if pid catches SIGUSR1 right now, 0 if not, negative errno. */

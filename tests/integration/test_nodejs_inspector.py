@@ -68,8 +68,9 @@ def run_split(script, label):
         u.check(any(m and m.get("node_version", "").startswith("v") for m in metas),
                 "%s: app metadata has node_version: %s" % (label, metas))
         u.check(node.poll() is None, "%s: target still running" % label)
-        u.check(not n.listening_ports(node.pid), "%s: inspector closed again after the agent "
-                "stopped (listening: %s)" % (label, n.listening_ports(node.pid)))
+        left = n.listening_after(node.pid)
+        u.check(not left, "%s: inspector closed again after the agent stopped (listening: %s)"
+                % (label, left))
         with open(err_path) as f:
             err = f.read()
         u.check("Debugger listening" in err, "%s: the target opened its inspector" % label)

@@ -117,6 +117,17 @@ def listening_ports(pid):
     return ports
 
 
+def listening_after(pid, timeout=3.0, keep=()):
+    """Listening ports of pid once those not in keep are gone (or timeout):
+    Node closes its inspector server asynchronously, on its I/O thread."""
+    end = time.time() + timeout
+    while True:
+        ports = listening_ports(pid)
+        if not (ports - set(keep)) or time.time() >= end:
+            return ports
+        time.sleep(0.1)
+
+
 class WsClient:
     """Just enough RFC 6455 to act as a user's debugger session."""
 
