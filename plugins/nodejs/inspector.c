@@ -219,6 +219,7 @@ static int connect_port(struct nodejs_state *st, struct nodejs_target *t, uint16
     return rc;
   }
   rc = validate(st, t, deadline);
+  int opened = t->we_opened; /* for the log: attach-maps closes it again */
   if (rc == 0 && work && st->mode == NODEJS_INSPECTOR && t->we_opened && !t->moved &&
       st->move_port && port == 9229) {
     if (move_off_default_port(st, t, deadline) == 0) return 0; /* reconnects later */
@@ -243,7 +244,7 @@ static int connect_port(struct nodejs_state *st, struct nodejs_target *t, uint16
   }
   if (work) {
     NODEJS_LOG(st, PP_LOG_INFO, "pid %u: Node.js %s, inspector on port %u%s, %s", t->pid,
-               t->version, port, t->we_opened ? " (opened by us)" : " (already open)",
+               t->version, port, opened ? " (opened by us)" : " (already open)",
                st->mode == NODEJS_INSPECTOR ? "profiling" : "perf map enabled");
     t->logged = 0;
     t->reason[0] = '\0';
