@@ -496,6 +496,13 @@ int nodejs_snapshot_target(struct nodejs_state *st, struct nodejs_target *t, str
 
 void nodejs_detach(struct nodejs_state *st, struct nodejs_target *t) {
   uint64_t deadline = nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS;
+  if (t->state == T_WAIT && t->we_opened && t->cdp.ws.fd < 0 && nodejs_alive(st, t)) {
+    /* signalled (or being moved) but not connected yet: find the inspector
+     * we opened so it can be closed below, not left listening */
+    struct nodejs_listener now[NODEJS_MAX_PRE];
+    int n = nodejs_listeners(t->pid, now, NODEJS_MAX_PRE);
+    if (n > 0) try_listeners(st, t, now, n, 1, 0);
+  }
   if (t->state == T_MAPS) nodejs_perfmap_stop(st, t, deadline);
   if (t->cdp.ws.fd >= 0 && t->state == T_LIVE) {
     /* disable stops the profiler and drops its data */
