@@ -35,7 +35,7 @@ run: build
 # summary printed is the full suite's.
 test: test-deps build asan
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j 2 -L unit
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j 2
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
 
 test-fast: build

@@ -47,6 +47,7 @@ struct pp_agent {
   time_t spawn_time;
   unsigned session_no;
   uint64_t core_cpu_ticks_prev;
+  struct pp_uploader *uploader; /* NULL unless -u or --pyroscope-url (core/upload/) */
 };
 
 /* Per-session timing facts for the output stage. */

@@ -4,6 +4,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "cli.h"
 
@@ -72,6 +73,32 @@ static const struct flag_spec specs[] = {
     {0, "--token", "upload.token", NULL, "TOKEN", 0, SP_NONE, G_UPLOAD, "API token"},
     {0, "--service-name", "upload.service_name", NULL, "NAME", 0, SP_NONE, G_UPLOAD,
      "service the profiles belong to"},
+    {0, "--token-file", "upload.token_file", NULL, "FILE", 0, SP_NONE, G_UPLOAD,
+     "read the API token from FILE (keeps it out of ps; env POLYPROF_TOKEN works too)"},
+    {0, "--server-ca", "upload.server_ca", NULL, "PEM", 0, SP_NONE, G_UPLOAD,
+     "CA bundle that signs the server's certificate (self-hosted servers)"},
+    {0, "--insecure-skip-verify", "upload.tls_verify", "false", NULL, 0, SP_NONE, G_UPLOAD,
+     "do not verify the server's TLS certificate (insecure)"},
+    {0, "--no-verify", "upload.tls_verify", "false", NULL, 0, SP_NONE, G_UPLOAD,
+     "same as --insecure-skip-verify (gProfiler's name)"},
+    {0, "--server-upload-timeout", "upload.timeout_s", NULL, "SECONDS", 0, SP_NONE, G_UPLOAD,
+     "timeout of one profile upload (default 120)"},
+    {0, "--api-server", "upload.api_server", NULL, "URL", 0, SP_NONE, G_UPLOAD,
+     "log shipping server (default https://api.granulate.io)"},
+    {0, "--glogger-server", "upload.api_server", NULL, "URL", 0, SP_NONE, G_UPLOAD,
+     "same as --api-server"},
+    {0, "--dont-send-logs", "upload.send_logs", "false", NULL, 0, SP_NONE, G_UPLOAD,
+     "do not ship the agent's log to the server (env GPROFILER_DONT_SEND_LOGS=1 too)"},
+    {0, "--spool-dir", "upload.spool_dir", NULL, "DIR", 0, SP_NONE, G_UPLOAD,
+     "keep profiles that failed to upload here (default /var/lib/polyprof/spool)"},
+    {0, "--spool-max-size", "upload.spool_max_bytes", NULL, "BYTES", 0, SP_NONE, G_UPLOAD,
+     "cap of the spool; oldest dropped first (default 64MiB)"},
+    {0, "--pyroscope-url", "upload.pyroscope_url", NULL, "URL", 0, SP_NONE, G_UPLOAD,
+     "also send each session to this Pyroscope server's /ingest"},
+    {0, "--file-path", "upload.file_path", NULL, "FILE", 0, SP_NONE, G_UPLOAD,
+     "upload-file: the .col file to upload"},
+    {0, "--to", "output.convert_to", NULL, "FORMAT", 0, SP_NONE, G_OUTPUT,
+     "convert: output format (html, pprof, speedscope, col)"},
     {0, "--config", NULL, NULL, "FILE", 0, SP_CONFIG, G_AGENT,
      "configuration file (default " PP_DEFAULT_CONFIG_PATH " if present)"},
     {0, "--pid-file", "agent.pid_file", NULL, "FILE", 0, SP_NONE, G_AGENT,
@@ -106,9 +133,9 @@ static const struct {
     {"check", PP_CMD_CHECK, false, "check the configuration and privileges, then exit"},
     {"help", PP_CMD_HELP, false, "show this help"},
     {"version", PP_CMD_VERSION, false, "print the version"},
-    {"upload-file", PP_CMD_UPLOAD_FILE, true, NULL},
-    {"convert", PP_CMD_CONVERT, true, NULL},
-    {"diff", PP_CMD_DIFF, true, NULL},
+    {"upload-file", PP_CMD_UPLOAD_FILE, true, "upload an existing .col (--file-path FILE)"},
+    {"convert", PP_CMD_CONVERT, true, "convert IN.col --to html|pprof|speedscope -o OUT"},
+    {"diff", PP_CMD_DIFF, true, "diff BASE.col NEW.col -o diff.html (differential flame graph)"},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
@@ -130,7 +157,8 @@ const char *pp_cli_suggest_flag(const char *flag, const char *const *extra, size
   if (!cands) return NULL;
   size_t n = 0;
   for (size_t i = 0; i < NSPECS; i++)
-    cands[n++] = specs[i].name;
+    if (strlen(specs[i].name) > 4) /* "--to" is two edits from any short typo */
+      cands[n++] = specs[i].name;
   for (size_t i = 0; i < n_extra; i++)
     cands[n++] = extra[i];
   const char *s = pp_config_suggest(flag, cands, n);
@@ -380,7 +408,17 @@ int pp_cli_configure(const struct pp_cli *cli, struct pp_config *c, char err[PP_
    * mistake in its contents, which is as much a usage error as a bad flag */
   if (pp_config_load(c, path, cli->config_path != NULL, err) < 0)
     return c->config_path ? PP_CLI_EXIT_USAGE : PP_CLI_EXIT_CONFIG;
-  return pp_cli_apply(cli, c, err);
+  /* environment between the file and the flags, as gProfiler's GPROFILER_* */
+  const char *env = getenv("POLYPROF_TOKEN");
+  if (env && *env) {
+    free(c->token);
+    c->token = strdup(env);
+  }
+  env = getenv("GPROFILER_DONT_SEND_LOGS");
+  if (env && *env && strcmp(env, "0") != 0 && strcasecmp(env, "false") != 0) c->send_logs = false;
+  int rc = pp_cli_apply(cli, c, err);
+  if (rc == 0 && c->token_file && pp_config_read_token(c, err) < 0) rc = PP_CLI_EXIT_USAGE;
+  return rc;
 }
 
 void pp_cli_free(struct pp_cli *cli) {

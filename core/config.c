@@ -5,12 +5,14 @@
  * The YAML reader is config_yaml.c; plugin sections are validated in
  * config_plugin.c, once plugins are loaded.
  */
+#include <errno.h>
 #include <regex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "config_alloc.h"
@@ -52,6 +54,8 @@ struct core_key {
 static const char *const profiling_modes[] = {"cpu", NULL};
 static const char *const formats[] = {"col", "html", "pprof", "speedscope", NULL};
 static const char *const isolations[] = {"worker", "inline", NULL};
+static const char *const pyroscope_formats[] = {"folded", "pprof", NULL};
+static const char *const convert_formats[] = {"col", "html", "pprof", "speedscope", NULL};
 
 static const struct core_key keys[] = {
     {"profiling.frequency", KT_INT, FIELD(frequency), 0, 1, 10000, NULL, NULL, 0},
@@ -90,6 +94,26 @@ static const struct core_key keys[] = {
     {"upload.server_host", KT_STRING, FIELD(server_host), 0, 0, 0, NULL, NULL, KF_NONEMPTY},
     {"upload.token", KT_STRING, FIELD(token), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
     {"upload.service_name", KT_STRING, FIELD(service_name), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
+    {"upload.token_file", KT_STRING, FIELD(token_file), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
+    {"upload.server_ca", KT_STRING, FIELD(server_ca), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
+    {"upload.tls_verify", KT_BOOL, FIELD(tls_verify), 0, 0, 0, NULL, NULL, 0},
+    {"upload.timeout_s", KT_INT, FIELD(upload_timeout_s), 0, 1, 3600, NULL, NULL, 0},
+    {"upload.connect_timeout_s", KT_INT, FIELD(connect_timeout_s), 0, 1, 600, NULL, NULL, 0},
+    {"upload.retries", KT_INT, FIELD(upload_retries), 0, 0, 100, NULL, NULL, 0},
+    {"upload.retry_backoff_ms", KT_INT, FIELD(retry_backoff_ms), 0, 1, 3600000, NULL, NULL, 0},
+    {"upload.spool_dir", KT_STRING, FIELD(spool_dir), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
+    {"upload.spool_max_bytes", KT_BYTES, FIELD(spool_max_bytes), 0, 0, 1ll << 40, NULL, NULL, 0},
+    {"upload.api_server", KT_STRING, FIELD(api_server), 0, 0, 0, NULL, NULL, KF_NONEMPTY},
+    {"upload.send_logs", KT_BOOL, FIELD(send_logs), 0, 0, 0, NULL, NULL, 0},
+    {"upload.pyroscope_url", KT_STRING, FIELD(pyroscope_url), 0, 0, 0, NULL, NULL,
+     KF_EMPTY_IS_NULL},
+    {"upload.pyroscope_format", KT_ENUM, FIELD(pyroscope_format), 0, 0, 0, pyroscope_formats,
+     "format", 0},
+    {"upload.file_path", KT_STRING, FIELD(file_path), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
+    {"enrichment.cloud_metadata", KT_BOOL, FIELD(cloud_metadata), 0, 0, 0, NULL, NULL, 0},
+    {"enrichment.cloud_metadata_url", KT_STRING, FIELD(cloud_metadata_url), 0, 0, 0, NULL, NULL,
+     KF_EMPTY_IS_NULL},
+    {"output.convert_to", KT_ENUM, FIELD(convert_to), 0, 0, 0, convert_formats, "format", 0},
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
@@ -135,6 +159,17 @@ void pp_config_defaults(struct pp_config *c) {
   c->worker_timeout_s = 10;
   c->worker_restart_backoff_max_s = 300;
   c->server_host = xstrdup("https://profiler.granulate.io");
+  c->tls_verify = true;
+  c->upload_timeout_s = 120;
+  c->connect_timeout_s = 10;
+  c->upload_retries = 3;
+  c->retry_backoff_ms = 2000;
+  c->spool_dir = xstrdup("/var/lib/polyprof/spool");
+  c->spool_max_bytes = 64u << 20;
+  c->api_server = xstrdup("https://api.granulate.io");
+  c->send_logs = true;
+  c->pyroscope_format = xstrdup("folded");
+  c->cloud_metadata = true;
 }
 
 static void free_value(struct pp_config_value *v) {
@@ -158,6 +193,15 @@ void pp_config_free(struct pp_config *c) {
   free(c->server_host);
   free(c->token);
   free(c->service_name);
+  free(c->token_file);
+  free(c->server_ca);
+  free(c->spool_dir);
+  free(c->api_server);
+  free(c->pyroscope_url);
+  free(c->pyroscope_format);
+  free(c->file_path);
+  free(c->convert_to);
+  free(c->cloud_metadata_url);
   for (size_t i = 0; i < c->section_count; i++) {
     struct pp_plugin_section *s = &c->sections[i];
     for (size_t j = 0; j < s->count; j++)
@@ -482,6 +526,35 @@ int pp_config_set(struct pp_config *c, const struct pp_config_value *v, char err
       }
       return set_scalar(c, k, v, err);
   }
+}
+
+int pp_config_read_token(struct pp_config *c, char err[PP_MAX_ERR]) {
+  FILE *f = fopen(c->token_file, "re");
+  if (!f) {
+    snprintf(err, PP_MAX_ERR, "polyprof: --token-file %s: %s", c->token_file, strerror(errno));
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && (st.st_mode & S_IROTH)) {
+    fclose(f);
+    snprintf(err, PP_MAX_ERR, "polyprof: --token-file %s: readable by everyone (chmod 600 it)",
+             c->token_file);
+    return -1;
+  }
+  char buf[1024] = "";
+  if (!fgets(buf, sizeof(buf), f)) buf[0] = '\0';
+  fclose(f);
+  size_t n = strcspn(buf, "\r\n");
+  while (n && (buf[n - 1] == ' ' || buf[n - 1] == '\t')) n--;
+  buf[n] = '\0';
+  char *b = buf + strspn(buf, " \t");
+  if (!*b) {
+    snprintf(err, PP_MAX_ERR, "polyprof: --token-file %s: empty", c->token_file);
+    return -1;
+  }
+  set_str(&c->token, b);
+  explicit_bzero(buf, sizeof(buf));
+  return 0;
 }
 
 int pp_config_check_run(const struct pp_config *c, char err[PP_MAX_ERR]) {

@@ -116,6 +116,24 @@ struct pp_config {
   char *server_host;
   char *token;
   char *service_name;
+  /* upload client (issue 10, core/upload/) */
+  char *token_file;             /* --token-file: token read from this file */
+  char *server_ca;              /* --server-ca: PEM bundle for self-hosted servers */
+  bool tls_verify;              /* --insecure-skip-verify / --no-verify clear */
+  int upload_timeout_s;         /* --server-upload-timeout (default 120) */
+  int connect_timeout_s;        /* upload.connect_timeout_s (default 10) */
+  int upload_retries;           /* attempts after the first (default 3) */
+  int retry_backoff_ms;         /* first backoff, doubled each retry (default 2000) */
+  char *spool_dir;              /* failed uploads kept here (default /var/lib/polyprof/spool) */
+  size_t spool_max_bytes;       /* cap of the spool (default 64 MiB) */
+  char *api_server;             /* --api-server: logs endpoint host */
+  bool send_logs;               /* --dont-send-logs / GPROFILER_DONT_SEND_LOGS clear */
+  char *pyroscope_url;          /* --pyroscope-url: also push to Pyroscope /ingest */
+  char *pyroscope_format;       /* folded | pprof */
+  bool cloud_metadata;          /* enrichment.cloud_metadata: probe AWS/GCP/Azure IMDS */
+  char *cloud_metadata_url;     /* IMDS base URL (default http://169.254.169.254; tests) */
+  char *file_path;              /* upload-file --file-path */
+  char *convert_to;             /* convert --to */
 
   /* per-plugin raw sections from YAML/CLI, then bound configs */
   struct pp_plugin_section *sections;
@@ -178,6 +196,11 @@ void pp_config_add_flag(struct pp_config *c, const char *flag, const char *value
 /* Cross-key checks for the `run` command: at least one output (-o or -u),
  * and -u needs a token and a service name. 0, or -1 with a message. */
 int pp_config_check_run(const struct pp_config *c, char err[PP_MAX_ERR]);
+
+/* Replace c->token by the first line of c->token_file (blanks trimmed). The
+ * file should be readable by root only; a world-readable one is refused.
+ * 0, or -1 with a message naming the file. */
+int pp_config_read_token(struct pp_config *c, char err[PP_MAX_ERR]);
 
 /* Text -> value, as every config value is parsed. 0, or -1 if malformed.
  * Booleans: true/false, yes/no, on/off, 1/0 (any case). Integers: decimal,

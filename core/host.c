@@ -341,7 +341,7 @@ static int sink_emit(struct pp_sink *s, const struct pp_sample *smp) {
   if (!s) return -EINVAL;
   if (!s->active) return refuse(s, WARN_INACTIVE, -EINVAL, "emit() outside snapshot()");
   if (!smp) return refuse(s, WARN_ARG, -EINVAL, "emit(NULL)");
-  if (smp->pid == 0) return refuse(s, WARN_PID0, -EINVAL, "emit(): sample with pid 0");
+  /* pid 0 is accepted: it is the idle task (perf's "swapper" stacks). */
   if (smp->nframes && !smp->frames)
     return refuse(s, WARN_FRAMES, -EINVAL, "emit(): nframes %u but frames is NULL", smp->nframes);
   if (smp->count == 0) return 0;
@@ -373,6 +373,7 @@ static int sink_emit(struct pp_sink *s, const struct pp_sample *smp) {
 static int sink_check(struct pp_sink *s, uint32_t pid, const char *what) {
   if (!s) return -EINVAL;
   if (!s->active) return refuse(s, WARN_INACTIVE, -EINVAL, "%s() outside snapshot()", what);
+  /* The idle task has no application: per-pid facts for pid 0 are a bug. */
   if (!pid) return refuse(s, WARN_PID0, -EINVAL, "%s() for pid 0", what);
   return 0;
 }

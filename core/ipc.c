@@ -206,6 +206,13 @@ void pp_ipc_rx_init(struct pp_ipc_rx *rx) {
   memset(rx, 0, sizeof(*rx));
 }
 
+uint8_t *pp_ipc_rx_steal(struct pp_ipc_rx *rx) {
+  uint8_t *b = rx->body;
+  rx->body = NULL;
+  rx->body_cap = 0;
+  return b;
+}
+
 void pp_ipc_rx_free(struct pp_ipc_rx *rx) {
   free(rx->body);
   memset(rx, 0, sizeof(*rx));

@@ -115,6 +115,11 @@ struct pp_ipc_rx {
  * passed up by pp_ipc_rx_read(). */
 typedef int (*pp_ipc_msg_fn)(void *ctx, uint32_t type, const uint8_t *payload, uint32_t len);
 
+/* Inside the callback only: take ownership of the current payload buffer
+ * (malloc'd, the caller frees it; NULL for an empty payload). Saves a copy
+ * of a big PROFILE. */
+uint8_t *pp_ipc_rx_steal(struct pp_ipc_rx *rx);
+
 void pp_ipc_rx_init(struct pp_ipc_rx *rx);
 void pp_ipc_rx_free(struct pp_ipc_rx *rx);
 /* Read whatever is available without blocking (the fd must be O_NONBLOCK)

@@ -23,6 +23,21 @@ static size_t log_max_bytes;
 static int log_backups;
 static pp_log_forward_fn forward_fn;
 static void *forward_ctx;
+static pp_log_tap_fn tap_fn;
+static void *tap_ctx;
+static __thread int in_tap;
+
+/* A worker forked while another thread holds the lock would inherit it
+ * locked; take it around fork so the child starts with a usable logger. */
+static void before_fork(void) {
+  pthread_mutex_lock(&log_lock);
+}
+static void after_fork(void) {
+  pthread_mutex_unlock(&log_lock);
+}
+__attribute__((constructor)) static void log_register_atfork(void) {
+  pthread_atfork(before_fork, after_fork, after_fork);
+}
 
 static const char *const level_names[] = {"DEBUG", "INFO", "WARNING", "ERROR"};
 
@@ -132,6 +147,20 @@ void pp_log_msg(int level, const char *tag, const char *msg) {
     fprintf(log_file, "[%s] %s: %s: %s\n", ts, lv, tag, msg);
     rotate_locked();
   }
+  pp_log_tap_fn tap = tap_fn;
+  void *tctx = tap_ctx;
+  pthread_mutex_unlock(&log_lock);
+  if (tap && !in_tap) {
+    in_tap = 1;
+    tap(level, tag, msg, tctx);
+    in_tap = 0;
+  }
+}
+
+void pp_log_set_tap(pp_log_tap_fn fn, void *ctx) {
+  pthread_mutex_lock(&log_lock);
+  tap_fn = fn;
+  tap_ctx = ctx;
   pthread_mutex_unlock(&log_lock);
 }
 

@@ -18,6 +18,13 @@
 typedef void (*pp_log_forward_fn)(int level, const char *tag, const char *msg, void *ctx);
 void pp_log_set_forward(pp_log_forward_fn fn, void *ctx);
 
+/* An extra observer of every message written by this process (the log
+ * shipper, core/upload/logship.c), called after the line is written and
+ * outside the log lock; messages logged from inside the tap are not tapped
+ * again. NULL removes it. */
+typedef void (*pp_log_tap_fn)(int level, const char *tag, const char *msg, void *ctx);
+void pp_log_set_tap(pp_log_tap_fn fn, void *ctx);
+
 void pp_log_set_stderr_level(int level);
 /* Open (append) the log file; creates its directory. 0 or -errno. */
 int pp_log_open_file(const char *path, size_t max_bytes, int backups);

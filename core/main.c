@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cmd_tools.h"
 #include "commands.h"
 #include "log.h"
 #include "session.h"
@@ -88,6 +89,15 @@ int main(int argc, char **argv) {
       break;
     case PP_CMD_CHECK:
       rc = pp_cmd_check(cfg, stdout);
+      break;
+    case PP_CMD_UPLOAD_FILE:
+      rc = pp_cmd_upload_file(cfg, cli.operands, cli.operand_count);
+      break;
+    case PP_CMD_CONVERT:
+      rc = pp_cmd_convert(cfg, cli.operands, cli.operand_count);
+      break;
+    case PP_CMD_DIFF:
+      rc = pp_cmd_diff(cfg, cli.operands, cli.operand_count);
       break;
     case PP_CMD_RUN:
       /* pp_agent_run owns cfg from here on */

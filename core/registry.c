@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -367,11 +368,9 @@ static int check_option(const struct pp_option *o, uint32_t i, char *why, size_t
   }
   const char *dv = o->default_value;
   if (!dv) return 0;
-  /* a mode may default to "disabled" (or legacy "none"): the plugin is then
-   * opt-in, as plugin.h and docs/plugin-sdk.md promise */
-  bool off_mode =
-      strcmp(k, "mode") == 0 && (strcmp(dv, "disabled") == 0 || strcmp(dv, "none") == 0);
-  if (o->type == PP_OPT_ENUM && !off_mode && !in_list(o->choices, dv)) {
+  /* "mode" may default to "disabled": that is how a plugin is opt-in */
+  bool host_mode_value = strcmp(k, "mode") == 0 && strcmp(dv, "disabled") == 0;
+  if (o->type == PP_OPT_ENUM && !host_mode_value && !in_list(o->choices, dv)) {
     snprintf(why, whylen, "option %s: default \"%s\" is not one of its choices", k, dv);
     return -EINVAL;
   }

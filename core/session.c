@@ -19,6 +19,8 @@
 #include "output/files.h"
 #include "pidfile.h"
 #include "support/proc.h"
+#include "upload/uploader.h"
+#include "cloud_metadata.h"
 
 #define SCAN_INTERVAL_MS 1000
 
@@ -380,21 +382,25 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
   pp_log(PP_LOG_INFO, "polyprof", "polyprof %s starting (pid %d)", POLYPROF_VERSION, (int)getpid());
   if (!cfg->output_dir && !cfg->upload) {
     pp_log(PP_LOG_ERROR, "polyprof", "no output: give -o/--output-dir (output.dir) or -u");
-    return 2;
+    exit_code = 2;
+    goto out;
   }
   if (pp_config_check_run(cfg, err) < 0) {
     pp_log(PP_LOG_ERROR, "polyprof", "%s", err);
-    return 2;
+    exit_code = 2;
+    goto out;
   }
   if (cfg->output_dir && pp_output_check_dir(cfg->output_dir, err, sizeof(err)) < 0) {
     pp_log(PP_LOG_ERROR, "polyprof", "%s", err);
-    return 1;
+    exit_code = 1;
+    goto out;
   }
   if (cfg->pidns_check && !in_init_pid_namespace()) {
     pp_log(PP_LOG_ERROR, "polyprof",
            "polyprof must run in the init pid namespace to see every process (Docker: "
            "--pid=host, Kubernetes: hostPID: true), or pass --disable-pidns-check");
-    return 1;
+    exit_code = 1;
+    goto out;
   }
   if (geteuid() != 0)
     pp_log(PP_LOG_WARNING, "polyprof",
@@ -404,7 +410,8 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
     pid_fd = pp_pidfile_acquire(cfg->pid_file, err, sizeof(err));
     if (pid_fd < 0) {
       pp_log(PP_LOG_ERROR, "polyprof", "%s", err);
-      return 1;
+      exit_code = 1;
+      goto out;
     }
   }
   if (install_signals() < 0) {
@@ -432,6 +439,8 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
   a->system_metadata = pp_metadata_system(cfg, a->spawn_time);
   a->merged = pp_profile_new();
   a->failed = pp_profile_new();
+  a->uploader = pp_uploader_new(cfg, a->spawn_time);
+  pp_cloud_metadata_apply(cfg, a->system_metadata);
   if (!a->enricher || !a->metrics || !a->merged || !a->failed) {
     pp_log(PP_LOG_ERROR, "polyprof", "out of memory");
     exit_code = 1;
@@ -476,6 +485,7 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
   pp_log(PP_LOG_INFO, "polyprof", "stopping after %u session(s)", a->session_no);
 
 out:
+  pp_uploader_free(a->uploader); /* flushes, spools what is left */
   teardown_plugins(a);
   pp_enricher_free(a->enricher);
   pp_metrics_free(a->metrics);

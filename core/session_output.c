@@ -18,6 +18,7 @@
 #include "output/files.h"
 #include "output/html.h"
 #include "support/proc.h"
+#include "upload/publish.h"
 
 /* A runtime plugin that lost its data: every pid it was covering gets an
  * error status so the merged profile says so instead of silently showing
@@ -183,6 +184,22 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
       else
         snprintf(written[nwritten++], sizeof(written[0]), "%s/%s.html", cfg->output_dir, stem);
     }
+  }
+
+  /* extra formats and uploads (core/upload/publish.c), after the local
+   * .col/.html so a dead server never costs the local files */
+  if (header_text) {
+    struct pp_publish_args pa = {
+        .cfg = cfg,
+        .uploader = a->uploader,
+        .merged = a->merged,
+        .header_text = header_text,
+        .start = t->start,
+        .end = t->end,
+        .cpu_avg = cpu_avg,
+        .mem_avg = mem_avg,
+    };
+    pp_publish_session(&pa);
   }
 
   /* what the session cost the agent itself */

@@ -12,6 +12,19 @@
  * runs inside the receiver: it records the failure and returns non-zero,
  * and the caller of the receiver calls fail().
  *
+ * Inline mode runs the same worker loop in a thread of the agent over its
+ * own socketpair, so this file does not care which it is, except that:
+ * there is no crash isolation (a plugin crash is the agent's crash), the
+ * memory limit is not enforced (one address space), and a hang can only be
+ * abandoned: a stuck thread cannot be killed safely, so the supervisor
+ * closes its end, detaches the thread (which frees its own context if the
+ * plugin ever returns) and never restarts that worker, because dlopen()
+ * would hand a new instance the same library and globals as the stuck one.
+ *
+ * Process hygiene relied on here: workers are forked from a long-lived
+ * thread (PR_SET_PDEATHSIG follows the forking thread), and the agent does
+ * not set SIGCHLD to SIG_IGN (exit statuses would be lost).
+ *
  * Error codes: -ECHILD the worker died, -ETIMEDOUT it hung, -ENOMEM it grew
  * past its memory limit, -EPROTO it broke the protocol, -EAGAIN it is
  * waiting for a restart, -ENOTCONN not started, -EIO never again (inline
@@ -129,6 +142,11 @@ static bool join_until(pthread_t t, uint64_t deadline_mono) {
   return pthread_timedjoin_np(t, NULL, &ts) == 0;
 }
 
+static void kill_group(pid_t pid) {
+  kill(-pid, SIGKILL); /* the worker leads its own process group */
+  kill(pid, SIGKILL);  /* in case it died before it could set that up */
+}
+
 /* End the process (SIGKILL first if kill_proc) or the thread (joined, or
  * left behind if abandon_thread or if it does not return in time) and drop
  * the connection. Returns true if an inline thread was abandoned. */
@@ -136,12 +154,16 @@ static bool teardown(struct pp_worker *w, bool kill_proc, bool abandon_thread) {
   bool abandoned = false;
   if (w->sp.pid > 0) {
     int st;
-    if (kill_proc) kill(w->sp.pid, SIGKILL);
+    if (kill_proc) kill_group(w->sp.pid);
     if (!pp_reap(w->sp.pid, now_ns() + 2 * NS, &st)) {
-      kill(w->sp.pid, SIGKILL);
+      kill_group(w->sp.pid);
       add_zombie(w, w->sp.pid);
     }
   }
+  /* Helpers the plugin forked stay in the worker's process group (and have
+   * no parent-death signal): take them along. Not yet reaped, or reaped
+   * with the group still alive, the number cannot belong to anyone else. */
+  if (w->sp.group > 0) kill(-w->sp.group, SIGKILL);
   if (w->sp.fd >= 0) close(w->sp.fd);
   if (w->sp.has_thread) {
     /* Closing our end makes the loop's next read or write fail, so a
@@ -208,7 +230,7 @@ static void died(struct pp_worker *w) {
   if (w->sp.pid > 0) {
     int st;
     if (pp_reap(w->sp.pid, now_ns() + NS, &st)) {
-      w->sp.pid = 0; /* reaped: the number may be reused, never signal it */
+      w->sp.pid = 0; /* reaped: never signal the pid itself again */
       describe_status(st, why, sizeof(why));
     } else {
       snprintf(why, sizeof(why), "closed its connection");
@@ -229,6 +251,8 @@ static void io_failed(struct pp_worker *w, int rc) {
     died(w);
   } else if (rc == -ETIMEDOUT) {
     fail(w, -ETIMEDOUT, "did not read its requests within %d s", w->timeout_s);
+  } else if (rc == -EPROTO && !w->pending_reason[0]) {
+    fail(w, -EPROTO, "broke the protocol: announced a message over %u bytes", PP_IPC_MAX_MSG);
   } else if (rc == -EPROTO || rc == -EINVAL || (rc == 1 && !w->fail_pending)) {
     fail(w, -EPROTO, "broke the protocol%s%s", w->pending_reason[0] ? ": " : "", w->pending_reason);
   } else {
@@ -318,10 +342,8 @@ static int on_msg(void *arg, uint32_t type, const uint8_t *p, uint32_t len) {
       if (!w->qlen || front != PP_MSG_SNAPSHOT) return protocol_error(w, "unexpected PROFILE");
       pop(w);
       free(w->snap);
-      w->snap = malloc(len ? len : 1);
-      if (!w->snap) return -ENOMEM;
-      if (len) memcpy(w->snap, p, len);
-      w->snap_len = len;
+      w->snap = pp_ipc_rx_steal(&w->rx); /* no copy of a big profile */
+      w->snap_len = w->snap ? len : 0;
       w->snap_ready = true;
       return 0;
     }
@@ -362,12 +384,24 @@ static void check(struct pp_worker *w) {
   }
 }
 
+static bool answer_in_flight(const struct pp_ipc_rx *rx) {
+  return rx->hdr_got == PP_IPC_HDR_SIZE && (rx->type == PP_MSG_REPLY || rx->type == PP_MSG_PROFILE);
+}
+
 /* Read what is there, then run the checks. Never blocks. */
 static void pump(struct pp_worker *w) {
   if (w->state != W_UP) return;
   w->pending_reason[0] = 0;
   if (w->exit_acked) return;
+  bool was = answer_in_flight(&w->rx);
+  size_t before = w->rx.body_got;
   int rc = pp_ipc_rx_read(&w->rx, w->sp.fd, on_msg, w, 256);
+  /* Once an answer is being sent the plugin call has returned; what is
+   * left is our own code copying bytes, so the deadline becomes "no
+   * progress for timeout" (a big profile read late must not count as a
+   * hang). */
+  if (!rc && answer_in_flight(&w->rx) && (!was || w->rx.body_got != before))
+    w->front_since = now_ns();
   if (rc == 2) return; /* EXIT acknowledged */
   if (rc) {
     io_failed(w, rc);
@@ -378,11 +412,18 @@ static void pump(struct pp_worker *w) {
 
 enum wait_for { UNTIL_IDLE, UNTIL_SNAPSHOT };
 
+static bool queued(const struct pp_worker *w, uint32_t type) {
+  for (unsigned i = 0; i < w->qlen; i++)
+    if (w->q[(w->qhead + i) % MAXQ] == type) return true;
+  return false;
+}
+
 /* Block until the condition holds or the worker fails; bounded by the hang
  * deadline of whatever is outstanding. 0 or the failure code. */
 static int wait_for(struct pp_worker *w, enum wait_for what) {
   while (w->state == W_UP) {
     if (what == UNTIL_IDLE ? w->qlen == 0 : w->snap_ready) return 0;
+    if (what == UNTIL_SNAPSHOT && !queued(w, PP_MSG_SNAPSHOT)) return -EINVAL; /* never forever */
     uint64_t deadline = w->next_check;
     if (w->qlen && w->front_since + w->timeout_ns < deadline)
       deadline = w->front_since + w->timeout_ns;
@@ -546,6 +587,11 @@ struct pp_worker *pp_worker_new(const struct pp_plugin_info *info,
   w->backoff_s = 1;
   w->sp.fd = -1;
   pp_ipc_rx_init(&w->rx);
+  if (w->inline_mode && w->memory_limit_mb > 0)
+    pp_log(PP_LOG_INFO, "polyprof",
+           "plugin %s runs inline: its memory limit (%d MiB) is not enforced and a crash "
+           "takes the agent down",
+           w->name, w->memory_limit_mb);
   return w;
 }
 

@@ -40,6 +40,7 @@ void pp_worker_ctx_free(struct pp_worker_ctx *ctx); /* closes fd */
  * socketpair (non-blocking). */
 struct pp_spawned {
   pid_t pid;
+  pid_t group; /* process group of the worker (== pid), 0 inline */
   bool has_thread;
   pthread_t thread;
   int fd;

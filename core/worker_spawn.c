@@ -207,7 +207,10 @@ int pp_worker_spawn(const char *path, const char *name, const struct pp_host_con
     _exit(0);
   }
   close(sv[1]);
+  /* Also from this side, so the group exists before anyone signals it. */
+  setpgid(pid, pid);
   out->pid = pid;
+  out->group = pid;
   out->fd = sv[0];
   return 0;
 }

@@ -7,7 +7,8 @@ set -euo pipefail
 what="${1:-test}" # build | test
 
 build_pkgs=(build-essential cmake pkg-config libyaml-dev libjansson-dev libcurl4-openssl-dev
-            libelf-dev libunwind-dev zlib1g-dev python3)
+            libelf-dev libunwind-dev zlib1g-dev python3
+            protobuf-c-compiler libprotobuf-c-dev) # pprof writer (issue 10)
 # Runtimes and tools the test suite drives for real: every plugin lists its
 # own in scripts/deps/<plugin>.txt, one package per line.
 here="$(cd "$(dirname "$0")" && pwd)"

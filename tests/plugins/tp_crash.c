@@ -1,6 +1,7 @@
 /*
  * Test plugin: crashes with a real SIGSEGV in the call named by option
- * crash_on (init | start | snapshot | tick | never). With crash_once_file
+ * crash_on (init | start | snapshot | tick | never; refuse_init returns
+ * -ENOENT from init instead). With crash_once_file
  * set it crashes only if that file does not exist yet (and creates it
  * first), so a restarted worker behaves. Otherwise it emits one stack per
  * target, which proves targets are replayed after a restart.
@@ -44,6 +45,12 @@ static int c_init(const struct pp_host *host, void **state) {
   if (host->config_string(host, "crash_on", &v) == 0)
     strncpy(s->crash_on, v, sizeof(s->crash_on) - 1);
   if (host->config_string(host, "crash_once_file", &v) == 0) s->once_file = v;
+  if (strcmp(s->crash_on, "refuse_init") == 0) {
+    /* Not a crash: the polite way to say "cannot run here". */
+    host->log(host, PP_LOG_WARNING, "no runtime here");
+    free(s);
+    return -ENOENT;
+  }
   *state = s;
   maybe_crash(s, "init");
   return 0;
@@ -86,7 +93,8 @@ static void c_fini(void *state) {
   free(state);
 }
 
-static const char *const crash_choices[] = {"never", "init", "start", "snapshot", "tick", NULL};
+static const char *const crash_choices[] = {"never", "init",        "start", "snapshot",
+                                            "tick",  "refuse_init", NULL};
 static const struct pp_option options[] = {
     {.key = "crash_on", .type = PP_OPT_ENUM, .default_value = "snapshot", .choices = crash_choices},
     {.key = "crash_once_file", .type = PP_OPT_STRING},

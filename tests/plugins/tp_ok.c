@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "polyprof/plugin.h"
 
@@ -17,12 +18,13 @@
 struct tp_state {
   const struct pp_host *host;
   char greeting[64], tags[128], mode[32];
-  int64_t depth;
+  int64_t depth, extra, extra_len;
   int loud;
   uint64_t ticks, tick_interval;
   struct pp_target targets[MAX_TARGETS];
   size_t ntargets;
   unsigned snapshots;
+  int scratch_ok;
 };
 
 static int tp_init(const struct pp_host *host, void **state) {
@@ -34,6 +36,8 @@ static int tp_init(const struct pp_host *host, void **state) {
     snprintf(s->greeting, sizeof(s->greeting), "%s", str);
   if (host->config_string(host, "mode", &str) == 0) snprintf(s->mode, sizeof(s->mode), "%s", str);
   host->config_int(host, "depth", &s->depth);
+  host->config_int(host, "extra_stacks", &s->extra);
+  host->config_int(host, "extra_name_len", &s->extra_len);
   host->config_bool(host, "loud", &s->loud);
   const char *const *items;
   size_t n;
@@ -46,6 +50,10 @@ static int tp_init(const struct pp_host *host, void **state) {
   /* -ENOENT for an undeclared key is part of the contract. */
   int64_t dummy;
   if (host->config_int(host, "no_such_key", &dummy) != -ENOENT) return -EINVAL;
+  /* The private scratch directory exists and is 0700. */
+  const char *dir = host->scratch_dir(host);
+  struct stat st;
+  s->scratch_ok = dir && stat(dir, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 0777) == 0700;
   host->log(host, PP_LOG_INFO, "tp_ok init greeting=%s depth=%lld", s->greeting,
             (long long)s->depth);
   *state = s;
@@ -88,7 +96,10 @@ static int tp_snapshot(void *state, struct pp_sink *sink) {
   };
   for (size_t i = 0; i < s->ntargets; i++) {
     uint32_t pid = s->targets[i].pid;
+    char comm[64] = "";
+    h->proc_comm(h, pid, comm, sizeof(comm));
     struct pp_sample smp = {.pid = pid,
+                            .comm = comm,
                             .tid = pid,
                             .frames = frames,
                             .nframes = sizeof(frames) / sizeof(frames[0]),
@@ -101,12 +112,25 @@ static int tp_snapshot(void *state, struct pp_sink *sink) {
     h->set_app_metadata(sink, pid, "{\"n\":1}");
     if (i == 1) h->set_pid_status(sink, pid, PP_PID_ERROR, "tp_ok says no");
   }
+  /* Bulk, to make the profile bigger than any socket buffer. */
+  for (int64_t i = 0; i < s->extra && s->ntargets; i++) {
+    char name[8192];
+    int len = snprintf(name, sizeof(name), "extra_%lld", (long long)i);
+    while (len < s->extra_len && len < (int)sizeof(name) - 1)
+      name[len++] = '.';
+    name[len] = 0;
+    struct pp_frame f[2] = {{name, "extra.c", (uint32_t)i, PP_FRAME_NATIVE},
+                            {"extra_root", NULL, 0, PP_FRAME_NATIVE}};
+    struct pp_sample smp = {.pid = s->targets[0].pid, .frames = f, .nframes = 2, .count = 1};
+    h->emit(sink, &smp);
+  }
   /* A broken sample: refused and counted as invalid_samples. */
   struct pp_frame bad = {"bad", NULL, 0, 999};
   struct pp_sample smp = {.pid = 1, .frames = &bad, .nframes = 1, .count = 1};
   h->emit(sink, &smp);
   h->add_counter(sink, "snapshots", 1);
   h->add_counter(sink, "ticked", s->ticks ? 1 : 0);
+  h->add_counter(sink, "scratch_ok", (uint64_t)s->scratch_ok);
   s->snapshots++;
   return 0;
 }
@@ -125,6 +149,8 @@ static const struct pp_option options[] = {
     {.key = "depth", .type = PP_OPT_INT, .default_value = "3", .min = 1, .max = 64},
     {.key = "loud", .type = PP_OPT_BOOL, .default_value = "false"},
     {.key = "tags", .type = PP_OPT_LIST, .default_value = "a,b"},
+    {.key = "extra_stacks", .type = PP_OPT_INT, .default_value = "0", .min = 0, .max = 10000000},
+    {.key = "extra_name_len", .type = PP_OPT_INT, .default_value = "0", .min = 0, .max = 8000},
     {.key = "mode", .type = PP_OPT_ENUM, .default_value = "fast", .choices = mode_choices},
 };
 

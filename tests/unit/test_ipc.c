@@ -178,6 +178,39 @@ static void test_partial(void) {
   free(buf);
 }
 
+struct stealer {
+  struct pp_ipc_rx *rx;
+  uint8_t *taken;
+  uint32_t len;
+};
+
+static int steal_it(void *ctx, uint32_t type, const uint8_t *p, uint32_t len) {
+  struct stealer *st = ctx;
+  st->taken = pp_ipc_rx_steal(st->rx);
+  st->len = len;
+  return st->taken == p ? 0 : -EFAULT;
+}
+
+/* A callback can keep the payload; the receiver goes on with a new buffer. */
+static void test_steal(void) {
+  int sv[2];
+  pair(sv);
+  struct pp_ipc_rx rx;
+  pp_ipc_rx_init(&rx);
+  struct stealer st = {.rx = &rx};
+  CHECK_EQ_INT(pp_ipc_send(sv[0], PP_MSG_PROFILE, "payload", 7, 0, NULL, NULL, NULL), 0);
+  CHECK_EQ_INT(pp_ipc_rx_read(&rx, sv[1], steal_it, &st, 0), 0);
+  CHECK(st.taken && st.len == 7 && memcmp(st.taken, "payload", 7) == 0);
+  free(st.taken);
+  CHECK_EQ_INT(pp_ipc_send(sv[0], PP_MSG_PROFILE, "second", 6, 0, NULL, NULL, NULL), 0);
+  CHECK_EQ_INT(pp_ipc_rx_read(&rx, sv[1], steal_it, &st, 0), 0);
+  CHECK(st.taken && st.len == 6 && memcmp(st.taken, "second", 6) == 0);
+  free(st.taken);
+  pp_ipc_rx_free(&rx);
+  close(sv[0]);
+  close(sv[1]);
+}
+
 struct peer {
   int fd;
   size_t size;
@@ -249,5 +282,6 @@ int main(void) {
   test_wire();
   test_partial();
   test_crossed_sends();
+  test_steal();
   return pp_test_finish("test_ipc");
 }

@@ -63,8 +63,8 @@ static void test_scan(const char *dir) {
     CHECK(d->match_exe && d->match_exe[0] && d->match_exe[1] == NULL);
     if (d->match_exe) CHECK_EQ_STR(d->match_exe[0], "tp_ok_target*");
     CHECK(d->match_maps == NULL);
-    CHECK_EQ_INT(d->option_count, 5);
-    if (d->option_count == 5) {
+    CHECK_EQ_INT(d->option_count, 7);
+    if (d->option_count == 7) {
       CHECK_EQ_STR(d->options[0].key, "greeting");
       CHECK_EQ_INT(d->options[0].type, PP_OPT_STRING);
       CHECK_EQ_STR(d->options[0].default_value, "hello");
@@ -72,9 +72,9 @@ static void test_scan(const char *dir) {
       CHECK(d->options[0].cli_flag == NULL);
       CHECK_EQ_INT(d->options[1].min, 1);
       CHECK_EQ_INT(d->options[1].max, 64);
-      CHECK_EQ_STR(d->options[4].key, "mode");
-      CHECK(d->options[4].choices && d->options[4].choices[2] == NULL);
-      if (d->options[4].choices) CHECK_EQ_STR(d->options[4].choices[1], "slow");
+      CHECK_EQ_STR(d->options[6].key, "mode");
+      CHECK(d->options[6].choices && d->options[6].choices[2] == NULL);
+      if (d->options[6].choices) CHECK_EQ_STR(d->options[6].choices[1], "slow");
     }
     /* A copy: no pointer into the plugin's code. */
     CHECK(!d->init && !d->start && !d->add_targets && !d->tick && !d->snapshot && !d->stop &&
@@ -90,6 +90,7 @@ static void test_scan(const char *dir) {
   expect_ok(v, n, "tp_crash.so", "tp_crash");
   expect_ok(v, n, "tp_hang.so", "tp_hang");
   expect_ok(v, n, "tp_leak.so", "tp_leak");
+  expect_ok(v, n, "tp_evil.so", "tp_evil");
 
   char want[64];
   snprintf(want, sizeof(want), "ABI major %d, this agent speaks %d", PP_ABI_MAJOR + 1,

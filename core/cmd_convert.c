@@ -1,0 +1,116 @@
+/*
+ * `polyprof convert IN.col --to html|pprof|speedscope|col -o OUT`: re-encode
+ * a .col (ours or gProfiler's) with the same writers the agent uses. The
+ * .col is parsed into a pp_profile (pp_col_parse), so each distinct
+ * (app-metadata index, container, comm, appid) prefix becomes one process.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "cmd_tools.h"
+#include "output/col.h"
+#include "output/html.h"
+#include "output/pprof.h"
+#include "output/speedscope.h"
+#include "profile.h"
+
+#define MAX_COL (1u << 30)
+
+static time_t header_time(const char *header_json, const char *key) {
+  json_t *h = header_json ? json_loads(header_json, 0, NULL) : NULL;
+  const char *s = json_string_value(json_object_get(h, key));
+  if (!s) s = json_string_value(json_object_get(json_object_get(h, "metadata"), key));
+  struct tm tm;
+  memset(&tm, 0, sizeof(tm));
+  time_t t = s && strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) ? timegm(&tm) : 0;
+  json_decref(h);
+  return t;
+}
+
+/* Parse a .col file into a new profile. NULL with a message on stderr. */
+struct pp_profile *pp_cmd_load_col(const char *path, char **header_json) {
+  char *text = NULL;
+  size_t len = 0;
+  int rc = pp_read_whole_file(path, MAX_COL, &text, &len);
+  if (rc < 0) {
+    fprintf(stderr, "polyprof: %s: %s\n", path, strerror(-rc));
+    return NULL;
+  }
+  struct pp_profile *p = pp_profile_new();
+  char err[512] = "";
+  if (!p || pp_col_parse(text, len, p, header_json, err, sizeof(err)) < 0) {
+    fprintf(stderr, "polyprof: %s: %s\n", path, err[0] ? err : "out of memory");
+    pp_profile_free(p);
+    p = NULL;
+  }
+  free(text);
+  return p;
+}
+
+static const char *default_ext(const char *fmt) {
+  if (!strcmp(fmt, "html")) return ".html";
+  if (!strcmp(fmt, "pprof")) return ".pb.gz";
+  if (!strcmp(fmt, "speedscope")) return ".speedscope.json";
+  return ".col";
+}
+
+int pp_cmd_convert(struct pp_config *cfg, const char *const *operands, size_t n) {
+  if (n != 1 || !cfg->convert_to) {
+    fprintf(stderr,
+            "polyprof: usage: polyprof convert IN.col --to html|pprof|speedscope|col "
+            "[-o OUT]\n");
+    return 2;
+  }
+  const char *in = operands[0], *fmt = cfg->convert_to;
+  char outbuf[4096];
+  const char *out = cfg->output_dir;
+  if (!out) {
+    size_t l = strlen(in);
+    if (l > 4 && !strcmp(in + l - 4, ".col")) l -= 4;
+    snprintf(outbuf, sizeof(outbuf), "%.*s%s", (int)l, in, default_ext(fmt));
+    out = outbuf;
+  }
+  char *header = NULL;
+  struct pp_profile *p = pp_cmd_load_col(in, &header);
+  if (!p) return 1;
+  char tmp[4200];
+  snprintf(tmp, sizeof(tmp), "%s.tmp", out);
+  FILE *f = fopen(tmp, "we");
+  int rc = f ? 0 : -errno;
+  time_t start = header_time(header, "start_time"), end = header_time(header, "end_time");
+  if (!end) end = header_time(header, "current_time");
+  if (f && !strcmp(fmt, "html")) {
+    char st[32] = "", et[32] = "";
+    if (start) pp_speedscope_time(start, st, sizeof(st));
+    if (end) pp_speedscope_time(end, et, sizeof(et));
+    struct pp_html_info hi = {.title = in,
+                              .start_time = st,
+                              .end_time = et,
+                              .duration_s = start && end > start ? (double)(end - start) : 0,
+                              .hostname = ""};
+    rc = pp_html_write(f, p, &hi);
+  } else if (f && !strcmp(fmt, "pprof")) {
+    struct pp_pprof_info pi = {.start = start, .end = end, .frequency = 0};
+    rc = pp_pprof_write(f, p, &pi);
+  } else if (f && !strcmp(fmt, "speedscope")) {
+    rc = pp_speedscope_write(f, p, in);
+  } else if (f) {
+    rc = pp_col_write(f, p, header, NULL);
+  }
+  if (f && fclose(f) != 0 && rc == 0) rc = -errno;
+  if (rc == 0 && rename(tmp, out) < 0) rc = -errno;
+  if (rc < 0) {
+    remove(tmp);
+    fprintf(stderr, "polyprof: convert: %s: %s\n", out, strerror(-rc));
+  } else {
+    printf("wrote %s\n", out);
+  }
+  free(header);
+  pp_profile_free(p);
+  return rc < 0 ? 1 : 0;
+}

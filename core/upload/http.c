@@ -1,0 +1,249 @@
+/* libcurl POST/GET helpers and gzip for the uploaders (see http.h). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <zlib.h>
+
+#include "upload/http.h"
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void do_init(void) {
+  curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+void pp_http_global_init(void) {
+  pthread_once(&curl_once, do_init);
+}
+
+struct sink {
+  char *buf;
+  size_t len;
+  bool overflow;
+};
+
+/* Keeps at most PP_HTTP_MAX_RESPONSE bytes: a hostile or broken server
+ * cannot make the agent allocate without bound. */
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
+  struct sink *s = ud;
+  size_t n = size * nmemb;
+  if (s->len + n > PP_HTTP_MAX_RESPONSE) {
+    s->overflow = true;
+    return 0; /* aborts the transfer */
+  }
+  char *b = realloc(s->buf, s->len + n + 1);
+  if (!b) return 0;
+  memcpy(b + s->len, ptr, n);
+  s->buf = b;
+  s->len += n;
+  b[s->len] = '\0';
+  return n;
+}
+
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
+  volatile int *abort_flag = ud;
+  return abort_flag && *abort_flag ? 1 : 0;
+}
+
+static int perform(const char *url, const char *const *headers, const void *body, size_t len,
+                   const char *method, const struct pp_http_opts *o, struct pp_http_result *res) {
+  bool post = method && strcmp(method, "GET") != 0;
+  pp_http_global_init();
+  memset(res, 0, sizeof(*res));
+  CURL *c = curl_easy_init();
+  if (!c) {
+    snprintf(res->error, sizeof(res->error), "curl_easy_init failed");
+    return -1;
+  }
+  struct curl_slist *hl = NULL;
+  for (size_t i = 0; headers && headers[i]; i++)
+    hl = curl_slist_append(hl, headers[i]);
+  /* curl adds "Expect: 100-continue" to big POSTs; servers behind some
+   * proxies stall on it, and it buys nothing here */
+  hl = curl_slist_append(hl, "Expect:");
+  struct sink s = {0};
+  char ebuf[CURL_ERROR_SIZE] = "";
+  curl_easy_setopt(c, CURLOPT_URL, url);
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, hl);
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM for DNS timeouts */
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, ebuf);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &s);
+  curl_easy_setopt(c, CURLOPT_USERAGENT, "polyprof/" POLYPROF_VERSION);
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+  curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, o->verify ? 1L : 0L);
+  curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, o->verify ? 2L : 0L);
+  if (o->ca_file) curl_easy_setopt(c, CURLOPT_CAINFO, o->ca_file);
+  if (o->connect_timeout_ms > 0)
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, o->connect_timeout_ms);
+  if (o->timeout_ms > 0) curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, o->timeout_ms);
+  if (o->abort) {
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)o->abort);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+  }
+  if (post) {
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    if (strcmp(method, "POST") != 0) curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
+  }
+  CURLcode rc = curl_easy_perform(c);
+  long status = 0;
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+  res->status = status;
+  res->body = s.buf;
+  res->body_len = s.len;
+  int ret = 0;
+  if (rc != CURLE_OK) {
+    if (s.overflow)
+      snprintf(res->error, sizeof(res->error), "reply longer than %d bytes", PP_HTTP_MAX_RESPONSE);
+    else
+      snprintf(res->error, sizeof(res->error), "%s", ebuf[0] ? ebuf : curl_easy_strerror(rc));
+    /* a response that was cut off does not count as an answer */
+    res->status = 0;
+    ret = -1;
+  }
+  curl_slist_free_all(hl);
+  curl_easy_cleanup(c);
+  return ret;
+}
+
+int pp_http_post(const char *url, const char *const *headers, const void *body, size_t len,
+                 const struct pp_http_opts *o, struct pp_http_result *res) {
+  return perform(url, headers, body, len, "POST", o, res);
+}
+
+int pp_http_put(const char *url, const char *const *headers, const struct pp_http_opts *o,
+                struct pp_http_result *res) {
+  return perform(url, headers, "", 0, "PUT", o, res);
+}
+
+int pp_http_get(const char *url, const char *const *headers, const struct pp_http_opts *o,
+                struct pp_http_result *res) {
+  return perform(url, headers, NULL, 0, "GET", o, res);
+}
+
+void pp_http_result_free(struct pp_http_result *res) {
+  free(res->body);
+  res->body = NULL;
+}
+
+int pp_gzip(const void *in, size_t len, int level, unsigned char **out, size_t *out_len) {
+  z_stream z;
+  memset(&z, 0, sizeof(z));
+  if (deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return -ENOMEM;
+  size_t cap = deflateBound(&z, (uLong)len) + 32;
+  unsigned char *b = malloc(cap);
+  if (!b) {
+    deflateEnd(&z);
+    return -ENOMEM;
+  }
+  z.next_in = (Bytef *)in;
+  z.avail_in = (uInt)len;
+  z.next_out = b;
+  z.avail_out = (uInt)cap;
+  int rc = deflate(&z, Z_FINISH);
+  size_t n = z.total_out;
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) {
+    free(b);
+    return -EIO;
+  }
+  *out = b;
+  *out_len = n;
+  return 0;
+}
+
+int pp_gunzip(const void *in, size_t len, size_t max_out, char **out, size_t *out_len) {
+  z_stream z;
+  memset(&z, 0, sizeof(z));
+  if (inflateInit2(&z, 15 + 32) != Z_OK) return -ENOMEM;
+  size_t cap = len * 4 + 1024, n = 0;
+  if (cap > max_out + 1) cap = max_out + 1;
+  char *b = malloc(cap + 1);
+  int rc = Z_OK;
+  z.next_in = (Bytef *)in;
+  z.avail_in = (uInt)len;
+  while (b) {
+    z.next_out = (Bytef *)b + n;
+    z.avail_out = (uInt)(cap - n);
+    rc = inflate(&z, Z_NO_FLUSH);
+    n = z.total_out;
+    if (rc == Z_STREAM_END || (rc != Z_OK && rc != Z_BUF_ERROR)) break;
+    if (rc == Z_BUF_ERROR && z.avail_in == 0) break;
+    if (n > max_out) break;
+    if (n == cap) {
+      cap *= 2;
+      char *nb = realloc(b, cap + 1);
+      if (!nb) {
+        free(b);
+        b = NULL;
+        break;
+      }
+      b = nb;
+    }
+  }
+  inflateEnd(&z);
+  if (!b) return -ENOMEM;
+  if (n > max_out) {
+    free(b);
+    return -EFBIG;
+  }
+  if (rc != Z_STREAM_END) {
+    free(b);
+    return -EINVAL;
+  }
+  b[n] = '\0';
+  *out = b;
+  *out_len = n;
+  return 0;
+}
+
+void pp_http_redact_url(const char *url, char *out, size_t len) {
+  size_t o = 0;
+  const char *p = url;
+  while (*p && o + 1 < len) {
+    bool at_param = (p == url || p[-1] == '?' || p[-1] == '&');
+    if (at_param && (strncmp(p, "key=", 4) == 0 || strncmp(p, "token=", 6) == 0)) {
+      size_t kl = strcspn(p, "=") + 1;
+      int n = snprintf(out + o, len - o, "%.*s<redacted>", (int)kl, p);
+      if (n < 0 || (size_t)n >= len - o) break;
+      o += (size_t)n;
+      p += kl + strcspn(p + kl, "&");
+      continue;
+    }
+    out[o++] = *p++;
+  }
+  out[o < len ? o : len - 1] = '\0';
+}
+
+void pp_http_now_iso(char *buf, size_t len) {
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+}
+
+void pp_http_random_hex(char out[33]) {
+  unsigned char r[16];
+  if (getrandom(r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)(uintptr_t)out;
+    for (int i = 0; i < 16; i++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      r[i] = (unsigned char)x;
+    }
+  }
+  for (int i = 0; i < 16; i++)
+    snprintf(out + 2 * i, 3, "%02x", r[i]);
+}

@@ -1,0 +1,160 @@
+/* Pyroscope /ingest client (see pyroscope.h). */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "log.h"
+#include "output/col.h"
+#include "output/pprof.h"
+#include "upload/http.h"
+#include "upload/pyroscope.h"
+#include "upload/uploader.h"
+
+#define MAX_GROUPS 64
+
+const char *pp_pyroscope_runtime(unsigned k) {
+  switch (k) {
+    case PP_FRAME_PYTHON:
+    case PP_FRAME_PYTHON_NATIVE:
+    case PP_FRAME_PYTHON_ERROR:
+      return "python";
+    case PP_FRAME_JAVA_JIT:
+    case PP_FRAME_JAVA_INLINED:
+    case PP_FRAME_JAVA_INTERPRETED:
+    case PP_FRAME_JAVA_C1:
+      return "java";
+    case PP_FRAME_RUBY:
+      return "ruby";
+    case PP_FRAME_PHP:
+      return "php";
+    case PP_FRAME_DOTNET:
+      return "dotnet";
+    case PP_FRAME_JS:
+      return "nodejs";
+    default:
+      return "native";
+  }
+}
+
+/* Pyroscope label values may not hold the name syntax characters. */
+static void label_value(const char *in, char *out, size_t len) {
+  size_t o = 0;
+  for (; *in && o + 1 < len; in++)
+    out[o++] = (strchr("{}=,\" ", *in) || (unsigned char)*in < 0x20) ? '_' : *in;
+  out[o] = '\0';
+}
+
+static char *ingest_url(const struct pp_config *cfg, const char *container, const char *runtime,
+                        time_t start, time_t end, const char *format) {
+  char host[256] = "", h[256], c[256], app[256], name[1024];
+  if (gethostname(host, sizeof(host) - 1) != 0) snprintf(host, sizeof(host), "unknown");
+  label_value(host, h, sizeof(h));
+  label_value(cfg->service_name ? cfg->service_name : "polyprof", app, sizeof(app));
+  int n = snprintf(name, sizeof(name), "%s.cpu{hostname=%s", app, h);
+  if (container && *container) {
+    label_value(container, c, sizeof(c));
+    n += snprintf(name + n, sizeof(name) - (size_t)n, ",container=%s", c);
+  }
+  if (runtime) n += snprintf(name + n, sizeof(name) - (size_t)n, ",runtime=%s", runtime);
+  snprintf(name + n, sizeof(name) - (size_t)n, "}");
+  CURL *e = curl_easy_init();
+  char *esc = e ? curl_easy_escape(e, name, 0) : NULL;
+  char *url = NULL;
+  size_t bl = strlen(cfg->pyroscope_url);
+  while (bl && cfg->pyroscope_url[bl - 1] == '/')
+    bl--;
+  if (esc && asprintf(&url,
+                      "%.*s/ingest?name=%s&from=%lld&until=%lld&format=%s&sampleRate=%d"
+                      "&spyName=polyprof&units=samples&aggregationType=sum",
+                      (int)bl, cfg->pyroscope_url, esc, (long long)start, (long long)end, format,
+                      cfg->frequency) < 0)
+    url = NULL;
+  curl_free(esc);
+  if (e) curl_easy_cleanup(e);
+  return url;
+}
+
+static const char *pid_runtime(const struct pp_profile *p, const struct pp_stack_rec *s) {
+  const uint32_t *fr = pp_profile_stack_frames(p, s);
+  for (uint32_t k = 0; k < s->nframes; k++) {
+    const char *r = pp_pyroscope_runtime(pp_profile_frame(p, fr[k])->kind);
+    if (strcmp(r, "native") != 0) return r;
+  }
+  return "native";
+}
+
+void pp_pyroscope_push(const struct pp_config *cfg, struct pp_uploader *u,
+                       const struct pp_profile *p, time_t start, time_t end) {
+  if (!u || !cfg->pyroscope_url) return;
+  if (cfg->pyroscope_format && strcmp(cfg->pyroscope_format, "pprof") == 0) {
+    struct pp_pprof_info info = {.start = start, .end = end, .frequency = cfg->frequency};
+    uint8_t *raw = NULL;
+    size_t len = 0;
+    char *url = ingest_url(cfg, NULL, NULL, start, end, "pprof");
+    if (!url || pp_pprof_encode(p, &info, &raw, &len) < 0) {
+      free(url);
+      return;
+    }
+    pp_uploader_submit_pyroscope(u, url, raw, len, "application/octet-stream");
+    return;
+  }
+  /* folded: group stacks by (container, runtime) */
+  struct group {
+    uint32_t container;
+    const char *runtime;
+    FILE *f;
+    char *buf;
+    size_t len;
+  } g[MAX_GROUPS];
+  size_t ng = 0;
+  char text[2048];
+  size_t nst = pp_profile_stack_count(p);
+  for (size_t i = 0; i < nst; i++) {
+    const struct pp_stack_rec *s = pp_profile_stack(p, i);
+    if (!s->count) continue;
+    const struct pp_pid_rec *pr = pp_profile_pid(p, s->pid);
+    uint32_t cont = pr ? pr->container : PP_NO_STR;
+    const char *rt = pid_runtime(p, s);
+    size_t gi = 0;
+    while (gi < ng && !(g[gi].container == cont && strcmp(g[gi].runtime, rt) == 0))
+      gi++;
+    if (gi == ng) {
+      if (ng == MAX_GROUPS)
+        gi = 0; /* too many: fold the rest into the first group */
+      else {
+        g[ng] = (struct group){.container = cont, .runtime = rt};
+        g[ng].f = open_memstream(&g[ng].buf, &g[ng].len);
+        if (!g[ng].f) break;
+        ng++;
+      }
+    }
+    uint32_t comm = s->comm != PP_NO_STR ? s->comm : pr ? pr->comm : PP_NO_STR;
+    FILE *f = g[gi].f;
+    const char *cs = pp_profile_str(p, comm);
+    for (; *cs; cs++)
+      putc(*cs == ';' || *cs == ' ' || *cs == '\n' ? '_' : *cs, f);
+    const uint32_t *fr = pp_profile_stack_frames(p, s);
+    for (uint32_t k = 0; k < s->nframes; k++) {
+      size_t n = pp_frame_format(p, fr[k], text, sizeof(text), true);
+      putc(';', f);
+      /* folded lines end with " <count>": a space inside a frame would be
+       * read as the separator by strict parsers only at the end, but be safe */
+      fwrite(text, 1, n, f);
+    }
+    fprintf(f, " %llu\n", (unsigned long long)s->count);
+  }
+  for (size_t i = 0; i < ng; i++) {
+    fclose(g[i].f);
+    const char *cont = g[i].container != PP_NO_STR ? pp_profile_str(p, g[i].container) : NULL;
+    char *url = ingest_url(cfg, cont, g[i].runtime, start, end, "folded");
+    if (!url) {
+      free(g[i].buf);
+      continue;
+    }
+    pp_uploader_submit_pyroscope(u, url, (unsigned char *)g[i].buf, g[i].len, "text/plain");
+  }
+}

@@ -1,0 +1,130 @@
+"""`polyprof convert`, `polyprof diff` and `polyprof upload-file`.
+
+- convert a .col to html / speedscope / pprof / col; the HTML opens in
+  headless Chromium (tests/integration/html/cdp.py) and becomes ready with
+  no script error and no network request; col -> col keeps every stack;
+- diff BASE NEW writes a differential page that opens in Chromium; the
+  numbers it computes are normalised by each file's total samples (a
+  function doubling its share is red, a vanished one is listed as lost);
+  hostile frame names stay text;
+- upload-file round trip: the .col arrives at the loopback studio byte for
+  byte with start/end times taken from its header.
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "html"))
+import pputil  # noqa: E402
+from pputil import check  # noqa: E402
+
+EMPTY = os.path.join(pputil.SRC, "tests", "integration", "empty.yaml")
+work = pputil.tempdir("ppconvert-")
+
+BASE = """# {"start_time": "2026-11-22T01:00:00", "end_time": "2026-11-22T01:01:00", "metrics": {"cpu_avg": 12.5, "mem_avg": 40.0}}
+0;;python3;main (app.py:10)_[p];compute (calc.py:5)_[p] 300
+0;;python3;main (app.py:10)_[p];render (tpl.py:8)_[p] 300
+0;;python3;main (app.py:10)_[p];gone (old.py:1)_[p] 400"""
+# NEW has twice the samples: normalised, compute goes 30% -> 60%,
+# render stays 30%, gone vanishes, fresh appears at ~10%.
+NEW = """# {}
+0;;python3;main (app.py:10)_[p];compute (calc.py:5)_[p] 1200
+0;;python3;main (app.py:10)_[p];render (tpl.py:8)_[p] 600
+0;;python3;main (app.py:10)_[p];fresh (new.py:1)_[p] 199
+0;;evil;</script><script>window.__pwned=1</script>_[k] 1"""
+
+
+def run(*args):
+    return subprocess.run([pputil.AGENT, *args, "--config", EMPTY], capture_output=True, text=True, timeout=60)
+
+
+base, new = os.path.join(work, "base.col"), os.path.join(work, "new.col")
+with open(base, "w") as f:
+    f.write(BASE)
+with open(new, "w") as f:
+    f.write(NEW)
+
+outs = {}
+for to, ext in (("html", ".html"), ("speedscope", ".json"), ("pprof", ".pb.gz"), ("col", ".col")):
+    out = os.path.join(work, "conv" + ext)
+    p = run("convert", base, "--to", to, "-o", out)
+    check(p.returncode == 0 and os.path.getsize(out) > 0, "convert --to %s (%s)" % (to, p.stderr.strip()[:200]))
+    outs[to] = out
+_, a = pputil.parse_col(base)
+_, b = pputil.parse_col(outs["col"])
+check(sorted(a) == sorted(b), "convert --to col keeps every stack")
+p = run("convert", base)
+check(p.returncode == 2, "convert without --to is a usage error")
+p = run("convert", os.path.join(work, "missing.col"), "--to", "html")
+check(p.returncode == 1 and "missing.col" in p.stderr, "missing input named in the error")
+
+diff = os.path.join(work, "diff.html")
+p = run("diff", base, new, "-o", diff)
+check(p.returncode == 0 and os.path.exists(diff), "diff writes the page (%s)" % p.stderr.strip()[:200])
+
+# ---- in a real browser ----------------------------------------------------
+try:
+    import cdp  # noqa: E402
+    chromium = cdp.find_chromium()
+except Exception:  # noqa
+    chromium = None
+if not chromium:
+    print("SKIPPED (part): no Chromium, pages not opened")
+else:
+    br = cdp.Browser(chromium)
+    try:
+        page = br.new_page()
+        page.navigate("file://" + outs["html"])
+        check(page.wait_for("window.polyprof && polyprof.state().ready", 20), "converted HTML becomes ready")
+        check(not page.events("Runtime.exceptionThrown"), "converted HTML: no script error")
+        page = br.new_page()
+        page.navigate("file://" + diff)
+        check(page.wait_for("window.__ppDiff && __ppDiff.boxes() > 3", 20), "diff page draws its frames")
+        check(not page.events("Runtime.exceptionThrown"), "diff page: no script error")
+        reqs = [e["params"]["request"]["url"] for e in page.events("Network.requestWillBeSent")]
+        check(all(u.startswith("file:") for u in reqs), "diff page makes no network request")
+        rows = {r[0]: r for r in page.eval("__ppDiff.rows")}
+        c, r, g, fr = (rows.get(k) for k in ("compute (calc.py:5)_[p]", "render (tpl.py:8)_[p]",
+                                              "gone (old.py:1)_[p]", "fresh (new.py:1)_[p]"))
+        check(c and abs(c[1] - 30) < 1e-6 and abs(c[2] - 60) < 1e-6, "normalised by total samples: compute 30%% -> 60%% (%s)" % (c,))
+        check(r and abs(r[3]) < 1e-6, "render unchanged once normalised")
+        check(g and g[2] == 0 and g[3] < -39, "vanished function listed as lost")
+        check(fr and abs(fr[3] - 9.95) < 1e-6, "new function listed as gained")
+        colour = page.eval("""(() => { const r = __ppDiff.root; const m = [...r.kids.values()][0];
+            const k = [...[...m.kids.values()][0].kids.values()]; return k.map(x => [x.name, x.n, x.b]); })()""")
+        names = {x[0]: (x[1], x[2]) for x in colour}
+        check(names.get("compute (calc.py:5)_[p]") == (1200, 300)
+              and names.get("gone (old.py:1)_[p]") == (0, 400), "tree holds both files' counts (%s)" % names)
+        check(page.eval("typeof window.__pwned") == "undefined", "hostile frame name stays text")
+        page.screenshot(os.path.join(work, "diff.png"))
+    finally:
+        br.close()
+
+# ---- upload-file round trip ----------------------------------------------
+if shutil.which("openssl"):
+    import studio_server  # noqa: E402
+    studio = studio_server.Studio(work)
+    cmd = [pputil.AGENT, "upload-file", "--file-path", base, "--server-host", studio.url, "--token",
+           studio.token, "--service-name", studio.service, "--server-ca", studio.cert,
+           "--spool-dir", os.path.join(work, "spool"), "--dont-send-logs", "--config", EMPTY]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and len(studio.committed) == 1, "upload-file delivered (%s)" % p.stderr.strip()[-300:])
+    if studio.committed:
+        body = studio.committed[0]["body"]
+        check(body["profile"] == BASE, "the .col arrives byte for byte")
+        check(body["start_time"] == "2026-11-22T01:00:00" and body["end_time"] == "2026-11-22T01:01:00",
+              "start/end times from the file's header")
+        check(body["cpu_avg"] == 12.5 and body["mem_avg"] == 40.0, "metrics from the file's header")
+    check(not studio.errors, "protocol checks (%s)" % studio.errors[:3])
+    studio.stop()
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    check(p.returncode == 1 and len(os.listdir(os.path.join(work, "spool"))) == 1,
+          "upload-file with the server down: exit 1, file kept in the spool")
+    p = subprocess.run(cmd[:2] + cmd[4:], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 2, "upload-file without --file-path is a usage error")
+else:
+    print("SKIPPED (part): openssl missing, upload-file not tested")
+pputil.finish()

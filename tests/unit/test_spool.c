@@ -1,0 +1,103 @@
+/* Spool: atomic entries, age order, cap with oldest-first eviction, private
+ * directory; gzip round trip and URL redaction of the HTTP helpers. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testlib.h"
+#include "upload/http.h"
+#include "upload/spool.h"
+
+static int count_files(const char *dir, const char *prefix) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  struct dirent *de;
+  while (d && (de = readdir(d)))
+    if (!strncmp(de->d_name, prefix, strlen(prefix))) n++;
+  if (d) closedir(d);
+  return n;
+}
+
+int main(void) {
+  char dir[] = "/tmp/pp-spool-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char sub[256];
+  snprintf(sub, sizeof(sub), "%s/a/spool", dir);
+  char err[256] = "";
+  struct pp_spool *s = pp_spool_open(sub, 1000, err, sizeof(err));
+  CHECK(s != NULL);
+  struct stat st;
+  CHECK(stat(sub, &st) == 0 && (st.st_mode & 0777) == 0700);
+  CHECK_EQ_INT(pp_spool_count(s, NULL), 0);
+  char path[4200], id[33];
+  CHECK_EQ_INT(pp_spool_oldest(s, path, sizeof(path), id), -ENOENT);
+
+  static char body[1100];
+  memset(body, 0x78, sizeof(body));
+  CHECK_EQ_INT(pp_spool_put(s, 200, "bbbb", body, 300), 0);
+  CHECK_EQ_INT(pp_spool_put(s, 100, "aaaa", body, 300), 0); /* older end time sorts first */
+  CHECK_EQ_INT(pp_spool_put(s, 300, "cccc", body, 300), 0);
+  size_t bytes = 0;
+  CHECK_EQ_INT(pp_spool_count(s, &bytes), 3);
+  CHECK_EQ_INT(bytes, 900);
+  CHECK_EQ_INT(pp_spool_oldest(s, path, sizeof(path), id), 0);
+  CHECK_EQ_STR(id, "aaaa");
+  /* the cap: a fourth entry evicts the oldest */
+  CHECK_EQ_INT(pp_spool_put(s, 400, "dddd", body, 300), 0);
+  CHECK_EQ_INT(pp_spool_count(s, &bytes), 3);
+  CHECK(bytes <= 1000);
+  CHECK_EQ_INT(pp_spool_oldest(s, path, sizeof(path), id), 0);
+  CHECK_EQ_STR(id, "bbbb");
+  unsigned char *b = NULL;
+  size_t len = 0;
+  CHECK_EQ_INT(pp_spool_read(s, path, &b, &len), 0);
+  CHECK_EQ_INT(len, 300);
+  free(b);
+  CHECK_EQ_INT(pp_spool_remove(s, path), 0);
+  CHECK_EQ_INT(pp_spool_count(s, NULL), 2);
+  /* larger than the whole cap: refused, nothing evicted */
+  CHECK_EQ_INT(pp_spool_put(s, 500, "eeee", body, 1001), -EFBIG);
+  CHECK_EQ_INT(pp_spool_count(s, NULL), 2);
+  CHECK_EQ_INT(count_files(sub, ".tmp-"), 0);
+  pp_spool_free(s);
+
+  /* a reopened spool sees what an earlier run left */
+  s = pp_spool_open(sub, 1000, err, sizeof(err));
+  CHECK_EQ_INT(pp_spool_count(s, NULL), 2);
+  pp_spool_free(s);
+
+  /* a group/world-accessible directory is made private */
+  chmod(sub, 0755);
+  s = pp_spool_open(sub, 1000, err, sizeof(err));
+  CHECK(s != NULL && stat(sub, &st) == 0 && (st.st_mode & 0777) == 0700);
+  pp_spool_free(s);
+
+  /* gzip round trip, bounded gunzip */
+  const char *text = "hello hello hello hello hello";
+  unsigned char *gz;
+  size_t gzlen;
+  CHECK_EQ_INT(pp_gzip(text, strlen(text), 6, &gz, &gzlen), 0);
+  CHECK(gz[0] == 0x1f && gz[1] == 0x8b);
+  char *plain;
+  size_t plen;
+  CHECK_EQ_INT(pp_gunzip(gz, gzlen, 1000, &plain, &plen), 0);
+  CHECK_EQ_STR(plain, text);
+  free(plain);
+  CHECK_EQ_INT(pp_gunzip(gz, gzlen, 5, &plain, &plen), -EFBIG);
+  free(gz);
+
+  char red[256];
+  pp_http_redact_url("https://h/api/v2/profiles?key=SECRET&service=s&token=T2", red, sizeof(red));
+  CHECK_EQ_STR(red, "https://h/api/v2/profiles?key=<redacted>&service=s&token=<redacted>");
+  char hex[33];
+  pp_http_random_hex(hex);
+  CHECK_EQ_INT(strlen(hex), 32);
+
+  char cmd[300];
+  snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+  CHECK(system(cmd) == 0);
+  return pp_test_finish("test_spool");
+}
