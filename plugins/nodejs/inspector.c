@@ -1,0 +1,512 @@
+/*
+ * Inspector attach and per-session profiling of one Node.js process.
+ *
+ * Attach is a small state machine driven from tick() so that a slow target
+ * never holds up the worker for long: identify the process (never signal
+ * anything we have not positively identified as Node), note the loopback
+ * sockets it already listens on, SIGUSR1 it through a pidfd, and on later
+ * ticks look for the new listening socket, ask it for /json/list, open the
+ * WebSocket, check with Runtime.evaluate that the inspector really belongs
+ * to this pid (a port collision would otherwise hand us another process),
+ * then start the V8 sampling profiler.
+ *
+ * An inspector that was already open (--inspect, an IDE) is used as is: a
+ * second session does not disturb the user's, and it is never closed by us.
+ * One we opened is closed again with process._debugEnd() at stop. A marker
+ * file in the scratch directory remembers which inspectors we opened, so a
+ * restarted worker still closes them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "cpuprofile.h"
+#include "nodejs.h"
+
+#define MS 1000000ull
+
+int nodejs_alive(struct nodejs_state *st, const struct nodejs_target *t) {
+  uint64_t start = 0;
+  return st->host->proc_start_time(st->host, t->pid, &start) == 0 && start == t->start_time;
+}
+
+static void marker_path(struct nodejs_state *st, const struct nodejs_target *t, char *buf,
+                        size_t len) {
+  const char *dir = st->host->scratch_dir(st->host);
+  snprintf(buf, len, "%s/inspector-%u-%llu", dir ? dir : "/nonexistent", t->pid,
+           (unsigned long long)t->start_time);
+}
+
+static void marker_set(struct nodejs_state *st, const struct nodejs_target *t, int on) {
+  char p[4200];
+  marker_path(st, t, p, sizeof(p));
+  if (on) {
+    int fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0) close(fd);
+  } else {
+    unlink(p);
+  }
+}
+
+static int marker_exists(struct nodejs_state *st, const struct nodejs_target *t) {
+  char p[4200];
+  marker_path(st, t, p, sizeof(p));
+  return access(p, F_OK) == 0;
+}
+
+static void fail_target(struct nodejs_state *st, struct nodejs_target *t, int level,
+                        const char *fmt, ...) PP_PRINTF(4, 5);
+static void fail_target(struct nodejs_state *st, struct nodejs_target *t, int level,
+                        const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(t->reason, sizeof(t->reason), fmt, ap);
+  va_end(ap);
+  nodejs_ws_close(&t->cdp.ws, 1);
+  if (!nodejs_alive(st, t)) {
+    t->state = T_GONE;
+    return;
+  }
+  if (!t->logged) NODEJS_LOG(st, level, "pid %u: %s", t->pid, t->reason);
+  t->logged = 1;
+  st->attach_failures++;
+  t->state = T_FAILED;
+  t->retry_at_ns = nodejs_now_ns() + (uint64_t)st->retry_s * 1000 * MS;
+}
+
+/* Sends SIGUSR1 only to the process identified by pid + start time, through
+ * a pidfd so a pid reused in between cannot receive it. */
+static int signal_node(struct nodejs_state *st, struct nodejs_target *t) {
+  int pfd = (int)syscall(SYS_pidfd_open, (pid_t)t->pid, 0);
+  if (pfd < 0 && errno != ENOSYS) return -errno;
+  int rc = 0;
+  if (!nodejs_alive(st, t))
+    rc = -ESRCH;
+  else if (nodejs_catches_sigusr1(t->pid) != 1)
+    rc = -ENOTSUP; /* its handler went away: the signal would kill it */
+  else if (pfd >= 0)
+    rc = syscall(SYS_pidfd_send_signal, pfd, SIGUSR1, NULL, 0) < 0 ? -errno : 0;
+  else
+    rc = kill((pid_t)t->pid, SIGUSR1) < 0 ? -errno : 0;
+  if (pfd >= 0) close(pfd);
+  return rc;
+}
+
+/* GET /json/list on port; on success path gets the WebSocket path. */
+static int probe_inspector(struct nodejs_state *st, struct nodejs_target *t, uint16_t port,
+                           char *path, size_t plen, uint64_t deadline) {
+  char *body = NULL;
+  int status = nodejs_http_get(t->pid, port, "/json/list", 64 * 1024, &body, deadline);
+  if (status != 200) {
+    free(body);
+    return status < 0 ? status : -EPROTO;
+  }
+  json_t *list = json_loads(body, JSON_REJECT_DUPLICATES, NULL);
+  free(body);
+  int rc = -EPROTO;
+  size_t i;
+  json_t *e;
+  json_array_foreach(list, i, e) {
+    const char *url = json_string_value(json_object_get(e, "webSocketDebuggerUrl"));
+    if (!url || strncmp(url, "ws://", 5) != 0) continue;
+    const char *slash = strchr(url + 5, '/');
+    if (!slash || strlen(slash + 1) >= plen) continue;
+    snprintf(path, plen, "%s", slash + 1);
+    rc = 0;
+    break;
+  }
+  json_decref(list);
+  return rc;
+}
+
+/* Checks the inspector session belongs to t and collects the version. */
+static int validate(struct nodejs_state *st, struct nodejs_target *t, uint64_t deadline) {
+  static const char expr[] =
+      "JSON.stringify([process.pid, process.version, (typeof process.getBuiltinModule === "
+      "'function' ? process.getBuiltinModule('fs') : require('fs')).readlinkSync('/proc/self/ns/"
+      "pid')])";
+  json_t *v = NULL;
+  char err[200];
+  int rc = nodejs_cdp_evaluate(&t->cdp, expr, &v, err, sizeof(err), deadline);
+  if (rc < 0) {
+    snprintf(t->reason, sizeof(t->reason), "validating the inspector session: %s",
+             err[0] ? err : strerror(-rc));
+    return rc;
+  }
+  json_t *a = json_is_string(v) ? json_loads(json_string_value(v), 0, NULL) : NULL;
+  json_decref(v);
+  char host_ns[64] = "", path[64];
+  snprintf(path, sizeof(path), "/proc/%u/ns/pid", t->pid);
+  ssize_t hl = readlink(path, host_ns, sizeof(host_ns) - 1);
+  if (hl > 0) host_ns[hl] = '\0';
+  json_t *jpid = json_array_get(a, 0);
+  const char *ver = json_string_value(json_array_get(a, 1));
+  const char *ns = json_string_value(json_array_get(a, 2));
+  rc = 0;
+  if (!json_is_integer(jpid) || json_integer_value(jpid) != (json_int_t)t->ns_pid || !ns ||
+      hl <= 0 || strcmp(ns, host_ns) != 0) {
+    snprintf(t->reason, sizeof(t->reason),
+             "the inspector reached belongs to another process (port collision)");
+    rc = -ESRCH;
+  } else if (ver) {
+    snprintf(t->version, sizeof(t->version), "%s", ver);
+  }
+  json_decref(a);
+  return rc;
+}
+
+static int start_profiler(struct nodejs_state *st, struct nodejs_target *t, uint64_t deadline) {
+  char err[200] = "";
+  int rc = nodejs_cdp_call(&t->cdp, "Profiler.enable", NULL, NULL, err, sizeof(err), deadline);
+  json_t *p = json_pack("{s:i}", "interval", (int)st->interval_us);
+  /* the interval must be set before start; it is an error while running */
+  if (rc == 0)
+    rc = nodejs_cdp_call(&t->cdp, "Profiler.setSamplingInterval", p, NULL, err, sizeof(err),
+                         deadline);
+  json_decref(p);
+  if (rc == 0)
+    rc = nodejs_cdp_call(&t->cdp, "Profiler.start", NULL, NULL, err, sizeof(err), deadline);
+  if (rc < 0)
+    snprintf(t->reason, sizeof(t->reason), "starting the profiler: %s",
+             err[0] ? err : strerror(-rc));
+  return rc;
+}
+
+/* Node opens a SIGUSR1 inspector on 127.0.0.1:9229, so a second Node process
+ * in the same network namespace could not open its own while ours stays
+ * open for the whole run. Right after attaching, the inspector we opened is
+ * reopened on a random loopback port (inspector.close() + open(0) from a
+ * setImmediate, after this evaluation has answered); the caller then finds
+ * the new port like after SIGUSR1. close() drops our session, so the socket
+ * is closed here. A target whose event loop never turns keeps port 9229. */
+static int move_off_default_port(struct nodejs_state *st, struct nodejs_target *t,
+                                 uint64_t deadline) {
+  static const char expr[] =
+      "(() => { const i = typeof process.getBuiltinModule === 'function' ? "
+      "process.getBuiltinModule('inspector') : require('inspector');"
+      " setImmediate(() => { i.close(); i.open(0, '127.0.0.1', false); }); return 'ok'; })()";
+  json_t *v = NULL;
+  char err[200] = "";
+  int rc = nodejs_cdp_evaluate(&t->cdp, expr, &v, err, sizeof(err), deadline);
+  json_decref(v);
+  nodejs_ws_close(&t->cdp.ws, 1);
+  if (rc < 0) return rc;
+  t->moved = 1;
+  int n = nodejs_listeners(t->pid, t->pre, NODEJS_MAX_PRE);
+  t->npre = n > 0 ? n : 0;
+  t->state = T_WAIT;
+  t->deadline_ns = nodejs_now_ns() + (uint64_t)st->attach_timeout_s * 1000 * MS;
+  return 0;
+}
+
+/* Opens the session on port and validates it; with work, starts the mode's
+ * work too (profiler or perf map). */
+static int connect_port(struct nodejs_state *st, struct nodejs_target *t, uint16_t port,
+                        const char *wspath, int work) {
+  uint64_t deadline = nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS;
+  uint64_t max_msg = (uint64_t)st->max_profile_mb << 20;
+  int rc = nodejs_ws_open(&t->cdp.ws, t->pid, port, wspath, max_msg, deadline);
+  if (rc < 0) {
+    snprintf(t->reason, sizeof(t->reason), "WebSocket to the inspector on port %u: %s", port,
+             strerror(-rc));
+    return rc;
+  }
+  rc = validate(st, t, deadline);
+  int opened = t->we_opened; /* for the log: attach-maps closes it again */
+  if (rc == 0 && work && st->mode == NODEJS_INSPECTOR && t->we_opened && !t->moved &&
+      st->move_port && port == 9229) {
+    if (move_off_default_port(st, t, deadline) == 0) return 0; /* reconnects later */
+    t->moved = 1; /* could not move: stay where it is */
+    rc = nodejs_ws_open(&t->cdp.ws, t->pid, port, wspath, max_msg, deadline);
+    if (rc < 0) {
+      snprintf(t->reason, sizeof(t->reason), "inspector on port %u: %s", port, strerror(-rc));
+      return rc;
+    }
+  }
+  if (rc == 0 && work && st->mode == NODEJS_INSPECTOR) {
+    rc = start_profiler(st, t, nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS);
+    if (rc == 0) t->state = T_LIVE;
+  } else if (rc == 0 && work && st->mode == NODEJS_ATTACH_MAPS) {
+    rc = nodejs_perfmap_start(st, t, nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS);
+    if (rc == 0) t->state = T_MAPS;
+  }
+  if (rc < 0) {
+    /* a foreign inspector (rc -ESRCH) must not be closed by us */
+    nodejs_ws_close(&t->cdp.ws, 1);
+    return rc;
+  }
+  if (work) {
+    NODEJS_LOG(st, PP_LOG_INFO, "pid %u: Node.js %s, inspector on port %u%s, %s", t->pid,
+               t->version, port, opened ? " (opened by us)" : " (already open)",
+               st->mode == NODEJS_INSPECTOR ? "profiling" : "perf map enabled");
+    t->logged = 0;
+    t->reason[0] = '\0';
+  }
+  return 0;
+}
+
+static int listener_known(const struct nodejs_target *t, uint64_t inode) {
+  for (int i = 0; i < t->npre; i++)
+    if (t->pre[i].inode == inode) return 1;
+  return 0;
+}
+
+/* Tries the given listeners as inspectors. 0 once one is connected. */
+static int try_listeners(struct nodejs_state *st, struct nodejs_target *t,
+                         const struct nodejs_listener *l, int n, int only_new, int work) {
+  int rc = -ENOENT;
+  for (int i = 0; i < n; i++) {
+    if (only_new && listener_known(t, l[i].inode)) continue;
+    char path[160];
+    uint64_t deadline = nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS;
+    if (probe_inspector(st, t, l[i].port, path, sizeof(path), deadline) != 0) continue;
+    rc = connect_port(st, t, l[i].port, path, work);
+    if (rc == 0 || rc != -ESRCH) return rc;
+  }
+  return rc;
+}
+
+static void begin_attach(struct nodejs_state *st, struct nodejs_target *t) {
+  char nsp[64];
+  struct stat ns;
+  snprintf(nsp, sizeof(nsp), "/proc/%u/ns/net", t->pid);
+  t->netns = stat(nsp, &ns) == 0 ? (uint64_t)ns.st_ino : 0;
+  /* one SIGUSR1 attach at a time per network namespace: two inspectors
+   * starting together would race for port 9229 */
+  for (size_t i = 0; i < st->n; i++) {
+    const struct nodejs_target *o = &st->t[i];
+    if (o != t && o->state == T_WAIT && o->netns == t->netns) return; /* next tick */
+  }
+  struct nodejs_facts f;
+  char why[256];
+  int rc = nodejs_identify(t->pid, &f, why, sizeof(why));
+  if (rc == -ESRCH || !nodejs_alive(st, t)) {
+    t->state = T_GONE;
+    return;
+  }
+  if (rc == -EAGAIN && ++t->early_tries < 30) {
+    t->state = T_FAILED; /* quietly: probably still starting */
+    t->retry_at_ns = nodejs_now_ns() + 1000 * MS;
+    return;
+  }
+  if (rc < 0) {
+    NODEJS_LOG(st, PP_LOG_INFO, "pid %u: not profiled: %s", t->pid, why);
+    snprintf(t->reason, sizeof(t->reason), "%s", why);
+    t->state = T_IGNORED;
+    return;
+  }
+  t->perf_prof = f.perf_prof;
+  if (st->mode == NODEJS_PERF) {
+    if (!f.perf_prof)
+      NODEJS_LOG(st, PP_LOG_INFO,
+                 "pid %u: started without --perf-basic-prof/--perf-prof: perf cannot name its "
+                 "JS frames",
+                 t->pid);
+    t->state = T_IGNORED; /* perf mode only reads what the runtime writes */
+    return;
+  }
+  if (st->host->proc_ns_pid(st->host, t->pid, &t->ns_pid) < 0) t->ns_pid = t->pid;
+  t->we_opened = marker_exists(st, t);
+  int n = nodejs_listeners(t->pid, t->pre, NODEJS_MAX_PRE);
+  t->npre = n > 0 ? n : 0;
+  /* Open already: ours from a previous worker, or the user's (--inspect). Only
+   * then are existing sockets probed, so the app's own servers see no
+   * stray requests otherwise. */
+  if ((f.inspect_flag || t->we_opened) && t->npre &&
+      try_listeners(st, t, t->pre, t->npre, 0, 1) == 0)
+    return;
+  if (f.inspect_flag && !t->we_opened) {
+    fail_target(st, t, PP_LOG_WARNING, "started with --inspect but no inspector answered: %s",
+                t->reason[0] ? t->reason : "no listening socket");
+    return;
+  }
+  marker_set(st, t, 1); /* before the signal: a crash right after still knows */
+  rc = signal_node(st, t);
+  if (rc < 0) {
+    marker_set(st, t, 0);
+    if (rc == -ESRCH) {
+      t->state = T_GONE;
+      return;
+    }
+    fail_target(st, t, PP_LOG_WARNING, "cannot send SIGUSR1: %s", strerror(-rc));
+    return;
+  }
+  t->we_opened = 1;
+  t->state = T_WAIT;
+  t->deadline_ns = nodejs_now_ns() + (uint64_t)st->attach_timeout_s * 1000 * MS;
+}
+
+static void poll_listen(struct nodejs_state *st, struct nodejs_target *t) {
+  struct nodejs_listener now[NODEJS_MAX_PRE];
+  int n = nodejs_listeners(t->pid, now, NODEJS_MAX_PRE);
+  if (n < 0 && !nodejs_alive(st, t)) {
+    t->state = T_GONE;
+    return;
+  }
+  if (n > 0 && try_listeners(st, t, now, n, 1, 1) == 0) return;
+  if (nodejs_now_ns() < t->deadline_ns) return;
+  /* No new socket: the app may have opened the inspector itself earlier
+   * (inspector.open()), which SIGUSR1 leaves alone. Then it is not ours. */
+  if (t->npre && try_listeners(st, t, t->pre, t->npre, 0, 1) == 0) return;
+  marker_set(st, t, 0);
+  t->we_opened = 0;
+  if (t->moved) {
+    fail_target(st, t, PP_LOG_WARNING,
+                "the inspector did not come back after moving it off port 9229 within %llds",
+                (long long)st->attach_timeout_s);
+    return;
+  }
+  fail_target(st, t, PP_LOG_WARNING,
+              "the inspector did not start listening within %llds of SIGUSR1 (port 9229 in use "
+              "in its network namespace, or a SIGUSR1 listener in the app?)",
+              (long long)st->attach_timeout_s);
+}
+
+int nodejs_open_sync(struct nodejs_state *st, struct nodejs_target *t, uint64_t deadline) {
+  if (t->cdp.ws.fd >= 0) return 0;
+  int n = nodejs_listeners(t->pid, t->pre, NODEJS_MAX_PRE);
+  t->npre = n > 0 ? n : 0;
+  /* ours may still be open (a previous close failed) */
+  if (t->we_opened && t->npre && try_listeners(st, t, t->pre, t->npre, 0, 0) == 0) return 0;
+  marker_set(st, t, 1);
+  int rc = signal_node(st, t);
+  if (rc < 0) {
+    marker_set(st, t, 0);
+    return rc;
+  }
+  t->we_opened = 1;
+  while (nodejs_now_ns() < deadline) {
+    struct nodejs_listener now[NODEJS_MAX_PRE];
+    n = nodejs_listeners(t->pid, now, NODEJS_MAX_PRE);
+    if (n < 0) return n;
+    if (n > 0 && try_listeners(st, t, now, n, 1, 0) == 0) return 0;
+    usleep(50000);
+  }
+  if (t->npre && try_listeners(st, t, t->pre, t->npre, 0, 0) == 0) {
+    t->we_opened = 0; /* it was open before we signalled */
+    marker_set(st, t, 0);
+    return 0;
+  }
+  marker_set(st, t, 0);
+  t->we_opened = 0;
+  return -ETIMEDOUT;
+}
+
+/* Closes the inspector if we opened it (process._debugEnd() drops every
+ * session, ours included, so the reply may never come: EOF means it worked),
+ * and our connection in any case. */
+void nodejs_close_session(struct nodejs_state *st, struct nodejs_target *t, uint64_t deadline) {
+  if (t->cdp.ws.fd >= 0 && t->we_opened) {
+    json_t *v = NULL;
+    int rc = nodejs_cdp_evaluate(&t->cdp, "process._debugEnd()", &v, NULL, 0, deadline);
+    json_decref(v);
+    if (rc == 0 || rc == -ECONNRESET) {
+      const char *m;
+      size_t l;
+      while (nodejs_ws_recv(&t->cdp.ws, &m, &l, nodejs_now_ns() + 500 * MS) == 0) {
+      }
+      marker_set(st, t, 0);
+      t->we_opened = 0;
+    } else {
+      NODEJS_LOG(st, PP_LOG_WARNING, "pid %u: could not close the inspector: %s", t->pid,
+                 strerror(-rc));
+    }
+  }
+  nodejs_ws_close(&t->cdp.ws, 1);
+}
+
+void nodejs_step(struct nodejs_state *st, struct nodejs_target *t) {
+  switch (t->state) {
+    case T_FAILED:
+      if (nodejs_now_ns() < t->retry_at_ns) return;
+      t->state = T_NEW;
+      /* fallthrough */
+    case T_NEW:
+      begin_attach(st, t);
+      break;
+    case T_WAIT:
+      poll_listen(st, t);
+      break;
+    default:
+      break;
+  }
+}
+
+struct emit_ctx {
+  struct nodejs_state *st;
+  struct pp_sink *sink;
+  uint32_t pid;
+};
+
+static void emit_stack(void *ctx, const struct pp_frame *frames, uint32_t n, uint64_t count) {
+  struct emit_ctx *e = ctx;
+  struct pp_sample s = {
+      .pid = e->pid, .tid = e->pid, .frames = frames, .nframes = n, .count = count};
+  e->st->host->emit(e->sink, &s);
+}
+
+/* Stops the running profile and starts the next one back to back (both
+ * requests are sent before the first reply is read, so the gap is one
+ * message), then turns the stopped profile into stacks. */
+int nodejs_snapshot_target(struct nodejs_state *st, struct nodejs_target *t, struct pp_sink *sink,
+                           uint64_t deadline) {
+  char err[200] = "";
+  json_t *res = NULL;
+  int id_stop = nodejs_cdp_send(&t->cdp, "Profiler.stop", NULL, deadline);
+  int id_start = id_stop > 0 ? nodejs_cdp_send(&t->cdp, "Profiler.start", NULL, deadline) : id_stop;
+  int rc =
+      id_start < 0 ? id_start : nodejs_cdp_wait(&t->cdp, id_stop, &res, err, sizeof(err), deadline);
+  if (rc == 0) rc = nodejs_cdp_wait(&t->cdp, id_start, NULL, err, sizeof(err), deadline);
+  if (rc < 0) {
+    json_decref(res);
+    if (!nodejs_alive(st, t)) {
+      nodejs_ws_close(&t->cdp.ws, 0);
+      marker_set(st, t, 0);
+      t->state = T_GONE;
+      st->exited++;
+      return -ESRCH;
+    }
+    fail_target(st, t, PP_LOG_WARNING, "Profiler.stop/start: %s", err[0] ? err : strerror(-rc));
+    return rc;
+  }
+  struct nodejs_collapse_opts o = {.max_depth = (uint32_t)st->max_depth,
+                                   .max_nodes = 4u << 20,
+                                   .include_idle = st->include_idle};
+  struct nodejs_collapse_stats cs;
+  struct emit_ctx e = {.st = st, .sink = sink, .pid = t->pid};
+  rc = nodejs_cpuprofile_collapse(json_object_get(res, "profile"), &o, emit_stack, &e, &cs, err,
+                                  sizeof(err));
+  json_decref(res);
+  st->dropped += cs.dropped;
+  st->truncated += cs.truncated;
+  if (rc < 0) {
+    snprintf(t->reason, sizeof(t->reason), "%s", err);
+    st->host->set_pid_status(sink, t->pid, PP_PID_ERROR, t->reason);
+    return rc;
+  }
+  return 0;
+}
+
+void nodejs_detach(struct nodejs_state *st, struct nodejs_target *t) {
+  uint64_t deadline = nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS;
+  if (t->state == T_WAIT && t->we_opened && t->cdp.ws.fd < 0 && nodejs_alive(st, t)) {
+    /* signalled (or being moved) but not connected yet: find the inspector
+     * we opened so it can be closed below, not left listening */
+    struct nodejs_listener now[NODEJS_MAX_PRE];
+    int n = nodejs_listeners(t->pid, now, NODEJS_MAX_PRE);
+    if (n > 0) try_listeners(st, t, now, n, 1, 0);
+  }
+  if (t->state == T_MAPS) nodejs_perfmap_stop(st, t, deadline);
+  if (t->cdp.ws.fd >= 0 && t->state == T_LIVE) {
+    /* disable stops the profiler and drops its data */
+    nodejs_cdp_call(&t->cdp, "Profiler.disable", NULL, NULL, NULL, 0, deadline);
+  }
+  nodejs_close_session(st, t, deadline);
+}

@@ -1,0 +1,325 @@
+/*
+ * Reading Node.js processes from /proc.
+ *
+ * SIGUSR1's default action terminates a process, so a name match is never
+ * enough to signal: nodejs_identify() also requires Node's exported entry
+ * points in the executable (or its libnode.so) and a caught SIGUSR1. The
+ * files read here belong to the target and are bounded and parsed
+ * defensively.
+ */
+#include "nodeproc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_ARGS_BYTES (64 * 1024)
+#define MAX_ENV_BYTES (256 * 1024)
+#define MAX_FD_INODES 8192
+
+/* Reads up to cap-1 bytes of a /proc file; returns the length or -errno. */
+static ssize_t read_bounded(const char *path, char *buf, size_t cap) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -errno;
+  size_t n = 0;
+  while (n + 1 < cap) {
+    ssize_t r = read(fd, buf + n, cap - 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      int e = -errno;
+      close(fd);
+      return e;
+    }
+    if (r == 0) break;
+    n += (size_t)r;
+  }
+  close(fd);
+  buf[n] = '\0';
+  return (ssize_t)n;
+}
+
+/* 1 if the ELF file exports both symbols Node is known by. */
+static int elf_has_node_symbols(int fd) {
+  static const char *const want[] = {"napi_module_register", "_ZN2v87Isolate10GetCurrentEv"};
+  if (elf_version(EV_CURRENT) == EV_NONE) return 0;
+  Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+  if (!e) return 0;
+  int found = 0;
+  Elf_Scn *scn = NULL;
+  while ((scn = elf_nextscn(e, scn)) && found != 3) {
+    GElf_Shdr sh;
+    if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize) continue;
+    Elf_Data *d = elf_getdata(scn, NULL);
+    if (!d) continue;
+    size_t count = sh.sh_size / sh.sh_entsize;
+    if (count > 10u << 20) continue; /* not a sane executable */
+    for (size_t i = 0; i < count && found != 3; i++) {
+      GElf_Sym s;
+      if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF) continue;
+      const char *name = elf_strptr(e, sh.sh_link, s.st_name);
+      if (!name) continue;
+      for (int w = 0; w < 2; w++)
+        if (strcmp(name, want[w]) == 0) found |= 1 << w;
+    }
+  }
+  elf_end(e);
+  return found == 3;
+}
+
+static int file_has_node_symbols(const char *path) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct stat st;
+  int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && elf_has_node_symbols(fd);
+  close(fd);
+  return ok;
+}
+
+/* Node built as a shared library (Debian's nodejs) keeps the symbols in a
+ * mapped libnode.so.<abi>. */
+static int libnode_has_node_symbols(uint32_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return 0;
+  char line[4096 + 128];
+  int ok = 0;
+  while (!ok && fgets(line, sizeof(line), f)) {
+    char *p = strchr(line, '/');
+    if (!p) continue;
+    p[strcspn(p, "\n")] = '\0';
+    const char *base = strrchr(p, '/') + 1;
+    if (strncmp(base, "libnode.so", 10) != 0) continue;
+    char full[4096 + 64];
+    snprintf(full, sizeof(full), "/proc/%u/root%s", pid, p);
+    ok = file_has_node_symbols(full);
+  }
+  fclose(f);
+  return ok;
+}
+
+int nodejs_catches_sigusr1(uint32_t pid) {
+  char path[64], buf[4096];
+  snprintf(path, sizeof(path), "/proc/%u/status", pid);
+  ssize_t n = read_bounded(path, buf, sizeof(buf));
+  if (n < 0) return n == -ENOENT ? -ESRCH : (int)n;
+  const char *c = strstr(buf, "\nSigCgt:");
+  const char *ig = strstr(buf, "\nSigIgn:");
+  if (!c || !ig) return -EPROTO;
+  unsigned long long cgt = strtoull(c + 8, NULL, 16), ign = strtoull(ig + 8, NULL, 16);
+  const unsigned long long usr1 = 1ull << (10 - 1);
+  return (cgt & usr1) && !(ign & usr1);
+}
+
+/* Node options that take their value as the next argv element. */
+static int takes_value(const char *a) {
+  static const char *const v[] = {
+      "-r",      "--require",    "--import", "--loader", "--experimental-loader", "--inspect-port",
+      "--title", "--conditions", "-C",       NULL};
+  for (int i = 0; v[i]; i++)
+    if (strcmp(a, v[i]) == 0) return 1;
+  return 0;
+}
+
+static void note_option(const char *a, struct nodejs_facts *f) {
+  /* --inspect-port alone does not open the inspector */
+  if (strncmp(a, "--inspect", 9) == 0 &&
+      (a[9] == '\0' || a[9] == '=' || strncmp(a + 9, "-brk", 4) == 0 ||
+       strncmp(a + 9, "-wait", 5) == 0))
+    f->inspect_flag = 1;
+  if (strcmp(a, "--disable-sigusr1") == 0) f->disable_sigusr1 = 1;
+  if (strncmp(a, "--perf-basic-prof", 17) == 0 || strncmp(a, "--perf-prof", 11) == 0)
+    f->perf_prof = 1;
+}
+
+static void scan_flags(uint32_t pid, struct nodejs_facts *f) {
+  char path[64];
+  char *buf = malloc(MAX_ENV_BYTES);
+  if (!buf) return;
+  snprintf(path, sizeof(path), "/proc/%u/cmdline", pid);
+  ssize_t n = read_bounded(path, buf, MAX_ARGS_BYTES);
+  /* node's own options come before the script (or -e) */
+  for (ssize_t at = n > 0 ? (ssize_t)strlen(buf) + 1 : 0; at < n;) {
+    const char *a = buf + at;
+    if (a[0] != '-' || strcmp(a, "--") == 0) break;
+    note_option(a, f);
+    at += (ssize_t)strlen(a) + 1;
+    if (takes_value(a) && at < n) at += (ssize_t)strlen(buf + at) + 1;
+    if (strcmp(a, "-e") == 0 || strcmp(a, "--eval") == 0 || strcmp(a, "-p") == 0) break;
+  }
+  snprintf(path, sizeof(path), "/proc/%u/environ", pid);
+  n = read_bounded(path, buf, MAX_ENV_BYTES);
+  for (ssize_t at = 0; n > 0 && at < n; at += (ssize_t)strlen(buf + at) + 1) {
+    if (strncmp(buf + at, "NODE_OPTIONS=", 13) != 0) continue;
+    char *save = NULL;
+    for (char *t = strtok_r(buf + at + 13, " \t", &save); t; t = strtok_r(NULL, " \t", &save))
+      note_option(t, f);
+    break;
+  }
+  free(buf);
+}
+
+int nodejs_identify(uint32_t pid, struct nodejs_facts *f, char *why, size_t whylen) {
+  memset(f, 0, sizeof(*f));
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%u/exe", pid);
+  ssize_t n = readlink(path, f->exe, sizeof(f->exe) - 1);
+  if (n < 0) {
+    snprintf(why, whylen, "cannot read /proc/%u/exe: %s", pid, strerror(errno));
+    return errno == ENOENT ? -ESRCH : -ENOTSUP;
+  }
+  f->exe[n] = '\0';
+  char base[256];
+  const char *b = strrchr(f->exe, '/');
+  snprintf(base, sizeof(base), "%s", b ? b + 1 : f->exe);
+  char *del = strstr(base, " (deleted)");
+  if (del) *del = '\0';
+  if (strcmp(base, "node") != 0 && strcmp(base, "nodejs") != 0 &&
+      fnmatch("node[0-9]*", base, 0) != 0) {
+    snprintf(why, whylen, "executable %s is not named node", base);
+    return -ENOTSUP;
+  }
+  if (!file_has_node_symbols(path) && !libnode_has_node_symbols(pid)) {
+    snprintf(why, whylen, "%s does not export Node.js entry points (not Node.js)", f->exe);
+    return -ENOTSUP;
+  }
+  int c = nodejs_catches_sigusr1(pid);
+  if (c < 0) {
+    snprintf(why, whylen, "cannot read its signal dispositions: %s", strerror(-c));
+    return c == -ESRCH ? -ESRCH : -ENOTSUP;
+  }
+  scan_flags(pid, f);
+  if (f->disable_sigusr1) {
+    snprintf(why, whylen, "started with --disable-sigusr1");
+    return -ENOTSUP;
+  }
+  if (!c) {
+    /* also true for a Node that is still starting up: the caller retries */
+    snprintf(why, whylen, "it does not handle SIGUSR1 (built without the inspector?)");
+    return -EAGAIN;
+  }
+  return 0;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+static int local_is_loopback_or_any(const char *addr, size_t len) {
+  static const char *const ok[] = {"0100007F",
+                                   "7F000001",
+                                   "00000000",
+                                   "00000000000000000000000000000000",
+                                   "0000000000000000FFFF00000100007F",
+                                   NULL};
+  for (int i = 0; ok[i]; i++)
+    if (strlen(ok[i]) == len && strncmp(addr, ok[i], len) == 0) return 1;
+  return 0;
+}
+
+int nodejs_listeners(uint32_t pid, struct nodejs_listener *out, size_t max) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%u/fd", pid);
+  DIR *d = opendir(path);
+  if (!d) return errno == ENOENT ? -ESRCH : -errno;
+  uint64_t *inodes = malloc(MAX_FD_INODES * sizeof(*inodes));
+  if (!inodes) {
+    closedir(d);
+    return -ENOMEM;
+  }
+  size_t ni = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) && ni < MAX_FD_INODES) {
+    if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
+    char lp[300], link[64];
+    snprintf(lp, sizeof(lp), "/proc/%u/fd/%s", pid, de->d_name);
+    ssize_t n = readlink(lp, link, sizeof(link) - 1);
+    if (n <= 0) continue;
+    link[n] = '\0';
+    unsigned long long ino;
+    if (sscanf(link, "socket:[%llu]", &ino) == 1) inodes[ni++] = ino;
+  }
+  closedir(d);
+  qsort(inodes, ni, sizeof(*inodes), cmp_u64);
+  size_t got = 0;
+  for (int v6 = 0; v6 < 2; v6++) {
+    snprintf(path, sizeof(path), "/proc/%u/net/tcp%s", pid, v6 ? "6" : "");
+    FILE *f = fopen(path, "re");
+    if (!f) continue;
+    char line[512];
+    if (!fgets(line, sizeof(line), f)) { /* header */
+      fclose(f);
+      continue;
+    }
+    while (got < max && fgets(line, sizeof(line), f)) {
+      char local[64], st[8];
+      unsigned port;
+      unsigned long long ino;
+      /* sl local rem st tx:rx tr:when retr uid timeout inode */
+      if (sscanf(line, " %*s %63[0-9A-Fa-f]:%x %*s %7s %*s %*s %*s %*s %*s %llu", local, &port, st,
+                 &ino) != 4)
+        continue;
+      if (strcmp(st, "0A") != 0 || port == 0 || port > 65535) continue;
+      if (!local_is_loopback_or_any(local, strlen(local))) continue;
+      if (!bsearch(&ino, inodes, ni, sizeof(*inodes), cmp_u64)) continue;
+      out[got++] = (struct nodejs_listener){.inode = ino, .port = (uint16_t)port};
+    }
+    fclose(f);
+  }
+  free(inodes);
+  return (int)got;
+}
+
+static int ends_with(const char *s, const char *suf) {
+  size_t a = strlen(s), b = strlen(suf);
+  return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+int nodejs_appid(uint32_t pid, char *out, size_t cap) {
+  char path[64];
+  char *buf = malloc(MAX_ARGS_BYTES);
+  if (!buf) return -ENOMEM;
+  snprintf(path, sizeof(path), "/proc/%u/cmdline", pid);
+  ssize_t n = read_bounded(path, buf, MAX_ARGS_BYTES);
+  const char *script = NULL;
+  for (ssize_t at = n > 0 ? (ssize_t)strlen(buf) + 1 : 0; at < n;) {
+    const char *a = buf + at;
+    at += (ssize_t)strlen(a) + 1;
+    if (strncmp(a, "--require=", 10) == 0) continue;
+    if (strcmp(a, "--require") == 0 || strcmp(a, "-r") == 0) {
+      if (at < n) at += (ssize_t)strlen(buf + at) + 1;
+      continue;
+    }
+    if (ends_with(a, ".js") || ends_with(a, ".mjs") || ends_with(a, ".cjs")) {
+      script = a;
+      break;
+    }
+  }
+  int rc = -ENOENT;
+  if (script && strlen(script) < 1024) {
+    char cwd[1024] = "";
+    snprintf(path, sizeof(path), "/proc/%u/cwd", pid);
+    ssize_t cl = script[0] == '/' ? 0 : readlink(path, cwd, sizeof(cwd) - 1);
+    if (cl > 0) cwd[cl] = '\0';
+    const char *rel = script;
+    while (strncmp(rel, "./", 2) == 0)
+      rel += 2;
+    if (script[0] == '/')
+      snprintf(out, cap, "nodejs: %s (%s)", script, script);
+    else
+      snprintf(out, cap, "nodejs: %s (%s%s%s)", script, cwd,
+               cl > 0 && strcmp(cwd, "/") != 0 ? "/" : "", rel);
+    rc = 0;
+  }
+  free(buf);
+  return rc;
+}

@@ -1,0 +1,117 @@
+"""nodejs plugin, inspector mode, end to end with real node processes.
+
+1. A CommonJS workload (named function, class method, async function)
+   burning CPU 3:1 between two paths: the merged profile carries the JS
+   frames as `name (url:line)`, the 3:1 split within 5 points, the Node
+   version in the app metadata and the appid; the process survives and its
+   inspector is closed again after the agent stops.
+2. The same workload as an ES module (.mjs).
+3. A process started with --inspect and a user's debugger session open on
+   it: profiled through a second session, the user's session keeps working
+   and the inspector stays open after the agent exits.
+"""
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "workloads", "nodejs"))
+import nodetest as n  # noqa: E402
+import pputil as u  # noqa: E402
+
+n.require_node()
+plugins = n.plugin_dir()
+split_js = os.path.join(n.WORKLOADS, "split.js")
+split_mjs = os.path.join(n.WORKLOADS, "split.mjs")
+
+
+def run_split(script, label):
+    out = u.tempdir("ppout-")
+    err_path = os.path.join(u.tempdir("ppnode-"), "stderr")
+    node = n.spawn_node([script], stderr_path=err_path)
+    try:
+        agent = n.Agent(out, plugins, "--nodejs-mode", "inspector", "--pids", str(node.pid))
+        got = agent.wait_sessions(4, 90)
+        rc = agent.stop()
+        if not u.check(rc == 0, "%s: agent exits 0 (rc %s)" % (label, rc)):
+            print(agent.stderr[-3000:])
+        u.check(got >= 4, "%s: 4 sessions written (%d)" % (label, got))
+        # the first session includes the attach; judge the later ones
+        header, stacks = n.stacks_of(agent.profiles()[1:])
+        mine = [(f, c) for f, c in stacks if len(f) > 2 and f[2] == "node"]
+        total = sum(c for _, c in mine)
+        heavy = n.frames_with(mine, "heavyPath (")
+        light = n.frames_with(mine, "lightPath (")
+        u.check(total >= 100, "%s: %d JS samples (>= 100)" % (label, total))
+        share = 100.0 * heavy / max(heavy + light, 1)
+        u.check(abs(share - 75) <= 5, "%s: heavy:light split %.1f%% (75 +- 5; %d vs %d)"
+                % (label, share, heavy, light))
+        url = "file://" + script
+        want = ["heavyPath (%s:" % url, "crunch (%s:" % url, "lightPath (%s:" % url,
+                "spin (%s:" % url]
+        allframes = {x for f, _ in mine for x in f}
+        for w in want:
+            u.check(any(x.startswith(w) for x in allframes), "%s: frame %s...)" % (label, w))
+        # heavy path shape: main -> heavyPath -> crunch -> spin, leaf last
+        u.check(any([x.split(" (")[0] for x in f[-3:]] == ["heavyPath", "crunch", "spin"]
+                    for f, _ in mine), "%s: heavyPath;crunch;spin stack (leaf last)" % label)
+        # line numbers are 1-based: `function heavyPath` is on this line
+        with open(script) as f:
+            line = 1 + next(i for i, t in enumerate(f) if t.startswith("function heavyPath"))
+        u.check(any(x == "heavyPath (%s:%d)" % (url, line) for x in allframes),
+                "%s: heavyPath is on line %d" % (label, line))
+        appids = {x for f, _ in mine for x in f if x.startswith("appid: ")}
+        u.check(any(("nodejs: %s" % script) in a or ("(%s)" % script) in a for a in appids),
+                "%s: appid names the script: %s" % (label, appids))
+        idx = {int(f[0]) for f, _ in mine}
+        metas = [header["application_metadata"][i] for i in idx if i]
+        u.check(any(m and m.get("node_version", "").startswith("v") for m in metas),
+                "%s: app metadata has node_version: %s" % (label, metas))
+        u.check(node.poll() is None, "%s: target still running" % label)
+        left = n.listening_after(node.pid)
+        u.check(not left, "%s: inspector closed again after the agent stopped (listening: %s)"
+                % (label, left))
+        with open(err_path) as f:
+            err = f.read()
+        u.check("Debugger listening" in err, "%s: the target opened its inspector" % label)
+    finally:
+        u.kill(node)
+
+
+run_split(split_js, "cjs")
+run_split(split_mjs, "esm")
+
+# --- 3. inspector already open, with a user's session attached
+out = u.tempdir("ppout-")
+node = n.spawn_node(["--inspect=127.0.0.1:0", split_js])
+try:
+    time.sleep(0.5)
+    ports = n.listening_ports(node.pid)
+    path, port = None, None
+    for p in ports:
+        path = n.inspector_target(p)
+        if path:
+            port = p
+            break
+    if not u.check(path is not None, "user inspector found on %s" % ports):
+        u.finish()
+    user = n.WsClient(port, path)
+    r = user.call("Runtime.evaluate", {"expression": "6*7", "returnByValue": True})
+    u.check(r.get("result", {}).get("result", {}).get("value") == 42, "user session works before")
+    agent = n.Agent(out, plugins, "--nodejs-mode", "inspector", "--pids", str(node.pid))
+    got = agent.wait_sessions(2, 60)
+    rc = agent.stop()
+    u.check(rc == 0 and got >= 2, "agent ran 2 sessions against an open inspector (rc %s, %d)"
+            % (rc, got))
+    _, stacks = n.stacks_of(agent.profiles())
+    u.check(n.frames_with(stacks, "heavyPath (") > 0, "profiled through a second session")
+    u.check("already open" in agent.log_text(), "log says the inspector was already open")
+    r = user.call("Runtime.evaluate", {"expression": "6*7", "returnByValue": True})
+    u.check(r.get("result", {}).get("result", {}).get("value") == 42,
+            "user session still works after the agent stopped: %s" % r)
+    user.close()
+    u.check(port in n.listening_ports(node.pid), "the user's inspector is still listening")
+    u.check(node.poll() is None, "target still running")
+finally:
+    u.kill(node)
+u.finish()
