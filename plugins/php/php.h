@@ -80,8 +80,11 @@ int php_walk(struct php_walker *w, uint32_t pid, const struct php_attach *a,
 struct php_agg;
 struct php_agg *php_agg_new(size_t max_stacks, size_t arena_bytes, uint32_t max_depth);
 void php_agg_free(struct php_agg *g);
-/* 0, or -ENOSPC when the table or arena is full (the sample is dropped). */
-int php_agg_add(struct php_agg *g, uint32_t pid, const struct php_frame *f, uint32_t n);
+/* 0, or -ENOSPC when the table or arena is full (the sample is dropped).
+ * comm is kept with the stack: an FPM worker may be gone by the snapshot,
+ * when the host can no longer read its name. */
+int php_agg_add(struct php_agg *g, uint32_t pid, const char *comm, const struct php_frame *f,
+                uint32_t n);
 /* Emits every stack through the host sink, then empties the table. */
 void php_agg_flush(struct php_agg *g, const struct pp_host *h, struct pp_sink *sink);
 

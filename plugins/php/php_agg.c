@@ -7,6 +7,7 @@
  * (and counts) the sample instead of growing.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@ struct slot {
   uint32_t pid;
   uint32_t nframes;
   uint32_t off, len; /* key bytes in the arena; len 0: empty slot */
+  char comm[16];
 };
 
 struct php_agg {
@@ -58,7 +60,8 @@ void php_agg_free(struct php_agg *g) {
   free(g);
 }
 
-int php_agg_add(struct php_agg *g, uint32_t pid, const struct php_frame *f, uint32_t n) {
+int php_agg_add(struct php_agg *g, uint32_t pid, const char *comm, const struct php_frame *f,
+                uint32_t n) {
   if (n == 0) return 0; /* nothing to attribute */
   if (n > g->max_depth) n = g->max_depth;
   size_t len = 0;
@@ -87,6 +90,7 @@ int php_agg_add(struct php_agg *g, uint32_t pid, const struct php_frame *f, uint
                          .nframes = n,
                          .off = (uint32_t)g->arena_used,
                          .len = (uint32_t)len};
+      snprintf(s->comm, sizeof(s->comm), "%s", comm ? comm : "");
       g->arena_used += len;
       g->used++;
       return 0;
@@ -116,6 +120,7 @@ void php_agg_flush(struct php_agg *g, const struct pp_host *h, struct pp_sink *s
       pf->kind = PP_FRAME_PHP;
     }
     struct pp_sample smp = {.pid = s->pid,
+                            .comm = s->comm[0] ? s->comm : NULL,
                             .tid = s->pid,
                             .frames = g->pframes,
                             .nframes = s->nframes,

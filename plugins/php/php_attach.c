@@ -105,8 +105,8 @@ static void fill_fact(struct bin_fact *f, const char *path) {
   int rc = scan_version(path, &f->major, &f->minor);
   if (rc < 0) {
     f->err = rc;
-    snprintf(f->reason, sizeof(f->reason), "PHP version not found in %.80s (no X-Powered-By string)",
-             path);
+    snprintf(f->reason, sizeof(f->reason),
+             "PHP version not found in %.80s (no X-Powered-By string)", path);
   }
 }
 

@@ -25,6 +25,7 @@ struct target {
   bool gone;
   bool reported; /* the skip reason was logged once */
   struct php_attach at;
+  char comm[16];
   char reason[200];
 };
 
@@ -149,6 +150,7 @@ static void attach(struct state *st, struct target *t) {
     const char *slash = strrchr(exe, '/');
     base = slash ? slash + 1 : exe;
   }
+  if (st->host->proc_comm(st->host, t->pid, t->comm, sizeof(t->comm)) < 0) t->comm[0] = '\0';
   int rc = php_attach_process(t->pid, base, &t->at, t->reason, sizeof(t->reason));
   if (rc < 0) {
     t->status = rc == -ESRCH ? PP_PID_ERROR : PP_PID_SKIPPED;
@@ -209,7 +211,7 @@ static int php_tick(void *state, uint64_t now_ns) {
         /* fall through */
       case PHP_WALK_OK:
         st->samples++;
-        if (php_agg_add(st->agg, t->pid, frames, nf) < 0) st->dropped++;
+        if (php_agg_add(st->agg, t->pid, t->comm, frames, nf) < 0) st->dropped++;
         break;
       case PHP_WALK_IDLE:
         st->idle++;
