@@ -162,31 +162,41 @@ int php_walk(struct php_walker *w, uint32_t pid, const struct php_attach *a,
   if (!ed) return PHP_WALK_IDLE;
 
   uint32_t n = 0;
-  unsigned char edb[128], fb[OP_ARRAY_MAX];
+  unsigned char edbuf[2][128], fb[OP_ARRAY_MAX];
+  unsigned char *edb = edbuf[0];
+  if (ed & 7) return PHP_WALK_TORN; /* execute_data is 8-aligned */
+  rc = pp_remote_read(pid, ed, edb, L->ed_size);
+  if (rc < 0) return map_err(rc);
   while (ed) {
     if (n == w->max_depth) {
       *frames = w->frames;
       *nframes = n;
       return PHP_WALK_TRUNCATED;
     }
-    if (ed & 7) return PHP_WALK_TORN; /* execute_data is 8-aligned */
-    rc = pp_remote_read(pid, ed, edb, L->ed_size);
-    if (rc < 0) return n ? PHP_WALK_TORN : map_err(rc);
     uint64_t opline = rd64(edb, L->ed_opline);
     uint64_t func = rd64(edb, L->ed_func);
     uint64_t prev = rd64(edb, L->ed_prev);
-    if (!func || (func & 7)) return PHP_WALK_TORN;
+    if (!func || (func & 7) || (prev & 7)) return PHP_WALK_TORN;
 
-    /* the function and the executing line in one system call */
+    /* this frame's function, its executing line and the caller's
+     * execute_data in one system call: with the function cache that is one
+     * call per frame */
+    unsigned char *next = edb == edbuf[0] ? edbuf[1] : edbuf[0];
     uint32_t lineno = 0;
-    struct pp_remote_iov iov[2] = {{func, fb, L->op_size}, {opline + OP_LINENO_OFF, &lineno, 4}};
-    rc = pp_remote_readv(pid, iov, opline ? 2 : 1);
+    struct pp_remote_iov iov[3];
+    size_t k = 0;
+    iov[k++] = (struct pp_remote_iov){func, fb, L->op_size};
+    if (prev) iov[k++] = (struct pp_remote_iov){prev, next, L->ed_size};
+    if (opline) iov[k++] = (struct pp_remote_iov){opline + OP_LINENO_OFF, &lineno, 4};
+    rc = pp_remote_readv(pid, iov, k);
     if (rc < 0) {
-      /* internal functions are smaller than an op_array: retry the common part */
+      /* one piece failed: internal functions are smaller than an op_array
+       * (retry the common part), else the stack changed under us */
       rc = pp_remote_read(pid, func, fb, 32);
       if (rc < 0) return n ? PHP_WALK_TORN : map_err(rc);
       if (fb[0] == ZEND_USER_FUNCTION) return PHP_WALK_TORN;
       lineno = 0;
+      if (prev && pp_remote_read(pid, prev, next, L->ed_size) < 0) return PHP_WALK_TORN;
     }
     uint8_t type = fb[0];
     if (type != ZEND_INTERNAL_FUNCTION && type != ZEND_USER_FUNCTION && type != ZEND_EVAL_CODE)
@@ -218,7 +228,13 @@ int php_walk(struct php_walker *w, uint32_t pid, const struct php_attach *a,
     /* a line only for user code: C functions print phpspy's <internal>:-1 */
     f->line = type == ZEND_USER_FUNCTION ? lineno : 0;
     if (prev == ed) return PHP_WALK_TORN; /* a loop: stale memory */
+    /* PHP code is always at the bottom of a stack. A C function there means
+     * we read a call frame that was being set up (INIT_FCALL keeps the
+     * pending-call chain, often NULL, in prev_execute_data until the call
+     * starts): drop it rather than emit a rootless stack */
+    if (!prev && type == ZEND_INTERNAL_FUNCTION) return PHP_WALK_TORN;
     ed = prev;
+    edb = next;
   }
   *frames = w->frames;
   *nframes = n;

@@ -1,6 +1,6 @@
 """The php plugin end to end against a real php-cli process.
 
-busy.php runs a function (heavy_a) three times as long as another
+busy.php runs a function (heavy_a) doing three times the work of another
 (light_b), a class method, a closure and a function from an include'd file.
 The .col must show them as gProfiler writes phpspy frames
 ("<Class::function> <file>:<line>_[php]"), rooted at the script's <main>
@@ -26,7 +26,7 @@ try:
     time.sleep(0.5)
     out = u.tempdir("ppout-")
     r, log = pu.run_agent_logged(out, plugins, "--php-mode", "phpspy", "--pids", str(proc.pid), "-f", "100",
-                                 duration=8)
+                                 duration=12)
     u.check(r.returncode == 0, "agent exits 0 (got %d; stderr: %s)" % (r.returncode, r.stderr[-1500:]))
     header, stacks = u.parse_col(os.path.join(out, "last_profile.col"))
     ps = pu.php_stacks(stacks)
@@ -50,11 +50,11 @@ try:
     share = 100.0 * heavy / max(heavy + light, 1)
     if abs(share - 75.0) > 5.0:
         # a wall-clock sampler charges a scheduler stall of the target to the
-        # function it stalled in; on a loaded machine one stall can swing the
-        # split, so a second session decides (both figures are printed)
+        # function it stalled in; on a loaded machine a few long stalls can
+        # swing the split, so a second session decides (both are printed)
         print("first session heavy share %.1f%%, measuring again" % share)
         out1b = u.tempdir("ppout-")
-        pu.run_agent_logged(out1b, plugins, "--php-mode", "phpspy", "--pids", str(proc.pid), "-f", "100", duration=8)
+        pu.run_agent_logged(out1b, plugins, "--php-mode", "phpspy", "--pids", str(proc.pid), "-f", "100", duration=12)
         ps1b = pu.php_stacks(u.parse_col(os.path.join(out1b, "last_profile.col"))[1])
         heavy = sum(c for f, c in ps1b if any(x.startswith("heavy_a ") for x in f))
         light = sum(c for f, c in ps1b if any(x.startswith("light_b ") for x in f))
@@ -63,10 +63,11 @@ try:
     u.check(method > 0, "class method frame 'Worker::method_c %s:18_[php]' (%d)" % (busy_php, method))
     u.check(closure > 0, "closure frame '{closure} %s:21_[php]' (%d)" % (busy_php, closure))
     u.check(inc > 0, "function of the include'd file shows that file (%d)" % inc)
-    # spin() starts on line 7; the executing line is in its loop (line 10)
+    # spin() is declared on line 7; the executing lines are in its loop (9-10)
     spin_lines = {x for f, _ in ps for x in f if x.startswith("spin ")}
-    u.check(spin_lines == {"spin %s:10_[php]" % busy_php}, "spin frames carry the executing line 10: %s" % spin_lines)
-    u.check(count(lambda x: x == "microtime <internal>:-1_[php]") > 0, "internal function as 'microtime <internal>:-1_[php]'")
+    u.check(spin_lines and spin_lines <= {"spin %s:%d_[php]" % (busy_php, n) for n in (9, 10)},
+            "spin frames carry the executing line (9 or 10), not the declaration's 7: %s" % spin_lines)
+    u.check(count(lambda x: x == "md5 <internal>:-1_[php]") > 0, "internal function as 'md5 <internal>:-1_[php]'")
     meta = [m for m in (header or {}).get("application_metadata", [])[1:] if m]
     u.check(any(m.get("php_version") == "8.2" or m.get("php_version", "").count(".") == 1 for m in meta),
             "application metadata carries php_version: %s" % meta)

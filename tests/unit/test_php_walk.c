@@ -137,6 +137,11 @@ int main(void) {
   CHECK_EQ_INT(n, 16);
   put64(ed[2], L->ed_prev, 0);
 
+  /* a C function at the bottom is a frame caught while being set up: torn */
+  put64(ed[0], L->ed_prev, 0);
+  CHECK_EQ_INT(php_walk(w, me, &a, &f, &n), PHP_WALK_TORN);
+  put64(ed[0], L->ed_prev, (uintptr_t)ed[1]);
+
   /* a bad function type is a torn sample */
   fn_method[0] = 9;
   CHECK_EQ_INT(php_walk(w, me, &a, &f, &n), PHP_WALK_TORN);
