@@ -91,7 +91,7 @@ try:
         t.start()
         threads.append(t)
     out = u.tempdir("ppout-")
-    cmd = u.agent_cmd(out, plugins, "-v", "--php-mode", "phpspy", "-f", "100", duration=8)
+    cmd = u.agent_cmd(out, plugins, "-v", "--php-mode", "phpspy", "-f", "100", duration=12)
     logf = cmd[cmd.index("--log-file") + 1]
     agent = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 30
