@@ -1,0 +1,172 @@
+/*
+ * The php plugin's stack walker and aggregator on synthetic PHP 8.2
+ * structures built in this process's own memory (process_vm_readv on
+ * ourselves): names, classes, files, executing lines, internal frames, and
+ * hostile input (a cycle, a bad function type, an absurd string length, a
+ * NULL function, a depth beyond the cap).
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testlib.h"
+
+/* the plugin's sources, compiled in: their symbols are static or php_ */
+#include "../../plugins/php/php_agg.c"
+#include "../../plugins/php/php_layout.c"
+#include "../../plugins/php/php_walk.c"
+
+struct zstr {
+  uint64_t refcount, h, len;
+  char val[64];
+};
+
+static struct zstr mkstr(const char *s) {
+  struct zstr z = {1, 0, strlen(s), {0}};
+  memcpy(z.val, s, strlen(s));
+  return z;
+}
+
+static _Alignas(8) unsigned char eg[1024];
+static struct zstr s_main_file, s_fn, s_cls, s_inner;
+static _Alignas(8) unsigned char fn_main[256], fn_method[256], fn_internal[256];
+static _Alignas(8) unsigned char ce[64];
+static _Alignas(8) unsigned char ed[4][72];
+static _Alignas(8) unsigned char ops[2][32];
+
+static void put64(unsigned char *b, size_t off, uint64_t v) {
+  memcpy(b + off, &v, 8);
+}
+
+static void build(const struct php_layout *L) {
+  s_main_file = mkstr("/app/index.php");
+  s_fn = mkstr("handle");
+  s_cls = mkstr("App\\Ctl");
+  s_inner = mkstr("usleep");
+  memset(fn_main, 0, sizeof(fn_main));
+  fn_main[0] = 2; /* user code, function_name NULL: the script's <main> */
+  put64(fn_main, L->op_filename, (uintptr_t)&s_main_file);
+  memset(fn_method, 0, sizeof(fn_method));
+  fn_method[0] = 2;
+  put64(fn_method, 8, (uintptr_t)&s_fn);
+  put64(fn_method, 16, (uintptr_t)ce);
+  put64(fn_method, L->op_filename, (uintptr_t)&s_main_file);
+  put64(ce, 8, (uintptr_t)&s_cls);
+  memset(fn_internal, 0, sizeof(fn_internal));
+  fn_internal[0] = 1;
+  put64(fn_internal, 8, (uintptr_t)&s_inner);
+  uint32_t l_main = 12, l_method = 40;
+  memcpy(ops[0] + 24, &l_main, 4);
+  memcpy(ops[1] + 24, &l_method, 4);
+  memset(ed, 0, sizeof(ed));
+  /* ed[0] leaf (internal) -> ed[1] method -> ed[2] main */
+  put64(ed[0], L->ed_func, (uintptr_t)fn_internal);
+  put64(ed[0], L->ed_prev, (uintptr_t)ed[1]);
+  put64(ed[1], L->ed_opline, (uintptr_t)ops[1]);
+  put64(ed[1], L->ed_func, (uintptr_t)fn_method);
+  put64(ed[1], L->ed_prev, (uintptr_t)ed[2]);
+  put64(ed[2], L->ed_opline, (uintptr_t)ops[0]);
+  put64(ed[2], L->ed_func, (uintptr_t)fn_main);
+  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
+}
+
+static int emitted;
+static uint64_t emitted_count;
+static char last_leaf[128];
+static int fake_emit(struct pp_sink *sink, const struct pp_sample *s) {
+  (void)sink;
+  emitted++;
+  emitted_count += s->count;
+  snprintf(last_leaf, sizeof(last_leaf), "%s|%s|%u|%s", s->frames[0].name, s->frames[0].file,
+           s->frames[0].line, s->comm ? s->comm : "");
+  return 0;
+}
+
+int main(void) {
+  const struct php_layout *L = php_layout_find(8, 2);
+  CHECK(L != NULL);
+  CHECK(php_layout_find(9, 9) == NULL);
+  if (!L) return pp_test_finish("test_php_walk");
+  build(L);
+  struct php_attach a = {.eg_addr = (uintptr_t)eg, .layout = L, .major = 8, .minor = 2};
+  struct php_walker *w = php_walker_new(64, 16);
+  const struct php_frame *f = NULL;
+  uint32_t n = 0;
+  pid_t me = getpid();
+
+  CHECK_EQ_INT(php_walk(w, me, &a, &f, &n), PHP_WALK_OK);
+  CHECK_EQ_INT(n, 3);
+  if (n == 3) {
+    CHECK_EQ_STR(f[0].name, "usleep");
+    CHECK_EQ_STR(f[0].file, "<internal>:-1");
+    CHECK_EQ_INT(f[0].line, 0);
+    CHECK_EQ_STR(f[1].name, "App\\Ctl::handle");
+    CHECK_EQ_STR(f[1].file, "/app/index.php");
+    CHECK_EQ_INT(f[1].line, 40); /* the executing opline's line */
+    CHECK_EQ_STR(f[2].name, "<main>");
+    CHECK_EQ_INT(f[2].line, 12);
+  }
+  /* cached the second time: same result */
+  CHECK_EQ_INT(php_walk(w, me, &a, &f, &n), PHP_WALK_OK);
+  CHECK(n == 3 && strcmp(f[1].name, "App\\Ctl::handle") == 0);
+
+  /* aggregation: the same stack twice is one entry with count 2 */
+  struct php_agg *g = php_agg_new(64, 1 << 16, 16);
+  CHECK_EQ_INT(php_agg_add(g, 42, "php-fpm", f, n), 0);
+  CHECK_EQ_INT(php_agg_add(g, 42, "php-fpm", f, n), 0);
+  CHECK_EQ_INT(php_agg_add(g, 43, "php-fpm", f, n), 0);
+  struct pp_host h = {.emit = fake_emit};
+  php_agg_flush(g, &h, NULL);
+  CHECK_EQ_INT(emitted, 2);
+  CHECK_EQ_INT(emitted_count, 3);
+  CHECK_EQ_STR(last_leaf, "usleep|<internal>:-1|0|php-fpm");
+  emitted = 0;
+  php_agg_flush(g, &h, NULL);
+  CHECK_EQ_INT(emitted, 0); /* emptied by the flush */
+
+  /* idle: no current_execute_data */
+  put64(eg, L->eg_current_execute_data, 0);
+  CHECK_EQ_INT(php_walk(w, me, &a, &f, &n), PHP_WALK_IDLE);
+  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
+
+  /* a cycle is cut by the depth cap */
+  put64(ed[2], L->ed_prev, (uintptr_t)ed[1]);
+  CHECK_EQ_INT(php_walk(w, me, &a, &f, &n), PHP_WALK_TRUNCATED);
+  CHECK_EQ_INT(n, 16);
+  put64(ed[2], L->ed_prev, 0);
+
+  /* a C function at the bottom is a frame caught while being set up: torn */
+  put64(ed[0], L->ed_prev, 0);
+  CHECK_EQ_INT(php_walk(w, me, &a, &f, &n), PHP_WALK_TORN);
+  put64(ed[0], L->ed_prev, (uintptr_t)ed[1]);
+
+  /* a bad function type is a torn sample */
+  fn_method[0] = 9;
+  CHECK_EQ_INT(php_walk(w, me, &a, &f, &n), PHP_WALK_TORN);
+  fn_method[0] = 2;
+
+  /* an absurd string length: torn, not a huge read (new function address
+   * so the cache does not answer) */
+  static _Alignas(8) unsigned char fn_bad[256];
+  static struct zstr s_bad;
+  s_bad = mkstr("x");
+  s_bad.len = (uint64_t)1 << 40;
+  memcpy(fn_bad, fn_method, sizeof(fn_bad));
+  put64(fn_bad, 8, (uintptr_t)&s_bad);
+  put64(ed[1], L->ed_func, (uintptr_t)fn_bad);
+  CHECK_EQ_INT(php_walk(w, me, &a, &f, &n), PHP_WALK_TORN);
+
+  /* a NULL function and an unmapped pointer */
+  put64(ed[1], L->ed_func, 0);
+  CHECK_EQ_INT(php_walk(w, me, &a, &f, &n), PHP_WALK_TORN);
+  put64(ed[1], L->ed_func, 0x10);
+  CHECK_EQ_INT(php_walk(w, me, &a, &f, &n), PHP_WALK_TORN);
+  put64(eg, L->eg_current_execute_data, 0x1000);
+  CHECK(php_walk(w, me, &a, &f, &n) != PHP_WALK_OK);
+
+  php_agg_free(g);
+  php_walker_free(w);
+  return pp_test_finish("test_php_walk");
+}
