@@ -3,11 +3,19 @@
 // 3:1 ratio. heavyPath goes through a class method, lightPath is an async
 // function resumed from a microtask. Runs until killed.
 
-// Work is counted in iterations, not time, so the 3:1 split holds on a
-// loaded machine too.
-function spin(units) {
+// Work is measured in CPU time (process.cpuUsage), so the two paths burn
+// CPU 3:1 whatever the JIT does with each call site and however loaded the
+// machine is.
+function spin(ms) {
+  const cpu = () => {
+    const u = process.cpuUsage();
+    return u.user + u.system;
+  };
+  const end = cpu() + ms * 1000;
   let x = 0;
-  for (let i = 0; i < units * 50000; i++) x += Math.sqrt(i + x);
+  while (cpu() < end) {
+    for (let i = 0; i < 2000; i++) x += Math.sqrt(i + x);
+  }
   return x;
 }
 
