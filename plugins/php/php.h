@@ -17,7 +17,7 @@
 #include "polyprof/plugin.h"
 
 #define PHP_STR_MAX 256 /* names and paths are cut here, like phpspy's 255 bytes */
-#define PHP_NAME_MAX (2 * PHP_STR_MAX)
+#define PHP_NAME_MAX (2 * PHP_STR_MAX + 8) /* "Class::function" */
 #define PHP_MAX_DEPTH_LIMIT 1024
 
 /* Byte offsets of the few fields the walk reads (x86_64). */

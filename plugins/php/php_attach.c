@@ -9,6 +9,9 @@
  * through /proc/PID/root so containers work. Results per binary (device,
  * inode) are cached because an FPM pool is many processes of one binary.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memmem */
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

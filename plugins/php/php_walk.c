@@ -119,8 +119,7 @@ static int read_zstr(uint32_t pid, uint64_t addr, char *out, size_t cap) {
 }
 
 /* Fills e with the names of the function whose copied op_array is fb. */
-static int describe(uint32_t pid, const struct php_layout *L, const unsigned char *fb,
-                    struct fn_entry *e) {
+static int describe(uint32_t pid, const unsigned char *fb, struct fn_entry *e) {
   uint8_t type = fb[0];
   char fn[PHP_STR_MAX], cls[PHP_STR_MAX];
   int rc;
@@ -214,7 +213,7 @@ int php_walk(struct php_walker *w, uint32_t pid, const struct php_attach *a,
       e->name_ptr = name_ptr;
       e->scope_ptr = scope_ptr;
       e->file_ptr = file_ptr;
-      rc = describe(pid, L, fb, e);
+      rc = describe(pid, fb, e);
       if (rc < 0) return n ? PHP_WALK_TORN : map_err(rc);
       e->used = 1;
     }
