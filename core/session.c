@@ -15,12 +15,12 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "cloud_metadata.h"
 #include "log.h"
 #include "output/files.h"
 #include "pidfile.h"
 #include "support/proc.h"
 #include "upload/uploader.h"
-#include "cloud_metadata.h"
 
 #define SCAN_INTERVAL_MS 1000
 
@@ -104,6 +104,35 @@ int pp_agent_load_plugins(struct pp_config *cfg, struct pp_plugin_info **infos, 
   return 0;
 }
 
+/* --pids restricts runtime plugins through target matching; a system-wide
+ * plugin samples everything itself, so it gets the list as its own "pids"
+ * option (unless its section sets one explicitly). */
+static void pass_pid_filter(struct pp_config *cfg, const char *plugin) {
+  if (!cfg->pid_count) return;
+  for (size_t i = 0; i < cfg->plugin_count; i++) {
+    struct pp_plugin_config *pc = &cfg->plugins[i];
+    if (strcmp(pc->name, plugin) != 0) continue;
+    for (size_t k = 0; k < pc->option_count; k++) {
+      struct pp_bound_option *bo = &pc->options[k];
+      if (!bo->opt || strcmp(bo->opt->key, "pids") != 0 || bo->opt->type != PP_OPT_LIST) continue;
+      if (bo->item_count) return; /* configured explicitly */
+      char **items = calloc(cfg->pid_count + 1, sizeof(char *));
+      if (!items) return;
+      for (size_t j = 0; j < cfg->pid_count; j++) {
+        if (asprintf(&items[j], "%u", cfg->pids[j]) < 0) items[j] = NULL;
+      }
+      if (bo->items) {
+        for (char **it = bo->items; *it; it++)
+          free(*it);
+        free(bo->items);
+      }
+      bo->items = items;
+      bo->item_count = cfg->pid_count;
+      return;
+    }
+  }
+}
+
 static int setup_plugins(struct pp_agent *a) {
   const struct pp_config *cfg = a->cfg;
   a->plugins = calloc(a->ninfos ? a->ninfos : 1, sizeof(*a->plugins));
@@ -122,6 +151,7 @@ static int setup_plugins(struct pp_agent *a) {
     ap->info = pi;
     ap->pcfg = pc;
     ap->system_wide = (pi->desc.capabilities & PP_CAP_SYSTEM_WIDE) != 0;
+    if (ap->system_wide) pass_pid_filter(a->cfg, pi->desc.name);
     ap->snap = pp_profile_new();
     const char *iso = pc->isolation ? pc->isolation : cfg->isolation;
     struct pp_worker_opts wo = {

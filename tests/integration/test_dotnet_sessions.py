@@ -38,7 +38,10 @@ def main():
                               env=build_workload.dotnet_env())
     target.stdout.readline()
     outdir = pputil.tempdir("ppdotnet-sessions-")
-    cmd = pputil.agent_cmd(outdir, pputil.PLUGIN_DIR, "--dotnet-mode", "dotnet-trace", "-c",
+    # only the dotnet plugin: the worker-RSS figure in the session log is the
+    # sum over all workers, and perf's symbol cache legitimately grows
+    only_dotnet = pputil.plugin_dir_with(os.path.join(pputil.PLUGIN_DIR, "dotnet.so"))
+    cmd = pputil.agent_cmd(outdir, only_dotnet, "--dotnet-mode", "dotnet-trace", "-c",
                            "-f", "100", "--pids", str(target.pid), duration=1)
     agent = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     facts = {}
