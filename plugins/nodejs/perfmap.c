@@ -110,7 +110,7 @@ int nodejs_perfmap_start(struct nodejs_state *st, struct nodejs_target *t, uint6
   }
   json_decref(v);
   if (rc < 0) {
-    snprintf(t->reason, sizeof(t->reason), "loading the perf-map addon: %s",
+    snprintf(t->reason, sizeof(t->reason), "loading the perf-map addon: %.200s",
              err[0] ? err : strerror(-rc));
     return rc;
   }
