@@ -36,7 +36,7 @@ run: build
 test: test-deps build asan
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j 2 -R "^unit\.|^integration\.test_agent_"
-	ctest --test-dir $(BUILD) --output-on-failure -j 1 -E "$$(scripts/known-failing-regex)"
+	ctest --test-dir $(BUILD) --output-on-failure -j 1 --repeat until-pass:2 -E "$$(scripts/known-failing-regex)"
 
 test-fast: build
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
