@@ -206,6 +206,9 @@ static void update_exclusions(struct pp_agent *a) {
 static void queue_target(void *ctx, size_t plugin, const struct pp_target *t) {
   struct pp_agent *a = ctx;
   struct agent_plugin *ap = &a->plugins[plugin];
+  /* its comm and appid, while it is alive: it may exit before the session
+   * ends, and its samples must still name it */
+  pp_enrich_remember(a->enricher, t->pid, t->start_time);
   if (ap->npending == ap->pending_cap) {
     size_t ncap = ap->pending_cap ? ap->pending_cap * 2 : 64;
     struct pp_target *g = realloc(ap->pending, ncap * sizeof(*g));
@@ -515,6 +518,7 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
   pp_log(PP_LOG_INFO, "polyprof", "stopping after %u session(s)", a->session_no);
 
 out:
+  pp_agent_flush_pending_at_exit(a);
   pp_uploader_free(a->uploader); /* flushes, spools what is left */
   teardown_plugins(a);
   pp_enricher_free(a->enricher);
