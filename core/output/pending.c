@@ -22,6 +22,7 @@ struct pp_pending {
   struct kept *v; /* oldest first */
   size_t n, cap_entries;
   size_t bytes, cap_bytes;
+  char last_err[512]; /* why the directory refused the last write */
 };
 
 struct pp_pending *pp_pending_new(size_t cap_bytes) {
@@ -71,7 +72,10 @@ struct buf_ctx {
 
 static int write_buf(FILE *f, void *vctx) {
   const struct buf_ctx *b = vctx;
-  return b->len && fwrite(b->data, 1, b->len, f) != b->len ? -EIO : 0;
+  if (!b->len) return 0;
+  errno = 0;
+  if (fwrite(b->data, 1, b->len, f) == b->len) return 0;
+  return errno ? -errno : -EIO; /* ENOSPC, EDQUOT: say which */
 }
 
 /* The bytes fn writes, in a malloc'd buffer (open_memstream). */
@@ -143,8 +147,10 @@ int pp_pending_publish(struct pp_pending *p, const char *dir, const char *stem, 
   if (!p || p->n == 0) {
     int rc = pp_output_publish(dir, stem, ext, link_name, rotating, fn, ctx, err, errlen);
     if (rc == 0 || !p || p->cap_bytes == 0 || rc == -EINVAL || rc == -ENAMETOOLONG) return rc;
+    if (err) snprintf(p->last_err, sizeof(p->last_err), "%s", err);
   } else if (err && errlen) {
-    snprintf(err, errlen, "%s: older sessions are still waiting to be written", dir);
+    /* the flush of the older ones just failed: that is the reason */
+    snprintf(err, errlen, "%s", p->last_err[0] ? p->last_err : "older files still waiting");
   }
   /* name checks were done by the first attempt (or will be at flush) */
   if (strlen(stem) >= sizeof(p->v[0].stem) || (ext && strlen(ext) >= sizeof(p->v[0].ext)) ||
@@ -166,7 +172,10 @@ int pp_pending_flush(struct pp_pending *p, const char *dir, bool rotating, char 
     struct buf_ctx b = {.data = k->data, .len = k->len};
     int rc = pp_output_publish(dir, k->stem, k->ext, k->link[0] ? k->link : NULL, rotating,
                                write_buf, &b, err, errlen);
-    if (rc < 0) return written ? written : rc;
+    if (rc < 0) {
+      if (err) snprintf(p->last_err, sizeof(p->last_err), "%s", err);
+      return written ? written : rc;
+    }
     drop_at(p, 0);
     written++;
   }

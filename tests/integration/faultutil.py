@@ -7,6 +7,7 @@ nothing lost beyond what the fault made impossible, and recovery by itself
 at a later session.
 """
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -123,3 +124,53 @@ def stacks_of_pid(stacks, pid_comm):
 
 def comms(stacks):
     return {f[2] for f, _ in stacks if len(f) > 2}
+
+
+def session_totals(log_text):
+    """Sample totals of the "session N: ..., X samples in ..." log lines."""
+    out = []
+    for l in log_text.splitlines():
+        m = re.search(r"polyprof: session \d+: [0-9.]+ s, (\d+) samples", l)
+        if m:
+            out.append(int(m.group(1)))
+    return out
+
+
+def col_total(path):
+    return sum(c for _, c in u.parse_col(path)[1])
+
+
+def leftovers(out_dir):
+    """Temp files of interrupted writes (.<name>.<pid>.<n>.tmp, <link>.tmp)."""
+    return [n for n in os.listdir(out_dir) if n.endswith(".tmp")]
+
+
+class Tmpfs:
+    """A small tmpfs of our own (root only): the output directory whose
+    filesystem the test makes read-only or full."""
+
+    def __init__(self, size):
+        self.path = u.tempdir("ppfs-")
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0755" % size, "tmpfs",
+                            self.path], stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            u.skip("cannot mount a tmpfs (needs root): " + r.stderr.strip())
+
+    def remount(self, opt):
+        """remount,ro / remount,rw; retried while the kernel says busy (a
+        file being written at that instant)."""
+        for _ in range(50):
+            r = subprocess.run(["mount", "-o", "remount," + opt, self.path],
+                               stderr=subprocess.PIPE, text=True)
+            if r.returncode == 0:
+                return True
+            time.sleep(0.1)
+        print("remount %s failed: %s" % (opt, r.stderr))
+        return False
+
+    def umount(self):
+        subprocess.run(["umount", "-l", self.path], stderr=subprocess.DEVNULL)
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
