@@ -362,6 +362,26 @@ static void agent_log_plugins(const struct pp_agent *a) {
   pp_log(PP_LOG_INFO, "polyprof", "plugins: %s", list);
 }
 
+/* The uploader copied its settings (server, token, TLS, spool...) when it
+ * was made, so a reload makes a new one. The old one gets its usual exit:
+ * a last attempt within its grace period, the rest to the spool, which the
+ * new one resends (to the new server if the URL changed: a profile is
+ * never dropped because the destination moved). */
+static void reload_uploader(struct pp_agent *a) {
+  const struct pp_config *cfg = a->cfg;
+  pp_uploader_free(a->uploader);
+  a->uploader = pp_uploader_new(cfg, a->spawn_time);
+  if (a->uploader)
+    pp_log(PP_LOG_INFO, "polyprof", "upload after reload: %s%s%s%s%s", cfg->upload ? "studio " : "",
+           cfg->upload && cfg->server_host ? cfg->server_host : "",
+           cfg->upload && cfg->pyroscope_url ? ", " : "", cfg->pyroscope_url ? "pyroscope " : "",
+           cfg->pyroscope_url ? cfg->pyroscope_url : "");
+  else if (cfg->upload || cfg->pyroscope_url)
+    pp_log(PP_LOG_ERROR, "polyprof", "upload after reload: cannot start the uploader");
+  else
+    pp_log(PP_LOG_INFO, "polyprof", "upload after reload: off");
+}
+
 static int reload_agent(struct pp_agent *a, pp_config_loader reload, void *ctx) {
   struct pp_config *ncfg = calloc(1, sizeof(*ncfg));
   char err[PP_MAX_ERR] = "";
@@ -392,6 +412,7 @@ static int reload_agent(struct pp_agent *a, pp_config_loader reload, void *ctx) 
     pp_log(PP_LOG_ERROR, "polyprof", "after reload no plugin is enabled; continuing idle");
   }
   agent_log_plugins(a);
+  reload_uploader(a);
   pp_log(PP_LOG_INFO, "polyprof", "configuration and plugins reloaded");
   return 0;
 }
