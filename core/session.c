@@ -369,6 +369,7 @@ static void agent_log_plugins(const struct pp_agent *a) {
  * never dropped because the destination moved). */
 static void reload_uploader(struct pp_agent *a) {
   const struct pp_config *cfg = a->cfg;
+  bool was_on = a->uploader != NULL;
   pp_uploader_free(a->uploader);
   a->uploader = pp_uploader_new(cfg, a->spawn_time);
   if (a->uploader)
@@ -378,7 +379,7 @@ static void reload_uploader(struct pp_agent *a) {
            cfg->pyroscope_url ? cfg->pyroscope_url : "");
   else if (cfg->upload || cfg->pyroscope_url)
     pp_log(PP_LOG_ERROR, "polyprof", "upload after reload: cannot start the uploader");
-  else
+  else if (was_on)
     pp_log(PP_LOG_INFO, "polyprof", "upload after reload: off");
 }
 
