@@ -548,8 +548,7 @@ int pp_config_read_token(struct pp_config *c, char err[PP_MAX_ERR]) {
   if (!fgets(buf, sizeof(buf), f)) buf[0] = '\0';
   fclose(f);
   size_t n = strcspn(buf, "\r\n");
-  while (n && (buf[n - 1] == ' ' || buf[n - 1] == '\t'))
-    n--;
+  while (n && (buf[n - 1] == ' ' || buf[n - 1] == '\t')) n--;
   buf[n] = '\0';
   char *b = buf + strspn(buf, " \t");
   if (!*b) {

@@ -62,7 +62,8 @@ try:
                 "%s worker restarted by itself (%s -> %s)" % (n, victims[n], again[n]))
 
     files = fu.cols(out)
-    u.check(len(files) >= 4, "every session was written: %d files" % len(files))
+    u.check(len(files) == len(fu.session_totals(log)) and len(files) >= 4,
+            "every session was written: %d files" % len(files))
     parsed = [u.parse_col(p) for p in files]
     sessions = [st for _, st in parsed]
     hit, hit_stats = sessions[1], parsed[1][0]["polyprof"]
@@ -74,8 +75,11 @@ try:
             "the restarted python worker's stacks are scaled to them" % (py_n, perf_n))
     u.check(hit_stats["python"]["restarts"] == 1 and hit_stats["example"]["restarts"] == 1,
             "the header counts one restart per killed plugin")
-    u.check(len(fu.stacks_of_pid(hit, "sleep")) > 0, "the sleep process is in it too (example "
-            "data after the restart, or an error stack naming the plugin)")
+    # example's ticks before the kill died with its worker; whether its
+    # restart (1 s later) still ticked in this session depends on the load,
+    # so the sleep pid is checked in the next session
+    u.check(len(fu.stacks_of_pid(sessions[2], "sleep")) > 0,
+            "the session after the kill has example's data for the sleep process")
 
     def has_python(s):
         return any(any(f.endswith("_[p]") and script in f for f in fr)
@@ -86,8 +90,9 @@ try:
                    for fr, _ in fu.stacks_of_pid(s, "sleep"))
 
     u.check(has_python(sessions[0]) and has_state(sessions[0]), "session 1 had both plugins' data")
-    u.check(has_python(sessions[-1]), "the last session has Python frames again")
-    u.check(has_state(sessions[-1]), "the last session has example's thread states again")
+    # sessions[-1] is the one SIGTERM cut short
+    u.check(has_python(sessions[-2]), "the last full session has Python frames again")
+    u.check(has_state(sessions[-2]), "the last full session has example's thread states again")
 finally:
     if agent:
         agent.kill()
