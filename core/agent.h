@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <time.h>
 
 #include <jansson.h>
@@ -48,6 +49,8 @@ struct pp_agent {
   unsigned session_no;
   uint64_t core_cpu_ticks_prev;
   struct pp_uploader *uploader; /* NULL unless -u or --pyroscope-url (core/upload/) */
+  struct pp_pending *pending;   /* session files the output dir refused (output/pending.h) */
+  time_t last_stem_time;        /* time in the previous session's file names */
 };
 
 /* Per-session timing facts for the output stage. */
@@ -59,5 +62,16 @@ struct session_times {
 /* Merge the snapshots, enrich, write the configured outputs and log the
  * session summary. Never fails the agent: problems are logged. */
 void pp_agent_write_session(struct pp_agent *a, const struct session_times *t);
+
+/* Write one session file into the output directory; if the directory
+ * refuses it (read-only, full...), keep it in memory for a later session
+ * (core/session_pending.c). 0 written, 1 kept, -errno lost; logged. */
+int pp_agent_output_file(struct pp_agent *a, const char *stem, const char *ext,
+                         const char *link_name, int (*fn)(FILE *f, void *ctx), void *ctx);
+/* Write what earlier sessions could not, oldest first (start of output). */
+void pp_agent_flush_pending(struct pp_agent *a);
+/* At exit: one last attempt at the files the output directory refused,
+ * and an error line for what is lost. */
+void pp_agent_flush_pending_at_exit(struct pp_agent *a);
 
 #endif

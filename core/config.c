@@ -65,6 +65,8 @@ static const struct core_key keys[] = {
     {"profiling.mode", KT_ENUM, FIELD(profiling_mode), 0, 0, 0, profiling_modes, "mode", 0},
     {"output.dir", KT_STRING, FIELD(output_dir), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
     {"output.rotating", KT_BOOL, FIELD(rotating_output), 0, 0, 0, NULL, NULL, 0},
+    {"output.pending_max_bytes", KT_BYTES, FIELD(output_pending_max_bytes), 0, 0, 1ll << 40, NULL,
+     NULL, 0},
     {"output.flamegraph", KT_BOOL, FIELD(flamegraph), 0, 0, 0, NULL, NULL, 0},
     {"output.formats", KT_ENUMS, FIELD(output_formats), FIELD(output_format_count), 0, 0, formats,
      "format", 0},
@@ -166,6 +168,7 @@ void pp_config_defaults(struct pp_config *c) {
   c->retry_backoff_ms = 2000;
   c->spool_dir = xstrdup("/var/lib/polyprof/spool");
   c->spool_max_bytes = 64u << 20;
+  c->output_pending_max_bytes = 32u << 20;
   c->api_server = xstrdup("https://api.granulate.io");
   c->send_logs = true;
   c->pyroscope_format = xstrdup("folded");

@@ -85,6 +85,8 @@ struct pp_config {
   bool flamegraph;       /* --no-flamegraph clears */
   char **output_formats; /* "col", "html", ... NULL-terminated */
   size_t output_format_count;
+  /* bytes of session files kept in memory while output_dir refuses them */
+  size_t output_pending_max_bytes;
 
   /* enrichment */
   bool app_identifiers;       /* --disable-application-identifiers clears */

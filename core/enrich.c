@@ -125,6 +125,15 @@ static struct proc_entry *entry_create(struct pp_enricher *en, uint32_t pid) {
   return e;
 }
 
+/* exec() keeps pid and start time but changes comm (to the new program's
+ * name) and exe; comm is one small read, so live processes are checked
+ * each time they are enriched. */
+static bool exec_changed(const struct proc_entry *e, uint32_t pid) {
+  char buf[64];
+  if (pp_proc_comm(pid, buf, sizeof(buf)) != 0) return false;
+  return !e->comm || strcmp(buf, e->comm) != 0;
+}
+
 /* The cache entry of a pid record: created while the pid still names the
  * process the record is about, otherwise whatever was cached (or NULL). */
 static struct proc_entry *entry_for(struct pp_enricher *en, uint32_t pid, uint64_t rec_start,
@@ -138,7 +147,11 @@ static struct proc_entry *entry_for(struct pp_enricher *en, uint32_t pid, uint64
   *live = exists && cur == start;
   struct pp_lru_pid_key key = pp_lru_pid_key(pid, start);
   void *v = NULL;
-  if (pp_lru_lookup(en->procs, &key, sizeof(key), &v) && v) return v;
+  if (pp_lru_lookup(en->procs, &key, sizeof(key), &v) && v) {
+    if (!*live || !exec_changed(v, pid)) return v;
+    /* same process, new program (a shell that exec'd python): what was
+     * learnt about the old one is wrong now */
+  }
   if (!*live) return NULL;
   struct proc_entry *e = entry_create(en, pid);
   if (!e) return NULL;
@@ -259,4 +272,9 @@ int pp_enrich(struct pp_enricher *en, struct pp_profile *merged, json_t *app_met
   }
   pp_lru_free(seen);
   return rc;
+}
+
+void pp_enrich_remember(struct pp_enricher *en, uint32_t pid, uint64_t start_time) {
+  bool live;
+  if (en) entry_for(en, pid, start_time, &live);
 }

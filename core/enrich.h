@@ -43,6 +43,11 @@ void pp_enricher_free(struct pp_enricher *e);
 int pp_enrich(struct pp_enricher *e, struct pp_profile *merged, json_t *app_meta_list,
               json_t *containers);
 
+/* Learn a process now, while it is alive (the /proc scan calls this for
+ * every new target), so a process that exits before the session ends still
+ * gets its comm, container and appid in the profile. Bounded by the cache. */
+void pp_enrich_remember(struct pp_enricher *e, uint32_t pid, uint64_t start_time);
+
 /* Individual rules, exposed for tests. */
 /* appid for a process from its argv (NUL-separated), cwd and root; NULL if
  * none. Returns malloc'd text without the "appid: " prefix. */

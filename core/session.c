@@ -206,6 +206,9 @@ static void update_exclusions(struct pp_agent *a) {
 static void queue_target(void *ctx, size_t plugin, const struct pp_target *t) {
   struct pp_agent *a = ctx;
   struct agent_plugin *ap = &a->plugins[plugin];
+  /* its comm and appid, while it is alive: it may exit before the session
+   * ends, and its samples must still name it */
+  pp_enrich_remember(a->enricher, t->pid, t->start_time);
   if (ap->npending == ap->pending_cap) {
     size_t ncap = ap->pending_cap ? ap->pending_cap * 2 : 64;
     struct pp_target *g = realloc(ap->pending, ncap * sizeof(*g));
@@ -359,6 +362,27 @@ static void agent_log_plugins(const struct pp_agent *a) {
   pp_log(PP_LOG_INFO, "polyprof", "plugins: %s", list);
 }
 
+/* The uploader copied its settings (server, token, TLS, spool...) when it
+ * was made, so a reload makes a new one. The old one gets its usual exit:
+ * a last attempt within its grace period, the rest to the spool, which the
+ * new one resends (to the new server if the URL changed: a profile is
+ * never dropped because the destination moved). */
+static void reload_uploader(struct pp_agent *a) {
+  const struct pp_config *cfg = a->cfg;
+  bool was_on = a->uploader != NULL;
+  pp_uploader_free(a->uploader);
+  a->uploader = pp_uploader_new(cfg, a->spawn_time);
+  if (a->uploader)
+    pp_log(PP_LOG_INFO, "polyprof", "upload after reload: %s%s%s%s%s", cfg->upload ? "studio " : "",
+           cfg->upload && cfg->server_host ? cfg->server_host : "",
+           cfg->upload && cfg->pyroscope_url ? ", " : "", cfg->pyroscope_url ? "pyroscope " : "",
+           cfg->pyroscope_url ? cfg->pyroscope_url : "");
+  else if (cfg->upload || cfg->pyroscope_url)
+    pp_log(PP_LOG_ERROR, "polyprof", "upload after reload: cannot start the uploader");
+  else if (was_on)
+    pp_log(PP_LOG_INFO, "polyprof", "upload after reload: off");
+}
+
 static int reload_agent(struct pp_agent *a, pp_config_loader reload, void *ctx) {
   struct pp_config *ncfg = calloc(1, sizeof(*ncfg));
   char err[PP_MAX_ERR] = "";
@@ -389,6 +413,7 @@ static int reload_agent(struct pp_agent *a, pp_config_loader reload, void *ctx) 
     pp_log(PP_LOG_ERROR, "polyprof", "after reload no plugin is enabled; continuing idle");
   }
   agent_log_plugins(a);
+  reload_uploader(a);
   pp_log(PP_LOG_INFO, "polyprof", "configuration and plugins reloaded");
   return 0;
 }
@@ -515,6 +540,7 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
   pp_log(PP_LOG_INFO, "polyprof", "stopping after %u session(s)", a->session_no);
 
 out:
+  pp_agent_flush_pending_at_exit(a);
   pp_uploader_free(a->uploader); /* flushes, spools what is left */
   teardown_plugins(a);
   pp_enricher_free(a->enricher);

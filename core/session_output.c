@@ -17,6 +17,7 @@
 #include "output/col.h"
 #include "output/files.h"
 #include "output/html.h"
+#include "output/pending.h"
 #include "support/proc.h"
 #include "upload/publish.h"
 
@@ -164,26 +165,25 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
       .plugin_count = a->nplugins,
   };
 
+  /* File names carry the end time to the second; a session ended early
+   * (SIGTERM) in the same second as the previous one must not overwrite
+   * its files, so its name moves on by a second. */
+  time_t stem_time = t->end > a->last_stem_time ? t->end : a->last_stem_time + 1;
+  a->last_stem_time = stem_time;
+  char stem[64];
+  pp_output_stem(stem_time, stem, sizeof(stem));
+
   char written[2][4200];
   int nwritten = 0;
   if (cfg->output_dir && header_text) {
-    char stem[64], err[512];
-    pp_output_stem(t->end, stem, sizeof(stem));
     struct write_ctx wc = {.a = a, .header = header_text, .html = &hi};
-    if (format_enabled(cfg, "col")) {
-      if (pp_output_publish(cfg->output_dir, stem, ".col", "last_profile.col", cfg->rotating_output,
-                            write_col, &wc, err, sizeof(err)) < 0)
-        pp_log(PP_LOG_ERROR, "polyprof", "writing the .col failed: %s", err);
-      else
-        snprintf(written[nwritten++], sizeof(written[0]), "%s/%s.col", cfg->output_dir, stem);
-    }
-    if (cfg->flamegraph && format_enabled(cfg, "html")) {
-      if (pp_output_publish(cfg->output_dir, stem, ".html", "last_flamegraph.html",
-                            cfg->rotating_output, write_html, &wc, err, sizeof(err)) < 0)
-        pp_log(PP_LOG_ERROR, "polyprof", "writing the flame graph failed: %s", err);
-      else
-        snprintf(written[nwritten++], sizeof(written[0]), "%s/%s.html", cfg->output_dir, stem);
-    }
+    pp_agent_flush_pending(a);
+    if (format_enabled(cfg, "col") &&
+        pp_agent_output_file(a, stem, ".col", "last_profile.col", write_col, &wc) == 0)
+      snprintf(written[nwritten++], sizeof(written[0]), "%s/%s.col", cfg->output_dir, stem);
+    if (cfg->flamegraph && format_enabled(cfg, "html") &&
+        pp_agent_output_file(a, stem, ".html", "last_flamegraph.html", write_html, &wc) == 0)
+      snprintf(written[nwritten++], sizeof(written[0]), "%s/%s.html", cfg->output_dir, stem);
   }
 
   /* extra formats and uploads (core/upload/publish.c), after the local
@@ -191,6 +191,8 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
   if (header_text) {
     struct pp_publish_args pa = {
         .cfg = cfg,
+        .agent = a,
+        .stem = stem,
         .uploader = a->uploader,
         .merged = a->merged,
         .header_text = header_text,

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "log.h"
 #include "output/col.h"
 #include "output/files.h"
@@ -60,22 +61,20 @@ static int write_speedscope(FILE *f, void *vctx) {
 void pp_publish_session(const struct pp_publish_args *a) {
   const struct pp_config *cfg = a->cfg;
   if (cfg->output_dir) {
-    char stem[64], err[512];
+    char stem[64];
     struct fmt_ctx fc = {.a = a};
-    pp_output_stem(a->end, stem, sizeof(stem));
+    if (a->stem)
+      snprintf(stem, sizeof(stem), "%s", a->stem);
+    else
+      pp_output_stem(a->end, stem, sizeof(stem));
     if (format_on(cfg, "pprof")) {
-      if (pp_output_publish(cfg->output_dir, stem, ".pb.gz", "last_profile.pb.gz",
-                            cfg->rotating_output, write_pprof, &fc, err, sizeof(err)) < 0)
-        pp_log(PP_LOG_ERROR, "polyprof", "writing the pprof file failed: %s", err);
-      else
+      if (pp_agent_output_file(a->agent, stem, ".pb.gz", "last_profile.pb.gz", write_pprof, &fc) ==
+          0)
         pp_log(PP_LOG_INFO, "polyprof", "wrote %s/%s.pb.gz", cfg->output_dir, stem);
     }
     if (format_on(cfg, "speedscope")) {
-      if (pp_output_publish(cfg->output_dir, stem, ".speedscope.json",
-                            "last_profile.speedscope.json", cfg->rotating_output, write_speedscope,
-                            &fc, err, sizeof(err)) < 0)
-        pp_log(PP_LOG_ERROR, "polyprof", "writing the speedscope file failed: %s", err);
-      else
+      if (pp_agent_output_file(a->agent, stem, ".speedscope.json", "last_profile.speedscope.json",
+                               write_speedscope, &fc) == 0)
         pp_log(PP_LOG_INFO, "polyprof", "wrote %s/%s.speedscope.json", cfg->output_dir, stem);
     }
   }

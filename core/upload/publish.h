@@ -13,9 +13,12 @@
 #include "profile.h"
 
 struct pp_uploader;
+struct pp_agent;
 
 struct pp_publish_args {
   const struct pp_config *cfg;
+  struct pp_agent *agent;       /* files go through pp_agent_output_file (kept if refused) */
+  const char *stem;             /* file name stem of this session; NULL: from end */
   struct pp_uploader *uploader; /* may be NULL */
   const struct pp_profile *merged;
   const char *header_text; /* .col line-0 JSON */

@@ -22,6 +22,9 @@
 #ifndef TA_NAME
 #error "define TA_NAME and TA_EXE before including"
 #endif
+#ifndef TA_TICK_FN
+#define TA_TICK_FN ta_tick /* a plugin may wrap the shared tick (ta_tickhang) */
+#endif
 
 enum { TA_FAULT_NONE, TA_FAULT_CRASH, TA_FAULT_HANG };
 
@@ -125,7 +128,7 @@ static void ta_fini(void *state) {
       .init = ta_init,                                            \
       .start = ta_start,                                          \
       .add_targets = ta_add_targets,                              \
-      .tick = ta_tick,                                            \
+      .tick = TA_TICK_FN,                                         \
       .snapshot = snapshot_fn,                                    \
       .stop = ta_stop,                                            \
       .fini = ta_fini,                                            \
