@@ -236,7 +236,9 @@ static void scan_targets(struct pp_agent *a, bool recheck) {
   flush_targets(a);
 }
 
-static void start_plugins(struct pp_agent *a) {
+/* Starts the plugins not running yet; returns how many it started. */
+static size_t start_plugins(struct pp_agent *a) {
+  size_t started = 0;
   bool have_base = false;
   for (size_t i = 0; i < a->nplugins; i++)
     have_base |= a->plugins[i].system_wide;
@@ -259,6 +261,7 @@ static void start_plugins(struct pp_agent *a) {
       pp_log(PP_LOG_WARNING, "polyprof", "%s: start failed: %s", ap->info->desc.name, err);
     }
     ap->started = true;
+    started++;
     /* the whole current target list: start() forgets nothing on restarts */
     const struct pp_target *t;
     size_t n = pp_targets_of(a->targets, i, &t);
@@ -267,6 +270,7 @@ static void start_plugins(struct pp_agent *a) {
       queue_target(a, i, &t[k]);
   }
   flush_targets(a);
+  return started;
 }
 
 /* Waits up to timeout_ms for a signal or worker traffic, then services
@@ -478,11 +482,18 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
   }
 
   scan_targets(a, true);
+  /* A session covers what the plugins sampled in it: it begins once they
+   * have started (perf loads kallsyms and opens its rings first, a runtime
+   * plugin may attach), and the next one begins at the snapshot that ended
+   * it, since sampling never stops in between (writing the outputs takes
+   * time that belongs to the next session's samples). */
+  struct session_times st;
+  uint64_t t0 = 0;
   for (;;) {
-    struct session_times st;
-    st.start = time(NULL);
-    uint64_t t0 = mono_ms();
-    start_plugins(a);
+    if (start_plugins(a) > 0 || a->session_no == 0) {
+      st.start = time(NULL);
+      t0 = mono_ms();
+    }
     uint64_t deadline = t0 + (uint64_t)a->cfg->duration * 1000;
     uint64_t next_scan = t0 + SCAN_INTERVAL_MS;
     while (!stop_requested) {
@@ -499,11 +510,15 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
     }
     if (stop_requested)
       pp_log(PP_LOG_INFO, "polyprof", "signal %d: ending the session early", (int)stop_requested);
+    uint64_t t_snap = mono_ms();
+    time_t wall_snap = time(NULL);
     snapshot_all(a);
-    st.end = time(NULL);
-    st.duration_s = (double)(mono_ms() - t0) / 1000.0;
+    st.end = wall_snap;
+    st.duration_s = (double)(t_snap - t0) / 1000.0;
     a->session_no++;
     pp_agent_write_session(a, &st);
+    st.start = wall_snap;
+    t0 = t_snap;
 
     if (stop_requested || !a->cfg->continuous) break;
     if (reload_requested) {
