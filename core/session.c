@@ -220,6 +220,10 @@ static void flush_targets(struct pp_agent *a) {
   for (size_t i = 0; i < a->nplugins; i++) {
     struct agent_plugin *ap = &a->plugins[i];
     if (!ap->npending || !ap->started) continue;
+    if (pp_worker_off(ap->worker)) { /* said once when it went off */
+      ap->npending = 0;
+      continue;
+    }
     char err[256] = "";
     if (pp_worker_add_targets(ap->worker, ap->pending, ap->npending, err, sizeof(err)) < 0)
       pp_log(PP_LOG_WARNING, "polyprof", "%s: add_targets failed: %s", ap->info->desc.name, err);
@@ -256,7 +260,8 @@ static size_t start_plugins(struct pp_agent *a) {
             1000000000ull / (uint64_t)(a->cfg->frequency > 0 ? a->cfg->frequency : 1),
     };
     char err[256] = "";
-    if (pp_worker_start(ap->worker, &s, err, sizeof(err)) < 0) {
+    int rc = pp_worker_start(ap->worker, &s, err, sizeof(err));
+    if (rc < 0 && !PP_IS_PERMANENT(rc)) {
       /* the worker restarts on its own backoff; its pids get error stacks */
       pp_log(PP_LOG_WARNING, "polyprof", "%s: start failed: %s", ap->info->desc.name, err);
     }
@@ -305,8 +310,10 @@ static void snapshot_all(struct pp_agent *a) {
       pp_profile_clear(ap->snap);
       if (!ap->snap_err[0])
         snprintf(ap->snap_err, sizeof(ap->snap_err), "%s", strerror(-ap->snap_rc));
-      pp_log(PP_LOG_WARNING, "polyprof", "%s: no data this session: %s", ap->info->desc.name,
-             ap->snap_err);
+      /* a plugin that is off was reported once, when it went off */
+      if (!pp_worker_off(ap->worker))
+        pp_log(PP_LOG_WARNING, "polyprof", "%s: no data this session: %s", ap->info->desc.name,
+               ap->snap_err);
     }
   }
 }

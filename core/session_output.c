@@ -114,7 +114,7 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
     if (ap->system_wide) {
       if (ap->snap_rc == 0 && !base)
         base = ap->snap;
-      else if (ap->snap_rc < 0)
+      else if (ap->snap_rc < 0 && !pp_worker_off(ap->worker))
         pp_log(PP_LOG_WARNING, "polyprof",
                "%s: system-wide data missing this session; runtime stacks are kept unscaled", name);
       continue;
