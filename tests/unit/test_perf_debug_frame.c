@@ -127,7 +127,7 @@ static void test_refused(void) {
   static const uint8_t unknown_op[] = {0x3f};
   add_fde(&b, cie, 0x4000, 0x10, unknown_op, sizeof(unknown_op));
   add_fde(&b, cie, 0x180000000ull, 0x10, fde_insns, sizeof(fde_insns)); /* beyond int32 of base */
-  add_fde(&b, cie, 0x5000, 0x10, fde_insns, sizeof(fde_insns));        /* the one good FDE */
+  add_fde(&b, cie, 0x5000, 0x10, fde_insns, sizeof(fde_insns));         /* the one good FDE */
   CHECK_EQ_INT(perf_debug_frame_convert(b.b, b.n, 0x9000, &t), 0);
   CHECK_EQ_INT(t.nentries, 1);
   if (t.nentries == 1) check_entry(&t, 0, 0x5000, 0x10);
