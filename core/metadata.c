@@ -404,10 +404,35 @@ json_t *pp_metadata_system(const struct pp_config *cfg, time_t spawn_time) {
 
 /* ---- the header ---- */
 
+/* Value of a bound option of an enabled plugin (defaults applied by the
+ * binder), or NULL. */
+static const char *plugin_option(const struct pp_config *cfg, const char *plugin, const char *key) {
+  const struct pp_plugin_config *pc = cfg ? pp_config_plugin(cfg, plugin) : NULL;
+  if (!pc || !pc->enabled) return NULL;
+  for (size_t i = 0; i < pc->option_count; i++) {
+    const struct pp_bound_option *bo = &pc->options[i];
+    if (bo->opt && bo->opt->key && strcmp(bo->opt->key, key) == 0) return bo->scalar;
+  }
+  return NULL;
+}
+
+/* gProfiler's sampling keys: the event is "cpu-time" unless perf samples
+ * another one (--perf-event), and "period" replaces the frequency when perf
+ * samples every N events (--perf-event-period). The software cpu-clock is
+ * the cpu-time default under another name. */
 static void add_sampling(json_t *o, const struct pp_config *cfg) {
-  set_str(o, "sampling_event", "cpu-time");
-  set_str(o, "sampling_mode", "frequency");
-  json_object_set_new(o, "sampling_frequency", json_integer(cfg ? cfg->frequency : 11));
+  const char *event = plugin_option(cfg, "perf", "event");
+  const char *period = plugin_option(cfg, "perf", "event_period");
+  long long n = period ? strtoll(period, NULL, 10) : 0;
+  bool custom = event && *event && strcmp(event, "cpu-clock") != 0;
+  set_str(o, "sampling_event", custom ? event : "cpu-time");
+  if (n > 0) {
+    set_str(o, "sampling_mode", "period");
+    json_object_set_new(o, "sampling_period", json_integer(n));
+  } else {
+    set_str(o, "sampling_mode", "frequency");
+    json_object_set_new(o, "sampling_frequency", json_integer(cfg ? cfg->frequency : 11));
+  }
 }
 
 static json_t *session_metadata(const struct pp_header_args *a, const char *mode) {

@@ -223,6 +223,10 @@ static void flush_targets(struct pp_agent *a) {
   for (size_t i = 0; i < a->nplugins; i++) {
     struct agent_plugin *ap = &a->plugins[i];
     if (!ap->npending || !ap->started) continue;
+    if (pp_worker_off(ap->worker)) { /* said once when it went off */
+      ap->npending = 0;
+      continue;
+    }
     char err[256] = "";
     if (pp_worker_add_targets(ap->worker, ap->pending, ap->npending, err, sizeof(err)) < 0)
       pp_log(PP_LOG_WARNING, "polyprof", "%s: add_targets failed: %s", ap->info->desc.name, err);
@@ -239,7 +243,9 @@ static void scan_targets(struct pp_agent *a, bool recheck) {
   flush_targets(a);
 }
 
-static void start_plugins(struct pp_agent *a) {
+/* Starts the plugins not running yet; returns how many it started. */
+static size_t start_plugins(struct pp_agent *a) {
+  size_t started = 0;
   bool have_base = false;
   for (size_t i = 0; i < a->nplugins; i++)
     have_base |= a->plugins[i].system_wide;
@@ -257,11 +263,13 @@ static void start_plugins(struct pp_agent *a) {
             1000000000ull / (uint64_t)(a->cfg->frequency > 0 ? a->cfg->frequency : 1),
     };
     char err[256] = "";
-    if (pp_worker_start(ap->worker, &s, err, sizeof(err)) < 0) {
+    int rc = pp_worker_start(ap->worker, &s, err, sizeof(err));
+    if (rc < 0 && !PP_IS_PERMANENT(rc)) {
       /* the worker restarts on its own backoff; its pids get error stacks */
       pp_log(PP_LOG_WARNING, "polyprof", "%s: start failed: %s", ap->info->desc.name, err);
     }
     ap->started = true;
+    started++;
     /* the whole current target list: start() forgets nothing on restarts */
     const struct pp_target *t;
     size_t n = pp_targets_of(a->targets, i, &t);
@@ -270,6 +278,7 @@ static void start_plugins(struct pp_agent *a) {
       queue_target(a, i, &t[k]);
   }
   flush_targets(a);
+  return started;
 }
 
 /* Waits up to timeout_ms for a signal or worker traffic, then services
@@ -304,8 +313,10 @@ static void snapshot_all(struct pp_agent *a) {
       pp_profile_clear(ap->snap);
       if (!ap->snap_err[0])
         snprintf(ap->snap_err, sizeof(ap->snap_err), "%s", strerror(-ap->snap_rc));
-      pp_log(PP_LOG_WARNING, "polyprof", "%s: no data this session: %s", ap->info->desc.name,
-             ap->snap_err);
+      /* a plugin that is off was reported once, when it went off */
+      if (!pp_worker_off(ap->worker))
+        pp_log(PP_LOG_WARNING, "polyprof", "%s: no data this session: %s", ap->info->desc.name,
+               ap->snap_err);
     }
   }
 }
@@ -503,11 +514,18 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
   }
 
   scan_targets(a, true);
+  /* A session covers what the plugins sampled in it: it begins once they
+   * have started (perf loads kallsyms and opens its rings first, a runtime
+   * plugin may attach), and the next one begins at the snapshot that ended
+   * it, since sampling never stops in between (writing the outputs takes
+   * time that belongs to the next session's samples). */
+  struct session_times st;
+  uint64_t t0 = 0;
   for (;;) {
-    struct session_times st;
-    st.start = time(NULL);
-    uint64_t t0 = mono_ms();
-    start_plugins(a);
+    if (start_plugins(a) > 0 || a->session_no == 0) {
+      st.start = time(NULL);
+      t0 = mono_ms();
+    }
     uint64_t deadline = t0 + (uint64_t)a->cfg->duration * 1000;
     uint64_t next_scan = t0 + SCAN_INTERVAL_MS;
     while (!stop_requested) {
@@ -524,11 +542,15 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
     }
     if (stop_requested)
       pp_log(PP_LOG_INFO, "polyprof", "signal %d: ending the session early", (int)stop_requested);
+    uint64_t t_snap = mono_ms();
+    time_t wall_snap = time(NULL);
     snapshot_all(a);
-    st.end = time(NULL);
-    st.duration_s = (double)(mono_ms() - t0) / 1000.0;
+    st.end = wall_snap;
+    st.duration_s = (double)(t_snap - t0) / 1000.0;
     a->session_no++;
     pp_agent_write_session(a, &st);
+    st.start = wall_snap;
+    t0 = t_snap;
 
     if (stop_requested || !a->cfg->continuous) break;
     if (reload_requested) {

@@ -115,7 +115,7 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
     if (ap->system_wide) {
       if (ap->snap_rc == 0 && !base)
         base = ap->snap;
-      else if (ap->snap_rc < 0)
+      else if (ap->snap_rc < 0 && !pp_worker_off(ap->worker))
         pp_log(PP_LOG_WARNING, "polyprof",
                "%s: system-wide data missing this session; runtime stacks are kept unscaled", name);
       continue;
@@ -226,10 +226,15 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
   char per_plugin[1024] = "";
   size_t at = 0;
   for (size_t i = 0; i < a->nplugins && at < sizeof(per_plugin); i++) {
-    int n = snprintf(per_plugin + at, sizeof(per_plugin) - at, "%s%s %llu @ %.1f Hz%s%s",
-                     i ? ", " : "", stats[i].name, (unsigned long long)stats[i].samples,
-                     stats[i].rate_hz, a->plugins[i].snap_rc ? " FAILED: " : "",
-                     a->plugins[i].snap_rc ? stats[i].status : "");
+    /* a plugin that is off said why once, when it went off */
+    bool off = pp_worker_off(a->plugins[i].worker);
+    int n =
+        snprintf(per_plugin + at, sizeof(per_plugin) - at, "%s%s %llu @ %.1f Hz%s%s", i ? ", " : "",
+                 stats[i].name, (unsigned long long)stats[i].samples, stats[i].rate_hz,
+                 off                     ? " (off until reload)"
+                 : a->plugins[i].snap_rc ? " FAILED: "
+                                         : "",
+                 a->plugins[i].snap_rc && !off ? stats[i].status : "");
     if (n < 0) break;
     at += (size_t)n;
   }

@@ -19,6 +19,8 @@
  * 10 s", "exceeded its memory limit of 256 MiB"); the worker is restarted
  * with exponential backoff (1 s doubling up to the configured maximum) by
  * pp_worker_service(), replaying init, start and the current target set.
+ * Except when init() or start() fails with PP_PERMANENT(): then the worker
+ * is off (logged once) until it is freed, i.e. until a configuration reload.
  */
 #ifndef PP_SUPERVISOR_H
 #define PP_SUPERVISOR_H
@@ -87,5 +89,9 @@ int pp_worker_fd(const struct pp_worker *w);
 
 /* Restarts and failures so far, for the session log. */
 unsigned pp_worker_restarts(const struct pp_worker *w);
+
+/* init() or start() failed with PP_PERMANENT(): the worker is not restarted
+ * and every request answers with that code and the reason. */
+bool pp_worker_off(const struct pp_worker *w);
 
 #endif

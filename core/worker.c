@@ -25,10 +25,17 @@
  * thread (PR_SET_PDEATHSIG follows the forking thread), and the agent does
  * not set SIGCHLD to SIG_IGN (exit statuses would be lost).
  *
+ * A plugin whose init() or start() returns PP_PERMANENT(errno) (plugin.h)
+ * is not restarted: restarting cannot change the kernel's or the host's
+ * answer, it would only repeat the message at every backoff. The worker
+ * ends, the verdict is logged once, and the worker stays off (W_OFF) until
+ * it is freed; a configuration reload builds a new worker, which tries again.
+ *
  * Error codes: -ECHILD the worker died, -ETIMEDOUT it hung, -ENOMEM it grew
  * past its memory limit, -EPROTO it broke the protocol, -EAGAIN it is
  * waiting for a restart, -ENOTCONN not started, -EIO never again (inline
- * worker abandoned); anything else is the plugin's own return code.
+ * worker abandoned), a PP_PERMANENT() code: off until reload; anything else
+ * is the plugin's own return code.
  */
 #include <errno.h>
 #include <signal.h>
@@ -59,6 +66,7 @@ enum wstate {
   W_UP,      /* process/thread running */
   W_BACKOFF, /* failed, restart due at next_restart */
   W_DEAD,    /* inline worker abandoned: cannot be restarted */
+  W_OFF,     /* init/start failed permanently: not restarted */
 };
 
 struct pp_worker {
@@ -196,7 +204,12 @@ static void fail(struct pp_worker *w, int rc, const char *fmt, ...) {
   if (w->snap_pending) w->snap_failed = true;
   w->failures++;
   w->fail_rc = rc;
-  if (abandoned) {
+  if (PP_IS_PERMANENT(rc) && !abandoned) {
+    w->state = W_OFF;
+    pp_log(PP_LOG_WARNING, "polyprof",
+           "plugin %s: %s; not restarted: it stays off until the configuration is reloaded",
+           w->name, w->reason);
+  } else if (abandoned) {
     w->state = W_DEAD;
     pp_log(PP_LOG_WARNING, "polyprof",
            "plugin %s: %s; inline mode cannot restart it (its thread is abandoned)", w->name,
@@ -324,7 +337,7 @@ static int on_msg(void *arg, uint32_t type, const uint8_t *p, uint32_t len) {
         /* Without init/start the worker is useless: treat like a crash
          * (restart with backoff), the message says why. */
         w->fail_pending = true;
-        w->fail_rc = rc < 0 ? rc : -EIO;
+        w->fail_rc = rc < 0 ? rc : -EIO; /* a PP_PERMANENT() code is kept as is */
         snprintf(w->pending_reason, sizeof(w->pending_reason), "%s",
                  w->last_msg[0] ? w->last_msg : "init failed");
         return 1;
@@ -552,6 +565,9 @@ static int not_up(struct pp_worker *w, char *err, size_t errlen) {
     case W_DEAD:
       snprintf(err, errlen, "%s", w->reason);
       return -EIO;
+    case W_OFF:
+      snprintf(err, errlen, "%s", w->reason);
+      return w->fail_rc;
     default:
       snprintf(err, errlen, "plugin %s is not started", w->name);
       return -ENOTCONN;
@@ -613,6 +629,10 @@ int pp_worker_fd(const struct pp_worker *w) {
 
 unsigned pp_worker_restarts(const struct pp_worker *w) {
   return w->failures;
+}
+
+bool pp_worker_off(const struct pp_worker *w) {
+  return w->state == W_OFF;
 }
 
 int pp_worker_start(struct pp_worker *w, const struct pp_session *session, char *err,

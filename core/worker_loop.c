@@ -86,7 +86,11 @@ static int reply_failed(struct wloop *l, int rc, const char *call) {
   if (problem[0])
     snprintf(msg, sizeof(msg), "%s failed: %s", call, problem);
   else
-    snprintf(msg, sizeof(msg), "%s failed: %s (%d)", call, strerror(rc < 0 ? -rc : rc), rc);
+    snprintf(msg, sizeof(msg), "%s failed: %s (%d)", call,
+             strerror(PP_IS_PERMANENT(rc) ? PP_PERMANENT_ERRNO(rc)
+                      : rc < 0            ? -rc
+                                          : rc),
+             rc);
   return reply(l, rc < 0 ? rc : -EIO, msg);
 }
 

@@ -22,6 +22,8 @@
  *
  * All functions returning int return 0 on success or a negative errno-style
  * code; the human-readable reason goes to host->log() once.
+ *
+ * Minor versions: 1.1 added PP_PERMANENT() (a failure not worth retrying).
  */
 #ifndef POLYPROF_PLUGIN_H
 #define POLYPROF_PLUGIN_H
@@ -34,9 +36,26 @@ extern "C" {
 #endif
 
 #define PP_ABI_MAJOR 1
-#define PP_ABI_MINOR 0
+#define PP_ABI_MINOR 1
 
 #define PP_PLUGIN_ENTRY_SYMBOL "polyprof_plugin_entry"
+
+/* Permanent failure (ABI 1.1). init() or start() returning
+ * PP_PERMANENT(errno) says the plugin cannot work on this host with this
+ * configuration (the kernel refuses perf events, an event does not exist,
+ * a required facility is missing), so restarting it would only repeat the
+ * same message. The host logs it once and leaves the plugin off until its
+ * configuration is reloaded (SIGHUP); the rest of the agent goes on (without
+ * a system-wide plugin, perf-less). The argument is a positive errno value.
+ * A host older than 1.1 sees an ordinary negative code and restarts the
+ * worker with backoff as before, so returning it is always safe. Use it only
+ * when nothing but an operator's change can help: a target that is not
+ * ready yet or a transient resource shortage are ordinary errors. */
+#define PP_PERMANENT_FLAG 0x40000000
+#define PP_PERMANENT(err) (-(PP_PERMANENT_FLAG | (err)))
+/* unsigned negation: no overflow for any int the plugin returns */
+#define PP_IS_PERMANENT(rc) ((rc) < 0 && ((0u - (unsigned)(rc)) & PP_PERMANENT_FLAG) != 0)
+#define PP_PERMANENT_ERRNO(rc) ((int)((0u - (unsigned)(rc)) & ~(unsigned)PP_PERMANENT_FLAG))
 
 #if defined(__GNUC__)
 #define PP_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))

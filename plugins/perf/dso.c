@@ -58,6 +58,8 @@ static void dso_drop_heavy(struct perf_dsos *d, struct perf_dso *dso) {
       free(dso->eh_frame);
     }
     dso->eh_hdr = dso->eh_frame = NULL;
+    free(dso->dbg.data);
+    memset(&dso->dbg, 0, sizeof(dso->dbg));
     dso->unw_state = 0;
   }
   d->bytes -= dso->bytes;
@@ -306,6 +308,24 @@ static int read_range(int fd, uint64_t off, uint64_t len, uint8_t **out) {
   return 0;
 }
 
+/* Reads and converts the object's .debug_frame (dso->dbg stays empty if it
+ * is unusable: that code then simply has no unwind info). The table is
+ * placed at an address past the object's last segment, where nothing of
+ * the object lives, within int32 reach of its code. */
+static void load_debug_frame(struct perf_dso *dso, int fd) {
+  const struct pp_elf_info *in = &dso->info;
+  uint64_t top = 0;
+  for (unsigned i = 0; i < in->nloads; i++)
+    if (in->loads[i].vaddr + in->loads[i].memsz > top)
+      top = in->loads[i].vaddr + in->loads[i].memsz;
+  if (top == 0) return;
+  uint64_t base = ((top + 0xfff) & ~0xfffull) + 0x1000;
+  uint8_t *df = NULL;
+  if (read_range(fd, in->debug_frame_offset, in->debug_frame_size, &df) < 0) return;
+  perf_debug_frame_convert(df, (size_t)in->debug_frame_size, base, &dso->dbg);
+  free(df);
+}
+
 int perf_dso_need_unwind(struct perf_dsos *d, struct perf_dso *dso, const struct perf_proc *p,
                          const struct perf_map *m) {
   dso->lru = d->clock;
@@ -314,11 +334,16 @@ int perf_dso_need_unwind(struct perf_dsos *d, struct perf_dso *dso, const struct
   int rc = perf_dso_need_info(d, dso, p, m);
   if (rc < 0) return rc;
   const struct pp_elf_info *in = &dso->info;
-  if (!in->eh_frame_hdr_size || !in->eh_frame_size) {
+  bool have_eh = in->eh_frame_hdr_size && in->eh_frame_size;
+  if (!have_eh && !in->debug_frame_size) {
     dso->unw_state = -ENOENT;
     return -ENOENT;
   }
   if (dso->key == VDSO_KEY) {
+    if (!have_eh) {
+      dso->unw_state = -ENOENT;
+      return -ENOENT;
+    }
     const uint8_t *image = (const uint8_t *)getauxval(AT_SYSINFO_EHDR);
     /* the image is mapped with file offset == image offset */
     dso->eh_hdr = (uint8_t *)(uintptr_t)(image + in->eh_frame_hdr_offset);
@@ -334,9 +359,17 @@ int perf_dso_need_unwind(struct perf_dsos *d, struct perf_dso *dso, const struct
     return fd; /* retried with the next sample */
   }
   uint8_t *hdr = NULL, *fr = NULL;
-  rc = read_range(fd, in->eh_frame_hdr_offset, in->eh_frame_hdr_size, &hdr);
-  if (rc == 0) rc = read_range(fd, in->eh_frame_offset, in->eh_frame_size, &fr);
+  if (have_eh) {
+    rc = read_range(fd, in->eh_frame_hdr_offset, in->eh_frame_hdr_size, &hdr);
+    if (rc == 0) rc = read_range(fd, in->eh_frame_offset, in->eh_frame_size, &fr);
+  }
+  /* Code built without unwind tables (-fno-asynchronous-unwind-tables)
+   * is described only in .debug_frame; the .eh_frame of such a binary
+   * covers just the C runtime's start files. Both are kept: unwind.c
+   * tries .eh_frame first. */
+  if (rc == 0 && in->debug_frame_size) load_debug_frame(dso, fd);
   close(fd);
+  if (rc == 0 && !have_eh && !dso->dbg.data) rc = -ENOENT;
   if (rc < 0) {
     free(hdr);
     dso->unw_state = rc;
@@ -346,7 +379,7 @@ int perf_dso_need_unwind(struct perf_dsos *d, struct perf_dso *dso, const struct
   dso->eh_frame = fr;
   dso->eh_frame_hdr_size = in->eh_frame_hdr_size;
   dso->eh_frame_size = in->eh_frame_size;
-  size_t b = (size_t)(in->eh_frame_hdr_size + in->eh_frame_size);
+  size_t b = (size_t)(in->eh_frame_hdr_size + in->eh_frame_size) + dso->dbg.size;
   dso->bytes += b;
   d->bytes += b;
   dso->unw_state = 1;

@@ -479,6 +479,26 @@ static uint32_t max_sample_rate(void) {
   return (uint32_t)strtoul(buf, NULL, 10);
 }
 
+/* The kernel's or the configuration's answer, which a restart of the worker
+ * would only repeat: the paranoid level or a missing capability (EACCES,
+ * EPERM), an event this machine lacks (ENOENT, ENODEV, EOPNOTSUPP), no
+ * perf_event_open at all (ENOSYS), an unknown event name or attributes the
+ * kernel rejects (EINVAL). Out of file descriptors or memory may pass. */
+static bool refusal_is_permanent(int err) {
+  switch (err) {
+    case EACCES:
+    case EPERM:
+    case ENOENT:
+    case ENODEV:
+    case EOPNOTSUPP:
+    case ENOSYS:
+    case EINVAL:
+      return true;
+    default:
+      return false;
+  }
+}
+
 static int perf_start(void *state, struct pp_session *session) {
   struct perf_state *st = state;
   if (session->mode) st->mode = parse_mode(session->mode);
@@ -517,7 +537,7 @@ static int perf_start(void *state, struct pp_session *session) {
   int rc = perf_events_open(&st->ev, &cfg, err, sizeof(err));
   if (rc < 0) {
     PERF_LOG(st, PP_LOG_ERROR, "perf disabled: %s; continuing perf-less", err);
-    return rc;
+    return refusal_is_permanent(-rc) ? PP_PERMANENT(-rc) : rc;
   }
   /* Kernel symbols are loaded before sampling starts: the first drain
    * would otherwise spend ~100 ms on /proc/kallsyms while the rings fill. */

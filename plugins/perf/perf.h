@@ -10,6 +10,8 @@
  *   symbolize.c  address -> frame (kernel, ELF, JIT perf map) and the
  *                session's frame table
  *   unwind.c     DWARF unwinding of user stack copies with libunwind
+ *   debug_frame.c .debug_frame rewritten as the table libunwind's remote
+ *                lookup reads (code built without .eh_frame)
  *   stacks.c     per-session stack aggregation, smart-mode choice, emit
  *   perf.c       descriptor, options, vtable, record dispatch
  */
@@ -79,6 +81,24 @@ void perf_events_close(struct perf_events *ev);
  * timestamp across CPUs), and frees the ring space. Returns records read. */
 size_t perf_events_drain(struct perf_events *ev, perf_record_fn fn, void *arg);
 
+/* ---------------- debug_frame.c ---------------- */
+
+/* .debug_frame as an .eh_frame_hdr-style table followed by .eh_frame
+ * records, to be served at ELF virtual address `vaddr` (plus the mapping's
+ * bias): `nentries` (int32 start_ip - vaddr, int32 fde - vaddr) pairs at
+ * vaddr, sorted. */
+struct perf_debug_frame {
+  uint8_t *data; /* NULL: none */
+  size_t size;
+  uint64_t vaddr;
+  size_t nentries;
+};
+
+/* Converts a .debug_frame section (len bytes, untrusted) into `out` laid
+ * out at ELF address base. 0, -ENOENT (nothing usable) or -ENOMEM. */
+int perf_debug_frame_convert(const uint8_t *df, size_t len, uint64_t base,
+                             struct perf_debug_frame *out);
+
 /* ---------------- dso.c ---------------- */
 
 struct perf_dso {
@@ -92,11 +112,12 @@ struct perf_dso {
   struct pp_elf_info info;
   int sym_state; /* 0 untried, 1 loaded (symtab may be NULL: no symbols), <0 failed */
   struct pp_elf_symtab *symtab;
-  int unw_state; /* 0 untried, 1 loaded, <0 none/failed */
-  uint8_t *eh_hdr, *eh_frame;
+  int unw_state;              /* 0 untried, 1 loaded, <0 none/failed */
+  uint8_t *eh_hdr, *eh_frame; /* NULL if the object has no .eh_frame_hdr */
   uint64_t eh_frame_hdr_size, eh_frame_size;
-  size_t bytes; /* symtab + unwind data, counted against the budget */
-  uint64_t lru; /* clock of last use */
+  struct perf_debug_frame dbg; /* from .debug_frame, if it has one */
+  size_t bytes;                /* symtab + unwind data, counted against the budget */
+  uint64_t lru;                /* clock of last use */
   char *build_id_hex;
   bool logged; /* a failure was logged */
 };

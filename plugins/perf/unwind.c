@@ -4,7 +4,8 @@
  * API: libunwind asks us for registers (from the sample), memory (the stack
  * copy, and the target's .eh_frame_hdr / .eh_frame, which we serve from the
  * object file) and unwind info for an address (we locate the object and
- * hand libunwind its binary-search table).
+ * hand libunwind its binary-search table: the object's .eh_frame_hdr, else
+ * the table debug_frame.c built from its .debug_frame).
  *
  * Nothing of the target is read live: a sample is unwound from what the
  * kernel copied at sampling time plus the object files, so it works for any
@@ -59,18 +60,6 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
     }
   }
   if (m->bias_ok < 0) return -UNW_ENOINFO;
-  /* .eh_frame_hdr: version 1, eh_frame_ptr encoding, fde_count encoding,
-   * table encoding; the table must be datarel sdata4 (what every linker
-   * writes) for libunwind's binary search. */
-  const uint8_t *h = dso->eh_hdr;
-  if (dso->eh_frame_hdr_size < 12 || h[0] != 1 || h[3] != 0x3b) return -UNW_ENOINFO;
-  /* the two encoded values before the table are 4 bytes each for the
-   * encodings linkers use (pcrel/udata4/sdata4); anything else is refused */
-  if ((h[1] & 0x0f) != 0x0b && (h[1] & 0x0f) != 0x03) return -UNW_ENOINFO;
-  if ((h[2] & 0x0f) != 0x03 && (h[2] & 0x0f) != 0x0b) return -UNW_ENOINFO;
-  uint32_t fde_count;
-  memcpy(&fde_count, h + 8, 4);
-  if ((uint64_t)fde_count * 8 > dso->eh_frame_hdr_size - 12) return -UNW_ENOINFO;
   c->dso = dso;
   c->bias = m->bias;
   unw_dyn_info_t di;
@@ -78,10 +67,34 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
   di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
   di.start_ip = m->start;
   di.end_ip = m->end;
-  di.u.rti.segbase = m->bias + dso->info.eh_frame_hdr_vaddr;
-  di.u.rti.table_data = m->bias + dso->info.eh_frame_hdr_vaddr + 12;
-  di.u.rti.table_len = fde_count * 8 / sizeof(unw_word_t);
-  return dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
+  int rc = -UNW_ENOINFO;
+  /* .eh_frame_hdr: version 1, eh_frame_ptr encoding, fde_count encoding,
+   * table encoding; the table must be datarel sdata4 (what every linker
+   * writes) for libunwind's binary search. The two encoded values before
+   * the table are 4 bytes each for the encodings linkers use
+   * (pcrel/udata4/sdata4); anything else is refused. */
+  const uint8_t *h = dso->eh_hdr;
+  if (h && dso->eh_frame_hdr_size >= 12 && h[0] == 1 && h[3] == 0x3b &&
+      ((h[1] & 0x0f) == 0x0b || (h[1] & 0x0f) == 0x03) &&
+      ((h[2] & 0x0f) == 0x03 || (h[2] & 0x0f) == 0x0b)) {
+    uint32_t fde_count;
+    memcpy(&fde_count, h + 8, 4);
+    if ((uint64_t)fde_count * 8 <= dso->eh_frame_hdr_size - 12) {
+      di.u.rti.segbase = m->bias + dso->info.eh_frame_hdr_vaddr;
+      di.u.rti.table_data = m->bias + dso->info.eh_frame_hdr_vaddr + 12;
+      di.u.rti.table_len = fde_count * 8 / sizeof(unw_word_t);
+      rc = dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
+    }
+  }
+  /* Not in .eh_frame (code built without unwind tables): .debug_frame,
+   * rewritten by debug_frame.c into the same kind of table. */
+  if (rc == -UNW_ENOINFO && dso->dbg.data) {
+    di.u.rti.segbase = m->bias + dso->dbg.vaddr;
+    di.u.rti.table_data = m->bias + dso->dbg.vaddr;
+    di.u.rti.table_len = dso->dbg.nentries * 8 / sizeof(unw_word_t);
+    rc = dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
+  }
+  return rc;
 }
 
 static void put_unwind_info(unw_addr_space_t as, unw_proc_info_t *pi, void *arg) {}
@@ -114,6 +127,9 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
     if (from_buf(d->eh_frame, c->bias + d->info.eh_frame_vaddr, d->eh_frame_size, addr, val) == 0)
       return 0;
   }
+  if (d && d->dbg.data &&
+      from_buf(d->dbg.data, c->bias + d->dbg.vaddr, d->dbg.size, addr, val) == 0)
+    return 0;
   /* Anything else (code bytes for signal-frame detection, data above the
    * copied stack) is not available: libunwind treats that as the end. */
   *val = 0;

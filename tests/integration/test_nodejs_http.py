@@ -34,7 +34,7 @@ def client():
             else:
                 stats["errors"].append("status %d body %r" % (r.status, body[:40]))
         except Exception as e:  # noqa: BLE001 - every failure counts
-            stats["errors"].append(repr(e))
+            stats["errors"].append("%s at %.3f" % (repr(e), time.time()))
             conn = None
             time.sleep(0.05)
 
@@ -46,9 +46,12 @@ try:
     time.sleep(1)
     before = stats["ok"]
     out = u.tempdir("ppout-")
+    print("agent start %.3f" % time.time())
     agent = n.Agent(out, plugins, "--nodejs-mode", "inspector", "--pids", str(server.pid), duration=1)
     got = agent.wait_sessions(20, 180)
+    print("agent stop %.3f" % time.time())
     rc = agent.stop()
+    print("agent stopped %.3f" % time.time())
     time.sleep(1)
     stats["stop"] = True
     t.join(15)

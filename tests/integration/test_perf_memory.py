@@ -7,6 +7,13 @@ The plugin samples them with a small symbol cache (perf.symbol_cache_mb=4)
 over several sessions; its peak RSS must stay far below the agent's
 per-plugin memory cap (plugins.memory_limit_mb, 256 MiB) and evictions must
 show the cache bound at work, without losing symbols.
+
+The binaries carry a symbol table of realistic size (PAD_FUNCS extra
+functions, ~40 KiB of symbols each once loaded): a bare blip has ten
+symbols (~0.5 KiB), so even 2,000 of them fit in 4 MiB and no eviction ever
+happened on a quiet host (the budget was never exceeded: a test defect, the
+cache was fine). Now the N/8 processes the test requires to be sampled
+already hold more than twice the budget, so evictions are certain.
 """
 import os
 import resource
@@ -27,7 +34,17 @@ soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
 if hard != resource.RLIM_INFINITY and hard < N + 200:
     pputil.skip("RLIMIT_NPROC %d is below %d processes" % (hard, N))
 tmp = pputil.tempdir("ppperf-mem-")
-blip = perfutil.build_c("blip", tmp, "-O1", "-fno-omit-frame-pointer")
+BUDGET = 4 << 20  # perf.symbol_cache_mb=4
+PAD_FUNCS = 700
+PAD_NAME = "pad_symbol_%04d_standing_for_a_real_program_s_code"
+# what the plugin keeps per function symbol: 16 bytes + the name
+pad_bytes = PAD_FUNCS * (16 + len(PAD_NAME % 0) + 1)
+pad_src = os.path.join(tmp, "pad.c")
+with open(pad_src, "w") as f:
+    for i in range(PAD_FUNCS):  # global: the compiler keeps them
+        f.write("int %s(int x) { return x + %d; }\n" % (PAD_NAME % i, i))
+blip = perfutil.build_c("blip", tmp, "-O1", "-fno-omit-frame-pointer", pad_src,
+                        src=os.path.join(perfutil.WORKLOADS, "blip.c"))
 bins = []
 for i in range(N):
     b = os.path.join(tmp, "blip%04d" % i)
@@ -67,6 +84,10 @@ print("processes: %d, sampled: %d, samples: %d (%d in blip_work), peak RSS %.1f 
       % (N, len(seen), total, resolved, rss_mb, h.get("cpu_s", 0)))
 print("counters:", prof.counters)
 check(len(seen) >= N // 8, "many of the %d processes were sampled (%d)" % (N, len(seen)))
+print("symbols of the sampled binaries: ~%.1f MiB (%d x %.1f KiB) against a %d MiB budget"
+      % (len(seen) * pad_bytes / 1048576.0, len(seen), pad_bytes / 1024.0, BUDGET >> 20))
+check(len(seen) * pad_bytes > 2 * BUDGET,
+      "precondition: the sampled binaries' symbols exceed twice the cache budget")
 own = sum(c for pid, _, frames, c in prof.stacks if pid in pids
           for f in frames if f.startswith("(" + tmp))
 print("frames left unsymbolized in the blip binaries: %d" % own)

@@ -8,6 +8,18 @@ python3) three busy workloads run together:
   threads  a busy thread and a sleeping one: the sleeper is in wall, not cpu
   gil      a busy thread holding the GIL and one reading /dev/zero in C
            without it: gil mode shows (almost) only the first, cpu both
+
+cpu mode samples the threads that are in state R (running or runnable).
+The thread in C is in R only while its read() runs: afterwards it sleeps
+until the busy thread drops the GIL (sys.getswitchinterval(), 5 ms), so its
+share of the cpu-mode samples is read time / (read time + GIL wait) against
+the busy thread's ~100 %, which depends on the machine: ~17 % on the quiet
+2-core CI host (16 MiB of /dev/zero take ~1.5 ms there), over 40 % when a
+loaded host keeps both runnable. A fixed floor (it was 20 %) measured the
+host, not the plugin. The expected share is measured instead, from the
+threads' own scheduler accounting (/proc/PID/task/TID/schedstat: time on a
+CPU + time waiting for one = time in R) over the profile, and the sampled
+share must match it.
 """
 import os
 import sys
@@ -24,6 +36,19 @@ if not found:
 WANT = [(2, 7), (3, 9), (3, 12), (3, 13)]
 chosen = [f for f in found if f[2][:2] in WANT or f[0].startswith("debian")]
 print("interpreters: " + ", ".join(l for l, _, _ in chosen))
+
+
+def r_time_ns(pid):
+    """{tid: ns spent in state R (on a CPU or runnable)} of pid's threads."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                run, wait = f.read().split()[:2]
+            out[int(tid)] = int(run) + int(wait)
+        except (OSError, ValueError):
+            pass
+    return out
 
 
 def count(stacks, script, fn):
@@ -63,8 +88,17 @@ for label, exe, ver in chosen:
         py.wait_ready(procs[1:])
         pids = [p.pid for p in procs[1:]]
         res = {}
+        gil_pid = procs[2].pid
         for mode in ("cpu", "wall", "gil"):
+            before = r_time_ns(gil_pid)
             r, header, stacks, log = py.profile(pids, "--python-mode", mode, duration=4, freq=100)
+            if mode == "cpu":
+                after = r_time_ns(gil_pid)
+                delta = {t: after[t] - before.get(t, 0) for t in after}
+                # the main thread runs busy_thread, the other one the C call
+                r_main = delta.get(gil_pid, 0)
+                r_c = sum(v for t, v in delta.items() if t != gil_pid)
+                expect_c = 100.0 * r_c / max(r_main + r_c, 1)
             u.check(r.returncode == 0 and header is not None, "%s %s: agent ran (rc %d)"
                     % (label, mode, r.returncode))
             res[mode] = stacks
@@ -87,8 +121,12 @@ for label, exe, ver in chosen:
         c_c = count(cpu, scripts["gil"], "c_call_thread")
         u.check(py_g >= 10 and c_g <= 0.15 * (py_g + c_g),
                 "%s gil: only the GIL holder (%d busy vs %d in C)" % (label, py_g, c_g))
-        u.check(c_c >= 0.2 * (py_c + c_c) and py_c > 0,
-                "%s cpu: the thread in C is sampled too (%d busy vs %d in C)" % (label, py_c, c_c))
+        share_c = 100.0 * c_c / max(py_c + c_c, 1)
+        print("%s cpu: thread in C %.1f%% of samples, %.1f%% of the time in R by schedstat "
+              "(load %.1f)" % (label, share_c, expect_c, os.getloadavg()[0]))
+        u.check(c_c > 0 and py_c > 0 and abs(share_c - expect_c) <= 10,
+                "%s cpu: the thread in C is sampled as much as it is in R: %.1f%% of %d samples "
+                "vs %.1f%% by schedstat (+-10)" % (label, share_c, py_c + c_c, expect_c))
     finally:
         for p in procs:
             u.kill(p)

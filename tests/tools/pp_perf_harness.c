@@ -280,7 +280,10 @@ int main(int argc, char **argv) {
                          .tick_interval_ns = 1000000000ull / (freq ? freq : 1)};
   rc = pl->start(st, &s);
   if (rc < 0) {
-    fprintf(stderr, "start failed: %s\n", strerror(-rc));
+    if (PP_IS_PERMANENT(rc))
+      fprintf(stderr, "start failed permanently: %s\n", strerror(PP_PERMANENT_ERRNO(rc)));
+    else
+      fprintf(stderr, "start failed: %s\n", strerror(-rc));
     pl->fini(st);
     return 4;
   }

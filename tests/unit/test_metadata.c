@@ -421,6 +421,54 @@ static void test_header(void) {
   json_decref(stats);
 }
 
+/* The sampling keys follow the perf plugin's event options (--perf-event,
+ * --perf-event-period), in the header and in its metadata copy. */
+static json_t *header_with_perf(const char *event, const char *period, bool enabled) {
+  static const struct pp_option opts[] = {{.key = "event", .type = PP_OPT_STRING},
+                                          {.key = "event_period", .type = PP_OPT_INT}};
+  struct pp_bound_option bound[2] = {{.opt = &opts[0], .scalar = (char *)event},
+                                     {.opt = &opts[1], .scalar = (char *)period}};
+  struct pp_plugin_config perf = {
+      .name = "perf", .enabled = enabled, .options = bound, .option_count = 2};
+  struct pp_config cfg;
+  base_config(&cfg);
+  cfg.frequency = 99;
+  cfg.plugins = &perf;
+  cfg.plugin_count = 1;
+  struct pp_header_args a = {.cfg = &cfg, .cpu_avg = -1, .mem_avg = -1};
+  return pp_col_header(&a);
+}
+
+static void check_sampling(json_t *h, const char *event, const char *mode, const char *num_key,
+                           long long num) {
+  for (int pass = 0; pass < 2; pass++) {
+    json_t *o = pass ? json_object_get(h, "metadata") : h;
+    CHECK_EQ_STR(json_string_value(json_object_get(o, "sampling_event")), event);
+    CHECK_EQ_STR(json_string_value(json_object_get(o, "sampling_mode")), mode);
+    CHECK_EQ_INT(json_integer_value(json_object_get(o, num_key)), num);
+    const char *other =
+        strcmp(num_key, "sampling_period") ? "sampling_period" : "sampling_frequency";
+    CHECK(json_object_get(o, other) == NULL);
+  }
+}
+
+static void test_sampling_event(void) {
+  json_t *h = header_with_perf("cycles", "0", true);
+  check_sampling(h, "cycles", "frequency", "sampling_frequency", 99);
+  json_decref(h);
+  h = header_with_perf("instructions", "100000", true);
+  check_sampling(h, "instructions", "period", "sampling_period", 100000);
+  json_decref(h);
+  /* the default software clock is gProfiler's "cpu-time" */
+  h = header_with_perf("cpu-clock", "0", true);
+  check_sampling(h, "cpu-time", "frequency", "sampling_frequency", 99);
+  json_decref(h);
+  /* perf disabled: nothing samples that event */
+  h = header_with_perf("cycles", "1000", false);
+  check_sampling(h, "cpu-time", "frequency", "sampling_frequency", 99);
+  json_decref(h);
+}
+
 static void burn_cpu(double seconds) {
   struct timespec t0, t;
   clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -458,6 +506,7 @@ int main(void) {
   test_json_vs_python();
   test_system_metadata();
   test_header();
+  test_sampling_event();
   test_defaults_config();
   test_metrics();
   return pp_test_finish("test_metadata");

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +36,16 @@ static void capture(int level, const char *tag, const char *msg, void *ctx) {
   nlog++;
   pthread_mutex_unlock(&log_mu);
   fprintf(stderr, "  log: %s %s: %s\n", pp_log_level_name(level), tag, msg);
+}
+
+/* How many of the captured lines (the last 64) contain needle. */
+static int logged_count(const char *needle) {
+  pthread_mutex_lock(&log_mu);
+  int n = 0;
+  for (unsigned i = 0; i < 64 && i < nlog; i++)
+    if (strstr(logbuf[i], needle)) n++;
+  pthread_mutex_unlock(&log_mu);
+  return n;
 }
 
 static int logged(const char *needle) {
@@ -361,6 +372,113 @@ static void test_crash(void) {
   pp_profile_free(p);
 }
 
+/* Bytes in a file (the refusals tp_refuse counted), 0 if missing. */
+static long file_size(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 ? (long)sb.st_size : 0;
+}
+
+static void clear_log(void) {
+  pthread_mutex_lock(&log_mu);
+  nlog = 0;
+  memset(logbuf, 0, sizeof(logbuf));
+  pthread_mutex_unlock(&log_mu);
+}
+
+/* A plugin whose start() (or init()) fails with PP_PERMANENT(): logged once,
+ * never restarted, every request answers with the code and the reason; a
+ * new worker (what a configuration reload builds) tries again. A plain
+ * error from the same plugin is restarted with backoff, as before. */
+static void test_permanent(bool inline_mode) {
+  fprintf(stderr, "== permanent refusal (%s)\n", inline_mode ? "inline" : "process");
+  const struct pp_plugin_info *info = plugin("tp_refuse");
+  char count[] = "/tmp/pp_test_refuse_XXXXXX";
+  int fd = mkstemp(count);
+  close(fd);
+  unlink(count);
+  struct cfg c = {.pc = {.name = "tp_refuse", .enabled = true}};
+  c.pc.options = c.opts;
+  bind(&c, info, "count_file", count);
+  clear_log();
+  struct pp_worker *w = make("tp_refuse", inline_mode, 0, &c);
+  char err[256];
+  struct pp_session s = session();
+  int rc = pp_worker_start(w, &s, err, sizeof(err));
+  CHECK(PP_IS_PERMANENT(rc));
+  CHECK_EQ_INT(PP_PERMANENT_ERRNO(rc), EACCES);
+  CHECK_CONTAINS(err, "start failed: tp_refuse: the host refuses (start)");
+  CHECK(pp_worker_off(w));
+  CHECK(!pp_worker_running(w));
+  CHECK_EQ_INT(pp_worker_pid(w), 0);
+  /* Longer than the first backoff (1 s): no restart happens. */
+  double end = now_s() + 2.5;
+  while (now_s() < end) {
+    pp_worker_service(w);
+    usleep(20000);
+  }
+  CHECK_EQ_INT(file_size(count), 1);
+  CHECK_EQ_INT(logged_count("not restarted: it stays off until the configuration is reloaded"), 1);
+  CHECK_EQ_INT(logged_count("the host refuses (start)"), 2); /* the plugin's line + the verdict */
+  CHECK_EQ_INT(logged_count("restarting"), 0);
+  CHECK_EQ_INT(pp_worker_restarts(w), 1);
+  /* Requests answer with the code and the reason, without a new try. */
+  rc = pp_worker_snapshot_begin(w, err, sizeof(err));
+  CHECK(PP_IS_PERMANENT(rc));
+  CHECK_CONTAINS(err, "the host refuses (start)");
+  struct pp_target t = {.pid = (uint32_t)getpid()};
+  CHECK(PP_IS_PERMANENT(pp_worker_add_targets(w, &t, 1, err, sizeof(err))));
+  CHECK(PP_IS_PERMANENT(pp_worker_start(w, &s, err, sizeof(err))));
+  CHECK_EQ_INT(file_size(count), 1);
+  CHECK_EQ_INT(pp_worker_stop(w), 0);
+  pp_worker_free(w);
+
+  /* A reload builds a new worker: it is tried again (once). */
+  w = make("tp_refuse", inline_mode, 0, &c);
+  CHECK(PP_IS_PERMANENT(pp_worker_start(w, &s, err, sizeof(err))));
+  CHECK_EQ_INT(file_size(count), 2);
+  pp_worker_free(w);
+  unlink(count);
+  if (inline_mode) return;
+
+  fprintf(stderr, "== permanent refusal in init\n");
+  struct cfg c2 = {.pc = {.name = "tp_refuse", .enabled = true}};
+  c2.pc.options = c2.opts;
+  bind(&c2, info, "refuse_in", "init");
+  bind(&c2, info, "count_file", count);
+  w = make("tp_refuse", false, 0, &c2);
+  rc = pp_worker_start(w, &s, err, sizeof(err));
+  CHECK(PP_IS_PERMANENT(rc));
+  CHECK_CONTAINS(err, "init failed: tp_refuse: the host refuses (init)");
+  CHECK(pp_worker_off(w));
+  end = now_s() + 1.5;
+  while (now_s() < end) {
+    pp_worker_service(w);
+    usleep(20000);
+  }
+  CHECK_EQ_INT(file_size(count), 1);
+  pp_worker_free(w);
+  unlink(count);
+
+  fprintf(stderr, "== the same refusal as an ordinary error is retried\n");
+  struct cfg c3 = {.pc = {.name = "tp_refuse", .enabled = true}};
+  c3.pc.options = c3.opts;
+  bind(&c3, info, "permanent", "false");
+  bind(&c3, info, "count_file", count);
+  w = make("tp_refuse", false, 0, &c3);
+  CHECK_EQ_INT(pp_worker_start(w, &s, err, sizeof(err)), -EACCES);
+  CHECK(!pp_worker_off(w));
+  end = now_s() + 2.5;
+  while (now_s() < end && file_size(count) < 2) {
+    pp_worker_service(w);
+    usleep(20000);
+  }
+  CHECK(file_size(count) >= 2);
+  CHECK(logged("the host refuses (start): set tp_refuse.refuse_in: never; restarting in 1 s"));
+  pp_worker_stop(w);
+  pp_worker_free(w);
+  unlink(count);
+}
+
 static void test_hang(bool inline_mode) {
   fprintf(stderr, "== hang in snapshot (%s)\n", inline_mode ? "inline" : "process");
   struct pp_worker *w = make_t("tp_hang", inline_mode, 0, NULL, 1);
@@ -661,6 +779,7 @@ int main(void) {
   test_ok(false);
   test_minimal();
   test_crash();
+  test_permanent(false);
   test_hang(false);
   test_leak();
   test_big_late();
@@ -668,6 +787,7 @@ int main(void) {
   test_init_hang();
   /* Inline last: the abandoned hung thread stays until we exit. */
   test_ok(true);
+  test_permanent(true);
   test_hang(true);
   fprintf(stderr, "total %.1f s\n", now_s() - t0);
   pp_registry_free(infos, ninfos);
