@@ -268,6 +268,9 @@ try:
     if first is None:
         print(agent.stderr.read(4000) if agent.poll() is not None else "(agent still running)")
     u.check(first is not None, "a profile appears in %s within 60 s" % STATE)
+    jlog = agent_log()
+    u.check(("agent %s/java-agent/libpolyprof-jvmti.so" % PLUGIN_DIR) in jlog and "not usable" not in jlog,
+            "the java plugin finds its JVMTI agent in the system plugin directory with no flags")
     # the first session may start before the workload has its first frames:
     # look at the next one too
     before = None
