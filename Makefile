@@ -1,13 +1,14 @@
 # Entry points (README "Quick start"):
 #   make run    install deps, build, profile the whole machine for 10 s -> out/
 #   make test   install deps, build (normal + ASan/UBSan), run the whole suite
+#   make deb    build the Debian packages into dist/ (docs/packaging.md)
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 OUT ?= out
 DURATION ?= 10
 
-.PHONY: all deps test-deps build asan run test test-fast bench format format-check clean
+.PHONY: all deps test-deps build asan run test test-fast bench deb format format-check clean
 
 all: build
 
@@ -44,6 +45,12 @@ test-fast: build
 bench: build
 	bench/run
 
+# A package build compiles the whole tree: DEB_JOBS (default 2) jobs.
+DEB_JOBS ?= 2
+deb:
+	scripts/install-deps.sh deb
+	DEB_JOBS=$(DEB_JOBS) scripts/build-deb.sh dist
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
@@ -51,4 +58,4 @@ format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(OUT)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(OUT) dist

@@ -19,6 +19,7 @@
 #include "log.h"
 #include "output/files.h"
 #include "pidfile.h"
+#include "sd_notify.h"
 #include "support/proc.h"
 #include "upload/uploader.h"
 
@@ -429,6 +430,14 @@ static int reload_agent(struct pp_agent *a, pp_config_loader reload, void *ctx) 
   return 0;
 }
 
+/* systemd: STATUS= shows in `systemctl status`; READY=1 may ride along. */
+static void notify_status(const struct pp_agent *a, const char *extra) {
+  char msg[256];
+  snprintf(msg, sizeof(msg), "%sSTATUS=%u session(s) written, %zu plugin(s) enabled",
+           extra ? extra : "", a->session_no, a->nplugins);
+  pp_sd_notify(msg);
+}
+
 int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ctx) {
   struct pp_agent agent;
   struct pp_agent *a = &agent;
@@ -480,6 +489,9 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
       goto out;
     }
   }
+  if (pp_sd_notify_init() < 0)
+    pp_log(PP_LOG_WARNING, "polyprof",
+           "NOTIFY_SOCKET is not an absolute path or @abstract name: no systemd notifications");
   if (install_signals() < 0) {
     pp_log(PP_LOG_ERROR, "polyprof", "cannot install signal handlers");
     exit_code = 1;
@@ -513,6 +525,9 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
     goto out;
   }
 
+  /* the plugins are loaded and the first session starts now */
+  notify_status(a, "READY=1\n");
+
   scan_targets(a, true);
   /* A session covers what the plugins sampled in it: it begins once they
    * have started (perf loads kallsyms and opens its rings first, a runtime
@@ -540,8 +555,10 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
         next_scan = now + SCAN_INTERVAL_MS;
       }
     }
-    if (stop_requested)
+    if (stop_requested) {
+      pp_sd_notify("STOPPING=1");
       pp_log(PP_LOG_INFO, "polyprof", "signal %d: ending the session early", (int)stop_requested);
+    }
     uint64_t t_snap = mono_ms();
     time_t wall_snap = time(NULL);
     snapshot_all(a);
@@ -555,10 +572,16 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
     if (stop_requested || !a->cfg->continuous) break;
     if (reload_requested) {
       reload_requested = 0;
+      /* a rejected reload keeps the running set: READY=1 either way */
+      pp_sd_notify("RELOADING=1");
       if (reload) reload_agent(a, reload, reload_ctx);
+      notify_status(a, "READY=1\n");
+    } else {
+      notify_status(a, NULL);
     }
     scan_targets(a, true);
   }
+  if (!stop_requested) pp_sd_notify("STOPPING=1"); /* a signal already said so */
   pp_log(PP_LOG_INFO, "polyprof", "stopping after %u session(s)", a->session_no);
 
 out:

@@ -4,7 +4,7 @@
 # apt-get runs only for missing packages.
 set -euo pipefail
 
-what="${1:-test}" # build | test
+what="${1:-test}" # build | test | deb (build + scripts/deps/packaging.txt)
 
 build_pkgs=(build-essential cmake pkg-config libyaml-dev libjansson-dev libcurl4-openssl-dev
             libelf-dev libunwind-dev libiberty-dev zlib1g-dev python3
@@ -23,6 +23,13 @@ done
 
 pkgs=("${build_pkgs[@]}")
 if [ "$what" = test ]; then pkgs+=("${test_pkgs[@]}"); fi
+if [ "$what" = deb ]; then
+  while read -r line; do
+    line="${line%%#*}"
+    line="${line//[[:space:]]/}"
+    [ -n "$line" ] && pkgs+=("$line")
+  done < "$here/deps/packaging.txt"
+fi
 
 missing=()
 for p in "${pkgs[@]}"; do

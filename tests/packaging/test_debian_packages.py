@@ -1,0 +1,374 @@
+"""The Debian packages, built, installed and used for real (docs/packaging.md).
+
+Builds every package with scripts/build-deb.sh, checks them with lintian and
+`systemd-analyze verify`, installs them on this machine with dpkg and drives
+the installed agent:
+- `polyprof --version`; `polyprof plugins` with no flags lists every plugin
+  from /usr/lib/<multiarch>/polyprof/plugins;
+- the service's command line (ExecStart of the installed unit, nothing else)
+  under the unit's capability bounding set runs continuous sessions from the
+  config file, writing into /var/lib/polyprof; the Python program it
+  profiles runs as `nobody`, so the capability set must really be enough;
+- removing polyprof-plugin-python fires the dpkg trigger, which SIGHUPs the
+  agent: the session before had Python frames, a later one has none (the
+  process is still profiled natively);
+- with the agent stopped and a pid file pointing at another process, the
+  trigger leaves that process alone;
+- a plugin built out of tree from polyprof-dev alone (pkg-config, gcc) is
+  listed by `polyprof plugins` and its frames appear in the agent's profile;
+  the example plugin builds from /usr/share/doc/polyprof-dev/examples;
+- purge removes /etc/polyprof, the state and log directories and the agent.
+The machine is left clean: every package is purged at the end, on failure
+too. Needs root; it owns the polyprof package names on the machine.
+"""
+import glob
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+import pputil as u  # noqa: E402
+
+SRC = u.SRC
+PLUGINS = ["perf", "python", "java", "php", "ruby", "nodejs", "dotnet", "example"]
+PACKAGES = ["polyprof", "polyprof-dev", "polyprof-plugins"] + ["polyprof-plugin-" + p for p in PLUGINS]
+CONFIG = "/etc/polyprof/polyprof.yaml"
+STATE = "/var/lib/polyprof"
+PIDFILE = "/run/polyprof/polyprof.pid"
+UNIT = "/lib/systemd/system/polyprof.service"
+
+if os.geteuid() != 0:
+    u.skip("installs packages system-wide: must run as root")
+for tool in ("dpkg-buildpackage", "dh", "lintian", "systemd-analyze", "pkg-config", "gcc", "setpriv"):
+    if not shutil.which(tool):
+        u.skip("%s is missing: run scripts/install-deps.sh deb" % tool)
+
+multiarch = subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], stdout=subprocess.PIPE,
+                           text=True, check=True).stdout.strip()
+PLUGIN_DIR = "/usr/lib/%s/polyprof/plugins" % multiarch
+procs = []  # everything we start, killed in cleanup()
+extra_files = []  # files we put into package-owned directories
+
+
+def run(cmd, timeout=600, **kw):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=timeout, **kw)
+    return p.returncode, p.stdout
+
+
+def installed(pkg):
+    rc, out = run(["dpkg-query", "-W", "-f=${Status}", pkg])
+    return rc == 0 and "installed" in out and "not-installed" not in out
+
+
+def purge_all():
+    present = [p for p in PACKAGES if run(["dpkg-query", "-W", p])[0] == 0]
+    if present:
+        run(["dpkg", "--purge"] + present)
+
+
+def cleanup():
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    for f in extra_files:
+        if os.path.lexists(f):
+            os.unlink(f)
+    purge_all()
+
+
+def wait_for(pred, timeout, step=0.2):
+    end = time.time() + timeout
+    while time.time() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return None
+
+
+class Sessions:
+    """Watches /var/lib/polyprof for new profiles (rotating output keeps only
+    the latest, so each one is read as soon as the link moves)."""
+
+    def __init__(self):
+        self.seen = set()
+        self.profiles = []  # (name, text, time first seen)
+
+    def poll(self):
+        link = os.path.join(STATE, "last_profile.col")
+        try:
+            name = os.readlink(link)
+            with open(link, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            return None
+        if name in self.seen:
+            return None
+        self.seen.add(name)
+        self.profiles.append((name, text, time.time()))
+        return text
+
+    def next(self, timeout):
+        return wait_for(self.poll, timeout, 0.1)
+
+
+def stacks_of(text, comm):
+    return [l for l in text.split("\n")[1:] if l and l.split(";")[2:3] == [comm]]
+
+
+def unit_value(key):
+    with open(UNIT) as f:
+        for line in f:
+            if line.startswith(key + "="):
+                return line.split("=", 1)[1].strip()
+    return ""
+
+
+def set_config(key_line, value_line):
+    with open(CONFIG) as f:
+        text = f.read()
+    u.check(text.count(key_line + "\n") == 1, "config has the line %r" % key_line)
+    with open(CONFIG, "w") as f:
+        f.write(text.replace(key_line + "\n", value_line + "\n"))
+
+
+WORKLOAD = """
+import time
+def polyprof_pkg_busy_loop():
+    x = 0
+    while True:
+        for i in range(200000):
+            x += i
+        time.sleep(0.001)
+polyprof_pkg_busy_loop()
+"""
+
+try:
+    # --- build -------------------------------------------------------------
+    purge_all()  # a previous run that died mid-way
+    dist = u.tempdir("ppdeb-")
+    t0 = time.time()
+    rc, out = run([os.path.join(SRC, "scripts", "build-deb.sh"), dist], timeout=3000,
+                  env=dict(os.environ, DEB_JOBS=os.environ.get("DEB_JOBS", "2")))
+    print("build-deb.sh: %.0f s, load average %s" % (time.time() - t0, os.getloadavg()))
+    if not u.check(rc == 0, "scripts/build-deb.sh builds the packages (rc %d)" % rc):
+        print(out[-4000:])
+        raise SystemExit
+    debs = {}
+    for path in glob.glob(os.path.join(dist, "*.deb")):
+        name = os.path.basename(path).split("_")[0]
+        if not name.endswith("-dbgsym"):
+            debs[name] = path
+    u.check(sorted(debs) == sorted(PACKAGES), "one package each: %s" % sorted(debs))
+
+    def contents(pkg):
+        return run(["dpkg-deb", "-c", debs[pkg]])[1]
+
+    agent_list = contents("polyprof")
+    for f in ("./usr/sbin/polyprof", "./etc/polyprof/polyprof.yaml", "./etc/default/polyprof",
+              "./lib/systemd/system/polyprof.service", "./usr/share/man/man8/polyprof.8.gz",
+              "./usr/share/man/man5/polyprof.yaml.5.gz", "./var/lib/polyprof/", "./var/log/polyprof/"):
+        u.check(f in agent_list, "polyprof ships %s" % f)
+    conffiles = run(["dpkg-deb", "-I", debs["polyprof"], "conffiles"])[1]
+    u.check("/etc/polyprof/polyprof.yaml" in conffiles.split(), "polyprof.yaml is a conffile")
+    triggers = run(["dpkg-deb", "-I", debs["polyprof"], "triggers"])[1]
+    u.check("interest-noawait " + PLUGIN_DIR in triggers, "polyprof has a file trigger on " + PLUGIN_DIR)
+    for p in PLUGINS:
+        u.check("." + PLUGIN_DIR + "/%s.so" % p in contents("polyprof-plugin-" + p),
+                "polyprof-plugin-%s ships %s/%s.so" % (p, PLUGIN_DIR, p))
+    u.check("." + PLUGIN_DIR + "/java-agent/libpolyprof-jvmti.so" in contents("polyprof-plugin-java"),
+            "polyprof-plugin-java ships the JVMTI agent")
+    u.check("." + PLUGIN_DIR + "/nodejs-perfmap.node" in contents("polyprof-plugin-nodejs"),
+            "polyprof-plugin-nodejs ships the perf-map addon")
+    dev = contents("polyprof-dev")
+    for f in ("./usr/include/polyprof/plugin.h", "./usr/lib/%s/pkgconfig/polyprof-plugin.pc" % multiarch,
+              "./usr/share/doc/polyprof-dev/plugin-sdk.md", "./usr/share/doc/polyprof-dev/examples/example.c",
+              "./usr/share/doc/polyprof-dev/examples/Makefile"):
+        u.check(f in dev, "polyprof-dev ships %s" % f)
+    meta = run(["dpkg-deb", "-f", debs["polyprof-plugins"], "Depends", "Recommends"])[1]
+    u.check(all("polyprof-plugin-" + p in meta for p in ("perf", "python", "java", "ruby")),
+            "polyprof-plugins pulls in the default set: %s" % meta.strip())
+
+    changes = glob.glob(os.path.join(dist, "*.changes"))
+    rc, out = run(["lintian", "--fail-on", "error"] + changes, timeout=900)
+    errors = [l for l in out.split("\n") if l.startswith("E: ")]
+    u.check(rc == 0 and not errors, "lintian: no errors (%s)" % (errors or "clean"))
+    print("lintian:\n" + out)
+
+    # --- install -----------------------------------------------------------
+    rc, out = run(["dpkg", "-i"] + [debs[p] for p in PACKAGES])
+    if not u.check(rc == 0, "dpkg -i installs every package"):
+        print(out[-4000:])
+        raise SystemExit
+    rc, out = run(["systemd-analyze", "verify", UNIT])
+    u.check(rc == 0 and "polyprof.service" not in out,
+            "systemd-analyze verify %s passes: %s" % (UNIT, out.strip()[-600:]))
+
+    rc, out = run(["polyprof", "--version"])
+    u.check(rc == 0 and out.startswith("polyprof "), "polyprof --version: %s" % out.strip())
+    u.check(shutil.which("polyprof") == "/usr/sbin/polyprof", "the agent is /usr/sbin/polyprof")
+    rc, out = run(["polyprof", "plugins"])
+    u.check(rc == 0 and ("plugin directory: " + PLUGIN_DIR) in out,
+            "polyprof plugins uses the system plugin directory with no flags")
+    listed = {l.split()[0] for l in out.split("\n")[2:] if l and not l.startswith(" ")}
+    u.check(set(PLUGINS) <= listed, "polyprof plugins lists every installed plugin: %s" % sorted(listed))
+    u.check("refused" not in out, "no plugin refused:\n" + out)
+    with open(CONFIG) as f:
+        cfg = f.read()
+    u.check("  continuous: true\n" in cfg and "  dir: /var/lib/polyprof\n" in cfg
+            and "  pid_file: /run/polyprof/polyprof.pid\n" in cfg,
+            "the installed config runs the service: continuous, /var/lib/polyprof, /run/polyprof pid file")
+
+    # --- the service's command line, under the unit's capabilities ---------
+    nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    py = subprocess.Popen(nobody + ["/usr/bin/python3", "-c", WORKLOAD])
+    procs.append(py)
+    sleeper = subprocess.Popen(nobody + ["sleep", "900"])
+    procs.append(sleeper)
+    # an admin's edit of the conffile: short sessions, only our processes
+    # (the machine may run other people's programs)
+    set_config("  duration: 60", "  duration: 5")
+    set_config("  pids: []", "  pids: [%d, %d]" % (py.pid, sleeper.pid))
+
+    exec_start = unit_value("ExecStart").replace("$POLYPROF_OPTS", "").split()
+    u.check(exec_start == ["/usr/sbin/polyprof", "--config", CONFIG],
+            "ExecStart is the agent with the config file only: %s" % exec_start)
+    caps = unit_value("CapabilityBoundingSet").split()
+    bounding = "-all," + ",".join("+" + c[len("CAP_"):].lower() for c in caps)
+    log_path = "/var/log/polyprof/polyprof.log"
+    # other agents on the machine may share the default log file: read ours
+    log_start = os.path.getsize(log_path) if os.path.exists(log_path) else 0
+
+    def agent_log():
+        try:
+            with open(log_path, errors="replace") as f:
+                f.seek(log_start)
+                return f.read()
+        except OSError:
+            return ""
+
+    agent = subprocess.Popen(["setpriv", "--bounding-set=" + bounding, "--no-new-privs", "--"] + exec_start,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    procs.append(agent)
+    pid_ok = wait_for(lambda: os.path.exists(PIDFILE) and open(PIDFILE).read().strip() == str(agent.pid), 30)
+    u.check(pid_ok, "the agent writes its pid to " + PIDFILE)
+    with open("/proc/%d/status" % agent.pid) as f:
+        capbnd = [l for l in f.read().split("\n") if l.startswith("CapBnd:")]
+    print("agent %s (unit: %s)" % (capbnd, " ".join(caps)))
+
+    sessions = Sessions()
+    first = sessions.next(60)
+    if first is None:
+        print(agent.stderr.read(4000) if agent.poll() is not None else "(agent still running)")
+    u.check(first is not None, "a profile appears in %s within 60 s" % STATE)
+    jlog = agent_log()
+    u.check(("agent %s/java-agent/libpolyprof-jvmti.so" % PLUGIN_DIR) in jlog and "not usable" not in jlog,
+            "the java plugin finds its JVMTI agent in the system plugin directory with no flags")
+    # the first session may start before the workload has its first frames:
+    # look at the next one too
+    before = None
+    for _ in range(3):
+        text = first if before is None and first else sessions.next(30)
+        first = None
+        if text and any("polyprof_pkg_busy_loop" in l and "_[p]" in l for l in stacks_of(text, "python3")):
+            before = text
+            break
+    u.check(before is not None,
+            "with the python plugin, the nobody-owned workload has Python frames under the unit's capabilities")
+
+    # --- removing the python plugin reloads the agent ----------------------
+    rc, out = run(["dpkg", "-r", "polyprof-plugin-python"])
+    u.check(rc == 0, "dpkg -r polyprof-plugin-python (the metapackage stays)")
+    u.check(installed("polyprof-plugins"), "polyprof-plugins is still installed")
+    u.check("agent (pid %d) reloads" % agent.pid in out,
+            "the trigger signalled the running agent: %s" % out.strip()[-400:])
+    reloaded = wait_for(lambda: agent_log().count("configuration and plugins reloaded") == 1, 40)
+    u.check(reloaded, "the agent reloaded at the session boundary (log)")
+    while sessions.poll():  # written before the reload
+        pass
+    after = sessions.next(30)  # the first session with the new plugin set
+    u.check(after is not None, "sessions continue after the python plugin is removed")
+    if after is not None:
+        py_lines = stacks_of(after, "python3")
+        u.check(py_lines and not any("_[p]" in l for l in py_lines),
+                "the next session has no Python frames but still profiles python3 natively (%d stacks)"
+                % len(py_lines))
+    rc, out = run(["polyprof", "plugins"])
+    u.check("python " not in out, "polyprof plugins no longer lists python")
+
+    # --- an out-of-tree plugin from polyprof-dev ---------------------------
+    rc, cflags = run(["pkg-config", "--cflags", "polyprof-plugin"])
+    rc2, plugdir = run(["pkg-config", "--variable=plugindir", "polyprof-plugin"])
+    u.check(rc == 0 and rc2 == 0 and plugdir.strip() == PLUGIN_DIR,
+            "pkg-config polyprof-plugin: plugindir=%s" % plugdir.strip())
+    work = u.tempdir("ppoot-")
+    shutil.copy(os.path.join(HERE, "oot_probe.c"), work)
+    so = os.path.join(work, "oot_probe.so")
+    # -nostdinc of the source tree: only /usr/include (polyprof-dev) is seen
+    rc, out = run(["sh", "-c", "gcc -O2 -fPIC -shared -Wall -Werror -Wl,--no-undefined "
+                   "$(pkg-config --cflags polyprof-plugin) -o %s %s/oot_probe.c" % (so, work)], cwd=work)
+    u.check(rc == 0, "the out-of-tree plugin builds against the installed header: %s" % out.strip())
+    dest = os.path.join(PLUGIN_DIR, "oot_probe.so")
+    extra_files.append(dest)
+    shutil.copy(so, dest)
+    rc, out = run(["polyprof", "plugins"])
+    u.check(re.search(r"^oot_probe\s+0\.1\s+1\.\d+\s+enabled", out, re.M) is not None,
+            "polyprof plugins lists the out-of-tree plugin as enabled:\n" + out)
+    os.kill(agent.pid, signal.SIGHUP)  # what an admin does after dropping a plugin in
+    wait_for(lambda: agent_log().count("configuration and plugins reloaded") == 2, 40)
+    while sessions.poll():
+        pass
+    text = sessions.next(30)
+    u.check(text is not None and any("oot_probe_marker" in l for l in stacks_of(text, "sleep")),
+            "the out-of-tree plugin's frames appear under the sleep process")
+
+    # the shipped example builds with its Makefile from the installed SDK
+    ex = u.tempdir("ppex-")
+    shutil.rmtree(ex)
+    shutil.copytree("/usr/share/doc/polyprof-dev/examples", ex)
+    rc, out = run(["make", "-C", ex, "NAME=example"])
+    u.check(rc == 0 and os.path.exists(os.path.join(ex, "example.so")),
+            "the example plugin builds from /usr/share/doc/polyprof-dev/examples: %s" % out.strip()[-300:])
+    only = u.tempdir("ppexdir-")
+    shutil.copy(os.path.join(ex, "example.so"), only)
+    rc, out = run(["polyprof", "plugins", "--plugin-dir", only])
+    u.check(re.search(r"^example\s", out, re.M) is not None, "the agent loads the rebuilt example plugin")
+
+    # --- stop; the trigger never signals a process that is not the agent ---
+    agent.send_signal(signal.SIGTERM)
+    try:
+        agent.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pass
+    u.check(agent.returncode == 0, "the agent exits 0 on SIGTERM (got %s)" % agent.returncode)
+    u.check(not os.path.exists(PIDFILE), "and removes its pid file")
+    with open(PIDFILE, "w") as f:  # stale pid file naming another process
+        f.write("%d\n" % sleeper.pid)
+    rc, out = run(["dpkg", "-i", debs["polyprof-plugin-python"]])
+    u.check(rc == 0 and "Processing triggers for polyprof" in out,
+            "polyprof-plugin-python reinstalls and fires the trigger")
+    time.sleep(0.5)
+    u.check(sleeper.poll() is None and "reloads" not in out,
+            "the trigger did not SIGHUP pid %d, which is not /usr/sbin/polyprof" % sleeper.pid)
+    os.unlink(PIDFILE)
+
+    # --- purge ---------------------------------------------------------------
+    os.unlink(dest)  # not owned by a package
+    rc, out = run(["dpkg", "--purge"] + PACKAGES)
+    u.check(rc == 0, "dpkg --purge of every package")
+    for path in ("/etc/polyprof", STATE, "/var/log/polyprof", "/usr/sbin/polyprof", PLUGIN_DIR,
+                 "/etc/default/polyprof", "/etc/systemd/system/multi-user.target.wants/polyprof.service"):
+        u.check(not os.path.lexists(path), "purge removed %s" % path)
+    u.check(not any(installed(p) for p in PACKAGES), "no polyprof package is left installed")
+except SystemExit:
+    pass
+finally:
+    cleanup()
+u.finish()
