@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "rootless.h"
 #include "support/proc.h"
 
 /* Truncating copy (snprintf("%s") makes GCC warn about the truncation we
@@ -487,9 +488,8 @@ static const char *host_scratch_dir(const struct pp_host *h) {
       ok = ensure_private_dir(dir, 0700) == 0;
     }
     if (!ok) {
-      const char *tmp = getenv("TMPDIR");
-      snprintf(base, sizeof(base), "%s/polyprof-%u", tmp && *tmp ? tmp : "/tmp",
-               (unsigned)geteuid());
+      /* not root (or /run not ours): the user's own runtime directory */
+      pp_rootless_user_dir(base, sizeof(base));
       snprintf(dir, sizeof(dir), "%s/%s", base, c->cfg->plugin);
       ok = ensure_private_dir(base, 0700) == 0 && ensure_private_dir(dir, 0700) == 0;
     }
