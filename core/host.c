@@ -238,6 +238,9 @@ static int cfg_list(const struct pp_host *h, const char *key, const char *const 
 
 /* ---- logging ---- */
 
+/* format attribute: clang checks the vsnprintf below only with it */
+static void host_log(const struct pp_host *h, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void host_log(const struct pp_host *h, int level, const char *fmt, ...) {
   if (!h || !fmt) return;
   struct pp_host_ctx *c = ctx_of(h);
