@@ -106,7 +106,7 @@ static void print_rootless(const struct pp_config *cfg, FILE *out) {
   char err[PP_MAX_ERR];
   fprintf(out, "rootless mode (--rootless):\n");
   if (pp_rootless_validate(cfg, err) < 0)
-    fprintf(out, "  REFUSED %s\n", strncmp(err, "polyprof: ", 10) ? err : err + 10);
+    fprintf(out, "  REFUSED %s\n", err);
   else
     fprintf(out, "  accepted: %zu pid(s), all yours\n", cfg->pid_count);
   pp_rootless_report(cfg, print_rootless_line, out);

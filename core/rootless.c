@@ -70,13 +70,13 @@ int pp_rootless_validate(const struct pp_config *c, char err[PP_MAX_ERR]) {
   if (!c->rootless) return 0;
   if (geteuid() == 0) {
     snprintf(err, PP_MAX_ERR,
-             "polyprof: --rootless: you are root; rootless mode is for ordinary users (drop "
+             "--rootless: you are root; rootless mode is for ordinary users (drop "
              "--rootless to profile the whole system)");
     return -1;
   }
   if (!c->pid_count) {
     snprintf(err, PP_MAX_ERR,
-             "polyprof: --rootless needs --pids: without root polyprof profiles only processes "
+             "--rootless needs --pids: without root polyprof profiles only processes "
              "you own, listed with --pids PID[,PID]");
     return -1;
   }
@@ -86,14 +86,14 @@ int pp_rootless_validate(const struct pp_config *c, char err[PP_MAX_ERR]) {
     snprintf(path, sizeof(path), "/proc/%u", c->pids[i]);
     struct stat st;
     if (stat(path, &st) < 0) {
-      snprintf(err, PP_MAX_ERR, "polyprof: --pids: pid %u does not exist", c->pids[i]);
+      snprintf(err, PP_MAX_ERR, "--pids: pid %u does not exist", c->pids[i]);
       return -1;
     }
     pp_proc_comm(c->pids[i], comm, sizeof(comm));
     if (st.st_uid != me) {
       char mine[64];
       snprintf(err, PP_MAX_ERR,
-               "polyprof: --rootless: pid %u (%s) belongs to %s, not to you (%s): rootless mode "
+               "--rootless: pid %u (%s) belongs to %s, not to you (%s): rootless mode "
                "profiles only your own processes",
                c->pids[i], comm, user_name(st.st_uid, who, sizeof(who)),
                user_name(me, mine, sizeof(mine)));

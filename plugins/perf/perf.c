@@ -539,7 +539,7 @@ static int perf_start(void *state, struct pp_session *session) {
              "(kernel.perf_event_paranoid=2 without CAP_PERFMON)");
   /* Kernel symbols are loaded before sampling starts: the first drain
    * would otherwise spend ~100 ms on /proc/kallsyms while the rings fill. */
-  if (st->kernel) perf_sym_kernel(st, 0);
+  if (st->kernel && !st->ev.kernel_refused) perf_sym_kernel(st, 0);
   perf_events_enable(&st->ev);
   st->running = true;
   session->tick_interval_ns = (uint64_t)cfg_int(st->host, "drain_interval_ms") * 1000000ull;
