@@ -29,6 +29,13 @@ case "$t" in
     printf 'int helper(int x){return x*3;}\nint main(int c,char**v){(void)v;return helper(c);}\n' >"$tmp/t.c"
     cc -O1 -g0 -o "$out/tiny-symtab" "$tmp/t.c"
     cc -O1 -g0 -shared -fPIC -Wl,--build-id -o "$out/tiny-shared.so" "$tmp/t.c"
+    # a Go >= 1.18 build-info section (magic, pointer size, flags=2, the
+    # version as a varint-prefixed string at 32), so the fuzzer starts inside
+    # the Go version reader
+    printf '%s\n' '__attribute__((used, section(".go.buildinfo"))) static const char bi[48] =' \
+      '  "\xff Go buildinf:\x08\x02" "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0" "\x08go1.21.0";' \
+      'int main(void){return 0;}' >"$tmp/go.c"
+    cc -O1 -o "$out/go-buildinfo" "$tmp/go.c"
     rm -rf "$tmp"
     for so in /usr/lib/x86_64-linux-gnu/libdl.so.2 /usr/lib/x86_64-linux-gnu/libutil.so.1; do
       [ -f "$so" ] && cp -n "$so" "$out/" || true
