@@ -1,14 +1,17 @@
 # Entry points (README "Quick start"):
 #   make run    install deps, build, profile the whole machine for 10 s -> out/
-#   make test   install deps, build (normal + ASan/UBSan), run the whole suite
+#   make test   install deps, build (normal + ASan/UBSan + libFuzzer), run the whole suite
+#   make fuzz   run every fuzz target longer (FUZZ_SECONDS each, default 300; bench/fuzz/run)
 #   make deb    build the Debian packages into dist/ (docs/packaging.md)
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 300
 OUT ?= out
 DURATION ?= 10
 
-.PHONY: all deps test-deps build asan run test test-fast bench deb format format-check clean
+.PHONY: all deps test-deps build asan fuzz-build fuzz run test test-fast bench deb format format-check clean
 
 all: build
 
@@ -26,6 +29,15 @@ asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DPOLYPROF_SANITIZE=ON >/dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
+# libFuzzer targets (fuzz/, docs/fuzzing.md): clang, its own build dir.
+fuzz-build: test-deps
+	cmake -S . -B $(FUZZ_BUILD) -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DPOLYPROF_FUZZ=ON >/dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target pp_fuzzers
+
+fuzz: fuzz-build
+	bench/fuzz/run $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 run: build
 	mkdir -p $(OUT)
 	./$(BUILD)/polyprof -d $(DURATION) -o $(OUT) --plugin-dir $(BUILD)/plugins \
@@ -34,9 +46,10 @@ run: build
 
 # The sanitizer pass runs first and the normal build last, so the final
 # summary printed is the full suite's.
-test: test-deps build asan
+test: test-deps build asan fuzz-build
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j 2 -R "^unit\.|^integration\.test_agent_"
+	ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j 1 -L fuzz
 	ctest --test-dir $(BUILD) --output-on-failure -j 1 --repeat until-pass:2 -E "$$(scripts/known-failing-regex)"
 
 test-fast: build

@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "cli.h"
+#include "rootless.h"
 
 #define FLAG_MAX 128
 
@@ -103,6 +104,8 @@ static const struct flag_spec specs[] = {
      "configuration file (default " PP_DEFAULT_CONFIG_PATH " if present)"},
     {0, "--pid-file", "agent.pid_file", NULL, "FILE", 0, SP_NONE, G_AGENT,
      "where to write the agent's pid (default /run/polyprof.pid)"},
+    {0, "--rootless", "agent.rootless", "true", NULL, 0, SP_NONE, G_AGENT,
+     "run as an ordinary user, profiling only your own processes given with --pids"},
     {0, "--disable-pidns-check", "agent.pidns_check", "false", NULL, 0, SP_NONE, G_AGENT,
      "run even outside the init pid namespace"},
     {0, "--log-file", "logging.file", NULL, "FILE", 0, SP_NONE, G_AGENT,
@@ -418,6 +421,7 @@ int pp_cli_configure(const struct pp_cli *cli, struct pp_config *c, char err[PP_
   if (env && *env && strcmp(env, "0") != 0 && strcasecmp(env, "false") != 0) c->send_logs = false;
   int rc = pp_cli_apply(cli, c, err);
   if (rc == 0 && c->token_file && pp_config_read_token(c, err) < 0) rc = PP_CLI_EXIT_USAGE;
+  if (rc == 0) pp_rootless_apply_defaults(c); /* user-writable paths for what is unset */
   return rc;
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "rootless.h"
 #include "session.h"
 #include "support/proc.h"
 
@@ -95,6 +96,22 @@ static long read_sysctl(const char *path) {
   return strtol(buf, NULL, 10);
 }
 
+static void print_rootless_line(void *arg, bool ok, const char *text) {
+  fprintf(arg, "  %-4s %s\n", ok ? "yes" : "no", text);
+}
+
+/* `check --rootless`: the mode's verdict on this command line, then what
+ * works without root and what does not, with the reasons. */
+static void print_rootless(const struct pp_config *cfg, FILE *out) {
+  char err[PP_MAX_ERR];
+  fprintf(out, "rootless mode (--rootless):\n");
+  if (pp_rootless_validate(cfg, err) < 0)
+    fprintf(out, "  REFUSED %s\n", err);
+  else
+    fprintf(out, "  accepted: %zu pid(s), all yours\n", cfg->pid_count);
+  pp_rootless_report(cfg, print_rootless_line, out);
+}
+
 int pp_cmd_check(struct pp_config *cfg, FILE *out) {
   uint64_t caps = effective_caps();
   struct {
@@ -131,6 +148,7 @@ int pp_cmd_check(struct pp_config *cfg, FILE *out) {
   if (yama != -1000)
     fprintf(out, "kernel.yama.ptrace_scope = %ld%s\n", yama,
             yama >= 2 && !((caps >> 19) & 1) ? " (ptrace needs CAP_SYS_PTRACE)" : "");
+  if (cfg->rootless) print_rootless(cfg, out);
   int rc = pp_cmd_plugins(cfg, false, out);
   fprintf(out, "%s\n",
           missing ? "some capabilities are missing: see above what they disable"

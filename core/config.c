@@ -81,6 +81,7 @@ static const struct core_key keys[] = {
     {"enrichment.cache_size", KT_COUNT, FIELD(appid_cache_size), 0, 16, 1048576, NULL, NULL, 0},
     {"agent.pid_file", KT_STRING, FIELD(pid_file), 0, 0, 0, NULL, NULL, 0},
     {"agent.pidns_check", KT_BOOL, FIELD(pidns_check), 0, 0, 0, NULL, NULL, 0},
+    {"agent.rootless", KT_BOOL, FIELD(rootless), 0, 0, 0, NULL, NULL, 0},
     {"logging.file", KT_STRING, FIELD(log_file), 0, 0, 0, NULL, NULL, 0},
     {"logging.max_bytes", KT_BYTES, FIELD(log_max_bytes), 0, 0, 1ll << 30, NULL, NULL, 0},
     {"logging.backups", KT_INT, FIELD(log_backups), 0, 0, 100, NULL, NULL, 0},
@@ -151,8 +152,8 @@ void pp_config_defaults(struct pp_config *c) {
   c->app_id_args_filters = strv_new(NULL, 0);
   c->appid_cache_size = 4096;
   c->pidns_check = true;
-  c->pid_file = xstrdup("/run/polyprof.pid");
-  c->log_file = xstrdup("/var/log/polyprof/polyprof.log");
+  c->pid_file = xstrdup(PP_DEFAULT_PID_FILE);
+  c->log_file = xstrdup(PP_DEFAULT_LOG_FILE);
   c->log_max_bytes = 5242880;
   c->log_backups = 1;
   c->plugin_dir = xstrdup(POLYPROF_PLUGIN_DIR);
@@ -166,7 +167,7 @@ void pp_config_defaults(struct pp_config *c) {
   c->connect_timeout_s = 10;
   c->upload_retries = 3;
   c->retry_backoff_ms = 2000;
-  c->spool_dir = xstrdup("/var/lib/polyprof/spool");
+  c->spool_dir = xstrdup(PP_DEFAULT_SPOOL_DIR);
   c->spool_max_bytes = 64u << 20;
   c->output_pending_max_bytes = 32u << 20;
   c->api_server = xstrdup("https://api.granulate.io");
@@ -548,7 +549,8 @@ int pp_config_read_token(struct pp_config *c, char err[PP_MAX_ERR]) {
   if (!fgets(buf, sizeof(buf), f)) buf[0] = '\0';
   fclose(f);
   size_t n = strcspn(buf, "\r\n");
-  while (n && (buf[n - 1] == ' ' || buf[n - 1] == '\t')) n--;
+  while (n && (buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+    n--;
   buf[n] = '\0';
   char *b = buf + strspn(buf, " \t");
   if (!*b) {

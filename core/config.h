@@ -17,6 +17,11 @@
 #include "polyprof/plugin.h"
 
 #define PP_DEFAULT_CONFIG_PATH "/etc/polyprof/polyprof.yaml"
+/* Root's defaults; --rootless replaces the ones still at these values by
+ * paths under the user's runtime directory (core/rootless.h). */
+#define PP_DEFAULT_PID_FILE "/run/polyprof.pid"
+#define PP_DEFAULT_LOG_FILE "/var/log/polyprof/polyprof.log"
+#define PP_DEFAULT_SPOOL_DIR "/var/lib/polyprof/spool"
 #define PP_MAX_ERR 512
 
 /* A scalar or list value from YAML or the CLI, with where it came from. */
@@ -105,6 +110,7 @@ struct pp_config {
   size_t log_max_bytes; /* default 5 MiB */
   int log_backups;      /* default 1 */
   bool verbose;         /* -v */
+  bool rootless;        /* --rootless: an ordinary user profiling its own --pids */
 
   /* plugins */
   char *plugin_dir;                 /* --plugin-dir */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "rootless.h"
 #include "support/proc.h"
 
 /* Truncating copy (snprintf("%s") makes GCC warn about the truncation we
@@ -237,6 +238,9 @@ static int cfg_list(const struct pp_host *h, const char *key, const char *const 
 
 /* ---- logging ---- */
 
+/* format attribute: clang checks the vsnprintf below only with it */
+static void host_log(const struct pp_host *h, int level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void host_log(const struct pp_host *h, int level, const char *fmt, ...) {
   if (!h || !fmt) return;
   struct pp_host_ctx *c = ctx_of(h);
@@ -487,9 +491,8 @@ static const char *host_scratch_dir(const struct pp_host *h) {
       ok = ensure_private_dir(dir, 0700) == 0;
     }
     if (!ok) {
-      const char *tmp = getenv("TMPDIR");
-      snprintf(base, sizeof(base), "%s/polyprof-%u", tmp && *tmp ? tmp : "/tmp",
-               (unsigned)geteuid());
+      /* not root (or /run not ours): the user's own runtime directory */
+      pp_rootless_user_dir(base, sizeof(base));
       snprintf(dir, sizeof(dir), "%s/%s", base, c->cfg->plugin);
       ok = ensure_private_dir(base, 0700) == 0 && ensure_private_dir(dir, 0700) == 0;
     }

@@ -31,7 +31,8 @@ int pp_log_open_file(const char *path, size_t max_bytes, int backups);
 void pp_log_close_file(void);
 
 void pp_log(int level, const char *tag, const char *fmt, ...) PP_PRINTF(3, 4);
-void pp_vlog(int level, const char *tag, const char *fmt, va_list ap);
+void pp_vlog(int level, const char *tag, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 /* Write an already formatted message (no printf expansion). */
 void pp_log_msg(int level, const char *tag, const char *msg);
 

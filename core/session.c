@@ -19,6 +19,7 @@
 #include "log.h"
 #include "output/files.h"
 #include "pidfile.h"
+#include "rootless.h"
 #include "sd_notify.h"
 #include "support/proc.h"
 #include "upload/uploader.h"
@@ -438,6 +439,11 @@ static void notify_status(const struct pp_agent *a, const char *extra) {
   pp_sd_notify(msg);
 }
 
+/* Rootless mode: what works and what needs root, once at start. */
+static void log_rootless_line(void *arg, bool ok, const char *text) {
+  pp_log(ok ? PP_LOG_INFO : PP_LOG_WARNING, "rootless", "%s", text);
+}
+
 int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ctx) {
   struct pp_agent agent;
   struct pp_agent *a = &agent;
@@ -448,6 +454,22 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
   int exit_code = 0;
   int pid_fd = -1;
 
+  if (cfg->rootless) {
+    /* refused before anything is written: a root-owned pid or a missing
+     * --pids is a usage mistake */
+    if (pp_rootless_validate(cfg, err) < 0) {
+      pp_log(PP_LOG_ERROR, "polyprof", "%s", err);
+      exit_code = 2;
+      goto out;
+    }
+    char dir[4096];
+    pp_rootless_user_dir(dir, sizeof(dir));
+    int rc = pp_rootless_make_user_dir(dir);
+    if (rc < 0)
+      pp_log(PP_LOG_WARNING, "polyprof",
+             "rootless: cannot use %s for the log and pid file: %s (not created by you?)", dir,
+             strerror(-rc));
+  }
   if (cfg->log_file && *cfg->log_file) {
     int rc = pp_log_open_file(cfg->log_file, cfg->log_max_bytes, cfg->log_backups);
     if (rc < 0)
@@ -477,7 +499,9 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
     exit_code = 1;
     goto out;
   }
-  if (geteuid() != 0)
+  if (cfg->rootless)
+    pp_rootless_report(cfg, log_rootless_line, NULL);
+  else if (geteuid() != 0)
     pp_log(PP_LOG_WARNING, "polyprof",
            "not running as root: plugins that need privileges will report what they miss "
            "(see `polyprof check`)");

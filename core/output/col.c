@@ -86,7 +86,8 @@ static void put_u64(struct writer *w, uint64_t v) {
 static int put_frame(struct writer *w, const struct pp_profile *p, uint32_t id) {
   if (w->off[id] == NO_TEXT) {
     size_t n = pp_frame_format(p, id, w->tmp, sizeof(w->tmp), true);
-    if (w->arena_len + n > w->arena_cap) {
+    /* allocated even for an empty first text: NULL + 0 is undefined */
+    if (!w->arena || w->arena_len + n > w->arena_cap) {
       size_t cap = w->arena_cap ? w->arena_cap * 2 : 1 << 20;
       while (cap < w->arena_len + n)
         cap *= 2;

@@ -195,7 +195,9 @@ static uint64_t read_ptr(const unsigned char *p, int psize, int big_endian) {
 }
 
 static void set_go_version(struct pp_elf_info *info, const char *s, size_t n) {
-  if (n == 0 || n >= sizeof(info->go_version) || strncmp(s, "go", 2) != 0) return;
+  /* n >= 2 first: strncmp would read s[1] past a 1-byte string at the end
+   * of the section */
+  if (n < 2 || n >= sizeof(info->go_version) || s[0] != 'g' || s[1] != 'o') return;
   for (size_t i = 0; i < n; i++)
     if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] > 0x7e) return;
   memcpy(info->go_version, s, n);

@@ -96,6 +96,13 @@ int pp_maps_read(uint32_t pid, int only_exec, size_t max_entries, struct pp_map 
   snprintf(path, sizeof(path), "/proc/%u/maps", pid);
   FILE *f = fopen(path, "re");
   if (!f) return errno == ENOENT ? -ESRCH : -errno;
+  int rc = pp_maps_read_stream(f, only_exec, max_entries, out, count);
+  fclose(f);
+  return rc;
+}
+
+int pp_maps_read_stream(FILE *f, int only_exec, size_t max_entries, struct pp_map **out,
+                        size_t *count) {
   struct pp_map *v = NULL;
   size_t n = 0, cap = 0;
   /* Lines are at most ~80 bytes plus a path (PATH_MAX); a longer one is
@@ -132,7 +139,6 @@ int pp_maps_read(uint32_t pid, int only_exec, size_t max_entries, struct pp_map 
     }
     v[n++] = m;
   }
-  fclose(f);
   if (rc < 0) {
     pp_maps_free(v, n);
     return rc;

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define PP_MAP_READ 1u
 #define PP_MAP_WRITE 2u
@@ -33,6 +34,10 @@ int pp_maps_parse_line(const char *line, struct pp_map *m, char *path_buf, size_
  * kept (0: no limit). The array and its paths are freed with pp_maps_free. */
 int pp_maps_read(uint32_t pid, int only_exec, size_t max_entries, struct pp_map **out,
                  size_t *count);
+/* Same from an open stream of maps text (what pp_maps_read does after the
+ * open; the fuzz target feeds it hostile text). f stays open. */
+int pp_maps_read_stream(FILE *f, int only_exec, size_t max_entries, struct pp_map **out,
+                        size_t *count);
 void pp_maps_free(struct pp_map *maps, size_t count);
 
 /* Index of the mapping containing addr in a sorted array, or -1. */

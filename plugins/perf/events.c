@@ -26,13 +26,13 @@
 
 #define SCRATCH_SIZE 65536 /* header.size is 16 bits */
 
-static int sys_perf_event_open(struct perf_event_attr *a, pid_t pid, int cpu, int group,
-                               unsigned long flags) {
+int perf_sys_event_open(struct perf_event_attr *a, pid_t pid, int cpu, int group,
+                        unsigned long flags) {
   return (int)syscall(SYS_perf_event_open, a, pid, cpu, group, flags);
 }
 
 /* Online CPUs from /sys/devices/system/cpu/online ("0-3,5,7-8"). */
-static int online_cpus(int *cpus, int max) {
+int perf_online_cpus(int *cpus, int max) {
   char buf[1024];
   int n = 0;
   if (pp_read_file("/sys/devices/system/cpu/online", buf, sizeof(buf), NULL) < 0) {
@@ -102,14 +102,23 @@ static uint64_t user_regs_mask(void) {
 #endif
 }
 
-static void explain(int err, const struct perf_events_config *cfg, const char *ev, char *out,
-                    size_t cap) {
+void perf_events_explain(int err, const struct perf_events_config *cfg, const char *ev, char *out,
+                         size_t cap) {
   char paranoid[16] = "?";
   pp_read_file("/proc/sys/kernel/perf_event_paranoid", paranoid, sizeof(paranoid), NULL);
   paranoid[strcspn(paranoid, "\n")] = '\0';
   switch (err) {
     case EACCES:
     case EPERM:
+      if (cfg->npids) {
+        snprintf(out, cap,
+                 "the kernel refused perf events on the threads of --pids (%s; "
+                 "kernel.perf_event_paranoid=%s): unprivileged users need it at 2 or lower "
+                 "('sysctl kernel.perf_event_paranoid=2'; Debian defaults to 3) and may sample "
+                 "only their own processes",
+                 strerror(err), paranoid);
+        break;
+      }
       snprintf(out, cap,
                "the kernel refused system-wide perf events (%s; kernel.perf_event_paranoid=%s): "
                "run polyprof as root or with CAP_PERFMON (Linux >= 5.8) or CAP_SYS_ADMIN, or "
@@ -147,8 +156,8 @@ static void explain(int err, const struct perf_events_config *cfg, const char *e
   }
 }
 
-int perf_events_open(struct perf_events *ev, const struct perf_events_config *cfg, char *err,
-                     size_t errlen) {
+int perf_events_attr(struct perf_events *ev, const struct perf_events_config *cfg,
+                     struct perf_event_attr *out, char *err, size_t errlen) {
   memset(ev, 0, sizeof(*ev));
   const char *name = cfg->event && *cfg->event ? cfg->event : "cpu-clock";
   const struct named_event *ne = NULL;
@@ -162,7 +171,6 @@ int perf_events_open(struct perf_events *ev, const struct perf_events_config *cf
     return -EINVAL;
   }
   snprintf(ev->event_name, sizeof(ev->event_name), "%s", name);
-
   struct perf_event_attr a;
   memset(&a, 0, sizeof(a));
   a.size = sizeof(a);
@@ -198,8 +206,42 @@ int perf_events_open(struct perf_events *ev, const struct perf_events_config *cf
   ev->sample_type = a.sample_type;
   ev->regs_mask = a.sample_regs_user;
 
+  *out = a;
+  return 0;
+}
+
+int perf_ring_map(struct perf_events *ev, int fd, int cpu, uint32_t data_pages, char *err,
+                  size_t errlen) {
+  size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  size_t len = page * (1 + (size_t)data_pages);
+  void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) {
+    int e = errno;
+    snprintf(err, errlen,
+             "mmap of the perf ring buffer (%zu KiB per CPU) failed: %s; lower perf.mmap_pages "
+             "or raise kernel.perf_event_mlock_kb",
+             len / 1024, strerror(e));
+    errno = e;
+    return -1;
+  }
+  struct perf_ring *r = &ev->rings[ev->nrings++];
+  r->fd = fd;
+  r->cpu = cpu;
+  r->base = m;
+  r->data = (uint8_t *)m + page;
+  r->size = (uint64_t)data_pages * page;
+  return 0;
+}
+
+int perf_events_open(struct perf_events *ev, const struct perf_events_config *cfg, char *err,
+                     size_t errlen) {
+  struct perf_event_attr a;
+  int arc = perf_events_attr(ev, cfg, &a, err, errlen);
+  if (arc < 0) return arc;
+  const char *name = ev->event_name;
+  bool software = a.type == PERF_TYPE_SOFTWARE;
   int cpus[4096];
-  int ncpu = online_cpus(cpus, 4096);
+  int ncpu = perf_online_cpus(cpus, 4096);
   ev->rings = calloc((size_t)(ncpu > 0 ? ncpu : 1), sizeof(*ev->rings));
   ev->scratch = malloc(SCRATCH_SIZE);
   if (!ev->rings || !ev->scratch) {
@@ -208,37 +250,24 @@ int perf_events_open(struct perf_events *ev, const struct perf_events_config *cf
     return -ENOMEM;
   }
   int first_err = 0;
-  size_t page = (size_t)sysconf(_SC_PAGESIZE);
   for (int i = 0; i < ncpu; i++) {
-    int fd = sys_perf_event_open(&a, -1, cpus[i], -1, PERF_FLAG_FD_CLOEXEC);
+    int fd = perf_sys_event_open(&a, -1, cpus[i], -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0) {
       int e = errno;
       /* a CPU going offline between the read and the open is not fatal */
-      if (e == ENODEV && ne->type == PERF_TYPE_SOFTWARE) continue;
+      if (e == ENODEV && software) continue;
       first_err = e;
       break;
     }
-    size_t len = page * (1 + (size_t)cfg->data_pages);
-    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) {
+    if (perf_ring_map(ev, fd, cpus[i], cfg->data_pages, err, errlen) < 0) {
       int e = errno;
       close(fd);
-      snprintf(err, errlen,
-               "mmap of the perf ring buffer (%zu KiB per CPU) failed: %s; lower perf.mmap_pages "
-               "or raise kernel.perf_event_mlock_kb",
-               len / 1024, strerror(e));
       perf_events_close(ev);
       return -e;
     }
-    struct perf_ring *r = &ev->rings[ev->nrings++];
-    r->fd = fd;
-    r->cpu = cpus[i];
-    r->base = m;
-    r->data = (uint8_t *)m + page;
-    r->size = (uint64_t)cfg->data_pages * page;
   }
   if (first_err || ev->nrings == 0) {
-    explain(first_err ? first_err : ENODEV, cfg, name, err, errlen);
+    perf_events_explain(first_err ? first_err : ENODEV, cfg, name, err, errlen);
     perf_events_close(ev);
     return -(first_err ? first_err : ENODEV);
   }
@@ -248,10 +277,20 @@ int perf_events_open(struct perf_events *ev, const struct perf_events_config *cf
 void perf_events_enable(struct perf_events *ev) {
   for (int i = 0; i < ev->nrings; i++)
     ioctl(ev->rings[i].fd, PERF_EVENT_IOC_ENABLE, 0);
+  for (size_t i = 0; i < ev->ntask_fds; i++)
+    ioctl(ev->task_fds[i], PERF_EVENT_IOC_ENABLE, 0);
 }
 
 void perf_events_close(struct perf_events *ev) {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  /* events redirected into a ring go first: the ring's own fd owns the mmap */
+  for (size_t i = 0; i < ev->ntask_fds; i++) {
+    ioctl(ev->task_fds[i], PERF_EVENT_IOC_DISABLE, 0);
+    close(ev->task_fds[i]);
+  }
+  free(ev->task_fds);
+  ev->task_fds = NULL;
+  ev->ntask_fds = 0;
   for (int i = 0; i < ev->nrings; i++) {
     struct perf_ring *r = &ev->rings[i];
     ioctl(r->fd, PERF_EVENT_IOC_DISABLE, 0);

@@ -533,15 +533,33 @@ static int perf_start(void *state, struct pp_session *session) {
       .max_stack = (uint16_t)st->max_depth,
   };
   if (st->mode != PERF_MODE_FP && !st->unwind && perf_unwind_init(&st->unwind) < 0) return -ENOMEM;
+  cfg.pids = st->pids;
+  cfg.npids = st->npids;
   char err[512];
-  int rc = perf_events_open(&st->ev, &cfg, err, sizeof(err));
+  int rc;
+  /* With a pid list and no root (rootless mode), per-task events are all
+   * the kernel allows; root samples system-wide and filters. */
+  if (st->npids && geteuid() != 0) {
+    rc = perf_events_open_tasks(&st->ev, &cfg, err, sizeof(err));
+  } else {
+    rc = perf_events_open(&st->ev, &cfg, err, sizeof(err));
+    if ((rc == -EACCES || rc == -EPERM) && st->npids) {
+      PERF_LOG(st, PP_LOG_INFO, "system-wide events refused (%s); sampling the threads of pids",
+               strerror(-rc));
+      rc = perf_events_open_tasks(&st->ev, &cfg, err, sizeof(err));
+    }
+  }
   if (rc < 0) {
     PERF_LOG(st, PP_LOG_ERROR, "perf disabled: %s; continuing perf-less", err);
     return refusal_is_permanent(-rc) ? PP_PERMANENT(-rc) : rc;
   }
+  if (st->ev.kernel_refused)
+    PERF_LOG(st, PP_LOG_WARNING,
+             "kernel frames off: the kernel allows this user to sample user space only "
+             "(kernel.perf_event_paranoid=2 without CAP_PERFMON)");
   /* Kernel symbols are loaded before sampling starts: the first drain
    * would otherwise spend ~100 ms on /proc/kallsyms while the rings fill. */
-  if (st->kernel) perf_sym_kernel(st, 0);
+  if (st->kernel && !st->ev.kernel_refused) perf_sym_kernel(st, 0);
   perf_events_enable(&st->ev);
   st->running = true;
   session->tick_interval_ns = (uint64_t)cfg_int(st->host, "drain_interval_ms") * 1000000ull;
@@ -550,8 +568,9 @@ static int perf_start(void *state, struct pp_session *session) {
     snprintf(rate, sizeof(rate), "every %llu events", (unsigned long long)st->event_period);
   else
     snprintf(rate, sizeof(rate), "at %u Hz", freq);
-  PERF_LOG(st, PP_LOG_INFO, "sampling %d CPUs with %s %s, mode %s%s, %u KiB ring per CPU",
-           st->ev.nrings, st->ev.event_name, rate, mode_name(st->mode),
+  PERF_LOG(st, PP_LOG_INFO, "sampling %d CPUs%s with %s %s, mode %s%s, %u KiB ring per CPU",
+           st->ev.nrings, st->ev.per_task ? " (threads of the given pids only)" : "",
+           st->ev.event_name, rate, mode_name(st->mode),
            st->mode != PERF_MODE_FP ? " (user stack copies)" : "",
            (unsigned)(p2 * (uint64_t)sysconf(_SC_PAGESIZE) / 1024));
   return 0;

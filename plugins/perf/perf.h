@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "idmap.h"
 #include "polyprof/plugin.h"
@@ -57,6 +58,11 @@ struct perf_events_config {
   int exclude_kernel;
   uint32_t data_pages; /* per CPU, power of two */
   uint16_t max_stack;  /* sample_max_stack */
+  /* Per-task mode (rootless): sample only these processes' threads, with
+   * one event per (thread, CPU) feeding the CPU's ring, instead of
+   * system-wide per-CPU events. Threads they start later are inherited. */
+  const uint32_t *pids;
+  size_t npids;
 };
 
 struct perf_events {
@@ -67,6 +73,11 @@ struct perf_events {
   uint8_t *scratch;   /* 64 KiB: a record that wraps around the ring end */
   uint64_t malformed; /* records refused by bounds checks */
   char event_name[64];
+  /* per-task mode: the events beyond each ring's own, redirected into it */
+  int *task_fds;
+  size_t ntask_fds;
+  bool per_task;
+  bool kernel_refused; /* kernel frames were asked but the kernel allows user space only */
 };
 
 typedef void (*perf_record_fn)(void *arg, const struct perf_event_header *h, const uint8_t *rec);
@@ -74,6 +85,27 @@ typedef void (*perf_record_fn)(void *arg, const struct perf_event_header *h, con
 /* Opens one event per online CPU. On failure err says what to change. */
 int perf_events_open(struct perf_events *ev, const struct perf_events_config *cfg, char *err,
                      size_t errlen);
+/* Same for the threads of cfg->pids only (cfg->npids > 0): what an
+ * unprivileged user may open under kernel.perf_event_paranoid <= 2. If the
+ * kernel refuses kernel-space sampling, retries user space only and sets
+ * ev->kernel_refused. */
+int perf_events_open_tasks(struct perf_events *ev, const struct perf_events_config *cfg, char *err,
+                           size_t errlen);
+/* Shared by the two openers (events.c, events_task.c). */
+int perf_sys_event_open(struct perf_event_attr *a, pid_t pid, int cpu, int group,
+                        unsigned long flags);
+int perf_online_cpus(int *cpus, int max);
+/* Resets ev and fills the attributes of cfg's event. 0 or -EINVAL (unknown
+ * event, err says which). */
+int perf_events_attr(struct perf_events *ev, const struct perf_events_config *cfg,
+                     struct perf_event_attr *out, char *err, size_t errlen);
+/* mmaps fd's ring and appends it to ev->rings (sized by the caller). 0, or
+ * -1 with errno and err set. */
+int perf_ring_map(struct perf_events *ev, int fd, int cpu, uint32_t data_pages, char *err,
+                  size_t errlen);
+/* What to change after perf_event_open failed with err. */
+void perf_events_explain(int err, const struct perf_events_config *cfg, const char *ev, char *out,
+                         size_t cap);
 /* Events are opened disabled; this starts sampling. */
 void perf_events_enable(struct perf_events *ev);
 void perf_events_close(struct perf_events *ev);

@@ -1,0 +1,48 @@
+#!/bin/bash
+# Fills a fuzzer's corpus directory with seeds taken from real files:
+#   make-seeds.sh TARGET OUTDIR [SEED_CODEC_TOOL]
+# config: the test configs and the shipped config; col/perfmap/codec: the
+# committed seeds (a real agent profile, a real JIT map); maps: real
+# /proc/PID/maps; kallsyms: the start of the real /proc/kallsyms; elf: a
+# small program compiled here (with .symtab), real shared objects.
+set -euo pipefail
+t="$1" out="$2" codec_tool="${3:-}"
+src="$(cd "$(dirname "$0")/.." && pwd)"
+mkdir -p "$out"
+copy_dir() { [ -d "$1" ] && cp -n "$1"/* "$out"/ 2>/dev/null || true; }
+copy_dir "$src/fuzz/seeds/$t"
+case "$t" in
+  config)
+    cp -n "$src"/tests/data/config/*.yaml "$out"/
+    cp -n "$src/config/polyprof.yaml" "$out/shipped.yaml"
+    ;;
+  maps)
+    cat /proc/self/maps >"$out/self.maps"
+    cat /proc/1/maps >"$out/init.maps" 2>/dev/null || true
+    ;;
+  kallsyms)
+    head -c 65536 /proc/kallsyms >"$out/kallsyms-head"
+    grep '\[' /proc/kallsyms | head -n 200 >"$out/kallsyms-modules" || true
+    ;;
+  elf)
+    tmp="$(mktemp -d)"
+    printf 'int helper(int x){return x*3;}\nint main(int c,char**v){(void)v;return helper(c);}\n' >"$tmp/t.c"
+    cc -O1 -g0 -o "$out/tiny-symtab" "$tmp/t.c"
+    cc -O1 -g0 -shared -fPIC -Wl,--build-id -o "$out/tiny-shared.so" "$tmp/t.c"
+    # a Go >= 1.18 build-info section (magic, pointer size, flags=2, the
+    # version as a varint-prefixed string at 32), so the fuzzer starts inside
+    # the Go version reader
+    printf '%s\n' '__attribute__((used, section(".go.buildinfo"))) static const char bi[48] =' \
+      '  "\xff Go buildinf:\x08\x02" "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0" "\x08go1.21.0";' \
+      'int main(void){return 0;}' >"$tmp/go.c"
+    cc -O1 -o "$out/go-buildinfo" "$tmp/go.c"
+    rm -rf "$tmp"
+    for so in /usr/lib/x86_64-linux-gnu/libdl.so.2 /usr/lib/x86_64-linux-gnu/libutil.so.1; do
+      [ -f "$so" ] && cp -n "$so" "$out/" || true
+    done
+    ;;
+  codec)
+    if [ -n "$codec_tool" ]; then "$codec_tool" "$out" "$src"/fuzz/seeds/col/* >/dev/null; fi
+    ;;
+esac
+[ -n "$(ls -A "$out")" ] || { echo "make-seeds: no seeds for $t" >&2; exit 1; }
