@@ -18,6 +18,10 @@ def work(iters)
   iters.times { level(20, 18) }
 end
 
+# With PP_BENCH_GATE set, the work starts when a line arrives on stdin, so a
+# profiler can attach first and only the work itself is measured.
+$stdin.gets if ENV["PP_BENCH_GATE"]
+
 if ARGV[1] == "stackprof"
   require "stackprof"
   interval = Integer(ARGV[2] || 10_000)

@@ -51,6 +51,9 @@ struct ruby_thread {
   uint64_t runtime; /* ns on CPU at the last tick (schedstat) */
   int pfd;          /* CPU alarm (ruby_cpuclock.c), -1 if none */
   void *ring;       /* its mmapped ring */
+  /* what the last sample saw, to read the next one in one system call */
+  uint64_t ec, vm_stack, words; /* ec 0: nothing known */
+  uint32_t depth;
 };
 
 struct ruby_target {
@@ -75,6 +78,8 @@ struct ruby_target {
   uint32_t nthreads;
   bool per_thread;        /* thread list + tids usable; else the GVL holder */
   uint64_t threads_at_ns; /* last thread-list refresh */
+  uint64_t threads_every; /* refresh interval: short while threads come and go */
+  bool threads_changed;   /* the last refresh saw threads come or go */
 
   bool cpuclock;        /* every thread has a CPU alarm: no ticks for this target */
   bool cpuclock_failed; /* alarms could not be set up: ticks, said once */
@@ -120,6 +125,7 @@ struct ruby_state {
   uint64_t now_ns;
   uint64_t c_ticks, c_samples, c_torn, c_full, c_truncated, c_idle, c_gone, c_str_fail;
   uint64_t c_wakeups, c_alarms; /* sampler wake-ups; CPU-alarm overflows (= weight) */
+  uint64_t c_guess_hits;        /* samples read in one system call (ruby_walk_thread) */
   uint32_t unknown_cfunc_id;    /* "(unknown) [c function]" frame */
 };
 
@@ -160,6 +166,10 @@ bool ruby_any_task_running(uint32_t pid);
 /* ruby_walk.c: frame ids of the stack of one execution context, leaf
  * first, into st->ids. Returns the count, or -errno for a torn read. */
 int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *truncated);
+/* The same for a Ruby thread (its current EC), in one read when the last
+ * sample of the thread predicts where things are. -ENOENT: no EC. */
+int ruby_walk_thread(struct ruby_state *st, struct ruby_target *t, struct ruby_thread *th,
+                     bool *truncated);
 
 /* ruby_objects.c */
 /* Bytes of a String object (bounded, NUL-terminated, control chars

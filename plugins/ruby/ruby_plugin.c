@@ -262,11 +262,13 @@ static int snapshot_locked(struct ruby_state *st, struct pp_sink *sink) {
   h->add_counter(sink, "exited_targets", st->c_gone);
   h->add_counter(sink, "wakeups", st->c_wakeups);
   h->add_counter(sink, "cpu_periods", st->c_alarms);
+  h->add_counter(sink, "one_read_samples", st->c_guess_hits);
   if (st->c_full)
     RUBY_LOG(st, PP_LOG_WARNING, "tables full: %llu samples dropped (max_stacks / cache_size)",
              (unsigned long long)st->c_full);
   st->c_samples = st->c_torn = st->c_full = st->c_truncated = st->c_str_fail = 0;
   st->c_idle = st->c_gone = st->c_ticks = st->c_wakeups = st->c_alarms = 0;
+  st->c_guess_hits = 0;
   ruby_stacks_clear(&st->stacks);
   /* method entries can be freed and reused by another method: forget them
    * every session; and start over when the frame tables are half full so a

@@ -33,8 +33,10 @@
 #include "support/remote.h"
 
 #define ATTACH_RETRY_NS 200000000ull
-#define THREADS_REFRESH_NS 500000000ull
-#define HOUSEKEEPING_NS 200000000ull
+/* Thread lists are re-read every 50 ms while threads come and go (a new
+ * thread is sampled only once listed), backing off to 1 s when stable. */
+#define THREADS_REFRESH_MIN_NS 50000000ull
+#define THREADS_REFRESH_MAX_NS 1000000000ull
 #define WAKE_KEY UINT64_MAX /* epoll key of wakefd; alarms are pid << 32 | tid */
 #define EVENTS_PER_WAKE 64
 
@@ -93,9 +95,23 @@ static void sync_alarms(struct ruby_state *st, struct ruby_target *t) {
   t->cpuclock = false;
 }
 
+/* Threads came or went: re-read the list soon (not at once: a thread
+ * whose alarm keeps firing must not turn into a refresh per alarm). */
+static void list_stale(struct ruby_state *st, struct ruby_target *t) {
+  t->threads_every = THREADS_REFRESH_MIN_NS;
+  uint64_t due = t->threads_at_ns + THREADS_REFRESH_MIN_NS;
+  if (due < st->next_house_ns) st->next_house_ns = due;
+}
+
 static void refresh_threads(struct ruby_state *st, struct ruby_target *t) {
-  ruby_threads_refresh(st, t);
+  /* a list that cannot be read may be a process that exited (alarm-driven
+   * targets are not checked in /proc otherwise) */
+  if (ruby_threads_refresh(st, t) < 0 && !still_there(st, t)) return;
   sync_alarms(st, t);
+  if (t->threads_changed || t->threads_every < THREADS_REFRESH_MIN_NS)
+    t->threads_every = THREADS_REFRESH_MIN_NS;
+  else if (t->threads_every < THREADS_REFRESH_MAX_NS)
+    t->threads_every *= 2;
 }
 
 static void try_attach(struct ruby_state *st, struct ruby_target *t) {
@@ -119,11 +135,10 @@ static void try_attach(struct ruby_state *st, struct ruby_target *t) {
   }
 }
 
-/* Walks one EC and counts its stack `weight` times. False if the read was
- * torn. */
-static bool record(struct ruby_state *st, struct ruby_target *t, uint64_t ec, uint64_t weight) {
-  bool truncated = false;
-  int n = ruby_walk(st, t, ec, &truncated);
+/* Counts the stack a walk left in st->ids `weight` times (n: the walk's
+ * result). False if the read was torn. */
+static bool count_stack(struct ruby_state *st, struct ruby_target *t, int n, bool truncated,
+                        uint64_t weight) {
   if (n == -ESRCH) {
     still_there(st, t);
     return true;
@@ -148,22 +163,25 @@ static bool record(struct ruby_state *st, struct ruby_target *t, uint64_t ec, ui
   return true;
 }
 
-/* Samples one Ruby thread by its rb_thread_t. -ESRCH if the process is
- * gone, -EAGAIN if the thread looked torn (re-read the list), else 0. */
+/* Walks one EC (the GVL holder's) and counts its stack once. */
+static void record(struct ruby_state *st, struct ruby_target *t, uint64_t ec) {
+  bool truncated = false;
+  int n = ruby_walk(st, t, ec, &truncated);
+  count_stack(st, t, n, truncated, 1);
+}
+
+/* Samples one Ruby thread. -ESRCH if the process is gone, -EAGAIN if the
+ * thread list looks stale, else 0. */
 static int sample_thread(struct ruby_state *st, struct ruby_target *t, struct ruby_thread *th,
                          uint64_t weight) {
-  uint64_t ec = 0;
-  int rc = pp_remote_read((pid_t)t->pid, th->addr + t->L->thread_ec, &ec, sizeof(ec));
-  if (rc == -ESRCH) return rc;
+  bool truncated = false;
+  int n = ruby_walk_thread(st, t, th, &truncated);
+  if (n == -ESRCH) return n;
   /* no EC: the Ruby thread finished (its native thread may live on in
    * Ruby's thread cache) or has not started. Nothing torn, nothing to
    * read; the list is stale */
-  if (rc == 0 && !ec) return -EAGAIN;
-  if (rc < 0) {
-    st->c_torn++;
-    return -EAGAIN;
-  }
-  return record(st, t, ec, weight) ? 0 : -EAGAIN;
+  if (n == -ENOENT) return -EAGAIN;
+  return count_stack(st, t, n, truncated, weight) ? 0 : -EAGAIN;
 }
 
 /* ---- CPU alarms ---- */
@@ -183,7 +201,7 @@ static void on_alarm(struct ruby_state *st, uint64_t key, uint32_t events) {
          * freed already, so no sample; drop the alarm now, the thread list
          * catches up at the next housekeeping */
         ruby_cpuclock_close(th, st->epfd);
-        t->threads_at_ns = 0;
+        list_stale(st, t);
         return;
       }
       if (!n) return;
@@ -192,7 +210,7 @@ static void on_alarm(struct ruby_state *st, uint64_t key, uint32_t events) {
         still_there(st, t);
         return;
       }
-      if (rc == -EAGAIN) t->threads_at_ns = 0;
+      if (rc == -EAGAIN) list_stale(st, t);
       return;
     }
   }
@@ -233,7 +251,7 @@ static void tick_target(struct ruby_state *st, struct ruby_target *t) {
         still_there(st, t);
         return;
       }
-      if (rc == -EAGAIN) t->threads_at_ns = 0; /* the thread may be gone: re-read the list */
+      if (rc == -EAGAIN) list_stale(st, t); /* the thread may be gone */
     }
     if (!any) {
       st->c_idle++;
@@ -258,27 +276,33 @@ static void tick_target(struct ruby_state *st, struct ruby_target *t) {
     st->c_torn++;
     return;
   }
-  record(st, t, ec, 1);
+  record(st, t, ec);
 }
 
 /* ---- the loop ---- */
 
-/* Attach retries and thread lists; true if some target needs ticks. */
-static bool housekeeping(struct ruby_state *st) {
-  bool ticks = false;
+/* Attach retries and thread lists. Returns when it is due next; *ticks
+ * tells whether some target needs wall-clock ticks. */
+static uint64_t housekeeping(struct ruby_state *st, bool *ticks) {
+  uint64_t next = st->now_ns + THREADS_REFRESH_MAX_NS;
+  *ticks = false;
   for (size_t i = 0; i < st->ntargets; i++) {
     struct ruby_target *t = &st->targets[i];
-    if (t->state == RUBY_T_NEW) try_attach(st, t);
+    if (t->state == RUBY_T_NEW) {
+      try_attach(st, t);
+      if (t->state == RUBY_T_NEW && t->next_attach_ns < next) next = t->next_attach_ns;
+    }
     if (t->state != RUBY_T_OK) continue;
-    if (st->now_ns - t->threads_at_ns >= THREADS_REFRESH_NS) {
+    if (st->now_ns - t->threads_at_ns >= t->threads_every) {
       /* alarm-driven targets learn of their exit from the alarms' hang-up
        * and from failed reads: no /proc look every refresh */
       if (!t->cpuclock && !still_there(st, t)) continue;
       refresh_threads(st, t);
     }
-    if (!t->cpuclock) ticks = true;
+    if (t->threads_at_ns + t->threads_every < next) next = t->threads_at_ns + t->threads_every;
+    if (!t->cpuclock) *ticks = true;
   }
-  return ticks;
+  return next;
 }
 
 static void run_ticks(struct ruby_state *st) {
@@ -299,8 +323,7 @@ static void *sampler_main(void *arg) {
     st->now_ns = now_ns();
     if (st->now_ns >= st->next_house_ns) {
       bool had = ticks;
-      ticks = housekeeping(st);
-      st->next_house_ns = st->now_ns + HOUSEKEEPING_NS;
+      st->next_house_ns = housekeeping(st, &ticks);
       if (ticks && !had) st->next_tick_ns = st->now_ns + st->period_ns;
     }
     if (ticks && st->now_ns >= st->next_tick_ns) {

@@ -155,9 +155,17 @@ int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t) {
     }
   }
   /* the tids are trusted only if the main thread's is the process's pid */
+  bool supported = head && L->thread_tid >= 0;
   ok = ok && n > 0 && saw_main;
+  if (supported && !ok && t->per_thread && t->nthreads > 0) {
+    /* a list read torn by threads coming and going: keep the threads (and
+     * alarms) we have rather than dropping to the GVL holder; soon again */
+    t->threads_changed = true;
+    return -EAGAIN;
+  }
   /* keep the open stat files and CPU alarms of threads we already knew */
   bool matched[RUBY_MAX_THREADS_HARD] = {false};
+  uint32_t nkept = 0;
   for (uint32_t i = 0; i < t->nthreads; i++) {
     struct ruby_thread *old = &t->threads[i];
     bool kept = false;
@@ -167,9 +175,13 @@ int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t) {
         matched[j] = kept = true;
       }
     }
-    if (!kept) thread_close(st, old);
+    if (!kept)
+      thread_close(st, old);
+    else
+      nkept++;
   }
   if (!ok) n = 0;
+  t->threads_changed = nkept != n || nkept != t->nthreads;
   memcpy(t->threads, fresh, n * sizeof(fresh[0]));
   t->nthreads = n;
   if (t->per_thread != ok && t->state == RUBY_T_OK)

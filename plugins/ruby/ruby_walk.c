@@ -151,29 +151,12 @@ static uint32_t resolve_cfunc(struct ruby_state *st, struct ruby_target *t, uint
   return id;
 }
 
-int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *truncated) {
-  const struct ruby_layout *L = t->L;
-  uint64_t e[3];
-  *truncated = false;
-  if (!heap_ptr(ec)) return -EINVAL;
-  int rc = pp_remote_read((pid_t)t->pid, ec, e, sizeof(e));
-  if (rc < 0) return rc;
-  uint64_t vm_stack = e[0], words = e[1], cfp = e[2];
-  /* a thread starting or finishing has no VM stack: no Ruby frames (rbspy
-   * shows "(unknown) [c function]"), not a torn read */
-  if (vm_stack == 0) return 0;
-  if (!heap_ptr(vm_stack) || words == 0 || words > RUBY_MAX_VM_STACK_WORDS) return -EINVAL;
-  uint64_t csz = (uint64_t)L->cfp_size;
-  uint64_t base = vm_stack + words * 8 - csz; /* the thread's dummy first frame */
-  if (cfp < vm_stack || cfp >= base || (base - cfp) % csz) return -EFAULT; /* out of sync */
-  uint64_t n = (base - cfp) / csz;
-  if (n > (uint64_t)st->max_depth) {
-    n = (uint64_t)st->max_depth; /* keep the leaf side: that is where time is spent */
-    *truncated = true;
-  }
-  rc = pp_remote_read((pid_t)t->pid, cfp, st->cfp_buf, n * csz);
-  if (rc < 0) return rc;
-
+/* Frame ids of the n control frames in `blk` (leaf first, already read
+ * from the target) into st->ids. */
+static int walk_frames(struct ruby_state *st, struct ruby_target *t, const unsigned char *blk,
+                       uint64_t n, uint64_t vm_stack, uint64_t words) {
+  uint64_t csz = (uint64_t)t->L->cfp_size;
+  int rc;
   /* first pass: Ruby frames from the cache, C frame candidates batched */
   uint32_t out = 0;
   uint32_t pending[BATCH];
@@ -198,7 +181,7 @@ int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *t
       npending = 0;
     }
     if (i == n) break;
-    const unsigned char *f = st->cfp_buf + i * csz;
+    const unsigned char *f = blk + i * csz;
     uint64_t pc = rd64(f + CFP_PC), iseq = rd64(f + CFP_ISEQ), ep = rd64(f + CFP_EP);
     uint32_t slot = out++;
     st->ids[slot] = RUBY_NO_ID;
@@ -225,4 +208,94 @@ int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *t
   for (uint32_t i = 0; i < out; i++)
     if (st->ids[i] != RUBY_NO_ID) st->ids[m++] = st->ids[i];
   return (int)m;
+}
+
+/* The frame block of an EC: from cfp (the leaf) to the thread's dummy
+ * first frame at the end of the VM stack. Checks the EC's words. */
+static int frame_span(struct ruby_state *st, const struct ruby_target *t, const uint64_t e[3],
+                      uint64_t *base, uint64_t *n, bool *truncated) {
+  uint64_t vm_stack = e[0], words = e[1], cfp = e[2];
+  if (!heap_ptr(vm_stack) || words == 0 || words > RUBY_MAX_VM_STACK_WORDS) return -EINVAL;
+  uint64_t csz = (uint64_t)t->L->cfp_size;
+  *base = vm_stack + words * 8 - csz; /* the thread's dummy first frame */
+  if (cfp < vm_stack || cfp >= *base || (*base - cfp) % csz) return -EFAULT; /* out of sync */
+  *n = (*base - cfp) / csz;
+  *truncated = false;
+  if (*n > (uint64_t)st->max_depth) {
+    *n = (uint64_t)st->max_depth; /* keep the leaf side: that is where time is spent */
+    *truncated = true;
+  }
+  return 0;
+}
+
+int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *truncated) {
+  uint64_t e[3], base, n;
+  *truncated = false;
+  if (!heap_ptr(ec)) return -EINVAL;
+  int rc = pp_remote_read((pid_t)t->pid, ec, e, sizeof(e));
+  if (rc < 0) return rc;
+  /* a thread starting or finishing has no VM stack: no Ruby frames (rbspy
+   * shows "(unknown) [c function]"), not a torn read */
+  if (e[0] == 0) return 0;
+  rc = frame_span(st, t, e, &base, &n, truncated);
+  if (rc < 0) return rc;
+  rc = pp_remote_read((pid_t)t->pid, e[2], st->cfp_buf, n * (uint64_t)t->L->cfp_size);
+  if (rc < 0) return rc;
+  return walk_frames(st, t, st->cfp_buf, n, e[0], e[1]);
+}
+
+/* Frames kept around the last depth when guessing where the leaf is. */
+#define GUESS_SLACK 32
+
+int ruby_walk_thread(struct ruby_state *st, struct ruby_target *t, struct ruby_thread *th,
+                     bool *truncated) {
+  const struct ruby_layout *L = t->L;
+  uint64_t csz = (uint64_t)L->cfp_size;
+  uint64_t ec = 0, e[3] = {0, 0, 0}, base, n;
+  *truncated = false;
+  if (th->ec && th->words) {
+    /* One read for the thread's EC pointer, the EC's stack words and the
+     * frames near the end of its VM stack, guessing from the last sample
+     * that the EC and the stack did not move and the depth changed little.
+     * Most samples of a thread are then one system call. */
+    uint64_t end = th->vm_stack + th->words * 8 - csz;
+    uint64_t w = (uint64_t)th->depth + GUESS_SLACK;
+    if (w > (uint64_t)st->max_depth) w = (uint64_t)st->max_depth;
+    if (w * csz > end - th->vm_stack) w = (end - th->vm_stack) / csz;
+    uint64_t from = end - w * csz;
+    struct pp_remote_iov iov[3] = {
+        {.addr = th->addr + (uint64_t)L->thread_ec, .buf = &ec, .len = sizeof(ec)},
+        {.addr = th->ec, .buf = e, .len = sizeof(e)},
+        {.addr = from, .buf = st->cfp_buf, .len = w * csz},
+    };
+    int rc = pp_remote_readv((pid_t)t->pid, iov, 3);
+    if (rc == -ESRCH) return rc;
+    if (rc == 0 && ec == th->ec && e[0] == th->vm_stack && e[1] == th->words && e[2] >= from &&
+        e[2] < end && (e[2] - from) % csz == 0) {
+      n = (end - e[2]) / csz;
+      th->depth = (uint32_t)n;
+      st->c_guess_hits++;
+      return walk_frames(st, t, st->cfp_buf + (e[2] - from), n, e[0], e[1]);
+    }
+    if (rc < 0) ec = 0;
+  }
+  if (!ec) {
+    int rc = pp_remote_read((pid_t)t->pid, th->addr + (uint64_t)L->thread_ec, &ec, sizeof(ec));
+    if (rc < 0) return rc;
+  }
+  th->ec = th->words = 0;
+  if (!ec) return -ENOENT; /* the Ruby thread finished or has not started */
+  if (!heap_ptr(ec)) return -EINVAL;
+  int rc = pp_remote_read((pid_t)t->pid, ec, e, sizeof(e));
+  if (rc < 0) return rc;
+  if (e[0] == 0) return 0;
+  rc = frame_span(st, t, e, &base, &n, truncated);
+  if (rc < 0) return rc;
+  rc = pp_remote_read((pid_t)t->pid, e[2], st->cfp_buf, n * csz);
+  if (rc < 0) return rc;
+  th->ec = ec;
+  th->vm_stack = e[0];
+  th->words = e[1];
+  th->depth = (uint32_t)n;
+  return walk_frames(st, t, st->cfp_buf, n, e[0], e[1]);
 }
