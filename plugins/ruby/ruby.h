@@ -24,7 +24,8 @@
 #include "ruby_tables.h"
 
 #define RUBY_MAX_THREADS_HARD 1024
-#define RUBY_STR_MAX 1024 /* longest label or path we keep */
+#define RUBY_STR_MAX 1024    /* longest label or path we keep */
+#define RUBY_PREFETCH_ENVS 4 /* C-frame envs read along with a thread's frames */
 
 /* C methods as rbspy's gProfiler fork prints them: the whole text, no
  * `_[rb]` suffix (gprofiler-internals.md §2.6), so they are native frames
@@ -54,6 +55,8 @@ struct ruby_thread {
   /* what the last sample saw, to read the next one in one system call */
   uint64_t ec, vm_stack, words; /* ec 0: nothing known */
   uint32_t depth;
+  uint32_t nenv;
+  uint64_t env[RUBY_PREFETCH_ENVS]; /* eps of frames without iseq (C methods) */
 };
 
 struct ruby_target {

@@ -293,7 +293,9 @@ static uint64_t housekeeping(struct ruby_state *st, bool *ticks) {
       if (t->state == RUBY_T_NEW && t->next_attach_ns < next) next = t->next_attach_ns;
     }
     if (t->state != RUBY_T_OK) continue;
-    if (st->now_ns - t->threads_at_ns >= t->threads_every) {
+    /* a quarter early is fine: stable targets then fall into step and
+     * share one wake-up a second instead of one each */
+    if (st->now_ns - t->threads_at_ns + t->threads_every / 4 >= t->threads_every) {
       /* alarm-driven targets learn of their exit from the alarms' hang-up
        * and from failed reads: no /proc look every refresh */
       if (!t->cpuclock && !still_there(st, t)) continue;

@@ -88,9 +88,6 @@ static uint32_t resolve_iseq(struct ruby_state *st, struct ruby_target *t, uint6
     return RUBY_NO_ID;
   unsigned char b[BODY_READ];
   if (pp_remote_read((pid_t)t->pid, body, b, sizeof(b)) < 0) return RUBY_NO_ID;
-  char label[RUBY_STR_MAX], path[RUBY_STR_MAX];
-  if (ruby_read_string(t, rd64(b + BODY_LABEL), label, sizeof(label)) <= 0) return RUBY_NO_ID;
-  if (read_path(t, rd64(b + BODY_PATHOBJ), path, sizeof(path)) < 0) return RUBY_NO_ID;
   uint32_t line = ruby_line_of(t, b, sizeof(b), pc);
   if (!line) {
     /* what Ruby itself reports without a position: the first line */
@@ -101,7 +98,24 @@ static uint32_t resolve_iseq(struct ruby_state *st, struct ruby_target *t, uint6
       first = (int32_t)first;
     if (first > 0 && first < (1 << 30)) line = (uint32_t)first;
   }
-  uint32_t id = add_frame(st, label, path[0] ? path : NULL, line, PP_FRAME_RUBY);
+  /* label and path belong to the iseq, not the pc: read once per iseq, so
+   * a new pc in a known method costs the body and line-table reads only.
+   * Keyed by the body and the label object's addresses (tagged odd: never
+   * a pc), both from the body just read: an iseq freed or moved by GC and
+   * its address reused by another one does not inherit its name */
+  uint64_t label_obj = rd64(b + BODY_LABEL);
+  uint32_t id, known = ruby_cache_get(&st->iseq_cache, t->pid, body, label_obj | 1);
+  if (known != RUBY_NO_ID) {
+    struct ruby_frame fr = st->frames.v[known];
+    fr.line = line;
+    id = ruby_frames_add(&st->frames, &fr);
+  } else {
+    char label[RUBY_STR_MAX], path[RUBY_STR_MAX];
+    if (ruby_read_string(t, label_obj, label, sizeof(label)) <= 0) return RUBY_NO_ID;
+    if (read_path(t, rd64(b + BODY_PATHOBJ), path, sizeof(path)) < 0) return RUBY_NO_ID;
+    id = add_frame(st, label, path[0] ? path : NULL, line, PP_FRAME_RUBY);
+    if (id != RUBY_NO_ID) ruby_cache_put(&st->iseq_cache, t->pid, body, label_obj | 1, id);
+  }
   if (id != RUBY_NO_ID) ruby_cache_put(&st->iseq_cache, t->pid, iseq, pc, id);
   return id;
 }
@@ -153,10 +167,35 @@ static uint32_t resolve_cfunc(struct ruby_state *st, struct ruby_target *t, uint
 
 /* Frame ids of the n control frames in `blk` (leaf first, already read
  * from the target) into st->ids. */
+/* A frame without iseq: its env words {ep[-2], ep[-1], ep[0]} say whether
+ * it is a C method (and which) or a dummy/ifunc frame to skip. */
+static int classify_env(struct ruby_state *st, struct ruby_target *t, uint64_t w[3],
+                        uint32_t slot) {
+  if ((w[2] & VM_FRAME_MAGIC_MASK) != VM_FRAME_MAGIC_CFUNC) {
+    st->ids[slot] = RUBY_NO_ID; /* dummy or ifunc frame: not in a backtrace */
+    return 0;
+  }
+  st->ids[slot] = resolve_cfunc(st, t, w);
+  return st->ids[slot] == RUBY_NO_ID ? -ENOSPC : 0;
+}
+
+/* Env words read ahead, in the same system call as the frames. */
+struct env_prefetch {
+  uint32_t n;
+  uint64_t ep[RUBY_PREFETCH_ENVS];
+  uint64_t w[RUBY_PREFETCH_ENVS][3];
+};
+
+/* Frame ids of the n control frames in `blk` (leaf first, already read
+ * from the target) into st->ids. Env words of frames without iseq come
+ * from `pre` when it has them, else from one batched read. With `th`, the
+ * env addresses seen are kept there for the next sample's prefetch. */
 static int walk_frames(struct ruby_state *st, struct ruby_target *t, const unsigned char *blk,
-                       uint64_t n, uint64_t vm_stack, uint64_t words) {
+                       uint64_t n, uint64_t vm_stack, uint64_t words,
+                       const struct env_prefetch *pre, struct ruby_thread *th) {
   uint64_t csz = (uint64_t)t->L->cfp_size;
   int rc;
+  if (th) th->nenv = 0;
   /* first pass: Ruby frames from the cache, C frame candidates batched */
   uint32_t out = 0;
   uint32_t pending[BATCH];
@@ -169,15 +208,8 @@ static int walk_frames(struct ruby_state *st, struct ruby_target *t, const unsig
         iov[k] = (struct pp_remote_iov){.addr = st->eps[pending[k]] - 16, .buf = win[k], .len = 24};
       rc = pp_remote_readv((pid_t)t->pid, iov, npending);
       if (rc < 0) return rc;
-      for (uint32_t k = 0; k < npending; k++) {
-        uint32_t slot = pending[k];
-        if ((win[k][2] & VM_FRAME_MAGIC_MASK) != VM_FRAME_MAGIC_CFUNC) {
-          st->ids[slot] = RUBY_NO_ID; /* dummy or ifunc frame: not in a backtrace */
-          continue;
-        }
-        st->ids[slot] = resolve_cfunc(st, t, win[k]);
-        if (st->ids[slot] == RUBY_NO_ID) return -ENOSPC;
-      }
+      for (uint32_t k = 0; k < npending; k++)
+        if ((rc = classify_env(st, t, win[k], pending[k])) < 0) return rc;
       npending = 0;
     }
     if (i == n) break;
@@ -198,7 +230,23 @@ static int walk_frames(struct ruby_state *st, struct ruby_target *t, const unsig
         }
       }
       st->ids[slot] = id;
-    } else if (!iseq && heap_ptr(ep) && ep >= vm_stack && ep < vm_stack + words * 8) {
+    } else if (!iseq && heap_ptr(ep) && ep >= vm_stack + 16 && ep < vm_stack + words * 8) {
+      if (th) {
+        /* keep the root-most ones: they are the ones that stay put */
+        if (th->nenv == RUBY_PREFETCH_ENVS) {
+          memmove(th->env, th->env + 1, (RUBY_PREFETCH_ENVS - 1) * sizeof(th->env[0]));
+          th->nenv--;
+        }
+        th->env[th->nenv++] = ep;
+      }
+      uint32_t k = 0;
+      while (pre && k < pre->n && pre->ep[k] != ep)
+        k++;
+      if (pre && k < pre->n) {
+        uint64_t w[3] = {pre->w[k][0], pre->w[k][1], pre->w[k][2]};
+        if ((rc = classify_env(st, t, w, slot)) < 0) return rc;
+        continue;
+      }
       st->eps[slot] = ep;
       pending[npending++] = slot;
     }
@@ -241,7 +289,7 @@ int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *t
   if (rc < 0) return rc;
   rc = pp_remote_read((pid_t)t->pid, e[2], st->cfp_buf, n * (uint64_t)t->L->cfp_size);
   if (rc < 0) return rc;
-  return walk_frames(st, t, st->cfp_buf, n, e[0], e[1]);
+  return walk_frames(st, t, st->cfp_buf, n, e[0], e[1], NULL, NULL);
 }
 
 /* Frames kept around the last depth when guessing where the leaf is. */
@@ -263,19 +311,26 @@ int ruby_walk_thread(struct ruby_state *st, struct ruby_target *t, struct ruby_t
     if (w > (uint64_t)st->max_depth) w = (uint64_t)st->max_depth;
     if (w * csz > end - th->vm_stack) w = (end - th->vm_stack) / csz;
     uint64_t from = end - w * csz;
-    struct pp_remote_iov iov[3] = {
+    struct env_prefetch pre = {.n = th->nenv};
+    struct pp_remote_iov iov[3 + RUBY_PREFETCH_ENVS] = {
         {.addr = th->addr + (uint64_t)L->thread_ec, .buf = &ec, .len = sizeof(ec)},
         {.addr = th->ec, .buf = e, .len = sizeof(e)},
         {.addr = from, .buf = st->cfp_buf, .len = w * csz},
     };
-    int rc = pp_remote_readv((pid_t)t->pid, iov, 3);
+    /* and the env words of the frames without iseq (C methods) the last
+     * sample met: those near the root rarely move */
+    for (uint32_t k = 0; k < pre.n; k++) {
+      pre.ep[k] = th->env[k];
+      iov[3 + k] = (struct pp_remote_iov){.addr = th->env[k] - 16, .buf = pre.w[k], .len = 24};
+    }
+    int rc = pp_remote_readv((pid_t)t->pid, iov, 3 + pre.n);
     if (rc == -ESRCH) return rc;
     if (rc == 0 && ec == th->ec && e[0] == th->vm_stack && e[1] == th->words && e[2] >= from &&
         e[2] < end && (e[2] - from) % csz == 0) {
       n = (end - e[2]) / csz;
       th->depth = (uint32_t)n;
       st->c_guess_hits++;
-      return walk_frames(st, t, st->cfp_buf + (e[2] - from), n, e[0], e[1]);
+      return walk_frames(st, t, st->cfp_buf + (e[2] - from), n, e[0], e[1], &pre, th);
     }
     if (rc < 0) ec = 0;
   }
@@ -297,5 +352,5 @@ int ruby_walk_thread(struct ruby_state *st, struct ruby_target *t, struct ruby_t
   th->vm_stack = e[0];
   th->words = e[1];
   th->depth = (uint32_t)n;
-  return walk_frames(st, t, st->cfp_buf, n, e[0], e[1]);
+  return walk_frames(st, t, st->cfp_buf, n, e[0], e[1], NULL, th);
 }
