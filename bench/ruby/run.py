@@ -110,7 +110,7 @@ def wait_attached(log, n, timeout=30.0):
     return False
 
 
-def phase_polyprof(a, idle=0.0):
+def phase_polyprof(a, idle=0.0, hz=100):
     """The agent on the workload; with idle > 0, on sleeping Ruby processes
     for that many seconds instead (its fixed cost: housekeeping, sessions).
     The Ruby processes wait on a gate until the agent has attached to all of
@@ -131,7 +131,7 @@ def phase_polyprof(a, idle=0.0):
         [os.path.join(a.build, "polyprof"), "-o", os.path.join(tmp, "out"), "-c", "-d", "60", "-f", "100",
          "--plugin-dir", plugdir, "--config", os.path.join(SRC, "tests", "integration", "empty.yaml"),
          "--pid-file", os.path.join(tmp, "pp.pid"), "--log-file", log,
-         "--pids", ",".join(str(p.pid) for p in procs)],
+         "--ruby-frequency", str(hz), "--pids", ",".join(str(p.pid) for p in procs)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if not wait_attached(log, a.procs):
         sys.exit("the agent did not attach to every Ruby process; see %s" % log)
@@ -165,6 +165,8 @@ def main():
     ap.add_argument("--iters", type=int, default=1500)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--hi-interval", type=int, default=200)
+    ap.add_argument("--pp-hi-hz", type=int, default=1000,
+                    help="polyprof's high rate, where its warm per-sample cost stands out")
     ap.add_argument("--build", default=os.environ.get("PP_BUILD_DIR", os.path.join(SRC, "build")))
     a = ap.parse_args()
     if not shutil.which("ruby"):
@@ -174,18 +176,21 @@ def main():
     print("host: %d CPUs, load %.1f, %s, %s" % (os.cpu_count(), os.getloadavg()[0],
           subprocess.run(["ruby", "-v"], stdout=subprocess.PIPE, text=True).stdout.strip(),
           " ".join(sys.argv[1:]) or "(defaults)"))
-    base, sp, hi, pp, idle = [], [], [], [], []
+    base, sp, hi, pp, pphi, idle = [], [], [], [], [], []
     for r in range(a.rounds):
         base.append(phase_base(a))
         sp.append(phase_stackprof(a))
         hi.append(phase_stackprof(a, a.hi_interval, "wall"))
         pp.append(phase_polyprof(a))
         idle.append(phase_polyprof(a, idle=pp[-1][3]))
+        pphi.append(phase_polyprof(a, hz=a.pp_hi_hz))
         print("round %d: base %.2f s | stackprof %.2f s, %d samples | stackprof-hi %.2f s, %d samples"
               " | polyprof targets %.2f s + agent %.4f s (worker %.4f s), %d samples (%d CPU periods,"
-              " %d wake-ups) in %.1f s | agent on idle targets %.4f s"
+              " %d wake-ups) in %.1f s | agent on idle targets %.4f s | polyprof at %d Hz: agent %.4f s,"
+              " %d samples in %.1f s"
               % (r + 1, base[-1][0], sp[-1][0], sp[-1][1], hi[-1][0], hi[-1][1], pp[-1][0], pp[-1][2],
-                 pp[-1][6], pp[-1][1], pp[-1][4], pp[-1][5], pp[-1][3], idle[-1][2]), flush=True)
+                 pp[-1][6], pp[-1][1], pp[-1][4], pp[-1][5], pp[-1][3], idle[-1][2], a.pp_hi_hz,
+                 pphi[-1][2], pphi[-1][1], pphi[-1][3]), flush=True)
     med = statistics.median
     b = med(x[0] for x in base)
     sp_samples = med(x[1] for x in sp)
@@ -214,6 +219,20 @@ def main():
     print("polyprof cost per sample beyond that  %8.1f us" % (1e6 * pp_marginal))
     print("ratio stackprof/polyprof added CPU    %8.2f  (target, issue 7: less added CPU in total, i.e. > 1: %s)"
           % (sp_added / pp_agent if pp_agent > 0 else float("inf"), "met" if pp_agent < sp_added else "NOT met"))
+    # the same method as stackprof's figure: the per-sample cost where it
+    # stands out (high rate: warm caches, as stackprof's 5 kHz run has),
+    # times the samples at 100 Hz, plus the agent's fixed cost over the
+    # wall time of the 100 Hz run
+    pp_hi_cost = med((x[2] - pp_fixed * x[3]) / max(x[1], 1) for x in pphi)
+    pp_est = pp_hi_cost * pp_samples + pp_fixed * med(x[3] for x in pp)
+    print("polyprof cost per sample (hi rate)    %8.1f us  (%d Hz: %d samples; agent CPU less its fixed cost)"
+          % (1e6 * pp_hi_cost, a.pp_hi_hz, med(x[1] for x in pphi)))
+    print("polyprof added CPU at 100 Hz (est.)   %8.3f s  (per sample (hi rate) x samples + fixed cost x wall)"
+          % pp_est)
+    print("ratio stackprof/polyprof, estimated   %8.2f  (both estimated the same way; > 1: polyprof adds less)"
+          % (sp_added / pp_est if pp_est > 0 else float("inf")))
+    print("ratio per sample, both at high rate   %8.2f  (stackprof %.1f us / polyprof %.1f us)"
+          % (hi_cost / pp_hi_cost if pp_hi_cost > 0 else float("inf"), 1e6 * hi_cost, 1e6 * pp_hi_cost))
     print("ratio stackprof/polyprof per sample   %8.2f  (stackprof per sample / polyprof marginal per sample)"
           % (hi_cost / pp_marginal if pp_marginal > 0 else float("inf")))
 
