@@ -37,6 +37,11 @@
  * thread is sampled only once listed), backing off to 1 s when stable. */
 #define THREADS_REFRESH_MIN_NS 50000000ull
 #define THREADS_REFRESH_MAX_NS 1000000000ull
+/* An alarm-driven target is refreshed when one of its alarms wakes us
+ * anyway (no wake-up of its own); only one whose threads all sleep needs
+ * a timed refresh, and that one can wait this many intervals: a sleeping
+ * process that starts a busy thread has it sampled within ~4 s. */
+#define IDLE_REFRESH_FACTOR 4
 #define WAKE_KEY UINT64_MAX /* epoll key of wakefd; alarms are pid << 32 | tid */
 #define EVENTS_PER_WAKE 64
 
@@ -211,6 +216,9 @@ static void on_alarm(struct ruby_state *st, uint64_t key, uint32_t events) {
         return;
       }
       if (rc == -EAGAIN) list_stale(st, t);
+      /* awake anyway: the thread list too, if due (th may move) */
+      if (t->state == RUBY_T_OK && st->now_ns - t->threads_at_ns >= t->threads_every)
+        refresh_threads(st, t);
       return;
     }
   }
@@ -284,7 +292,7 @@ static void tick_target(struct ruby_state *st, struct ruby_target *t) {
 /* Attach retries and thread lists. Returns when it is due next; *ticks
  * tells whether some target needs wall-clock ticks. */
 static uint64_t housekeeping(struct ruby_state *st, bool *ticks) {
-  uint64_t next = st->now_ns + THREADS_REFRESH_MAX_NS;
+  uint64_t next = st->now_ns + THREADS_REFRESH_MAX_NS * IDLE_REFRESH_FACTOR;
   *ticks = false;
   for (size_t i = 0; i < st->ntargets; i++) {
     struct ruby_target *t = &st->targets[i];
@@ -295,13 +303,17 @@ static uint64_t housekeeping(struct ruby_state *st, bool *ticks) {
     if (t->state != RUBY_T_OK) continue;
     /* a quarter early is fine: stable targets then fall into step and
      * share one wake-up a second instead of one each */
-    if (st->now_ns - t->threads_at_ns + t->threads_every / 4 >= t->threads_every) {
+    uint64_t every = t->threads_every;
+    if (t->cpuclock && every >= THREADS_REFRESH_MAX_NS) every *= IDLE_REFRESH_FACTOR;
+    if (st->now_ns - t->threads_at_ns + every / 4 >= every) {
       /* alarm-driven targets learn of their exit from the alarms' hang-up
        * and from failed reads: no /proc look every refresh */
       if (!t->cpuclock && !still_there(st, t)) continue;
       refresh_threads(st, t);
+      every = t->threads_every;
+      if (t->cpuclock && every >= THREADS_REFRESH_MAX_NS) every *= IDLE_REFRESH_FACTOR;
     }
-    if (t->threads_at_ns + t->threads_every < next) next = t->threads_at_ns + t->threads_every;
+    if (t->threads_at_ns + every < next) next = t->threads_at_ns + every;
     if (!t->cpuclock) *ticks = true;
   }
   return next;
