@@ -110,7 +110,7 @@ def wait_attached(log, n, timeout=30.0):
     return False
 
 
-def phase_polyprof(a, idle=0.0, hz=100):
+def phase_polyprof(a, idle=0.0, hz=100, warmup=0):
     """The agent on the workload; with idle > 0, on sleeping Ruby processes
     for that many seconds instead (its fixed cost: housekeeping, sessions).
     The Ruby processes wait on a gate until the agent has attached to all of
@@ -122,7 +122,7 @@ def phase_polyprof(a, idle=0.0, hz=100):
     plugdir = os.path.join(tmp, "plugins")
     os.mkdir(plugdir)
     os.symlink(os.path.join(a.build, "plugins", "ruby.so"), os.path.join(plugdir, "ruby.so"))
-    env = dict(os.environ, PP_BENCH_GATE="1")
+    env = dict(os.environ, PP_BENCH_GATE="1", PP_BENCH_WARMUP=str(warmup if not idle else 0))
     cmd = ["ruby", "-e", "$stdin.gets; sleep %.2f" % idle] if idle else ["ruby", WORKLOAD, str(a.iters)]
     procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
              for _ in range(a.procs)]
@@ -136,6 +136,14 @@ def phase_polyprof(a, idle=0.0, hz=100):
     if not wait_attached(log, a.procs):
         sys.exit("the agent did not attach to every Ruby process; see %s" % log)
     time.sleep(0.5)
+    if warmup and not idle:
+        # the agent samples the warm-up; the measured window starts after it
+        for p in procs:
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        for p in procs:
+            if p.stdout.readline().strip() != "warm":
+                sys.exit("workload warm-up failed")
     core0, work0 = agent_cpu_ns(agent.pid)
     t0 = time.monotonic()
     for p in procs:
@@ -165,6 +173,8 @@ def main():
     ap.add_argument("--iters", type=int, default=1500)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--hi-interval", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=300,
+                    help="iterations the agent samples before its steady-state window (0: no such phase)")
     ap.add_argument("--pp-hi-hz", type=int, default=1000,
                     help="polyprof's high rate, where its warm per-sample cost stands out")
     ap.add_argument("--build", default=os.environ.get("PP_BUILD_DIR", os.path.join(SRC, "build")))
@@ -176,7 +186,7 @@ def main():
     print("host: %d CPUs, load %.1f, %s, %s" % (os.cpu_count(), os.getloadavg()[0],
           subprocess.run(["ruby", "-v"], stdout=subprocess.PIPE, text=True).stdout.strip(),
           " ".join(sys.argv[1:]) or "(defaults)"))
-    base, sp, hi, pp, pphi, idle = [], [], [], [], [], []
+    base, sp, hi, pp, pphi, ppw, idle = [], [], [], [], [], [], []
     for r in range(a.rounds):
         base.append(phase_base(a))
         sp.append(phase_stackprof(a))
@@ -184,6 +194,10 @@ def main():
         pp.append(phase_polyprof(a))
         idle.append(phase_polyprof(a, idle=pp[-1][3]))
         pphi.append(phase_polyprof(a, hz=a.pp_hi_hz))
+        if a.warmup:
+            ppw.append(phase_polyprof(a, warmup=a.warmup))
+            print("round %d: polyprof after a %d-iteration warm-up: agent %.4f s (worker %.4f s), %d samples"
+                  " in %.1f s" % (r + 1, a.warmup, ppw[-1][2], ppw[-1][6], ppw[-1][1], ppw[-1][3]), flush=True)
         print("round %d: base %.2f s | stackprof %.2f s, %d samples | stackprof-hi %.2f s, %d samples"
               " | polyprof targets %.2f s + agent %.4f s (worker %.4f s), %d samples (%d CPU periods,"
               " %d wake-ups) in %.1f s | agent on idle targets %.4f s | polyprof at %d Hz: agent %.4f s,"
@@ -235,6 +249,17 @@ def main():
           % (hi_cost / pp_hi_cost if pp_hi_cost > 0 else float("inf"), 1e6 * hi_cost, 1e6 * pp_hi_cost))
     print("ratio stackprof/polyprof per sample   %8.2f  (stackprof per sample / polyprof marginal per sample)"
           % (hi_cost / pp_marginal if pp_marginal > 0 else float("inf")))
+    if ppw:
+        w_agent, w_samples = med(x[2] for x in ppw), med(x[1] for x in ppw)
+        w_worker = med(x[6] for x in ppw)
+        # stackprof's estimate for the same number of samples
+        print("polyprof steady state (warm caches)   %8.3f s agent (worker %.3f s, core %.3f s), %d samples:"
+              " %.1f us per sample" % (w_agent, w_worker, w_agent - w_worker, w_samples,
+                                       1e6 * w_agent / max(w_samples, 1)))
+        print("ratio stackprof/polyprof, steady      %8.2f  (stackprof's %.1f us x %d samples / polyprof agent;"
+              " > 1: polyprof adds less: %s)"
+              % (hi_cost * w_samples / w_agent if w_agent > 0 else float("inf"), 1e6 * hi_cost, w_samples,
+                 "met" if w_agent < hi_cost * w_samples else "NOT met"))
 
 if __name__ == "__main__":
     main()
