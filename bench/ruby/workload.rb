@@ -18,6 +18,23 @@ def work(iters)
   iters.times { level(20, 18) }
 end
 
+# With PP_BENCH_GATE set, the work starts when a line arrives on stdin, so a
+# profiler can attach first and only the work itself is measured. With
+# PP_BENCH_WARMUP=N too, N iterations run after that first line, then
+# "warm" is printed and the measured work waits for a second line: a
+# profiler attached for a while (caches warm) is measured, as a continuous
+# profiler is in its steady state.
+if ENV["PP_BENCH_GATE"]
+  $stdin.gets
+  warm = Integer(ENV["PP_BENCH_WARMUP"] || 0)
+  if warm > 0
+    work(warm)
+    $stdout.puts "warm"
+    $stdout.flush
+    $stdin.gets
+  end
+end
+
 if ARGV[1] == "stackprof"
   require "stackprof"
   interval = Integer(ARGV[2] || 10_000)

@@ -1,6 +1,8 @@
 /*
  * Internal interfaces of the ruby plugin. One concept per file:
- *   ruby_plugin.c   vtable, options, targets, tick, snapshot
+ *   ruby_plugin.c   vtable, options, targets, snapshot
+ *   ruby_sampler.c  the sampling thread: CPU alarms, ticks, housekeeping
+ *   ruby_cpuclock.c per-thread CPU-time alarms (perf task-clock events)
  *   ruby_attach.c   finding the VM in a process and choosing the layout
  *   ruby_threads.c  Ruby threads, their tids and whether they are on CPU
  *   ruby_walk.c     control frames -> frame ids
@@ -12,6 +14,7 @@
 #ifndef POLYPROF_RUBY_H
 #define POLYPROF_RUBY_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,7 +24,8 @@
 #include "ruby_tables.h"
 
 #define RUBY_MAX_THREADS_HARD 1024
-#define RUBY_STR_MAX 1024 /* longest label or path we keep */
+#define RUBY_STR_MAX 1024    /* longest label or path we keep */
+#define RUBY_PREFETCH_ENVS 4 /* C-frame envs read along with a thread's frames */
 
 /* C methods as rbspy's gProfiler fork prints them: the whole text, no
  * `_[rb]` suffix (gprofiler-internals.md §2.6), so they are native frames
@@ -46,6 +50,13 @@ struct ruby_thread {
   int fd;           /* open /proc/PID/task/TID/schedstat (or stat), -1 if none */
   bool use_stat;    /* no schedstat: fall back to the state letter */
   uint64_t runtime; /* ns on CPU at the last tick (schedstat) */
+  int pfd;          /* CPU alarm (ruby_cpuclock.c), -1 if none */
+  void *ring;       /* its mmapped ring */
+  /* what the last sample saw, to read the next one in one system call */
+  uint64_t ec, vm_stack, words; /* ec 0: nothing known */
+  uint32_t depth;
+  uint32_t nenv;
+  uint64_t env[RUBY_PREFETCH_ENVS]; /* eps of frames without iseq (C methods) */
 };
 
 struct ruby_target {
@@ -70,6 +81,11 @@ struct ruby_target {
   uint32_t nthreads;
   bool per_thread;        /* thread list + tids usable; else the GVL holder */
   uint64_t threads_at_ns; /* last thread-list refresh */
+  uint64_t threads_every; /* refresh interval: short while threads come and go */
+  bool threads_changed;   /* the last refresh saw threads come or go */
+
+  bool cpuclock;        /* every thread has a CPU alarm: no ticks for this target */
+  bool cpuclock_failed; /* alarms could not be set up: ticks, said once */
 
   uint64_t cpu_ns; /* process CPU time at the last tick */
   uint64_t samples, torn, idle;
@@ -85,6 +101,19 @@ struct ruby_state {
   struct ruby_target *targets;
   size_t ntargets, targets_cap;
 
+  /* The sampling thread (ruby_sampler.c). `lock` guards everything in this
+   * struct against the host's calls (add_targets, snapshot). */
+  pthread_mutex_t lock;
+  pthread_t thread;
+  bool thread_started;
+  int epfd;               /* CPU alarms + wakefd */
+  int wakefd;             /* eventfd: new targets, stop */
+  bool stopping;          /* under lock */
+  bool use_cpuclock;      /* oncpu and perf task-clock events work here */
+  uint64_t period_ns;     /* 1 / frequency: of CPU time (alarms) or wall time (ticks) */
+  uint64_t next_tick_ns;  /* wall-clock ticks, only while a target needs them */
+  uint64_t next_house_ns; /* attach retries, thread lists */
+
   struct ruby_strings strings;
   struct ruby_frames frames;
   struct ruby_cache iseq_cache;  /* (pid, iseq, pc) -> frame id */
@@ -98,7 +127,9 @@ struct ruby_state {
 
   uint64_t now_ns;
   uint64_t c_ticks, c_samples, c_torn, c_full, c_truncated, c_idle, c_gone, c_str_fail;
-  uint32_t unknown_cfunc_id; /* "(unknown) [c function]" frame */
+  uint64_t c_wakeups, c_alarms; /* sampler wake-ups; CPU-alarm overflows (= weight) */
+  uint64_t c_guess_hits;        /* samples read in one system call (ruby_walk_thread) */
+  uint32_t unknown_cfunc_id;    /* "(unknown) [c function]" frame */
 };
 
 #define RUBY_LOG(st, lvl, ...) (st)->host->log((st)->host, (lvl), __VA_ARGS__)
@@ -107,10 +138,28 @@ struct ruby_state {
  * skipped (t->reason), other -errno an error (t->reason). */
 int ruby_attach(struct ruby_state *st, struct ruby_target *t);
 
+/* ruby_sampler.c: the thread that samples (started by start(), joined by
+ * stop()); target_release closes what a target holds. Caller holds lock. */
+int ruby_sampler_start(struct ruby_state *st);
+void ruby_sampler_stop(struct ruby_state *st);
+void ruby_sampler_wake(struct ruby_state *st);
+void ruby_target_release(struct ruby_state *st, struct ruby_target *t);
+
+/* ruby_cpuclock.c: a CPU-time alarm on one OS thread, every period_ns of
+ * its CPU time; registered in epfd (if >= 0) with `key`. 0 or -errno. */
+int ruby_cpuclock_open(struct ruby_thread *th, uint32_t tid, uint64_t period_ns, int epfd,
+                       uint64_t key);
+void ruby_cpuclock_close(struct ruby_thread *th, int epfd);
+/* Overflows since the previous call (consumes them). */
+uint64_t ruby_cpuclock_drain(struct ruby_thread *th);
+/* 0 if alarms work in this process (tried on the calling thread). */
+int ruby_cpuclock_probe(uint64_t period_ns);
+
 /* ruby_threads.c */
-/* Re-reads the thread list; keeps open stat fds of threads still there. */
+/* Re-reads the thread list; keeps open stat fds and alarms of threads
+ * still there, closes those of threads gone. */
 int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t);
-void ruby_threads_close(struct ruby_target *t);
+void ruby_threads_close(struct ruby_state *st, struct ruby_target *t);
 /* True if the thread ran since the previous call (schedstat), or is in
  * state R where schedstats are missing. */
 bool ruby_thread_on_cpu(struct ruby_target *t, struct ruby_thread *th);
@@ -120,6 +169,10 @@ bool ruby_any_task_running(uint32_t pid);
 /* ruby_walk.c: frame ids of the stack of one execution context, leaf
  * first, into st->ids. Returns the count, or -errno for a torn read. */
 int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *truncated);
+/* The same for a Ruby thread (its current EC), in one read when the last
+ * sample of the thread predicts where things are. -ENOENT: no EC. */
+int ruby_walk_thread(struct ruby_state *st, struct ruby_target *t, struct ruby_thread *th,
+                     bool *truncated);
 
 /* ruby_objects.c */
 /* Bytes of a String object (bounded, NUL-terminated, control chars

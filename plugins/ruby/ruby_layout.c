@@ -12,295 +12,89 @@
 /* Fields shared by every row: ec.vm_stack/vm_stack_size/cfp at 0/8/16,
  * cfp.pc/iseq/ep at 0/16/32, iseq.body at 16, body.iseq_size/iseq_encoded
  * at 4/8, body.location.pathobj/label at 64/80, me.def at 16,
- * def.original_id at 32. They live in ruby_walk.c as constants. */
+ * def.original_id at 32. They live in ruby_walk.c as constants.
+ *
+ * Each series below is the one before it plus what changed in that release
+ * (reference §5.3), so a reader sees the deltas and adding a version is one
+ * more line of them. A later designator in an initializer overrides an
+ * earlier one (C11 6.7.9p19); that is the mechanism, hence the pragmas.
+ * tests/unit/test_ruby_offsets.c pins every resulting number. */
 
+/* 2.5: rb_execution_context_t split out of rb_thread_t; positions table */
+#define RUBY_2_5                                                                                  \
+  .series = "2.5", .major = 2, .minor = 5, .min_patch = -1, .max_patch = -1, .ec_thread_ptr = 72, \
+  .cfp_size = 48, .first_lineno = 88, .first_lineno_value = 1, .line_kind = RUBY_LINES_POSITIONS, \
+  .ii_body = 112, .ii_positions = -1, .ii_size = 200, .ii_succ = -1, .ii_entry_size = 12,         \
+  .ii_entry_line = 4, .vm_main_thread = 280, .vm_living_threads = 320, .vm_main_ractor = -1,      \
+  .vm_ractor_main_thread = -1, .ractor_threads_set = -1, .ractor_running_ec = -1,                 \
+  .ractor_main = -1, .thread_ec = 32, .thread_tid = -1, .thread_nt = -1,                          \
+  .string_kind = RUBY_STR_FLAGS_LEN, .last_op_id = 166
+
+/* 2.6: cfp gains bp; succinct line table of {line_no, events}; the
+ * living_threads offset is not in the reference (GVL holder only) */
+#define RUBY_2_6                                                                                   \
+  RUBY_2_5, .series = "2.6", .minor = 6, .ec_thread_ptr = 56, .cfp_size = 56,                      \
+            .line_kind = RUBY_LINES_SUCCINCT, .ii_body = 120, .ii_positions = 128, .ii_size = 136, \
+            .ii_succ = 144, .ii_entry_size = 8, .ii_entry_line = 0, .vm_main_thread = 192,         \
+            .vm_living_threads = -1, .last_op_id = 164
+
+#define RUBY_2_7 RUBY_2_6, .series = "2.7", .minor = 7, .vm_living_threads = 312, .last_op_id = 168
+
+/* 3.0: ractors; the running EC and the thread list hang off the main ractor */
+#define RUBY_3_0                                                                        \
+  RUBY_2_7, .series = "3.0", .major = 3, .minor = 0, .vm_main_thread = -1,              \
+            .vm_living_threads = -1, .vm_main_ractor = 32, .vm_ractor_main_thread = 40, \
+            .ractor_threads_set = 304, .ractor_running_ec = 520, .ractor_main = 528,    \
+            .thread_ec = 40
+
+/* 3.1 (checked live on Debian 3.1.2, including thread.tid at 88): cfp gains
+ * jit_return, line entries gain node_id */
+#define RUBY_3_1                                                                                   \
+  RUBY_3_0, .series = "3.1", .minor = 1, .ec_thread_ptr = 48, .cfp_size = 64, .ii_entry_size = 12, \
+            .thread_tid = 88, .last_op_id = 169
+
+/* 3.2: first_lineno an int, insns_info moves up 8, RString.len field; the tid
+ * sits in rb_native_thread after the pthread id (from the struct order, not
+ * from bindings; checked at attach time against the main thread) */
+#define RUBY_3_2                                                                  \
+  RUBY_3_1, .series = "3.2", .minor = 2, .first_lineno_value = 0, .ii_body = 112, \
+            .ii_positions = 120, .ii_size = 128, .ii_succ = 136, .thread_ec = 48, \
+            .thread_tid = 16, .thread_nt = 40, .string_kind = RUBY_STR_LEN_FIELD
+
+/* 3.3: cfp loses bp; the threads fields of rb_ractor_t move */
+#define RUBY_3_3                                                                    \
+  RUBY_3_2, .series = "3.3", .minor = 3, .cfp_size = 56, .ractor_threads_set = 256, \
+            .ractor_running_ec = 384, .ractor_main = 392, .thread_tid = 24
+
+#define RUBY_3_4 RUBY_3_3, .series = "3.4", .minor = 4, .last_op_id = 170
+
+/* 4.0.0-4.0.5: threads.set and the tid are not in the reference: only the
+ * running thread is sampled */
+#define RUBY_4_0                                                                     \
+  RUBY_3_4, .series = "4.0", .major = 4, .minor = 0, .min_patch = 0, .max_patch = 5, \
+            .ractor_threads_set = -1, .ractor_running_ec = 312, .ractor_main = 320,  \
+            .thread_tid = -1, .thread_nt = -1
+
+/* 4.0.6 moved threads.running_ec by 8 */
+#define RUBY_4_0_6 \
+  RUBY_4_0, .min_patch = 6, .max_patch = 99, .ractor_running_ec = 320, .ractor_main = 328
+
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Winitializer-overrides"
+#elif defined(__GNUC__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Woverride-init"
+#endif
 static const struct ruby_layout layouts[] = {
-    {.series = "2.5",
-     .major = 2,
-     .minor = 5,
-     .min_patch = -1,
-     .max_patch = -1,
-     .ec_thread_ptr = 72,
-     .cfp_size = 48,
-     .first_lineno = 88,
-     .first_lineno_value = 1,
-     .line_kind = RUBY_LINES_POSITIONS,
-     .ii_body = 112,
-     .ii_positions = -1,
-     .ii_size = 200,
-     .ii_succ = -1,
-     .ii_entry_size = 12,
-     .ii_entry_line = 4,
-     .vm_main_thread = 280,
-     .vm_living_threads = 320,
-     .vm_main_ractor = -1,
-     .vm_ractor_main_thread = -1,
-     .ractor_threads_set = -1,
-     .ractor_running_ec = -1,
-     .ractor_main = -1,
-     .thread_ec = 32,
-     .thread_tid = -1,
-     .thread_nt = -1,
-     .string_kind = RUBY_STR_FLAGS_LEN,
-     .last_op_id = 166},
-    {.series = "2.6",
-     .major = 2,
-     .minor = 6,
-     .min_patch = -1,
-     .max_patch = -1,
-     .ec_thread_ptr = 56,
-     .cfp_size = 56,
-     .first_lineno = 88,
-     .first_lineno_value = 1,
-     .line_kind = RUBY_LINES_SUCCINCT,
-     .ii_body = 120,
-     .ii_positions = 128,
-     .ii_size = 136,
-     .ii_succ = 144,
-     .ii_entry_size = 8,
-     .ii_entry_line = 0,
-     .vm_main_thread = 192,
-     .vm_living_threads = -1,
-     .vm_main_ractor = -1,
-     .vm_ractor_main_thread = -1,
-     .ractor_threads_set = -1,
-     .ractor_running_ec = -1,
-     .ractor_main = -1,
-     .thread_ec = 32,
-     .thread_tid = -1,
-     .thread_nt = -1,
-     .string_kind = RUBY_STR_FLAGS_LEN,
-     .last_op_id = 164},
-    {.series = "2.7",
-     .major = 2,
-     .minor = 7,
-     .min_patch = -1,
-     .max_patch = -1,
-     .ec_thread_ptr = 56,
-     .cfp_size = 56,
-     .first_lineno = 88,
-     .first_lineno_value = 1,
-     .line_kind = RUBY_LINES_SUCCINCT,
-     .ii_body = 120,
-     .ii_positions = 128,
-     .ii_size = 136,
-     .ii_succ = 144,
-     .ii_entry_size = 8,
-     .ii_entry_line = 0,
-     .vm_main_thread = 192,
-     .vm_living_threads = 312,
-     .vm_main_ractor = -1,
-     .vm_ractor_main_thread = -1,
-     .ractor_threads_set = -1,
-     .ractor_running_ec = -1,
-     .ractor_main = -1,
-     .thread_ec = 32,
-     .thread_tid = -1,
-     .thread_nt = -1,
-     .string_kind = RUBY_STR_FLAGS_LEN,
-     .last_op_id = 168},
-    {.series = "3.0",
-     .major = 3,
-     .minor = 0,
-     .min_patch = -1,
-     .max_patch = -1,
-     .ec_thread_ptr = 56,
-     .cfp_size = 56,
-     .first_lineno = 88,
-     .first_lineno_value = 1,
-     .line_kind = RUBY_LINES_SUCCINCT,
-     .ii_body = 120,
-     .ii_positions = 128,
-     .ii_size = 136,
-     .ii_succ = 144,
-     .ii_entry_size = 8,
-     .ii_entry_line = 0,
-     .vm_main_thread = -1,
-     .vm_living_threads = -1,
-     .vm_main_ractor = 32,
-     .vm_ractor_main_thread = 40,
-     .ractor_threads_set = 304,
-     .ractor_running_ec = 520,
-     .ractor_main = 528,
-     .thread_ec = 40,
-     .thread_tid = -1,
-     .thread_nt = -1,
-     .string_kind = RUBY_STR_FLAGS_LEN,
-     .last_op_id = 168},
-    /* checked live on Debian 3.1.2, including thread.tid at 88 */
-    {.series = "3.1",
-     .major = 3,
-     .minor = 1,
-     .min_patch = -1,
-     .max_patch = -1,
-     .ec_thread_ptr = 48,
-     .cfp_size = 64,
-     .first_lineno = 88,
-     .first_lineno_value = 1,
-     .line_kind = RUBY_LINES_SUCCINCT,
-     .ii_body = 120,
-     .ii_positions = 128,
-     .ii_size = 136,
-     .ii_succ = 144,
-     .ii_entry_size = 12,
-     .ii_entry_line = 0,
-     .vm_main_thread = -1,
-     .vm_living_threads = -1,
-     .vm_main_ractor = 32,
-     .vm_ractor_main_thread = 40,
-     .ractor_threads_set = 304,
-     .ractor_running_ec = 520,
-     .ractor_main = 528,
-     .thread_ec = 40,
-     .thread_tid = 88,
-     .thread_nt = -1,
-     .string_kind = RUBY_STR_FLAGS_LEN,
-     .last_op_id = 169},
-    /* 3.2+: the tid sits in rb_native_thread after the pthread id; those
-     * offsets are from the struct order, not from bindings, and are checked
-     * at attach time against the main thread (tid == pid) */
-    {.series = "3.2",
-     .major = 3,
-     .minor = 2,
-     .min_patch = -1,
-     .max_patch = -1,
-     .ec_thread_ptr = 48,
-     .cfp_size = 64,
-     .first_lineno = 88,
-     .first_lineno_value = 0,
-     .line_kind = RUBY_LINES_SUCCINCT,
-     .ii_body = 112,
-     .ii_positions = 120,
-     .ii_size = 128,
-     .ii_succ = 136,
-     .ii_entry_size = 12,
-     .ii_entry_line = 0,
-     .vm_main_thread = -1,
-     .vm_living_threads = -1,
-     .vm_main_ractor = 32,
-     .vm_ractor_main_thread = 40,
-     .ractor_threads_set = 304,
-     .ractor_running_ec = 520,
-     .ractor_main = 528,
-     .thread_ec = 48,
-     .thread_tid = 16,
-     .thread_nt = 40,
-     .string_kind = RUBY_STR_LEN_FIELD,
-     .last_op_id = 169},
-    {.series = "3.3",
-     .major = 3,
-     .minor = 3,
-     .min_patch = -1,
-     .max_patch = -1,
-     .ec_thread_ptr = 48,
-     .cfp_size = 56,
-     .first_lineno = 88,
-     .first_lineno_value = 0,
-     .line_kind = RUBY_LINES_SUCCINCT,
-     .ii_body = 112,
-     .ii_positions = 120,
-     .ii_size = 128,
-     .ii_succ = 136,
-     .ii_entry_size = 12,
-     .ii_entry_line = 0,
-     .vm_main_thread = -1,
-     .vm_living_threads = -1,
-     .vm_main_ractor = 32,
-     .vm_ractor_main_thread = 40,
-     .ractor_threads_set = 256,
-     .ractor_running_ec = 384,
-     .ractor_main = 392,
-     .thread_ec = 48,
-     .thread_tid = 24,
-     .thread_nt = 40,
-     .string_kind = RUBY_STR_LEN_FIELD,
-     .last_op_id = 169},
-    {.series = "3.4",
-     .major = 3,
-     .minor = 4,
-     .min_patch = -1,
-     .max_patch = -1,
-     .ec_thread_ptr = 48,
-     .cfp_size = 56,
-     .first_lineno = 88,
-     .first_lineno_value = 0,
-     .line_kind = RUBY_LINES_SUCCINCT,
-     .ii_body = 112,
-     .ii_positions = 120,
-     .ii_size = 128,
-     .ii_succ = 136,
-     .ii_entry_size = 12,
-     .ii_entry_line = 0,
-     .vm_main_thread = -1,
-     .vm_living_threads = -1,
-     .vm_main_ractor = 32,
-     .vm_ractor_main_thread = 40,
-     .ractor_threads_set = 256,
-     .ractor_running_ec = 384,
-     .ractor_main = 392,
-     .thread_ec = 48,
-     .thread_tid = 24,
-     .thread_nt = 40,
-     .string_kind = RUBY_STR_LEN_FIELD,
-     .last_op_id = 170},
-    /* 4.0: threads.set is not in the reference: only the running thread */
-    {.series = "4.0",
-     .major = 4,
-     .minor = 0,
-     .min_patch = 0,
-     .max_patch = 5,
-     .ec_thread_ptr = 48,
-     .cfp_size = 56,
-     .first_lineno = 88,
-     .first_lineno_value = 0,
-     .line_kind = RUBY_LINES_SUCCINCT,
-     .ii_body = 112,
-     .ii_positions = 120,
-     .ii_size = 128,
-     .ii_succ = 136,
-     .ii_entry_size = 12,
-     .ii_entry_line = 0,
-     .vm_main_thread = -1,
-     .vm_living_threads = -1,
-     .vm_main_ractor = 32,
-     .vm_ractor_main_thread = 40,
-     .ractor_threads_set = -1,
-     .ractor_running_ec = 312,
-     .ractor_main = 320,
-     .thread_ec = 48,
-     .thread_tid = -1,
-     .thread_nt = -1,
-     .string_kind = RUBY_STR_LEN_FIELD,
-     .last_op_id = 170},
-    {.series = "4.0",
-     .major = 4,
-     .minor = 0,
-     .min_patch = 6,
-     .max_patch = 99,
-     .ec_thread_ptr = 48,
-     .cfp_size = 56,
-     .first_lineno = 88,
-     .first_lineno_value = 0,
-     .line_kind = RUBY_LINES_SUCCINCT,
-     .ii_body = 112,
-     .ii_positions = 120,
-     .ii_size = 128,
-     .ii_succ = 136,
-     .ii_entry_size = 12,
-     .ii_entry_line = 0,
-     .vm_main_thread = -1,
-     .vm_living_threads = -1,
-     .vm_main_ractor = 32,
-     .vm_ractor_main_thread = 40,
-     .ractor_threads_set = -1,
-     .ractor_running_ec = 320,
-     .ractor_main = 328,
-     .thread_ec = 48,
-     .thread_tid = -1,
-     .thread_nt = -1,
-     .string_kind = RUBY_STR_LEN_FIELD,
-     .last_op_id = 170},
+    {RUBY_2_5}, {RUBY_2_6}, {RUBY_2_7}, {RUBY_3_0}, {RUBY_3_1},
+    {RUBY_3_2}, {RUBY_3_3}, {RUBY_3_4}, {RUBY_4_0}, {RUBY_4_0_6},
 };
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#elif defined(__GNUC__)
+#pragma GCC diagnostic pop
+#endif
 
 int ruby_parse_version(const char *s, int *major, int *minor, int *patch) {
   int a = -1, b = -1, c = 0;

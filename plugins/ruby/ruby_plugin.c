@@ -1,15 +1,17 @@
 /*
  * polyprof ruby plugin: Ruby call stacks read from outside the process, as
  * rbspy does (reference php-ruby-remote.md §3-§6), without stopping the
- * target. Each tick samples every Ruby thread that is on a CPU; stacks are
- * aggregated in bounded tables and handed over at snapshot, where they
- * replace perf's native stacks of the same pids.
+ * target. A thread of its own (ruby_sampler.c) samples each Ruby thread
+ * per 1/frequency of CPU time it uses; stacks are aggregated in bounded
+ * tables and handed over at snapshot, where they replace perf's native
+ * stacks of the same pids.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include <unistd.h>
 
 #include "ruby.h"
 #include "support/proc.h"
@@ -28,7 +30,8 @@ static const struct pp_option options[] = {
     {.key = "oncpu",
      .type = PP_OPT_BOOL,
      .default_value = "true",
-     .help = "sample only Ruby threads that ran since the last tick (gProfiler: rbspy --oncpu)"},
+     .help = "sample Ruby threads per CPU time they use (gProfiler: rbspy --oncpu); false: "
+             "every thread on wall-clock ticks"},
     {.key = "frequency",
      .type = PP_OPT_INT,
      .default_value = "0",
@@ -71,15 +74,12 @@ static const struct pp_option options[] = {
      .help = "name C methods ('sort_by [c function]') through Ruby's symbol table"},
 };
 
-#define ATTACH_RETRY_NS 200000000ull
-#define THREADS_REFRESH_NS 500000000ull
-#define IDENTITY_CHECK_NS 1000000000ull
-
 static int ruby_init(const struct pp_host *host, void **out) {
   if (host->abi_major != PP_ABI_MAJOR || !PP_HOST_HAS(host, scratch_dir)) return -ENOTSUP;
   struct ruby_state *st = calloc(1, sizeof(*st));
   if (!st) return -ENOMEM;
   st->host = host;
+  st->epfd = st->wakefd = -1;
   int b = 1;
   st->oncpu = host->config_bool(host, "oncpu", &b) == 0 ? b : 1;
   b = 1;
@@ -104,6 +104,7 @@ static int ruby_init(const struct pp_host *host, void **out) {
   st->cfp_buf = malloc((size_t)st->max_depth * 64);
   st->ids = malloc(((size_t)st->max_depth + 1) * sizeof(*st->ids));
   st->eps = malloc(((size_t)st->max_depth + 1) * sizeof(*st->eps));
+  if (!rc) rc = pthread_mutex_init(&st->lock, NULL) ? -1 : 0;
   if (rc || !st->cfp_buf || !st->ids || !st->eps) {
     free(st->cfp_buf);
     free(st->ids);
@@ -136,30 +137,37 @@ static int ruby_start(void *state, struct pp_session *session) {
   st->host->config_int(st->host, "frequency", &freq);
   if (freq <= 0) freq = session->frequency_hz > 100 ? 100 : session->frequency_hz;
   if (freq <= 0) freq = 11;
-  session->tick_interval_ns = 1000000000ull / (uint64_t)freq;
+  st->period_ns = 1000000000ull / (uint64_t)freq;
+  /* the host's ticks are not used: the sampler thread sleeps until a
+   * thread has used a period of CPU (or until its own tick, see
+   * ruby_sampler.c), which a fixed host tick would defeat */
+  session->tick_interval_ns = 0;
+  int probe = st->oncpu ? ruby_cpuclock_probe(st->period_ns) : -EINVAL;
+  st->use_cpuclock = probe == 0;
   add_fixed_frames(st);
-  RUBY_LOG(st, PP_LOG_INFO, "sampling Ruby stacks at %lld Hz (%s threads, max depth %lld)",
-           (long long)freq, st->oncpu ? "running" : "all", (long long)st->max_depth);
-  return 0;
+  if (st->oncpu && !st->use_cpuclock)
+    RUBY_LOG(st, PP_LOG_WARNING,
+             "perf task-clock events unavailable (%s): sampling Ruby threads on wall-clock "
+             "ticks, which costs CPU even when they sleep",
+             strerror(-probe));
+  RUBY_LOG(st, PP_LOG_INFO, "sampling Ruby stacks at %lld Hz %s (max depth %lld)", (long long)freq,
+           st->use_cpuclock ? "of each thread's CPU time"
+           : st->oncpu      ? "of wall-clock time, threads that ran"
+                            : "of wall-clock time, all threads",
+           (long long)st->max_depth);
+  int rc = ruby_sampler_start(st);
+  if (rc) RUBY_LOG(st, PP_LOG_ERROR, "cannot start the sampling thread: %s", strerror(-rc));
+  return rc;
 }
 
-static void target_release(struct ruby_state *st, struct ruby_target *t) {
-  ruby_threads_close(t);
-  free(t->threads);
-  t->threads = NULL;
-  ruby_cache_forget_pid(&st->iseq_cache, t->pid);
-  ruby_cache_forget_pid(&st->cfunc_cache, t->pid);
-}
-
-static int ruby_add_targets(void *state, const struct pp_target *tg, size_t n) {
-  struct ruby_state *st = state;
+static int add_targets_locked(struct ruby_state *st, const struct pp_target *tg, size_t n) {
   for (size_t i = 0; i < n; i++) {
     size_t j;
     for (j = 0; j < st->ntargets; j++)
       if (st->targets[j].pid == tg[i].pid) break;
     if (j < st->ntargets) {
       if (st->targets[j].start_time == tg[i].start_time) continue;
-      target_release(st, &st->targets[j]); /* pid reused by a new process */
+      ruby_target_release(st, &st->targets[j]); /* pid reused by a new process */
     } else {
       if (st->ntargets == st->targets_cap) {
         size_t ncap = st->targets_cap ? st->targets_cap * 2 : 16;
@@ -182,151 +190,13 @@ static int ruby_add_targets(void *state, const struct pp_target *tg, size_t n) {
   return 0;
 }
 
-static void try_attach(struct ruby_state *st, struct ruby_target *t) {
-  if (st->now_ns < t->next_attach_ns) return;
-  int rc = ruby_attach(st, t);
-  if (rc == 0) {
-    t->state = RUBY_T_OK;
-  } else if (rc == -ENOTSUP) {
-    t->state = RUBY_T_SKIPPED;
-    RUBY_LOG(st, PP_LOG_INFO, "pid %u: %s", t->pid, t->reason);
-  } else if (rc == -ESRCH) {
-    t->state = RUBY_T_GONE;
-  } else if (rc == -EAGAIN && t->attach_tries < st->attach_retries) {
-    t->next_attach_ns = st->now_ns + ATTACH_RETRY_NS;
-  } else {
-    if (rc != -EAGAIN || !t->reason[0])
-      snprintf(t->reason, sizeof(t->reason), "cannot attach: %s", strerror(-rc));
-    t->state = RUBY_T_ERROR;
-    RUBY_LOG(st, PP_LOG_WARNING, "pid %u: %s", t->pid, t->reason);
-  }
-}
-
-static bool still_there(struct ruby_state *st, struct ruby_target *t) {
-  uint64_t start = 0;
-  char state = '?';
-  /* a zombie keeps its pid and start time until reaped, but has no memory
-   * left to read: it is gone for us */
-  if (st->host->proc_start_time(st->host, t->pid, &start) < 0 || start != t->start_time ||
-      (pp_proc_state(t->pid, 0, &state) == 0 && (state == 'Z' || state == 'X'))) {
-    t->state = RUBY_T_GONE;
-    ruby_threads_close(t);
-    return false;
-  }
-  return true;
-}
-
-/* Walks one EC and counts its stack. False if the read was torn. */
-static bool record(struct ruby_state *st, struct ruby_target *t, uint64_t ec) {
-  bool truncated = false;
-  int n = ruby_walk(st, t, ec, &truncated);
-  if (n == -ESRCH) {
-    still_there(st, t);
-    return true;
-  }
-  if (n == -ENOSPC) {
-    st->c_full++;
-    return true;
-  }
-  if (n < 0) {
-    st->c_torn++;
-    t->torn++;
-    return false;
-  }
-  if (truncated) st->c_truncated++;
-  if (n == 0) return true;
-  if (ruby_stacks_add(&st->stacks, t->pid, st->ids, (uint32_t)n, 1) < 0) {
-    st->c_full++;
-    return true;
-  }
-  st->c_samples++;
-  t->samples++;
-  return true;
-}
-
-/* CPU time of the whole process (all threads) in ns, from its CPU clock:
- * one cheap system call, no /proc text to format. 0 if unavailable. */
-static uint64_t process_cpu_ns(uint32_t pid) {
-  /* MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED) of the kernel's ABI */
-  clockid_t cid = (clockid_t)((~(unsigned)pid << 3) | 2u);
-  struct timespec ts;
-  if (clock_gettime(cid, &ts) != 0) return 0;
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void sample_target(struct ruby_state *st, struct ruby_target *t) {
-  const struct ruby_layout *L = t->L;
-  if (st->now_ns - t->threads_at_ns >= THREADS_REFRESH_NS) {
-    if (!still_there(st, t)) return;
-    ruby_threads_refresh(st, t);
-  }
-  if (st->oncpu) {
-    /* no thread of the process ran since the last tick: nothing moved,
-     * skip the per-thread checks (most targets, most ticks, on a busy box
-     * or for idle servers) */
-    uint64_t cpu = process_cpu_ns(t->pid);
-    if (cpu && cpu == t->cpu_ns) {
-      st->c_idle++;
-      t->idle++;
-      return;
-    }
-    t->cpu_ns = cpu;
-  }
-  if (t->per_thread) {
-    bool any = false;
-    for (uint32_t i = 0; i < t->nthreads && t->state == RUBY_T_OK; i++) {
-      struct ruby_thread *th = &t->threads[i];
-      if (st->oncpu && !ruby_thread_on_cpu(t, th)) continue;
-      uint64_t ec = 0;
-      int rc = pp_remote_read((pid_t)t->pid, th->addr + L->thread_ec, &ec, sizeof(ec));
-      if (rc == -ESRCH) {
-        still_there(st, t);
-        return;
-      }
-      if (rc < 0 || !ec) {
-        st->c_torn++;
-        t->threads_at_ns = 0; /* the thread may be gone: re-read the list */
-        continue;
-      }
-      any = true;
-      if (!record(st, t, ec)) t->threads_at_ns = 0;
-    }
-    if (!any) {
-      st->c_idle++;
-      t->idle++;
-    }
-    return;
-  }
-  /* rbspy's way: the thread holding (or last holding) the GVL */
-  if (st->oncpu && !ruby_any_task_running(t->pid)) {
-    st->c_idle++;
-    t->idle++;
-    return;
-  }
-  uint64_t ec = 0;
-  uint64_t at = t->main_ractor ? t->main_ractor + (uint64_t)t->running_ec_off : t->ec_ptr_addr;
-  int rc = at ? pp_remote_read((pid_t)t->pid, at, &ec, sizeof(ec)) : -ENOENT;
-  if (rc == -ESRCH) {
-    still_there(st, t);
-    return;
-  }
-  if (rc < 0 || !ec) {
-    st->c_torn++;
-    return;
-  }
-  record(st, t, ec);
-}
-
-static int ruby_tick(void *state, uint64_t now_ns) {
+static int ruby_add_targets(void *state, const struct pp_target *tg, size_t n) {
   struct ruby_state *st = state;
-  st->now_ns = now_ns;
-  st->c_ticks++;
-  for (size_t i = 0; i < st->ntargets; i++) {
-    struct ruby_target *t = &st->targets[i];
-    if (t->state == RUBY_T_NEW) try_attach(st, t);
-    if (t->state == RUBY_T_OK) sample_target(st, t);
-  }
-  return 0;
+  pthread_mutex_lock(&st->lock);
+  int rc = add_targets_locked(st, tg, n);
+  pthread_mutex_unlock(&st->lock);
+  ruby_sampler_wake(st); /* attach them now, not at the next housekeeping */
+  return rc;
 }
 
 static void target_extras(struct ruby_state *st, struct pp_sink *sink, struct ruby_target *t) {
@@ -353,8 +223,7 @@ static void target_extras(struct ruby_state *st, struct pp_sink *sink, struct ru
   }
 }
 
-static int ruby_snapshot(void *state, struct pp_sink *sink) {
-  struct ruby_state *st = state;
+static int snapshot_locked(struct ruby_state *st, struct pp_sink *sink) {
   const struct pp_host *h = st->host;
   struct pp_frame *frames = (struct pp_frame *)st->cfp_buf; /* max_depth*64 bytes >= frames */
   for (size_t i = 0; i < st->stacks.cap; i++) {
@@ -376,7 +245,7 @@ static int ruby_snapshot(void *state, struct pp_sink *sink) {
     struct ruby_target *t = &st->targets[i];
     if (t->state == RUBY_T_GONE) {
       st->c_gone++;
-      target_release(st, t);
+      ruby_target_release(st, t);
       st->targets[i] = st->targets[--st->ntargets];
       continue;
     }
@@ -391,11 +260,15 @@ static int ruby_snapshot(void *state, struct pp_sink *sink) {
   h->add_counter(sink, "frames_unreadable", st->c_str_fail);
   h->add_counter(sink, "idle_ticks", st->c_idle);
   h->add_counter(sink, "exited_targets", st->c_gone);
+  h->add_counter(sink, "wakeups", st->c_wakeups);
+  h->add_counter(sink, "cpu_periods", st->c_alarms);
+  h->add_counter(sink, "one_read_samples", st->c_guess_hits);
   if (st->c_full)
     RUBY_LOG(st, PP_LOG_WARNING, "tables full: %llu samples dropped (max_stacks / cache_size)",
              (unsigned long long)st->c_full);
   st->c_samples = st->c_torn = st->c_full = st->c_truncated = st->c_str_fail = 0;
-  st->c_idle = st->c_gone = st->c_ticks = 0;
+  st->c_idle = st->c_gone = st->c_ticks = st->c_wakeups = st->c_alarms = 0;
+  st->c_guess_hits = 0;
   ruby_stacks_clear(&st->stacks);
   /* method entries can be freed and reused by another method: forget them
    * every session; and start over when the frame tables are half full so a
@@ -410,11 +283,23 @@ static int ruby_snapshot(void *state, struct pp_sink *sink) {
   return 0;
 }
 
+static int ruby_snapshot(void *state, struct pp_sink *sink) {
+  struct ruby_state *st = state;
+  pthread_mutex_lock(&st->lock);
+  int rc = snapshot_locked(st, sink);
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
 static int ruby_stop(void *state) {
   struct ruby_state *st = state;
+  ruby_sampler_stop(st);
   for (size_t i = 0; i < st->ntargets; i++)
-    target_release(st, &st->targets[i]);
+    ruby_target_release(st, &st->targets[i]);
   st->ntargets = 0;
+  if (st->epfd >= 0) close(st->epfd);
+  if (st->wakefd >= 0) close(st->wakefd);
+  st->epfd = st->wakefd = -1;
   return 0;
 }
 
@@ -431,6 +316,7 @@ static void ruby_fini(void *state) {
   ruby_cache_free(&st->iseq_cache);
   ruby_cache_free(&st->cfunc_cache);
   ruby_stacks_free(&st->stacks);
+  pthread_mutex_destroy(&st->lock);
   free(st);
 }
 
@@ -447,7 +333,6 @@ static const struct pp_plugin descriptor = {
     .init = ruby_init,
     .start = ruby_start,
     .add_targets = ruby_add_targets,
-    .tick = ruby_tick,
     .snapshot = ruby_snapshot,
     .stop = ruby_stop,
     .fini = ruby_fini,

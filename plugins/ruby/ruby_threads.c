@@ -106,12 +106,17 @@ static int read_tid(const struct ruby_target *t, uint64_t th, uint32_t *tid) {
   return 0;
 }
 
-void ruby_threads_close(struct ruby_target *t) {
-  for (uint32_t i = 0; i < t->nthreads; i++) {
-    if (t->threads[i].fd >= 0) close(t->threads[i].fd);
-    t->threads[i].fd = -1;
-  }
+static void thread_close(struct ruby_state *st, struct ruby_thread *th) {
+  if (th->fd >= 0) close(th->fd);
+  th->fd = -1;
+  ruby_cpuclock_close(th, st->epfd);
+}
+
+void ruby_threads_close(struct ruby_state *st, struct ruby_target *t) {
+  for (uint32_t i = 0; i < t->nthreads; i++)
+    thread_close(st, &t->threads[i]);
   t->nthreads = 0;
+  t->cpuclock = false;
 }
 
 int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t) {
@@ -145,25 +150,38 @@ int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t) {
         if (tid == t->ns_pid) saw_main = true;
         if (t->ns_pid != t->pid) tid = host_tid_of(t->pid, tid);
       }
-      fresh[n++] = (struct ruby_thread){.addr = node, .tid = tid, .fd = -1};
+      fresh[n++] = (struct ruby_thread){.addr = node, .tid = tid, .fd = -1, .pfd = -1};
       if (pp_remote_read((pid_t)t->pid, node, &node, sizeof(node)) < 0) ok = false;
     }
   }
   /* the tids are trusted only if the main thread's is the process's pid */
+  bool supported = head && L->thread_tid >= 0;
   ok = ok && n > 0 && saw_main;
-  /* keep the open stat files of threads we already knew */
+  if (supported && !ok && t->per_thread && t->nthreads > 0) {
+    /* a list read torn by threads coming and going: keep the threads (and
+     * alarms) we have rather than dropping to the GVL holder; soon again */
+    t->threads_changed = true;
+    return -EAGAIN;
+  }
+  /* keep the open stat files and CPU alarms of threads we already knew */
+  bool matched[RUBY_MAX_THREADS_HARD] = {false};
+  uint32_t nkept = 0;
   for (uint32_t i = 0; i < t->nthreads; i++) {
     struct ruby_thread *old = &t->threads[i];
     bool kept = false;
     for (uint32_t j = 0; ok && j < n && !kept; j++) {
-      if (fresh[j].addr == old->addr && fresh[j].tid == old->tid && fresh[j].fd < 0) {
+      if (!matched[j] && fresh[j].addr == old->addr && fresh[j].tid == old->tid) {
         fresh[j] = *old;
-        kept = true;
+        matched[j] = kept = true;
       }
     }
-    if (!kept && old->fd >= 0) close(old->fd);
+    if (!kept)
+      thread_close(st, old);
+    else
+      nkept++;
   }
   if (!ok) n = 0;
+  t->threads_changed = nkept != n || nkept != t->nthreads;
   memcpy(t->threads, fresh, n * sizeof(fresh[0]));
   t->nthreads = n;
   if (t->per_thread != ok && t->state == RUBY_T_OK)

@@ -88,9 +88,6 @@ static uint32_t resolve_iseq(struct ruby_state *st, struct ruby_target *t, uint6
     return RUBY_NO_ID;
   unsigned char b[BODY_READ];
   if (pp_remote_read((pid_t)t->pid, body, b, sizeof(b)) < 0) return RUBY_NO_ID;
-  char label[RUBY_STR_MAX], path[RUBY_STR_MAX];
-  if (ruby_read_string(t, rd64(b + BODY_LABEL), label, sizeof(label)) <= 0) return RUBY_NO_ID;
-  if (read_path(t, rd64(b + BODY_PATHOBJ), path, sizeof(path)) < 0) return RUBY_NO_ID;
   uint32_t line = ruby_line_of(t, b, sizeof(b), pc);
   if (!line) {
     /* what Ruby itself reports without a position: the first line */
@@ -101,7 +98,24 @@ static uint32_t resolve_iseq(struct ruby_state *st, struct ruby_target *t, uint6
       first = (int32_t)first;
     if (first > 0 && first < (1 << 30)) line = (uint32_t)first;
   }
-  uint32_t id = add_frame(st, label, path[0] ? path : NULL, line, PP_FRAME_RUBY);
+  /* label and path belong to the iseq, not the pc: read once per iseq, so
+   * a new pc in a known method costs the body and line-table reads only.
+   * Keyed by the body and the label object's addresses (tagged odd: never
+   * a pc), both from the body just read: an iseq freed or moved by GC and
+   * its address reused by another one does not inherit its name */
+  uint64_t label_obj = rd64(b + BODY_LABEL);
+  uint32_t id, known = ruby_cache_get(&st->iseq_cache, t->pid, body, label_obj | 1);
+  if (known != RUBY_NO_ID) {
+    struct ruby_frame fr = st->frames.v[known];
+    fr.line = line;
+    id = ruby_frames_add(&st->frames, &fr);
+  } else {
+    char label[RUBY_STR_MAX], path[RUBY_STR_MAX];
+    if (ruby_read_string(t, label_obj, label, sizeof(label)) <= 0) return RUBY_NO_ID;
+    if (read_path(t, rd64(b + BODY_PATHOBJ), path, sizeof(path)) < 0) return RUBY_NO_ID;
+    id = add_frame(st, label, path[0] ? path : NULL, line, PP_FRAME_RUBY);
+    if (id != RUBY_NO_ID) ruby_cache_put(&st->iseq_cache, t->pid, body, label_obj | 1, id);
+  }
   if (id != RUBY_NO_ID) ruby_cache_put(&st->iseq_cache, t->pid, iseq, pc, id);
   return id;
 }
@@ -151,29 +165,37 @@ static uint32_t resolve_cfunc(struct ruby_state *st, struct ruby_target *t, uint
   return id;
 }
 
-int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *truncated) {
-  const struct ruby_layout *L = t->L;
-  uint64_t e[3];
-  *truncated = false;
-  if (!heap_ptr(ec)) return -EINVAL;
-  int rc = pp_remote_read((pid_t)t->pid, ec, e, sizeof(e));
-  if (rc < 0) return rc;
-  uint64_t vm_stack = e[0], words = e[1], cfp = e[2];
-  /* a thread starting or finishing has no VM stack: no Ruby frames (rbspy
-   * shows "(unknown) [c function]"), not a torn read */
-  if (vm_stack == 0) return 0;
-  if (!heap_ptr(vm_stack) || words == 0 || words > RUBY_MAX_VM_STACK_WORDS) return -EINVAL;
-  uint64_t csz = (uint64_t)L->cfp_size;
-  uint64_t base = vm_stack + words * 8 - csz; /* the thread's dummy first frame */
-  if (cfp < vm_stack || cfp >= base || (base - cfp) % csz) return -EFAULT; /* out of sync */
-  uint64_t n = (base - cfp) / csz;
-  if (n > (uint64_t)st->max_depth) {
-    n = (uint64_t)st->max_depth; /* keep the leaf side: that is where time is spent */
-    *truncated = true;
+/* Frame ids of the n control frames in `blk` (leaf first, already read
+ * from the target) into st->ids. */
+/* A frame without iseq: its env words {ep[-2], ep[-1], ep[0]} say whether
+ * it is a C method (and which) or a dummy/ifunc frame to skip. */
+static int classify_env(struct ruby_state *st, struct ruby_target *t, uint64_t w[3],
+                        uint32_t slot) {
+  if ((w[2] & VM_FRAME_MAGIC_MASK) != VM_FRAME_MAGIC_CFUNC) {
+    st->ids[slot] = RUBY_NO_ID; /* dummy or ifunc frame: not in a backtrace */
+    return 0;
   }
-  rc = pp_remote_read((pid_t)t->pid, cfp, st->cfp_buf, n * csz);
-  if (rc < 0) return rc;
+  st->ids[slot] = resolve_cfunc(st, t, w);
+  return st->ids[slot] == RUBY_NO_ID ? -ENOSPC : 0;
+}
 
+/* Env words read ahead, in the same system call as the frames. */
+struct env_prefetch {
+  uint32_t n;
+  uint64_t ep[RUBY_PREFETCH_ENVS];
+  uint64_t w[RUBY_PREFETCH_ENVS][3];
+};
+
+/* Frame ids of the n control frames in `blk` (leaf first, already read
+ * from the target) into st->ids. Env words of frames without iseq come
+ * from `pre` when it has them, else from one batched read. With `th`, the
+ * env addresses seen are kept there for the next sample's prefetch. */
+static int walk_frames(struct ruby_state *st, struct ruby_target *t, const unsigned char *blk,
+                       uint64_t n, uint64_t vm_stack, uint64_t words,
+                       const struct env_prefetch *pre, struct ruby_thread *th) {
+  uint64_t csz = (uint64_t)t->L->cfp_size;
+  int rc;
+  if (th) th->nenv = 0;
   /* first pass: Ruby frames from the cache, C frame candidates batched */
   uint32_t out = 0;
   uint32_t pending[BATCH];
@@ -186,19 +208,12 @@ int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *t
         iov[k] = (struct pp_remote_iov){.addr = st->eps[pending[k]] - 16, .buf = win[k], .len = 24};
       rc = pp_remote_readv((pid_t)t->pid, iov, npending);
       if (rc < 0) return rc;
-      for (uint32_t k = 0; k < npending; k++) {
-        uint32_t slot = pending[k];
-        if ((win[k][2] & VM_FRAME_MAGIC_MASK) != VM_FRAME_MAGIC_CFUNC) {
-          st->ids[slot] = RUBY_NO_ID; /* dummy or ifunc frame: not in a backtrace */
-          continue;
-        }
-        st->ids[slot] = resolve_cfunc(st, t, win[k]);
-        if (st->ids[slot] == RUBY_NO_ID) return -ENOSPC;
-      }
+      for (uint32_t k = 0; k < npending; k++)
+        if ((rc = classify_env(st, t, win[k], pending[k])) < 0) return rc;
       npending = 0;
     }
     if (i == n) break;
-    const unsigned char *f = st->cfp_buf + i * csz;
+    const unsigned char *f = blk + i * csz;
     uint64_t pc = rd64(f + CFP_PC), iseq = rd64(f + CFP_ISEQ), ep = rd64(f + CFP_EP);
     uint32_t slot = out++;
     st->ids[slot] = RUBY_NO_ID;
@@ -215,7 +230,23 @@ int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *t
         }
       }
       st->ids[slot] = id;
-    } else if (!iseq && heap_ptr(ep) && ep >= vm_stack && ep < vm_stack + words * 8) {
+    } else if (!iseq && heap_ptr(ep) && ep >= vm_stack + 16 && ep < vm_stack + words * 8) {
+      if (th) {
+        /* keep the root-most ones: they are the ones that stay put */
+        if (th->nenv == RUBY_PREFETCH_ENVS) {
+          memmove(th->env, th->env + 1, (RUBY_PREFETCH_ENVS - 1) * sizeof(th->env[0]));
+          th->nenv--;
+        }
+        th->env[th->nenv++] = ep;
+      }
+      uint32_t k = 0;
+      while (pre && k < pre->n && pre->ep[k] != ep)
+        k++;
+      if (pre && k < pre->n) {
+        uint64_t w[3] = {pre->w[k][0], pre->w[k][1], pre->w[k][2]};
+        if ((rc = classify_env(st, t, w, slot)) < 0) return rc;
+        continue;
+      }
       st->eps[slot] = ep;
       pending[npending++] = slot;
     }
@@ -225,4 +256,101 @@ int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *t
   for (uint32_t i = 0; i < out; i++)
     if (st->ids[i] != RUBY_NO_ID) st->ids[m++] = st->ids[i];
   return (int)m;
+}
+
+/* The frame block of an EC: from cfp (the leaf) to the thread's dummy
+ * first frame at the end of the VM stack. Checks the EC's words. */
+static int frame_span(struct ruby_state *st, const struct ruby_target *t, const uint64_t e[3],
+                      uint64_t *base, uint64_t *n, bool *truncated) {
+  uint64_t vm_stack = e[0], words = e[1], cfp = e[2];
+  if (!heap_ptr(vm_stack) || words == 0 || words > RUBY_MAX_VM_STACK_WORDS) return -EINVAL;
+  uint64_t csz = (uint64_t)t->L->cfp_size;
+  *base = vm_stack + words * 8 - csz; /* the thread's dummy first frame */
+  if (cfp < vm_stack || cfp >= *base || (*base - cfp) % csz) return -EFAULT; /* out of sync */
+  *n = (*base - cfp) / csz;
+  *truncated = false;
+  if (*n > (uint64_t)st->max_depth) {
+    *n = (uint64_t)st->max_depth; /* keep the leaf side: that is where time is spent */
+    *truncated = true;
+  }
+  return 0;
+}
+
+int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *truncated) {
+  uint64_t e[3], base, n;
+  *truncated = false;
+  if (!heap_ptr(ec)) return -EINVAL;
+  int rc = pp_remote_read((pid_t)t->pid, ec, e, sizeof(e));
+  if (rc < 0) return rc;
+  /* a thread starting or finishing has no VM stack: no Ruby frames (rbspy
+   * shows "(unknown) [c function]"), not a torn read */
+  if (e[0] == 0) return 0;
+  rc = frame_span(st, t, e, &base, &n, truncated);
+  if (rc < 0) return rc;
+  rc = pp_remote_read((pid_t)t->pid, e[2], st->cfp_buf, n * (uint64_t)t->L->cfp_size);
+  if (rc < 0) return rc;
+  return walk_frames(st, t, st->cfp_buf, n, e[0], e[1], NULL, NULL);
+}
+
+/* Frames kept around the last depth when guessing where the leaf is. */
+#define GUESS_SLACK 32
+
+int ruby_walk_thread(struct ruby_state *st, struct ruby_target *t, struct ruby_thread *th,
+                     bool *truncated) {
+  const struct ruby_layout *L = t->L;
+  uint64_t csz = (uint64_t)L->cfp_size;
+  uint64_t ec = 0, e[3] = {0, 0, 0}, base, n;
+  *truncated = false;
+  if (th->ec && th->words) {
+    /* One read for the thread's EC pointer, the EC's stack words and the
+     * frames near the end of its VM stack, guessing from the last sample
+     * that the EC and the stack did not move and the depth changed little.
+     * Most samples of a thread are then one system call. */
+    uint64_t end = th->vm_stack + th->words * 8 - csz;
+    uint64_t w = (uint64_t)th->depth + GUESS_SLACK;
+    if (w > (uint64_t)st->max_depth) w = (uint64_t)st->max_depth;
+    if (w * csz > end - th->vm_stack) w = (end - th->vm_stack) / csz;
+    uint64_t from = end - w * csz;
+    struct env_prefetch pre = {.n = th->nenv};
+    struct pp_remote_iov iov[3 + RUBY_PREFETCH_ENVS] = {
+        {.addr = th->addr + (uint64_t)L->thread_ec, .buf = &ec, .len = sizeof(ec)},
+        {.addr = th->ec, .buf = e, .len = sizeof(e)},
+        {.addr = from, .buf = st->cfp_buf, .len = w * csz},
+    };
+    /* and the env words of the frames without iseq (C methods) the last
+     * sample met: those near the root rarely move */
+    for (uint32_t k = 0; k < pre.n; k++) {
+      pre.ep[k] = th->env[k];
+      iov[3 + k] = (struct pp_remote_iov){.addr = th->env[k] - 16, .buf = pre.w[k], .len = 24};
+    }
+    int rc = pp_remote_readv((pid_t)t->pid, iov, 3 + pre.n);
+    if (rc == -ESRCH) return rc;
+    if (rc == 0 && ec == th->ec && e[0] == th->vm_stack && e[1] == th->words && e[2] >= from &&
+        e[2] < end && (e[2] - from) % csz == 0) {
+      n = (end - e[2]) / csz;
+      th->depth = (uint32_t)n;
+      st->c_guess_hits++;
+      return walk_frames(st, t, st->cfp_buf + (e[2] - from), n, e[0], e[1], &pre, th);
+    }
+    if (rc < 0) ec = 0;
+  }
+  if (!ec) {
+    int rc = pp_remote_read((pid_t)t->pid, th->addr + (uint64_t)L->thread_ec, &ec, sizeof(ec));
+    if (rc < 0) return rc;
+  }
+  th->ec = th->words = 0;
+  if (!ec) return -ENOENT; /* the Ruby thread finished or has not started */
+  if (!heap_ptr(ec)) return -EINVAL;
+  int rc = pp_remote_read((pid_t)t->pid, ec, e, sizeof(e));
+  if (rc < 0) return rc;
+  if (e[0] == 0) return 0;
+  rc = frame_span(st, t, e, &base, &n, truncated);
+  if (rc < 0) return rc;
+  rc = pp_remote_read((pid_t)t->pid, e[2], st->cfp_buf, n * csz);
+  if (rc < 0) return rc;
+  th->ec = ec;
+  th->vm_stack = e[0];
+  th->words = e[1];
+  th->depth = (uint32_t)n;
+  return walk_frames(st, t, st->cfp_buf, n, e[0], e[1], NULL, th);
 }

@@ -1,4 +1,5 @@
 """Helpers of the ruby plugin's integration tests (standard library only)."""
+import glob
 import os
 import re
 import shutil
@@ -32,6 +33,29 @@ def workload(name, *args):
     """Starts tests/workloads/ruby/<name> with an absolute path (so frames
     carry it) and returns the Popen."""
     return u.spawn([RUBY, os.path.join(WORKLOADS, name)] + [str(a) for a in args])
+
+
+def cpu_seconds(pid):
+    """CPU time so far of every thread of a process (schedstat, ns exact)."""
+    total = 0
+    for stat in glob.glob("/proc/%d/task/*/schedstat" % pid):
+        try:
+            with open(stat) as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass  # a thread that ended between the listing and the read
+    return total / 1e9
+
+
+def check_cpu_weight(name, samples, cpu_s, hz):
+    """The plugin samples a thread per 1/hz of its CPU time, as stackprof's
+    cpu mode and perf do: the sample count is the CPU the target used times
+    hz. cpu_s is measured around the whole agent run (attach and exit
+    included), so the count may fall short of it, never exceed it much."""
+    expected = cpu_s * hz
+    u.check(0.6 * expected - 3 <= samples <= 1.1 * expected + 5,
+            "%s: %d samples for %.2f s of its CPU at %d Hz (expected ~%d: one per %d ms of CPU)"
+            % (name, samples, cpu_s, hz, expected, 1000 // hz))
 
 
 def stacks_of(stacks, comm_pid_index, pid_comm):

@@ -1,0 +1,410 @@
+/*
+ * The sampling thread of the ruby plugin.
+ *
+ * Where the kernel allows it (root or CAP_PERFMON, perf_event_paranoid), a
+ * running Ruby thread is sampled when it has used 1/frequency of CPU time:
+ * each Ruby thread has a CPU alarm (ruby_cpuclock.c) and this thread sleeps
+ * in epoll_wait until one fires, then samples every thread whose alarm
+ * fired, all in one wake-up, weighting each stack by the periods it used.
+ * That is stackprof's ITIMER_PROF rule from outside: a sleeping or starved
+ * process costs nothing, 10 idle targets cost no wake-ups, and the samples
+ * add up to CPU time the way perf's do.
+ *
+ * Targets without alarms (perf events refused, a version whose table lacks
+ * the thread ids so only the GVL holder can be read, `oncpu: false`) are
+ * sampled on wall-clock ticks at the frequency, as gProfiler's rbspy does;
+ * ticks run only while such a target exists. Housekeeping (attach retries,
+ * thread lists) runs a few times a second from the same loop.
+ *
+ * Everything runs under st->lock, released only while waiting, so the
+ * host's add_targets() and snapshot() see consistent tables.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ruby.h"
+#include "support/proc.h"
+#include "support/remote.h"
+
+#define ATTACH_RETRY_NS 200000000ull
+/* Thread lists are re-read every 50 ms while threads come and go (a new
+ * thread is sampled only once listed), backing off to 1 s when stable. */
+#define THREADS_REFRESH_MIN_NS 50000000ull
+#define THREADS_REFRESH_MAX_NS 1000000000ull
+/* An alarm-driven target is refreshed when one of its alarms wakes us
+ * anyway (no wake-up of its own); only one whose threads all sleep needs
+ * a timed refresh, and that one can wait this many intervals: a sleeping
+ * process that starts a busy thread has it sampled within ~4 s. */
+#define IDLE_REFRESH_FACTOR 4
+#define WAKE_KEY UINT64_MAX /* epoll key of wakefd; alarms are pid << 32 | tid */
+#define EVENTS_PER_WAKE 64
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void ruby_target_release(struct ruby_state *st, struct ruby_target *t) {
+  ruby_threads_close(st, t);
+  free(t->threads);
+  t->threads = NULL;
+  ruby_cache_forget_pid(&st->iseq_cache, t->pid);
+  ruby_cache_forget_pid(&st->cfunc_cache, t->pid);
+}
+
+static bool still_there(struct ruby_state *st, struct ruby_target *t) {
+  uint64_t start = 0;
+  char state = '?';
+  /* a zombie keeps its pid and start time until reaped, but has no memory
+   * left to read: it is gone for us */
+  if (st->host->proc_start_time(st->host, t->pid, &start) < 0 || start != t->start_time ||
+      (pp_proc_state(t->pid, 0, &state) == 0 && (state == 'Z' || state == 'X'))) {
+    t->state = RUBY_T_GONE;
+    ruby_threads_close(st, t);
+    return false;
+  }
+  return true;
+}
+
+/* Gives every Ruby thread of an attached target a CPU alarm, or none of
+ * them: a target is either alarm-driven or tick-driven, never both (its
+ * samples would be counted twice). */
+static void sync_alarms(struct ruby_state *st, struct ruby_target *t) {
+  bool want = st->use_cpuclock && t->per_thread && !t->cpuclock_failed && t->nthreads > 0;
+  int rc = 0;
+  for (uint32_t i = 0; want && i < t->nthreads && rc == 0; i++) {
+    struct ruby_thread *th = &t->threads[i];
+    if (th->pfd >= 0 || !th->tid) continue;
+    uint64_t key = ((uint64_t)t->pid << 32) | th->tid;
+    rc = ruby_cpuclock_open(th, th->tid, st->period_ns, st->epfd, key);
+    if (rc == -ESRCH) rc = 0; /* the thread just ended: the next list drops it */
+  }
+  if (want && rc == 0) {
+    t->cpuclock = true;
+    return;
+  }
+  if (want) {
+    t->cpuclock_failed = true;
+    RUBY_LOG(st, PP_LOG_WARNING, "pid %u: no CPU alarms (%s): sampling on wall-clock ticks", t->pid,
+             strerror(-rc));
+  }
+  for (uint32_t i = 0; i < t->nthreads; i++)
+    ruby_cpuclock_close(&t->threads[i], st->epfd);
+  t->cpuclock = false;
+}
+
+/* Threads came or went: re-read the list soon (not at once: a thread
+ * whose alarm keeps firing must not turn into a refresh per alarm). */
+static void list_stale(struct ruby_state *st, struct ruby_target *t) {
+  t->threads_every = THREADS_REFRESH_MIN_NS;
+  uint64_t due = t->threads_at_ns + THREADS_REFRESH_MIN_NS;
+  if (due < st->next_house_ns) st->next_house_ns = due;
+}
+
+static void refresh_threads(struct ruby_state *st, struct ruby_target *t) {
+  /* a list that cannot be read may be a process that exited (alarm-driven
+   * targets are not checked in /proc otherwise) */
+  if (ruby_threads_refresh(st, t) < 0 && !still_there(st, t)) return;
+  sync_alarms(st, t);
+  if (t->threads_changed || t->threads_every < THREADS_REFRESH_MIN_NS)
+    t->threads_every = THREADS_REFRESH_MIN_NS;
+  else if (t->threads_every < THREADS_REFRESH_MAX_NS)
+    t->threads_every *= 2;
+}
+
+static void try_attach(struct ruby_state *st, struct ruby_target *t) {
+  if (st->now_ns < t->next_attach_ns) return;
+  int rc = ruby_attach(st, t);
+  if (rc == 0) {
+    t->state = RUBY_T_OK;
+    sync_alarms(st, t);
+  } else if (rc == -ENOTSUP) {
+    t->state = RUBY_T_SKIPPED;
+    RUBY_LOG(st, PP_LOG_INFO, "pid %u: %s", t->pid, t->reason);
+  } else if (rc == -ESRCH) {
+    t->state = RUBY_T_GONE;
+  } else if (rc == -EAGAIN && t->attach_tries < st->attach_retries) {
+    t->next_attach_ns = st->now_ns + ATTACH_RETRY_NS;
+  } else {
+    if (rc != -EAGAIN || !t->reason[0])
+      snprintf(t->reason, sizeof(t->reason), "cannot attach: %s", strerror(-rc));
+    t->state = RUBY_T_ERROR;
+    RUBY_LOG(st, PP_LOG_WARNING, "pid %u: %s", t->pid, t->reason);
+  }
+}
+
+/* Counts the stack a walk left in st->ids `weight` times (n: the walk's
+ * result). False if the read was torn. */
+static bool count_stack(struct ruby_state *st, struct ruby_target *t, int n, bool truncated,
+                        uint64_t weight) {
+  if (n == -ESRCH) {
+    still_there(st, t);
+    return true;
+  }
+  if (n == -ENOSPC) {
+    st->c_full++;
+    return true;
+  }
+  if (n < 0) {
+    st->c_torn++;
+    t->torn++;
+    return false;
+  }
+  if (truncated) st->c_truncated++;
+  if (n == 0) return true;
+  if (ruby_stacks_add(&st->stacks, t->pid, st->ids, (uint32_t)n, weight) < 0) {
+    st->c_full++;
+    return true;
+  }
+  st->c_samples++;
+  t->samples++;
+  return true;
+}
+
+/* Walks one EC (the GVL holder's) and counts its stack once. */
+static void record(struct ruby_state *st, struct ruby_target *t, uint64_t ec) {
+  bool truncated = false;
+  int n = ruby_walk(st, t, ec, &truncated);
+  count_stack(st, t, n, truncated, 1);
+}
+
+/* Samples one Ruby thread. -ESRCH if the process is gone, -EAGAIN if the
+ * thread list looks stale, else 0. */
+static int sample_thread(struct ruby_state *st, struct ruby_target *t, struct ruby_thread *th,
+                         uint64_t weight) {
+  bool truncated = false;
+  int n = ruby_walk_thread(st, t, th, &truncated);
+  if (n == -ESRCH) return n;
+  /* no EC: the Ruby thread finished (its native thread may live on in
+   * Ruby's thread cache) or has not started. Nothing torn, nothing to
+   * read; the list is stale */
+  if (n == -ENOENT) return -EAGAIN;
+  return count_stack(st, t, n, truncated, weight) ? 0 : -EAGAIN;
+}
+
+/* ---- CPU alarms ---- */
+
+static void on_alarm(struct ruby_state *st, uint64_t key, uint32_t events) {
+  uint32_t pid = (uint32_t)(key >> 32), tid = (uint32_t)key;
+  for (size_t i = 0; i < st->ntargets; i++) {
+    struct ruby_target *t = &st->targets[i];
+    if (t->pid != pid || t->state != RUBY_T_OK || !t->cpuclock) continue;
+    for (uint32_t j = 0; j < t->nthreads; j++) {
+      struct ruby_thread *th = &t->threads[j];
+      if (th->tid != tid || th->pfd < 0) continue;
+      uint64_t n = ruby_cpuclock_drain(th);
+      st->c_alarms += n;
+      if (events & (EPOLLHUP | EPOLLERR)) {
+        /* the thread ended (its event hangs up): its rb_thread_t may be
+         * freed already, so no sample; drop the alarm now, the thread list
+         * catches up at the next housekeeping */
+        ruby_cpuclock_close(th, st->epfd);
+        list_stale(st, t);
+        return;
+      }
+      if (!n) return;
+      int rc = sample_thread(st, t, th, n);
+      if (rc == -ESRCH) {
+        still_there(st, t);
+        return;
+      }
+      if (rc == -EAGAIN) list_stale(st, t);
+      /* awake anyway: the thread list too, if due (th may move) */
+      if (t->state == RUBY_T_OK && st->now_ns - t->threads_at_ns >= t->threads_every)
+        refresh_threads(st, t);
+      return;
+    }
+  }
+}
+
+/* ---- wall-clock ticks (targets without alarms) ---- */
+
+/* CPU time of the whole process (all threads) in ns, from its CPU clock:
+ * one cheap system call, no /proc text to format. 0 if unavailable. */
+static uint64_t process_cpu_ns(uint32_t pid) {
+  /* MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED) of the kernel's ABI */
+  clockid_t cid = (clockid_t)((~(unsigned)pid << 3) | 2u);
+  struct timespec ts;
+  if (clock_gettime(cid, &ts) != 0) return 0;
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void tick_target(struct ruby_state *st, struct ruby_target *t) {
+  if (st->oncpu) {
+    /* no thread of the process ran since the last tick: nothing moved,
+     * skip the per-thread checks */
+    uint64_t cpu = process_cpu_ns(t->pid);
+    if (cpu && cpu == t->cpu_ns) {
+      st->c_idle++;
+      t->idle++;
+      return;
+    }
+    t->cpu_ns = cpu;
+  }
+  if (t->per_thread) {
+    bool any = false;
+    for (uint32_t i = 0; i < t->nthreads && t->state == RUBY_T_OK; i++) {
+      struct ruby_thread *th = &t->threads[i];
+      if (st->oncpu && !ruby_thread_on_cpu(t, th)) continue;
+      any = true;
+      int rc = sample_thread(st, t, th, 1);
+      if (rc == -ESRCH) {
+        still_there(st, t);
+        return;
+      }
+      if (rc == -EAGAIN) list_stale(st, t); /* the thread may be gone */
+    }
+    if (!any) {
+      st->c_idle++;
+      t->idle++;
+    }
+    return;
+  }
+  /* rbspy's way: the thread holding (or last holding) the GVL */
+  if (st->oncpu && !ruby_any_task_running(t->pid)) {
+    st->c_idle++;
+    t->idle++;
+    return;
+  }
+  uint64_t ec = 0;
+  uint64_t at = t->main_ractor ? t->main_ractor + (uint64_t)t->running_ec_off : t->ec_ptr_addr;
+  int rc = at ? pp_remote_read((pid_t)t->pid, at, &ec, sizeof(ec)) : -ENOENT;
+  if (rc == -ESRCH) {
+    still_there(st, t);
+    return;
+  }
+  if (rc < 0 || !ec) {
+    st->c_torn++;
+    return;
+  }
+  record(st, t, ec);
+}
+
+/* ---- the loop ---- */
+
+/* Attach retries and thread lists. Returns when it is due next; *ticks
+ * tells whether some target needs wall-clock ticks. */
+static uint64_t housekeeping(struct ruby_state *st, bool *ticks) {
+  uint64_t next = st->now_ns + THREADS_REFRESH_MAX_NS * IDLE_REFRESH_FACTOR;
+  *ticks = false;
+  for (size_t i = 0; i < st->ntargets; i++) {
+    struct ruby_target *t = &st->targets[i];
+    if (t->state == RUBY_T_NEW) {
+      try_attach(st, t);
+      if (t->state == RUBY_T_NEW && t->next_attach_ns < next) next = t->next_attach_ns;
+    }
+    if (t->state != RUBY_T_OK) continue;
+    /* a quarter early is fine: stable targets then fall into step and
+     * share one wake-up a second instead of one each */
+    uint64_t every = t->threads_every;
+    if (t->cpuclock && every >= THREADS_REFRESH_MAX_NS) every *= IDLE_REFRESH_FACTOR;
+    if (st->now_ns - t->threads_at_ns + every / 4 >= every) {
+      /* alarm-driven targets learn of their exit from the alarms' hang-up
+       * and from failed reads: no /proc look every refresh */
+      if (!t->cpuclock && !still_there(st, t)) continue;
+      refresh_threads(st, t);
+      every = t->threads_every;
+      if (t->cpuclock && every >= THREADS_REFRESH_MAX_NS) every *= IDLE_REFRESH_FACTOR;
+    }
+    if (t->threads_at_ns + every < next) next = t->threads_at_ns + every;
+    if (!t->cpuclock) *ticks = true;
+  }
+  return next;
+}
+
+static void run_ticks(struct ruby_state *st) {
+  st->c_ticks++;
+  for (size_t i = 0; i < st->ntargets; i++) {
+    struct ruby_target *t = &st->targets[i];
+    if (t->state == RUBY_T_OK && !t->cpuclock) tick_target(st, t);
+  }
+}
+
+static void *sampler_main(void *arg) {
+  struct ruby_state *st = arg;
+  struct epoll_event evs[EVENTS_PER_WAKE];
+  pthread_mutex_lock(&st->lock);
+  st->next_house_ns = 0;
+  bool ticks = false;
+  while (!st->stopping) {
+    st->now_ns = now_ns();
+    if (st->now_ns >= st->next_house_ns) {
+      bool had = ticks;
+      st->next_house_ns = housekeeping(st, &ticks);
+      if (ticks && !had) st->next_tick_ns = st->now_ns + st->period_ns;
+    }
+    if (ticks && st->now_ns >= st->next_tick_ns) {
+      run_ticks(st);
+      /* fixed rate, but no burst of catch-up ticks after a slow one */
+      st->next_tick_ns += st->period_ns;
+      if (st->next_tick_ns <= st->now_ns) st->next_tick_ns = st->now_ns + st->period_ns;
+    }
+    uint64_t until = st->next_house_ns;
+    if (ticks && st->next_tick_ns < until) until = st->next_tick_ns;
+    uint64_t wait = until > st->now_ns ? until - st->now_ns : 0;
+    int timeout_ms = (int)((wait + 999999) / 1000000);
+    pthread_mutex_unlock(&st->lock);
+    int n = epoll_wait(st->epfd, evs, EVENTS_PER_WAKE, timeout_ms);
+    pthread_mutex_lock(&st->lock);
+    if (n <= 0) continue;
+    st->c_wakeups++;
+    st->now_ns = now_ns();
+    for (int i = 0; i < n; i++) {
+      if (evs[i].data.u64 == WAKE_KEY) {
+        uint64_t v;
+        if (read(st->wakefd, &v, sizeof(v)) < 0) { /* nothing to do: level reset */
+        }
+        st->next_house_ns = 0; /* new targets: attach them now */
+        continue;
+      }
+      on_alarm(st, evs[i].data.u64, evs[i].events);
+    }
+  }
+  pthread_mutex_unlock(&st->lock);
+  return NULL;
+}
+
+int ruby_sampler_start(struct ruby_state *st) {
+  st->epfd = epoll_create1(EPOLL_CLOEXEC);
+  st->wakefd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (st->epfd < 0 || st->wakefd < 0) goto fail;
+  struct epoll_event ev = {.events = EPOLLIN, .data.u64 = WAKE_KEY};
+  if (epoll_ctl(st->epfd, EPOLL_CTL_ADD, st->wakefd, &ev) < 0) goto fail;
+  st->stopping = false;
+  if (pthread_create(&st->thread, NULL, sampler_main, st) != 0) goto fail;
+  st->thread_started = true;
+  return 0;
+fail:;
+  int e = errno ? -errno : -ENOMEM;
+  if (st->epfd >= 0) close(st->epfd);
+  if (st->wakefd >= 0) close(st->wakefd);
+  st->epfd = st->wakefd = -1;
+  return e;
+}
+
+void ruby_sampler_wake(struct ruby_state *st) {
+  uint64_t one = 1;
+  if (st->wakefd >= 0 && write(st->wakefd, &one, sizeof(one)) < 0) {
+    /* a full counter already means "wake up" */
+  }
+}
+
+void ruby_sampler_stop(struct ruby_state *st) {
+  if (st->thread_started) {
+    pthread_mutex_lock(&st->lock);
+    st->stopping = true;
+    pthread_mutex_unlock(&st->lock);
+    ruby_sampler_wake(st);
+    pthread_join(st->thread, NULL);
+    st->thread_started = false;
+  }
+  /* the alarms are closed by the caller's target_release (epfd still
+   * open for their EPOLL_CTL_DEL); the loop's own fds go last */
+}
