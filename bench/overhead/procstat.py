@@ -6,8 +6,10 @@ descendant, in seconds. A child that exits and is reaped moves its time into
 its parent's cutime/cstime, so the total stays monotonic across worker
 restarts and short-lived helpers.
 Memory: VmHWM (peak RSS of each process, summed: an upper bound of the
-tree's peak since peaks need not coincide), VmRSS and Pss (shared pages
-split between the processes mapping them, from smaps_rollup).
+tree's peak since peaks need not coincide), VmRSS, RssAnon (the
+process's own memory, without file pages such as libraries and ELF files
+mapped while reading their symbols) and Pss (shared pages split between
+the processes mapping them, from smaps_rollup).
 """
 import os
 
@@ -100,8 +102,10 @@ class Snapshot:
         self.per = {}
         for p in self.pids:
             self.per[p] = {"comm": comm(p), "hwm": status_kib(p, "VmHWM"), "rss": status_kib(p, "VmRSS"),
+                           "anon": status_kib(p, "RssAnon"),
                            "pss": pss_kib(p), "fds": fd_count(p)}
         self.hwm = sum(v["hwm"] for v in self.per.values())
         self.rss = sum(v["rss"] for v in self.per.values())
         self.pss = sum(v["pss"] for v in self.per.values())
+        self.anon = sum(v["anon"] for v in self.per.values())
         self.fds = sum(v["fds"] for v in self.per.values())

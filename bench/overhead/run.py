@@ -108,7 +108,7 @@ def measure(a, rate, perf, work):
         peer.start()
     marks = [(t0, 0.0, {})]  # (time, tree cpu, per-process cpu) at start and after each session
     seen = set()
-    peak = {"pss": 0, "rss": 0, "hwm": 0}
+    peak = {"pss": 0, "rss": 0, "hwm": 0, "anon": 0}
     last_snap = None
     next_mem = t0
     deadline = t0 + a.sessions * (a.duration + 30) + 60
@@ -165,9 +165,10 @@ def measure(a, rate, perf, work):
     print("%d Hz agent CPU per process per steady session (s): %s" % (rate, ", ".join(parts)))
     hwm_mib, pss_mib, rss_mib = peak["hwm"] / 1024.0, peak["pss"] / 1024.0, peak["rss"] / 1024.0
     print("%d Hz agent memory: peak RSS (sum of VmHWM) %.1f MiB, peak PSS sum %.1f MiB, peak RSS sum %.1f MiB, "
-          "%d processes" % (rate, hwm_mib, pss_mib, rss_mib, len(last_snap.per)))
-    print("%d Hz agent memory per process (VmHWM / PSS MiB): %s" % (rate, ", ".join(
-        "%s[%d] %.1f/%.1f" % (v["comm"], p, v["hwm"] / 1024.0, v["pss"] / 1024.0)
+          "peak anonymous RSS sum %.1f MiB, %d processes"
+          % (rate, hwm_mib, pss_mib, rss_mib, peak["anon"] / 1024.0, len(last_snap.per)))
+    print("%d Hz agent memory per process at the end (VmHWM / PSS / RssAnon MiB): %s" % (rate, ", ".join(
+        "%s %.1f/%.1f/%.1f" % (v["comm"], v["hwm"] / 1024.0, v["pss"] / 1024.0, v["anon"] / 1024.0)
         for p, v in sorted(last_snap.per.items()))))
     if rate == 11:
         ok &= s_pct <= BUDGET_CPU_PCT and hwm_mib <= BUDGET_RSS_MIB

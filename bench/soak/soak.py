@@ -10,9 +10,13 @@ started and exiting continuously, while the agent runs with every plugin on
 Every minute: RSS (sum of VmRSS), PSS and open fds of the agent and all its
 workers, printed as one line. At the end it asserts:
   - RSS growth under 5 % from the end of the warm-up (the first ten
-    minutes, or half the run when it is shorter than 20 minutes) to the end;
-  - no fd growth: the most fds seen in the last five samples is not above
-    the most seen during the warm-up;
+    minutes, or half the run when it is shorter than 20 minutes) to the end,
+    each side the mean of up to five one-minute samples (the last ones of
+    the warm-up, the last ones of the run), so one session's transient
+    does not decide;
+  - no fd growth: the fewest fds open in the last five samples is not above
+    the fewest in the last five of the warm-up (the count moves with the
+    short-lived targets attached at that instant; a leak raises the floor);
   - every session written: one profile_*.col per session the run had time
     for (elapsed / duration, minus the one in progress), each non-empty, and
     no worker restarts left unexplained in the log (they are counted).
@@ -172,20 +176,21 @@ def main():
         elapsed = time.monotonic() - t0
         churn.kill()
         if ok:
-            ref = [x for x in samples if x[0] <= warm]
-            ref_rss = ref[-1][1]
-            end_rss = samples[-1][1]
+            ref = [x for x in samples if x[0] <= warm][-5:]
+            end = [x for x in samples if x[0] > warm][-5:] or samples[-1:]
+            mean = lambda xs, i: sum(x[i] for x in xs) / float(len(xs))  # noqa: E731
+            ref_rss, end_rss = mean(ref, 1), mean(end, 1)
+            ref_pss, end_pss = mean(ref, 2), mean(end, 2)
             growth = 100.0 * (end_rss - ref_rss) / ref_rss
-            ref_pss, end_pss = ref[-1][2], samples[-1][2]
-            print("RSS after warm-up (minute %d) %.1f MiB, at the end (minute %d) %.1f MiB: growth %.2f %% "
-                  "(PSS %.1f -> %.1f MiB, %.2f %%)" % (ref[-1][0], ref_rss / 1024.0, samples[-1][0],
-                                                       end_rss / 1024.0, growth, ref_pss / 1024.0,
-                                                       end_pss / 1024.0, 100.0 * (end_pss - ref_pss) / ref_pss))
+            print("RSS end of warm-up (minutes %d-%d) %.1f MiB, end of run (minutes %d-%d) %.1f MiB: growth %.2f %% "
+                  "(PSS %.1f -> %.1f MiB, %.2f %%)"
+                  % (ref[0][0], ref[-1][0], ref_rss / 1024.0, end[0][0], end[-1][0], end_rss / 1024.0, growth,
+                     ref_pss / 1024.0, end_pss / 1024.0, 100.0 * (end_pss - ref_pss) / ref_pss))
             ok &= check(growth < 5.0, "RSS growth %.2f %% < 5 %%" % growth)
-            ref_fds = max(x[3] for x in ref)
-            end_fds = max(x[3] for x in samples[-5:])
-            ok &= check(end_fds <= ref_fds, "no fd growth: at most %d fds in the last 5 samples, %d during warm-up"
-                        % (end_fds, ref_fds))
+            ref_fds, end_fds = min(x[3] for x in ref), min(x[3] for x in end)
+            print("fds: floor %d / peak %d at the end of warm-up, floor %d / peak %d at the end of the run"
+                  % (ref_fds, max(x[3] for x in ref), end_fds, max(x[3] for x in end)))
+            ok &= check(end_fds <= ref_fds, "no fd growth: floor %d at the end <= %d after warm-up" % (end_fds, ref_fds))
             # every session written: the one in progress is not yet
             cols = sorted(glob.glob(os.path.join(out, "profile_*.col")))
             want = int(elapsed // a.duration)
