@@ -176,7 +176,7 @@ def main():
         elapsed = time.monotonic() - t0
         churn.kill()
         if ok:
-            ref = [x for x in samples if x[0] <= warm][-5:]
+            ref = [x for x in samples if x[0] <= warm][-5:] or samples[:1]
             end = [x for x in samples if x[0] > warm][-5:] or samples[-1:]
             mean = lambda xs, i: sum(x[i] for x in xs) / float(len(xs))  # noqa: E731
             ref_rss, end_rss = mean(ref, 1), mean(end, 1)
