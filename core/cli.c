@@ -40,6 +40,8 @@ static const struct flag_spec specs[] = {
      "length of one profiling session (1-86400, default 60)"},
     {'c', "--continuous", "profiling.continuous", "true", NULL, 0, SP_NONE, G_PROFILING,
      "run sessions forever instead of once"},
+    {0, "--proc-scan-interval-ms", "profiling.proc_scan_interval_ms", NULL, "MS", 0, SP_NONE,
+     G_PROFILING, "how often /proc is scanned for new processes (100-600000, default 1000)"},
     {0, "--mode", "profiling.mode", NULL, "MODE", 0, SP_NONE, G_PROFILING,
      "what to profile: cpu (default cpu)"},
     {'o', "--output-dir", "output.dir", NULL, "DIR", 0, SP_NONE, G_OUTPUT,

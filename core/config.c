@@ -60,6 +60,8 @@ static const char *const convert_formats[] = {"col", "html", "pprof", "speedscop
 static const struct core_key keys[] = {
     {"profiling.frequency", KT_INT, FIELD(frequency), 0, 1, 10000, NULL, NULL, 0},
     {"profiling.duration", KT_INT, FIELD(duration), 0, 1, 86400, NULL, NULL, 0},
+    {"profiling.proc_scan_interval_ms", KT_INT, FIELD(proc_scan_interval_ms), 0, 100, 600000, NULL,
+     NULL, 0},
     {"profiling.continuous", KT_BOOL, FIELD(continuous), 0, 0, 0, NULL, NULL, 0},
     {"profiling.pids", KT_PIDS, FIELD(pids), FIELD(pid_count), 1, PID_MAX, NULL, NULL, 0},
     {"profiling.mode", KT_ENUM, FIELD(profiling_mode), 0, 0, 0, profiling_modes, "mode", 0},
@@ -140,6 +142,7 @@ void pp_config_defaults(struct pp_config *c) {
   memset(c, 0, sizeof(*c));
   c->frequency = 11;
   c->duration = 60;
+  c->proc_scan_interval_ms = 1000;
   c->profiling_mode = xstrdup("cpu");
   c->flamegraph = true;
   c->output_formats = strv_new(default_formats, 2);

@@ -83,6 +83,8 @@ struct pp_config {
   uint32_t *pids;  /* --pids, NULL/0 = all */
   size_t pid_count;
   char *profiling_mode; /* "cpu" (only value for now) */
+  /* how often /proc is listed for new processes, ms (default 1000) */
+  int proc_scan_interval_ms;
 
   /* output */
   char *output_dir; /* -o, NULL = no local output */

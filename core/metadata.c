@@ -280,6 +280,7 @@ static json_t *run_arguments(const struct pp_config *c) {
   set_str(o, "config_path", c->config_path);
   json_object_set_new(o, "frequency", json_integer(c->frequency));
   json_object_set_new(o, "duration", json_integer(c->duration));
+  json_object_set_new(o, "proc_scan_interval_ms", json_integer(c->proc_scan_interval_ms));
   json_object_set_new(o, "continuous", json_boolean(c->continuous));
   if (c->pid_count) {
     json_t *pids = json_array();

@@ -24,8 +24,6 @@
 #include "support/proc.h"
 #include "upload/uploader.h"
 
-#define SCAN_INTERVAL_MS 1000
-
 /* --- signals ------------------------------------------------------------ */
 
 static volatile sig_atomic_t stop_requested;
@@ -566,7 +564,9 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
       t0 = mono_ms();
     }
     uint64_t deadline = t0 + (uint64_t)a->cfg->duration * 1000;
-    uint64_t next_scan = t0 + SCAN_INTERVAL_MS;
+    const uint64_t scan_ms = (uint64_t)a->cfg->proc_scan_interval_ms;
+    uint64_t next_scan = t0 + scan_ms;
+    bool metrics_sampled = false;
     while (!stop_requested) {
       uint64_t now = mono_ms();
       if (now >= deadline) break;
@@ -576,13 +576,16 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
       if (now >= next_scan) {
         scan_targets(a, false);
         pp_metrics_sample(a->metrics);
-        next_scan = now + SCAN_INTERVAL_MS;
+        metrics_sampled = true;
+        next_scan = now + scan_ms;
       }
     }
     if (stop_requested) {
       pp_sd_notify("STOPPING=1");
       pp_log(PP_LOG_INFO, "polyprof", "signal %d: ending the session early", (int)stop_requested);
     }
+    /* a scan interval longer than the session leaves no memory sample */
+    if (!metrics_sampled) pp_metrics_sample(a->metrics);
     uint64_t t_snap = mono_ms();
     time_t wall_snap = time(NULL);
     snapshot_all(a);

@@ -7,7 +7,10 @@ studio of tests/integration/studio_server.py for N sessions, and counts what
 reached the server: request bodies (gzipped, as sent) plus request line and
 headers, split into profiles and log batches. Prints one line per figure.
 
-  bench/upload/upload_bytes.py [--sessions N] [--plugin-dir DIR] [-- extra agent flags]
+  bench/upload/upload_bytes.py [--sessions N] [--plugin-dir DIR] [--workloads] [-- extra agent flags]
+
+--workloads starts one workload per runtime first (bench/overhead/workloads.py,
+the overhead benchmark's set) and stops them at the end.
 
 Without a perf/runtime plugin set, pass the plugins you have (the example
 plugin needs --example-mode states).
@@ -28,6 +31,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--sessions", type=int, default=3)
 ap.add_argument("--build", default=os.environ.get("PP_BUILD_DIR", os.path.join(SRC, "build")))
 ap.add_argument("--plugin-dir", default=None)
+ap.add_argument("--workloads", action="store_true", help="run one workload per runtime meanwhile")
 ap.add_argument("extra", nargs="*")
 a = ap.parse_args()
 work = tempfile.mkdtemp(prefix="ppbench-upload-")
@@ -47,12 +51,22 @@ cmd = [os.path.join(a.build, "polyprof"), "-c", "-o", out, "--plugin-dir", a.plu
        "--config", os.path.join(SRC, "tests", "integration", "empty.yaml"),
        "-u", "--server-host", studio.url, "--api-server", studio.url, "--server-ca", studio.cert,
        "--token", studio.token, "--service-name", studio.service, "--spool-dir", os.path.join(work, "spool")] + a.extra
+wl = None
+if a.workloads:
+    sys.path.insert(0, os.path.join(SRC, "bench", "overhead"))
+    import workloads  # noqa: E402
+    wl = workloads.Workloads(os.path.abspath(a.build)).start()
+    print("workloads: %s" % ", ".join(sorted(wl.pids())))
 t0 = time.time()
-p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-studio.wait(lambda: len(studio.committed) >= a.sessions, a.sessions * 60 + 120)
-elapsed = time.time() - t0
-p.terminate()
-p.wait(timeout=60)
+p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+try:
+    studio.wait(lambda: len(studio.committed) >= a.sessions, a.sessions * 60 + 120)
+finally:
+    elapsed = time.time() - t0
+    p.terminate()
+    p.wait(timeout=60)
+    if wl:
+        wl.stop()
 prof = studio.committed[:a.sessions]
 body = sum(c["size"] for c in prof)
 hdr = sum(header_bytes(c) for c in prof)

@@ -173,6 +173,18 @@ static int start_profiler(struct nodejs_state *st, struct nodejs_target *t, uint
   json_decref(p);
   if (rc == 0)
     rc = nodejs_cdp_call(&t->cdp, "Profiler.start", NULL, NULL, err, sizeof(err), deadline);
+  /* Node does not exit while a session is attached ("Waiting for the
+   * debugger to disconnect..."): ask to be told (Node >= 12), so the tick
+   * can let it go (nodejs_watch_exit). Older Node: an error, ignored. */
+  if (rc == 0) {
+    json_t *on = json_pack("{s:b}", "enabled", 1);
+    char e2[200] = "";
+    if (nodejs_cdp_call(&t->cdp, "NodeRuntime.notifyWhenWaitingForDisconnect", on, NULL, e2,
+                        sizeof(e2), deadline) < 0)
+      NODEJS_LOG(st, PP_LOG_DEBUG, "pid %u: no exit notification (%s): it exits at detach", t->pid,
+                 e2[0] ? e2 : "no reply");
+    json_decref(on);
+  }
   if (rc < 0)
     snprintf(t->reason, sizeof(t->reason), "starting the profiler: %s",
              err[0] ? err : strerror(-rc));
@@ -494,7 +506,64 @@ int nodejs_snapshot_target(struct nodejs_state *st, struct nodejs_target *t, str
   return 0;
 }
 
+/* A process whose program finished waits at exit for our session to
+ * disconnect; Node announces it with NodeRuntime.waitingForDisconnect.
+ * Called from every tick for live targets: reads what has arrived without
+ * waiting (only that event is expected between requests), and on the event
+ * takes the profile so far and disconnects, so the process exits on time
+ * and its last samples still reach the next snapshot. */
+void nodejs_watch_exit(struct nodejs_state *st, struct nodejs_target *t) {
+  if (t->state != T_LIVE || t->cdp.ws.fd < 0) return;
+  int waiting = 0;
+  for (int i = 0; i < 16 && !waiting; i++) { /* bounded: a chatty peer cannot hold the tick */
+    const char *m;
+    size_t l;
+    if (nodejs_ws_recv(&t->cdp.ws, &m, &l, 0) < 0) return; /* nothing yet, or gone: snapshot sees */
+    json_t *j = json_loadb(m, l, 0, NULL);
+    const char *method = json_string_value(json_object_get(j, "method"));
+    waiting = method && strcmp(method, "NodeRuntime.waitingForDisconnect") == 0;
+    json_decref(j);
+  }
+  if (!waiting) return;
+  uint64_t deadline = nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS;
+  json_t *res = NULL;
+  char err[200] = "";
+  int rc = nodejs_cdp_call(&t->cdp, "Profiler.stop", NULL, &res, err, sizeof(err), deadline);
+  if (rc == 0) t->final_profile = json_incref(json_object_get(res, "profile"));
+  json_decref(res);
+  nodejs_ws_close(&t->cdp.ws, 1);
+  marker_set(st, t, 0); /* its inspector goes away with it */
+  t->we_opened = 0;
+  t->state = T_ENDED;
+  NODEJS_LOG(st, PP_LOG_INFO, "pid %u: exiting; session closed so it can (profile %s)", t->pid,
+             rc == 0  ? "kept"
+             : err[0] ? err
+                      : strerror(-rc));
+}
+
+void nodejs_emit_final(struct nodejs_state *st, struct nodejs_target *t, struct pp_sink *sink) {
+  if (t->final_profile) {
+    struct nodejs_collapse_opts o = {.max_depth = (uint32_t)st->max_depth,
+                                     .max_nodes = 4u << 20,
+                                     .include_idle = st->include_idle};
+    struct nodejs_collapse_stats cs;
+    struct emit_ctx e = {.st = st, .sink = sink, .pid = t->pid};
+    char err[200] = "";
+    if (nodejs_cpuprofile_collapse(t->final_profile, &o, emit_stack, &e, &cs, err, sizeof(err)) ==
+        0) {
+      st->dropped += cs.dropped;
+      st->truncated += cs.truncated;
+    }
+    json_decref(t->final_profile);
+    t->final_profile = NULL;
+  }
+  t->state = T_GONE;
+  st->exited++;
+}
+
 void nodejs_detach(struct nodejs_state *st, struct nodejs_target *t) {
+  json_decref(t->final_profile);
+  t->final_profile = NULL;
   uint64_t deadline = nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS;
   if (t->state == T_WAIT && t->we_opened && t->cdp.ws.fd < 0 && nodejs_alive(st, t)) {
     /* signalled (or being moved) but not connected yet: find the inspector

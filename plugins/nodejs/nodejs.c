@@ -178,8 +178,10 @@ static int nodejs_tick(void *state, uint64_t now_ns) {
   struct nodejs_state *st = state;
   /* attach work is bounded per tick so the worker stays responsive */
   uint64_t budget = nodejs_now_ns() + 3000000000ull;
-  for (size_t i = 0; i < st->n && nodejs_now_ns() < budget; i++)
+  for (size_t i = 0; i < st->n && nodejs_now_ns() < budget; i++) {
     nodejs_step(st, &st->t[i]);
+    nodejs_watch_exit(st, &st->t[i]);
+  }
   return 0;
 }
 
@@ -215,6 +217,9 @@ static int nodejs_snapshot(void *state, struct pp_sink *sink) {
       if (now >= budget) continue; /* it keeps profiling: the next snapshot gets it */
       uint64_t dl = now + 2 * (uint64_t)st->command_timeout_ms * 1000000ull;
       nodejs_snapshot_target(st, t, sink, dl < budget ? dl : budget);
+    } else if (t->state == T_ENDED) {
+      report_target(st, t, sink);
+      nodejs_emit_final(st, t, sink);
     } else if ((t->state == T_MAPS || t->state == T_FAILED) && !nodejs_alive(st, t)) {
       t->state = T_GONE;
       st->exited++;

@@ -19,6 +19,7 @@ enum nodejs_tstate {
   T_MAPS,    /* attach-maps: perf map writer running, inspector closed */
   T_FAILED,  /* attach failed; retried at retry_at */
   T_IGNORED, /* not Node (or unsupported): never touched again */
+  T_ENDED,   /* wanted to exit: profile kept, session closed; emitted at the next snapshot */
   T_GONE,    /* exited; removed at the next snapshot */
 };
 
@@ -40,6 +41,7 @@ struct nodejs_target {
   struct nodejs_listener pre[NODEJS_MAX_PRE];
   int npre;
   struct nodejs_cdp cdp;
+  json_t *final_profile; /* T_ENDED: the profile taken when it wanted to exit */
   char version[32];
   char appid[512];
   char reason[256];
@@ -65,6 +67,10 @@ void nodejs_step(struct nodejs_state *st, struct nodejs_target *t);
 int nodejs_snapshot_target(struct nodejs_state *st, struct nodejs_target *t, struct pp_sink *sink,
                            uint64_t deadline_ns);
 void nodejs_detach(struct nodejs_state *st, struct nodejs_target *t);
+/* T_LIVE: lets a process that finished go (see inspector.c). */
+void nodejs_watch_exit(struct nodejs_state *st, struct nodejs_target *t);
+/* T_ENDED: emits the kept profile and marks the target gone. */
+void nodejs_emit_final(struct nodejs_state *st, struct nodejs_target *t, struct pp_sink *sink);
 int nodejs_alive(struct nodejs_state *st, const struct nodejs_target *t);
 /* Synchronous attach for short jobs (attach-maps stop): signal if needed,
  * wait for the inspector until deadline, open and validate a session. */

@@ -74,11 +74,53 @@ static int elf_has_node_symbols(int fd) {
   return found == 3;
 }
 
+/* Verdicts of elf_has_node_symbols() per file. Walking libnode's dynamic
+ * symbols costs milliseconds, and every node process a host starts maps the
+ * same file: the walk is done once per file version (device, inode, size,
+ * mtime), not once per process. Bounded: the oldest entry is replaced. */
+#define VERDICT_CACHE 32
+struct verdict {
+  dev_t dev;
+  ino_t ino;
+  off_t size;
+  struct timespec mtime;
+  int ok; /* -1: empty slot */
+};
+static struct verdict verdicts[VERDICT_CACHE];
+static size_t verdict_next;
+static int verdicts_ready;
+
+static struct verdict *verdict_find(const struct stat *st) {
+  if (!verdicts_ready) {
+    for (size_t i = 0; i < VERDICT_CACHE; i++)
+      verdicts[i].ok = -1;
+    verdicts_ready = 1;
+  }
+  for (size_t i = 0; i < VERDICT_CACHE; i++) {
+    struct verdict *v = &verdicts[i];
+    if (v->ok >= 0 && v->dev == st->st_dev && v->ino == st->st_ino && v->size == st->st_size &&
+        v->mtime.tv_sec == st->st_mtim.tv_sec && v->mtime.tv_nsec == st->st_mtim.tv_nsec)
+      return v;
+  }
+  return NULL;
+}
+
 static int file_has_node_symbols(const char *path) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
   struct stat st;
-  int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && elf_has_node_symbols(fd);
+  int ok = 0;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    const struct verdict *hit = verdict_find(&st);
+    if (hit) {
+      ok = hit->ok;
+    } else {
+      ok = elf_has_node_symbols(fd);
+      verdicts[verdict_next] = (struct verdict){
+          .dev = st.st_dev, .ino = st.st_ino, .size = st.st_size, .mtime = st.st_mtim, .ok = ok};
+      verdict_next = (verdict_next + 1) % VERDICT_CACHE;
+    }
+  }
   close(fd);
   return ok;
 }

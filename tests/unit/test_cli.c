@@ -153,6 +153,13 @@ static void test_precedence(void) {
   pp_config_free(&c);
   pp_cli_free(&cli);
 
+  /* the /proc scan interval flag sets its key */
+  CHECK_EQ_INT(parse(&cli, &a, err, "--proc-scan-interval-ms", "2500", NULL), 0);
+  CHECK_EQ_INT(pp_cli_configure(&cli, &c, err), 0);
+  CHECK_EQ_INT(c.proc_scan_interval_ms, 2500);
+  pp_config_free(&c);
+  pp_cli_free(&cli);
+
   /* an explicit --config that is missing is an error (exit 1) */
   CHECK_EQ_INT(parse(&cli, &a, err, "--config=/nonexistent.yaml", NULL), 0);
   CHECK_EQ_INT(pp_cli_configure(&cli, &c, err), PP_CLI_EXIT_CONFIG);
@@ -222,6 +229,8 @@ static void test_errors(void) {
       {"--profiling-frequency", "12abc",
        "polyprof: --profiling-frequency: expected an integer, got '12abc'"},
       {"-d", "-5", "polyprof: -d: must be between 1 and 86400 (got -5)"},
+      {"--proc-scan-interval-ms", "50",
+       "polyprof: --proc-scan-interval-ms: must be between 100 and 600000 (got 50)"},
       {"--pids", "1,x", "polyprof: --pids: invalid pid 'x'"},
       {"--output-format", "xml",
        "polyprof: --output-format: unknown format 'xml' (expected one of: col, html, pprof, "

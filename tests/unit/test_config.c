@@ -100,6 +100,7 @@ static void test_defaults(void) {
   pp_config_defaults(&c);
   CHECK_EQ_INT(c.frequency, 11);
   CHECK_EQ_INT(c.duration, 60);
+  CHECK_EQ_INT(c.proc_scan_interval_ms, 1000);
   CHECK(!c.continuous);
   CHECK_EQ_INT(c.pid_count, 0);
   CHECK_EQ_STR(c.profiling_mode, "cpu");
@@ -324,6 +325,7 @@ static void test_shipped_config(void) {
   /* it documents the defaults, so loading it changes nothing */
   CHECK_EQ_INT(c.frequency, d.frequency);
   CHECK_EQ_INT(c.duration, d.duration);
+  CHECK_EQ_INT(c.proc_scan_interval_ms, d.proc_scan_interval_ms);
   CHECK_EQ_INT(c.continuous, d.continuous);
   CHECK_EQ_INT(c.pid_count, d.pid_count);
   CHECK_EQ_STR(c.profiling_mode, d.profiling_mode);
@@ -692,6 +694,16 @@ static void test_set_and_helpers(void) {
   v.scalar = "0";
   CHECK_EQ_INT(pp_config_set(&c, &v, err), -1);
   CHECK_EQ_STR(err, "polyprof: -d: must be between 1 and 86400 (got 0)");
+  /* the /proc scan interval: a config key with its own flag and range */
+  struct pp_config_value scan = {
+      .key = "profiling.proc_scan_interval_ms", .scalar = "5000", .origin = "t"};
+  CHECK_EQ_INT(pp_config_set(&c, &scan, err), 0);
+  CHECK_EQ_INT(c.proc_scan_interval_ms, 5000);
+  scan.flag = "--proc-scan-interval-ms";
+  scan.scalar = "10";
+  CHECK_EQ_INT(pp_config_set(&c, &scan, err), -1);
+  CHECK_EQ_STR(err, "polyprof: --proc-scan-interval-ms: must be between 100 and 600000 (got 10)");
+  CHECK_EQ_INT(c.proc_scan_interval_ms, 5000);
   struct pp_config_value pids = {.key = "profiling.pids", .scalar = " 1, 2 ,3", .origin = "t"};
   CHECK_EQ_INT(pp_config_set(&c, &pids, err), 0);
   CHECK_EQ_INT(c.pid_count, 3);

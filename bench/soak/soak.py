@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Soak: the agent in continuous mode for a long time under process churn.
+
+One long-running workload per runtime (bench/overhead/workloads.py) plus a
+churn of short-lived processes of several runtimes (Python 2.7 and 3, Ruby,
+Node, PHP, native C, Go, Java and .NET less often, bursts of /bin/true),
+started and exiting continuously, while the agent runs with every plugin on
+(shipped config + the modes of the plugins that are off by default).
+
+Every minute: RSS (sum of VmRSS), PSS and open fds of the agent and all its
+workers, printed as one line. At the end it asserts:
+  - RSS growth under 5 % from the end of the warm-up (the first ten
+    minutes, or half the run when it is shorter than 20 minutes) to the end,
+    each side the mean of up to five one-minute samples (the last ones of
+    the warm-up, the last ones of the run), so one session's transient
+    does not decide;
+  - no fd growth: the fewest fds open in the last five samples is not above
+    the fewest in the last five of the warm-up (the count moves with the
+    short-lived targets attached at that instant; a leak raises the floor);
+  - every session written: as many profile_*.col files as sessions the
+    agent logged, each non-empty, and no stall: a session lasts the
+    duration plus its snapshot and write (a few seconds), so at least
+    elapsed / (1.25 x duration) - 1 sessions. The mean session length is
+    printed; worker restarts, warnings and errors in the log are counted.
+
+  bench/soak/soak.py [--minutes 60] [--duration 60] [--build DIR]
+
+Exit status 0 when every assertion holds, 1 otherwise.
+"""
+import argparse
+import glob
+import itertools
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(SRC, "bench", "overhead"))
+import procstat  # noqa: E402
+import workloads  # noqa: E402
+
+MODES = ["--nodejs-mode", "inspector", "--php-mode", "phpspy", "--dotnet-mode", "dotnet-trace"]
+
+# short-lived processes: spin ~0.3 s (so they are sampled), then idle, exit
+# after ~3 s
+PY = "import time\ne=time.time()+0.3\nwhile time.time()<e: pass\ntime.sleep(2.7)"
+CHURN = {
+    "python3": lambda w: [shutil.which("python3"), "-c", PY],
+    "python2.7": lambda w: [shutil.which("python2.7"), "-c", PY],
+    "ruby": lambda w: ["ruby", "-e", "e=Time.now+0.3; while Time.now<e; end; sleep 2.7"],
+    "nodejs": lambda w: [shutil.which("node"), "-e",
+                         "const e=Date.now()+300; while(Date.now()<e){}; setTimeout(()=>{}, 2700)"],
+    "php": lambda w: ["php", "-r", "$e=microtime(true)+0.3; while(microtime(true)<$e){} usleep(2700000);"],
+    "native-c": lambda w: [w.native, "0.3"],
+    "go": lambda w: [w.go, "1"] if w.go else None,
+}
+RARE = {  # heavy start-up: every 30th tick
+    "java": lambda w: ["java", "-XX:CompileCommand=quiet", "-cp", w.java_classes, "HotCold", "3", "1"]
+    if w.java_classes else None,
+    "dotnet": lambda w: [w.dotnet, "3", "split"] if w.dotnet else None,
+}
+
+
+class Churn(threading.Thread):
+    def __init__(self, wl):
+        super().__init__(daemon=True)
+        self.stop = False
+        self.started = {}
+        self.live = []
+        w = wl
+        w.native = workloads.build_native(w.work)
+        try:
+            w.go = workloads.build_go(w.work)
+        except subprocess.CalledProcessError:
+            w.go = None
+        w.java_classes = os.path.join(w.work, "java") if os.path.isdir(os.path.join(w.work, "java")) else None
+        w.dotnet = None
+        if shutil.which("dotnet"):
+            import build_workload
+            try:
+                w.dotnet = os.path.join(build_workload.build(w.build_dir), "PolyprofWorkload")
+                self.dotnet_env = build_workload.dotnet_env()
+            except (RuntimeError, OSError):
+                pass
+        self.w = w
+
+    def _start(self, name, cmd, env=None):
+        if not cmd or not cmd[0]:
+            return
+        try:
+            self.live.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                              preexec_fn=lambda: os.nice(19), env=env))
+            self.started[name] = self.started.get(name, 0) + 1
+        except OSError:
+            pass
+
+    def run(self):
+        names = itertools.cycle(sorted(CHURN))
+        for tick in itertools.count():
+            if self.stop:
+                break
+            n = next(names)
+            self._start(n, CHURN[n](self.w))
+            if tick % 30 == 10:
+                self._start("java", RARE["java"](self.w))
+            if tick % 30 == 25:
+                self._start("dotnet", RARE["dotnet"](self.w), getattr(self, "dotnet_env", None))
+            if tick % 10 == 0:
+                for _ in range(20):
+                    self._start("true", ["/bin/true"])
+            self.live = [p for p in self.live if p.poll() is None]
+            time.sleep(1)
+
+    def kill(self):
+        self.stop = True
+        for p in self.live:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--minutes", type=float, default=60)
+    ap.add_argument("--duration", type=int, default=60, help="session length (s)")
+    ap.add_argument("--build", default=os.environ.get("PP_BUILD_DIR", os.path.join(SRC, "build")))
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        print("SKIPPED: the agent needs root (perf_event, ptrace) for a system-wide run")
+        return 77
+    work = tempfile.mkdtemp(prefix="ppbench-soak-")
+    out = os.path.join(work, "out")
+    log = os.path.join(work, "agent.log")
+    wl = workloads.Workloads(os.path.abspath(a.build))
+    churn = agent = None
+    ok = True
+    try:
+        wl.start()
+        churn = Churn(wl)
+        print("workloads: %s; churn: one short-lived process per second (%s), java and .NET every 30 s, "
+              "20 x /bin/true every 10 s" % (", ".join(sorted(wl.pids())), ", ".join(sorted(CHURN))))
+        cmd = [os.path.join(a.build, "polyprof"), "-c", "-d", str(a.duration), "-o", out,
+               "--config", os.path.join(SRC, "config", "polyprof.yaml"),
+               "--plugin-dir", os.path.join(a.build, "plugins"),
+               "--pid-file", os.path.join(work, "agent.pid"), "--log-file", log] + MODES
+        t0 = time.monotonic()
+        agent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        churn.start()
+        warm = 10.0 if a.minutes >= 20 else a.minutes / 2.0
+        samples = []  # (minute, rss KiB, pss KiB, fds, nprocs)
+        with open("/proc/loadavg") as f:
+            print("start: load average %s; %g minutes, sessions of %d s, warm-up %g minutes"
+                  % (" ".join(f.read().split()[:3]), a.minutes, a.duration, warm))
+        for minute in itertools.count(1):
+            until = t0 + minute * 60
+            while time.monotonic() < until and agent.poll() is None:
+                time.sleep(1)
+            if agent.poll() is not None:
+                print("FAIL: the agent exited with status %s at minute %d" % (agent.returncode, minute))
+                ok = False
+                break
+            s = procstat.Snapshot(agent.pid)
+            ncol = len(glob.glob(os.path.join(out, "profile_*.col")))
+            with open("/proc/loadavg") as f:
+                la = f.read().split()[0]
+            samples.append((minute, s.rss, s.pss, s.fds, len(s.pids)))
+            print("minute %3d: RSS %.1f MiB, PSS %.1f MiB, fds %d, processes %d, sessions written %d, load %s"
+                  % (minute, s.rss / 1024.0, s.pss / 1024.0, s.fds, len(s.pids), ncol, la), flush=True)
+            if minute >= a.minutes:
+                break
+        elapsed = time.monotonic() - t0
+        churn.kill()
+        if ok:
+            ref = [x for x in samples if x[0] <= warm][-5:] or samples[:1]
+            end = [x for x in samples if x[0] > warm][-5:] or samples[-1:]
+            mean = lambda xs, i: sum(x[i] for x in xs) / float(len(xs))  # noqa: E731
+            ref_rss, end_rss = mean(ref, 1), mean(end, 1)
+            ref_pss, end_pss = mean(ref, 2), mean(end, 2)
+            growth = 100.0 * (end_rss - ref_rss) / ref_rss
+            print("RSS end of warm-up (minutes %d-%d) %.1f MiB, end of run (minutes %d-%d) %.1f MiB: growth %.2f %% "
+                  "(PSS %.1f -> %.1f MiB, %.2f %%)"
+                  % (ref[0][0], ref[-1][0], ref_rss / 1024.0, end[0][0], end[-1][0], end_rss / 1024.0, growth,
+                     ref_pss / 1024.0, end_pss / 1024.0, 100.0 * (end_pss - ref_pss) / ref_pss))
+            ok &= check(growth < 5.0, "RSS growth %.2f %% < 5 %%" % growth)
+            ref_fds, end_fds = min(x[3] for x in ref), min(x[3] for x in end)
+            print("fds: floor %d / peak %d at the end of warm-up, floor %d / peak %d at the end of the run"
+                  % (ref_fds, max(x[3] for x in ref), end_fds, max(x[3] for x in end)))
+            ok &= check(end_fds <= ref_fds, "no fd growth: floor %d at the end <= %d after warm-up" % (end_fds, ref_fds))
+            cols = sorted(glob.glob(os.path.join(out, "profile_*.col")))
+            with open(log, errors="replace") as f:
+                text = f.read()
+            lengths = [float(x) for x in re.findall(r"polyprof: session \d+: ([0-9.]+) s", text)]
+            sess = len(lengths)
+            want = int(elapsed // (1.25 * a.duration)) - 1
+            print("sessions: %d in %.1f minutes, mean length %.1f s (%d s + snapshot and write)"
+                  % (sess, elapsed / 60, sum(lengths) / max(sess, 1), a.duration))
+            ok &= check(sess == len(cols) and sess >= 1,
+                        "every session written: %d .col files, %d sessions in the log" % (len(cols), sess))
+            ok &= check(sess >= want, "no stall: %d sessions >= %d" % (sess, want))
+            empty = [c for c in cols if os.path.getsize(c) < 100]
+            ok &= check(not empty, "every .col holds stacks (%d empty)" % len(empty))
+            restarts = len(re.findall(r"restart", text))
+            print("log: %d lines mentioning a restart, %d warnings, %d errors" % (
+                restarts, text.count("WARNING"), text.count("ERROR")))
+            print("churn started: %s" % ", ".join("%s %d" % kv for kv in sorted(churn.started.items())))
+    finally:
+        if churn:
+            churn.kill()
+        if agent and agent.poll() is None:
+            agent.terminate()
+            try:
+                agent.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                agent.kill()
+                agent.wait()
+        wl.stop()
+        if a.keep:
+            print("kept: %s" % work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    print("soak: %s" % ("PASS" if ok else "FAIL"))
+    return 0 if ok else 1
+
+
+def check(cond, what):
+    print("%s: %s" % ("ok" if cond else "FAIL", what))
+    return cond
+
+
+if __name__ == "__main__":
+    sys.exit(main())
