@@ -85,6 +85,8 @@ struct pp_config {
   bool flamegraph;       /* --no-flamegraph clears */
   char **output_formats; /* "col", "html", ... NULL-terminated */
   size_t output_format_count;
+  /* --debug-plugin-totals: <stem>.plugins.json per session (session_debug.c) */
+  bool debug_plugin_totals;
 
   /* enrichment */
   bool app_identifiers;       /* --disable-application-identifiers clears */
