@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +31,7 @@ struct proc_ent {
   uint32_t pid;
   uint32_t recheck_s; /* current backoff interval */
   uint64_t start_time;
+  uint64_t exe_id;   /* identity of /proc/PID/exe: an exec keeps pid and start time */
   uint64_t matched;  /* bit per plugin */
   uint64_t reported; /* bits already handed to on_new */
   time_t next_check; /* monotonic seconds; 0 = never again */
@@ -236,6 +238,19 @@ static uint64_t classify(const struct pp_targets *t, uint32_t pid, uint64_t alre
   return hit;
 }
 
+/* Which file the process runs: device and inode of /proc/PID/exe (0 for
+ * kernel threads and processes that are gone). A process that execs keeps
+ * its pid and start time, so this is how a shell or launcher that turns
+ * into Python is noticed. One stat per process, only at session boundaries
+ * and for new processes. */
+static uint64_t exe_identity(uint32_t pid) {
+  char path[48];
+  struct stat st;
+  snprintf(path, sizeof(path), "/proc/%u/exe", pid);
+  if (stat(path, &st) != 0) return 0;
+  return ((uint64_t)st.st_dev << 40) ^ (uint64_t)st.st_ino;
+}
+
 static struct proc_ent *old_lookup(struct proc_ent *ents, const uint32_t *index, size_t icap,
                                    uint32_t pid) {
   if (!icap) return NULL;
@@ -294,10 +309,17 @@ int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, voi
       if (pp_proc_start_time(pid, &st) < 0) continue; /* gone */
       if (old && old->start_time == st) {
         e = *old;
+        uint64_t id = exe_identity(pid);
+        if (id != old->exe_id) { /* exec'd since: classify the new image now */
+          e.exe_id = id;
+          e.recheck_s = RECHECK_MIN_S;
+          e.next_check = now;
+        }
       } else {
         memset(&e, 0, sizeof(e));
         e.pid = pid;
         e.start_time = st;
+        e.exe_id = exe_identity(pid);
         e.recheck_s = RECHECK_MIN_S;
         e.next_check = now; /* classify right away */
       }
