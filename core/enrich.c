@@ -31,6 +31,7 @@
 struct proc_entry {
   char *comm;            /* NULL if unknown */
   char *exe;             /* NULL if unreadable */
+  uint64_t exe_id;       /* pp_proc_exe_id when read: an exec changes it */
   char *appid;           /* NULL if no rule matched */
   char container_id[65]; /* "" if not in a container */
   enum pp_runtime rt;
@@ -102,6 +103,7 @@ static struct proc_entry *entry_create(struct pp_enricher *en, uint32_t pid) {
   if (!e) return NULL;
   char buf[PATH_MAX];
   if (pp_proc_comm(pid, buf, sizeof(buf)) == 0) e->comm = strdup(buf);
+  e->exe_id = pp_proc_exe_id(pid);
   if (pp_proc_exe(pid, buf, sizeof(buf)) == 0) e->exe = strdup(buf);
   char *cmd = malloc(CMDLINE_CAP);
   size_t cmd_len = 0;
@@ -138,7 +140,12 @@ static struct proc_entry *entry_for(struct pp_enricher *en, uint32_t pid, uint64
   *live = exists && cur == start;
   struct pp_lru_pid_key key = pp_lru_pid_key(pid, start);
   void *v = NULL;
-  if (pp_lru_lookup(en->procs, &key, sizeof(key), &v) && v) return v;
+  if (pp_lru_lookup(en->procs, &key, sizeof(key), &v) && v) {
+    /* exec keeps pid and start time: a live process running another file
+     * than when it was read is a new program (comm, appid, runtime) */
+    if (!*live || ((struct proc_entry *)v)->exe_id == pp_proc_exe_id(pid)) return v;
+    pp_lru_remove(en->procs, &key, sizeof(key));
+  }
   if (!*live) return NULL;
   struct proc_entry *e = entry_create(en, pid);
   if (!e) return NULL;

@@ -17,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -238,19 +237,6 @@ static uint64_t classify(const struct pp_targets *t, uint32_t pid, uint64_t alre
   return hit;
 }
 
-/* Which file the process runs: device and inode of /proc/PID/exe (0 for
- * kernel threads and processes that are gone). A process that execs keeps
- * its pid and start time, so this is how a shell or launcher that turns
- * into Python is noticed. One stat per process, only at session boundaries
- * and for new processes. */
-static uint64_t exe_identity(uint32_t pid) {
-  char path[48];
-  struct stat st;
-  snprintf(path, sizeof(path), "/proc/%u/exe", pid);
-  if (stat(path, &st) != 0) return 0;
-  return ((uint64_t)st.st_dev << 40) ^ (uint64_t)st.st_ino;
-}
-
 static struct proc_ent *old_lookup(struct proc_ent *ents, const uint32_t *index, size_t icap,
                                    uint32_t pid) {
   if (!icap) return NULL;
@@ -309,7 +295,7 @@ int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, voi
       if (pp_proc_start_time(pid, &st) < 0) continue; /* gone */
       if (old && old->start_time == st) {
         e = *old;
-        uint64_t id = exe_identity(pid);
+        uint64_t id = pp_proc_exe_id(pid);
         if (id != old->exe_id) { /* exec'd since: classify the new image now */
           e.exe_id = id;
           e.recheck_s = RECHECK_MIN_S;
@@ -319,7 +305,7 @@ int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, voi
         memset(&e, 0, sizeof(e));
         e.pid = pid;
         e.start_time = st;
-        e.exe_id = exe_identity(pid);
+        e.exe_id = pp_proc_exe_id(pid);
         e.recheck_s = RECHECK_MIN_S;
         e.next_check = now; /* classify right away */
       }
