@@ -199,8 +199,8 @@ def define(tmp, b):
         # --no-turbo-inlining: TurboFan would inline sysNodeHot into its
         # caller once both are hot, and the known frame would vanish
         Workload("node-ns", "nodejs",
-                 ns_wrap(s("sys_work.js"), "cat <&3 >/tmp/sys_work.js && exec 3<&- %s --no-turbo-inlining /tmp/sys_work.js %s"
-                         % (q(node), ns_args)),
+                 ns_wrap(s("sys_work.js"), "cat <&3 >/tmp/sys_work.js && exec 3<&- %s --no-turbo-inlining "
+                         "/tmp/sys_work.js %s" % (q(node), ns_args)),
                  "node", r"^(sysNodeHot|tick) \((file://)?/tmp/sys_work\.js:\d+\)$",
                  appid="nodejs: /tmp/sys_work.js (/tmp/sys_work.js)", ns=True),
         Workload("php", "php", [php_link, s("sys_work.php")] + args, "php-ppsys",

@@ -50,7 +50,8 @@ RUNTIME_PLUGIN = {"python": "python", "java": "java", "nodejs": "nodejs", "php":
 # What the flame graph page searches (frame names without their suffix).
 SEARCH = {"c": r"^sys_c_hot$", "go": r"^main\.sysGoHot$", "python2": r"^sys_py_hot \(",
           "python3-ns": r"^sys_py_hot \(/tmp/", "java": r"^SysWork\.sysJavaHot",
-          "node-ns": r"^(sysNodeHot|tick) \(file:///tmp/sys_work", "php": r"^sys_php_hot ", "ruby-ns": r"^sys_rb_hot - /tmp/",
+          "node-ns": r"^(sysNodeHot|tick) \(file:///tmp/sys_work", "php": r"^sys_php_hot ",
+          "ruby-ns": r"^sys_rb_hot - /tmp/",
           "dotnet": r"SysDotnetHot", "exec": r"^sys_exec_native_hot$"}
 
 
@@ -87,7 +88,7 @@ def polyprof_maps(pid):
         return str(e)
 
 
-def check_workload(n, w, stacks, totals, header):
+def check_workload(n, w, stacks, totals):
     """The .col and the per-plugin totals of one session for workload w."""
     perf = totals["plugins"]["perf"]["pids"].get(str(w.pid))
     perf_n = perf["samples"] if perf else 0
@@ -277,7 +278,7 @@ def main():
         for w in ws:
             if not u.check(w.proc.poll() is None and os.path.exists("/proc/%d" % w.pid),
                            "%s (pid %d) still running after the sessions" % (w.name, w.pid)):
-                print("  its output: %s" % wl.output(w)[-1500:])
+                print("  exit status %s, its output: %s" % (w.proc.poll(), wl.output(w)[-1500:]))
         agent.send_signal(signal.SIGTERM)
         rc = agent.wait(timeout=60)
         u.check(rc == 0, "agent exits 0 on SIGTERM (%s)" % rc)
@@ -288,17 +289,20 @@ def main():
         browser = cdp.Browser(chromium)
         for n, stem in enumerate(stems, WARMUP + 1):
             print("--- session %d: %s" % (n, os.path.basename(stem)))
+            # the exec happens half-way through session EXEC_AFTER + 1
+            phase = {EXEC_AFTER: "before", EXEC_AFTER + 2: "after"}.get(n, "during")
             header, stacks = u.parse_col(stem + ".col")
             with open(stem + ".plugins.json") as f:
                 totals = json.load(f)
-            for name, p in totals["plugins"].items():
-                u.check(p["status"] == "ok", "s%d plugin %s: status ok (%s)" % (n, name, p["status"]))
+            for name, p in header["polyprof"].items():
+                u.check(p["status"] == "ok" and p["restarts"] == 0 and totals["plugins"][name]["status"] == "ok",
+                        "s%d plugin %s: status ok, never restarted (%s, %d)" % (n, name, p["status"], p["restarts"]))
             for w in ws:
                 if w.name == "exec":
-                    check_exec(n, w, stacks, totals, {EXEC_AFTER: "before", EXEC_AFTER + 2: "after"}.get(n, "during"), script)
+                    check_exec(n, w, stacks, totals, phase, script)
                 else:
-                    check_workload(n, w, stacks, totals, header)
-            check_html(browser, n, stem, ws, totals, {EXEC_AFTER: "before", EXEC_AFTER + 2: "after"}.get(n, "during"))
+                    check_workload(n, w, stacks, totals)
+            check_html(browser, n, stem, ws, totals, phase)
         with open(log, errors="replace") as f:
             text = f.read()
         crashes = [x for x in text.splitlines() if re.search(r"crash|killed by signal|restart", x, re.I)]
