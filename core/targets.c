@@ -296,8 +296,13 @@ int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, voi
       if (old && old->start_time == st) {
         e = *old;
         uint64_t id = pp_proc_exe_id(pid);
-        if (id != old->exe_id) { /* exec'd since: classify the new image now */
+        if (id != old->exe_id) {
+          /* exec'd since: a new program in the same process. What matched
+           * the old image (e.g. a Python parent between fork and exec) no
+           * longer holds, and every plugin the new image matches hears of
+           * it again (a plugin that had ignored it looks again). */
           e.exe_id = id;
+          e.matched = e.reported = 0;
           e.recheck_s = RECHECK_MIN_S;
           e.next_check = now;
         }

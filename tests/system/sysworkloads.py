@@ -129,7 +129,8 @@ def build_dotnet(build_dir):
 class Workload:
     """One running workload and what its profile must show.
 
-    comm     the process name the .col shows for its runtime stacks
+    comm     the process name the .col shows for its runtime stacks (None:
+             any, the appid tells)
     appid    the exact "appid: ..." text expected, or None (no rule)
     func     regex a frame of its own code must match, suffix included
     kind     short runtime name for messages
@@ -210,7 +211,9 @@ def define(tmp, b):
                          % (q(ruby), ns_args)),
                  "ruby", r"^sys_rb_hot - /tmp/sys_work\.rb:\d+_\[rb\]$",
                  appid="ruby: /tmp/sys_work.rb (/tmp/sys_work.rb)", ns=True),
-        Workload("dotnet", "dotnet", [b["dotnet"]] + args, "SysWork",
+        # comm None: the dotnet plugin names each stack after its thread
+        # (docs/dotnet.md), so its lines are found by their appid
+        Workload("dotnet", "dotnet", [b["dotnet"]] + args, None,
                  r"^Polyprof\.SysWork\.Hot\.SysDotnetHot.*_\[net\]$",
                  appid="dotnet: SysWork (%s)" % b["dotnet"],
                  env=dict(dotnet_build.dotnet_env(), DOTNET_TieredCompilation="1")),

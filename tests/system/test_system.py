@@ -56,11 +56,12 @@ SEARCH = {"c": r"^sys_c_hot$", "go": r"^main\.sysGoHot$", "python2": r"^sys_py_h
 
 
 def lines_of(stacks, comm, appid):
-    """.col lines of one process: the comm field, and the appid frame when
-    there is one (lines carry no pid; comm + appid are unique here)."""
+    """.col lines of one process: the comm field (None: any), and the appid
+    frame when there is one (lines carry no pid; comm + appid are unique
+    here)."""
     out = []
     for f, c in stacks:
-        if len(f) < 3 or f[2] != comm:
+        if len(f) < 3 or comm is not None and f[2] != comm:
             continue
         has = len(f) > 3 and f[3].startswith("appid: ")
         if appid is None and not has or appid is not None and has and f[3] == "appid: " + appid:

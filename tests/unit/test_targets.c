@@ -136,9 +136,11 @@ static void test_exec_reclassified(void) {
   }
   close(go[0]);
   const char *const sleep_exe[] = {"sleep", NULL};
+  const char *const self_exe[] = {"test_targets", NULL};
   struct pp_plugin by_exe = {.name = "a", .match_exe = sleep_exe};
-  const struct pp_plugin *descs[] = {&by_exe};
-  struct pp_targets *t = pp_targets_new(descs, 1);
+  struct pp_plugin old_image = {.name = "b", .match_exe = self_exe}; /* before the exec */
+  const struct pp_plugin *descs[] = {&by_exe, &old_image};
+  struct pp_targets *t = pp_targets_new(descs, 2);
   uint32_t only = (uint32_t)child;
   pp_targets_set_filter(t, &only, 1);
   struct seen s = {0};
@@ -147,7 +149,8 @@ static void test_exec_reclassified(void) {
   pp_targets_scan(t, true, on_new, &s);
   usleep(1100000);
   pp_targets_scan(t, true, on_new, &s);
-  CHECK_EQ_INT(s.n, 0);
+  CHECK_EQ_INT(count_pid(&s, only, 0), 0);
+  CHECK_EQ_INT(count_pid(&s, only, 1), 1); /* the old image, once */
   uint64_t st_before = 0, st_after = 0;
   pp_proc_start_time(only, &st_before);
   CHECK(write(go[1], "x", 1) == 1);
@@ -164,6 +167,7 @@ static void test_exec_reclassified(void) {
   CHECK_EQ_INT(count_pid(&s, only, 0), 1);
   const struct pp_target *list;
   CHECK_EQ_INT(pp_targets_of(t, 0, &list), 1);
+  CHECK_EQ_INT(pp_targets_of(t, 1, &list), 0); /* the old image's match is gone */
   kill(child, SIGKILL);
   waitpid(child, NULL, 0);
   pp_targets_free(t);
