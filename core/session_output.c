@@ -167,9 +167,10 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
 
   char written[2][4200];
   int nwritten = 0;
+  char stem[80] = "";
+  if (cfg->output_dir) pp_output_session_stem(cfg->output_dir, t->end, stem, sizeof(stem));
   if (cfg->output_dir && header_text) {
-    char stem[64], err[512];
-    pp_output_stem(t->end, stem, sizeof(stem));
+    char err[512];
     struct write_ctx wc = {.a = a, .header = header_text, .html = &hi};
     if (format_enabled(cfg, "col")) {
       if (pp_output_publish(cfg->output_dir, stem, ".col", "last_profile.col", cfg->rotating_output,
@@ -200,6 +201,7 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
         .end = t->end,
         .cpu_avg = cpu_avg,
         .mem_avg = mem_avg,
+        .stem = stem[0] ? stem : NULL,
     };
     pp_publish_session(&pa);
   }

@@ -62,7 +62,10 @@ void pp_publish_session(const struct pp_publish_args *a) {
   if (cfg->output_dir) {
     char stem[64], err[512];
     struct fmt_ctx fc = {.a = a};
-    pp_output_stem(a->end, stem, sizeof(stem));
+    if (a->stem)
+      snprintf(stem, sizeof(stem), "%s", a->stem);
+    else
+      pp_output_stem(a->end, stem, sizeof(stem));
     if (format_on(cfg, "pprof")) {
       if (pp_output_publish(cfg->output_dir, stem, ".pb.gz", "last_profile.pb.gz",
                             cfg->rotating_output, write_pprof, &fc, err, sizeof(err)) < 0)

@@ -21,6 +21,7 @@ struct pp_publish_args {
   const char *header_text; /* .col line-0 JSON */
   time_t start, end;
   double cpu_avg, mem_avg; /* < 0: not collected */
+  const char *stem;        /* the session's file stem; NULL: from `end` */
 };
 
 void pp_publish_session(const struct pp_publish_args *a);
