@@ -89,6 +89,25 @@ def polyprof_maps(pid):
         return str(e)
 
 
+def other_agents(mine):
+    """Other polyprof agents on this machine (not `mine` or its workers):
+    their Java agent or Node inspector session can get to our workloads
+    first (one agent per host is the supported setup)."""
+    found = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit() or int(d) == mine:
+            continue
+        try:
+            exe = os.readlink("/proc/%s/exe" % d)
+            with open("/proc/%s/stat" % d) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if os.path.basename(exe) == "polyprof" and ppid != mine:
+            found.append("%s (%s)" % (d, exe))
+    return found
+
+
 def check_workload(n, w, stacks, totals):
     """The .col and the per-plugin totals of one session for workload w."""
     perf = totals["plugins"]["perf"]["pids"].get(str(w.pid))
@@ -274,6 +293,10 @@ def main():
                 os.kill(exec_w.pid, signal.SIGUSR1)
 
         stems = wait_sessions(agent, out, WARMUP + SESSIONS, (WARMUP + SESSIONS) * SESSION_S + 120, on_new)
+        others = other_agents(agent.pid)
+        if others:
+            print("NOTE: other polyprof agents ran during this test; Java and Node.js checks can fail "
+                  "because of them (see README): %s" % ", ".join(others[:6]))
         exe_now = os.readlink("/proc/%d/exe" % exec_w.pid) if os.path.exists("/proc/%d" % exec_w.pid) else "?"
         u.check(os.path.basename(exe_now).startswith("python3"), "exec target now runs %s" % exe_now)
         for w in ws:
