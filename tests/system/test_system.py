@@ -24,6 +24,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -342,6 +343,10 @@ def main():
             with open(log, errors="replace") as f:
                 print("---- agent log (tail) ----\n" + "".join(f.readlines()[-80:]))
     print("load average at end: %s; total %.0f s" % (open("/proc/loadavg").read().split()[:3], time.time() - t0))
+    if u.failures:
+        print("kept for a look: %s" % tmp)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
     u.finish()
 
 
