@@ -54,6 +54,8 @@ static const struct flag_spec specs[] = {
      "write the HTML flame graph (default)"},
     {0, "--no-flamegraph", "output.flamegraph", "false", NULL, 0, SP_NONE, G_OUTPUT,
      "do not write the HTML flame graph"},
+    {0, "--debug-plugin-totals", "output.debug_plugin_totals", "true", NULL, 0, SP_NONE, G_OUTPUT,
+     "also write each plugin's unmerged per-pid totals (<stem>.plugins.json)"},
     {0, "--pids", "profiling.pids", NULL, "PID[,PID]", CF_LIST, SP_NONE, G_PROCESSES,
      "profile only these processes (repeatable; default: all)"},
     {0, "--disable-application-identifiers", "enrichment.application_identifiers", "false", NULL, 0,

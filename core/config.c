@@ -70,6 +70,7 @@ static const struct core_key keys[] = {
     {"output.pending_max_bytes", KT_BYTES, FIELD(output_pending_max_bytes), 0, 0, 1ll << 40, NULL,
      NULL, 0},
     {"output.flamegraph", KT_BOOL, FIELD(flamegraph), 0, 0, 0, NULL, NULL, 0},
+    {"output.debug_plugin_totals", KT_BOOL, FIELD(debug_plugin_totals), 0, 0, 0, NULL, NULL, 0},
     {"output.formats", KT_ENUMS, FIELD(output_formats), FIELD(output_format_count), 0, 0, formats,
      "format", 0},
     {"enrichment.application_identifiers", KT_BOOL, FIELD(app_identifiers), 0, 0, 0, NULL, NULL, 0},

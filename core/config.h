@@ -94,6 +94,8 @@ struct pp_config {
   size_t output_format_count;
   /* bytes of session files kept in memory while output_dir refuses them */
   size_t output_pending_max_bytes;
+  /* --debug-plugin-totals: <stem>.plugins.json per session (session_debug.c) */
+  bool debug_plugin_totals;
 
   /* enrichment */
   bool app_identifiers;       /* --disable-application-identifiers clears */

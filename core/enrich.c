@@ -31,6 +31,7 @@
 struct proc_entry {
   char *comm;            /* NULL if unknown */
   char *exe;             /* NULL if unreadable */
+  uint64_t exe_id;       /* pp_proc_exe_id when read: an exec changes it */
   char *appid;           /* NULL if no rule matched */
   char container_id[65]; /* "" if not in a container */
   enum pp_runtime rt;
@@ -102,6 +103,7 @@ static struct proc_entry *entry_create(struct pp_enricher *en, uint32_t pid) {
   if (!e) return NULL;
   char buf[PATH_MAX];
   if (pp_proc_comm(pid, buf, sizeof(buf)) == 0) e->comm = strdup(buf);
+  e->exe_id = pp_proc_exe_id(pid);
   if (pp_proc_exe(pid, buf, sizeof(buf)) == 0) e->exe = strdup(buf);
   char *cmd = malloc(CMDLINE_CAP);
   size_t cmd_len = 0;
@@ -129,6 +131,8 @@ static struct proc_entry *entry_create(struct pp_enricher *en, uint32_t pid) {
  * name) and exe; comm is one small read, so live processes are checked
  * each time they are enriched. */
 static bool exec_changed(const struct proc_entry *e, uint32_t pid) {
+  /* exec keeps pid and start time; the file or the comm tells */
+  if (e->exe_id != pp_proc_exe_id(pid)) return true;
   char buf[64];
   if (pp_proc_comm(pid, buf, sizeof(buf)) != 0) return false;
   return !e->comm || strcmp(buf, e->comm) != 0;
@@ -151,6 +155,7 @@ static struct proc_entry *entry_for(struct pp_enricher *en, uint32_t pid, uint64
     if (!*live || !exec_changed(v, pid)) return v;
     /* same process, new program (a shell that exec'd python): what was
      * learnt about the old one is wrong now */
+    pp_lru_remove(en->procs, &key, sizeof(key));
   }
   if (!*live) return NULL;
   struct proc_entry *e = entry_create(en, pid);

@@ -18,6 +18,7 @@
 #include "output/files.h"
 #include "output/html.h"
 #include "output/pending.h"
+#include "session_debug.h"
 #include "support/proc.h"
 #include "upload/publish.h"
 
@@ -184,6 +185,7 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
     if (cfg->flamegraph && format_enabled(cfg, "html") &&
         pp_agent_output_file(a, stem, ".html", "last_flamegraph.html", write_html, &wc) == 0)
       snprintf(written[nwritten++], sizeof(written[0]), "%s/%s.html", cfg->output_dir, stem);
+    if (cfg->debug_plugin_totals) pp_agent_write_plugin_totals(a, stem);
   }
 
   /* extra formats and uploads (core/upload/publish.c), after the local

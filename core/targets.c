@@ -30,6 +30,7 @@ struct proc_ent {
   uint32_t pid;
   uint32_t recheck_s; /* current backoff interval */
   uint64_t start_time;
+  uint64_t exe_id;   /* identity of /proc/PID/exe: an exec keeps pid and start time */
   uint64_t matched;  /* bit per plugin */
   uint64_t reported; /* bits already handed to on_new */
   time_t next_check; /* monotonic seconds; 0 = never again */
@@ -294,10 +295,22 @@ int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, voi
       if (pp_proc_start_time(pid, &st) < 0) continue; /* gone */
       if (old && old->start_time == st) {
         e = *old;
+        uint64_t id = pp_proc_exe_id(pid);
+        if (id != old->exe_id) {
+          /* exec'd since: a new program in the same process. What matched
+           * the old image (e.g. a Python parent between fork and exec) no
+           * longer holds, and every plugin the new image matches hears of
+           * it again (a plugin that had ignored it looks again). */
+          e.exe_id = id;
+          e.matched = e.reported = 0;
+          e.recheck_s = RECHECK_MIN_S;
+          e.next_check = now;
+        }
       } else {
         memset(&e, 0, sizeof(e));
         e.pid = pid;
         e.start_time = st;
+        e.exe_id = pp_proc_exe_id(pid);
         e.recheck_s = RECHECK_MIN_S;
         e.next_check = now; /* classify right away */
       }

@@ -37,8 +37,12 @@ typedef void (*pp_target_cb)(void *ctx, size_t plugin, const struct pp_target *t
 /* Scan /proc. For every (plugin, process) match not reported before, calls
  * on_new. Between scans a known pid is assumed to be the same process (pid
  * reuse within one tick needs a full pid wrap-around); recheck re-reads every
- * start time to be sure (do it at session boundaries). Unmatched processes
- * are re-classified on their own backoff schedule either way.
+ * start time and executable to be sure (do it at session boundaries): a
+ * process that exec'd since is re-classified at once, so a launcher that
+ * became a runtime is that runtime's target from the next session on, and
+ * on_new is called again for every plugin its new image matches (the same
+ * pid and start time: a plugin that had ignored the old image looks again).
+ * Unmatched processes are re-classified on their own backoff schedule.
  * Returns the number of processes seen, or -errno. */
 int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, void *ctx);
 

@@ -100,6 +100,26 @@ void pp_output_stem(time_t end, char *buf, size_t len) {
     buf[0] = '\0';
 }
 
+static bool stem_taken(const char *dir, const char *stem) {
+  static const char *const exts[] = {".col", ".html", ".pb.gz", ".speedscope.json"};
+  char path[4096];
+  for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
+    snprintf(path, sizeof(path), "%s/%s%s", dir, stem, exts[i]);
+    if (access(path, F_OK) == 0) return true;
+  }
+  return false;
+}
+
+void pp_output_session_stem(const char *dir, time_t end, char *buf, size_t len) {
+  pp_output_stem(end, buf, len);
+  if (!dir || !buf[0]) return;
+  char base[64];
+  snprintf(base, sizeof(base), "%s", buf);
+  /* bounded: sessions are at least a second long, so a handful at most */
+  for (int n = 2; n < 100 && stem_taken(dir, buf); n++)
+    snprintf(buf, len, "%s_%d", base, n);
+}
+
 /* A fresh hidden temp file next to `final`, 0644 (minus umask). */
 static int open_temp(const char *dir, const char *base, char *tmp, size_t tmplen) {
   static unsigned counter;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int pp_read_file(const char *path, char *buf, size_t cap, size_t *len) {
@@ -161,6 +162,14 @@ int pp_proc_start_time(uint32_t pid, uint64_t *start_time) {
   int rc = stat_fields(path, buf, sizeof(buf), &after);
   if (rc < 0) return rc;
   return stat_field_u64(after, 22, start_time);
+}
+
+uint64_t pp_proc_exe_id(uint32_t pid) {
+  char path[64];
+  struct stat st;
+  proc_path(path, sizeof(path), pid, "exe");
+  if (stat(path, &st) != 0) return 0;
+  return ((uint64_t)st.st_dev << 40) ^ (uint64_t)st.st_ino;
 }
 
 int pp_proc_cpu_ticks(uint32_t pid, uint64_t *ticks) {

@@ -440,7 +440,10 @@ static int py_add_targets(void *state, const struct pp_target *tg, size_t n) {
     for (size_t j = 0; j < st->ntargets; j++)
       if (st->targets[j]->pid == tg[i].pid) t = st->targets[j];
     if (t) {
-      if (t->start_time == tg[i].start_time && t->status != T_GONE) continue;
+      /* the same process again: known, unless we had found no interpreter
+       * in it and the core hands it over anew (it exec'd: look again) */
+      if (t->start_time == tg[i].start_time && t->status != T_GONE && t->status != T_IGNORED)
+        continue;
       reset_target(st, t); /* the pid was reused by a new process */
     } else {
       if (st->ntargets == st->cap) {

@@ -48,6 +48,7 @@ struct ruby_thread {
   uint64_t addr;    /* rb_thread_t */
   uint32_t tid;     /* host tid (0: unknown) */
   int fd;           /* open /proc/PID/task/TID/schedstat (or stat), -1 if none */
+  int stat_fd;      /* open .../stat for the state letter next to schedstat, -1 if none */
   bool use_stat;    /* no schedstat: fall back to the state letter */
   uint64_t runtime; /* ns on CPU at the last tick (schedstat) */
   int pfd;          /* CPU alarm (ruby_cpuclock.c), -1 if none */

@@ -13,9 +13,12 @@
  * "On a CPU" is read from /proc/PID/task/TID/schedstat: the thread's run
  * time advanced since the previous tick. That is stricter than rbspy's state
  * R, which also holds for a thread waiting in a run queue, and on a loaded
- * machine counted one preempted position many times. Without schedstats the
- * state letter of .../stat is used. The file is kept open and re-read with
- * pread(): one system call per thread per tick instead of three.
+ * machine counted one preempted position many times. The thread must also
+ * be in state R at the tick: its stack is read now, and a thread that ran
+ * and then slept would be sampled in its sleep. Without schedstats the
+ * state letter of .../stat is used alone. The files are kept open and
+ * re-read with pread(): one system call per thread per tick (two for a
+ * thread that ran) instead of three.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -108,7 +111,8 @@ static int read_tid(const struct ruby_target *t, uint64_t th, uint32_t *tid) {
 
 static void thread_close(struct ruby_state *st, struct ruby_thread *th) {
   if (th->fd >= 0) close(th->fd);
-  th->fd = -1;
+  if (th->stat_fd >= 0) close(th->stat_fd);
+  th->fd = th->stat_fd = -1;
   ruby_cpuclock_close(th, st->epfd);
 }
 
@@ -150,7 +154,7 @@ int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t) {
         if (tid == t->ns_pid) saw_main = true;
         if (t->ns_pid != t->pid) tid = host_tid_of(t->pid, tid);
       }
-      fresh[n++] = (struct ruby_thread){.addr = node, .tid = tid, .fd = -1, .pfd = -1};
+      fresh[n++] = (struct ruby_thread){.addr = node, .tid = tid, .fd = -1, .pfd = -1, .stat_fd = -1};
       if (pp_remote_read((pid_t)t->pid, node, &node, sizeof(node)) < 0) ok = false;
     }
   }
@@ -228,5 +232,23 @@ bool ruby_thread_on_cpu(struct ruby_target *t, struct ruby_thread *th) {
   unsigned long long ran = strtoull(buf, NULL, 10);
   bool moved = ran != th->runtime;
   th->runtime = ran;
-  return moved;
+  if (!moved) return false;
+  /* It ran since the last tick, but the stack read now is where it is now:
+   * a thread that burnt 10 ms and then slept would be sampled in sleep
+   * (every tick of a mostly idle server). Only a thread that is also
+   * running (or runnable, preempted in its code) right now is sampled. */
+  if (th->stat_fd < 0) {
+    char path[80];
+    snprintf(path, sizeof(path), "/proc/%u/task/%u/stat", t->pid, th->tid);
+    th->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (th->stat_fd < 0) return true; /* keep the schedstat answer */
+  }
+  ssize_t n = pread(th->stat_fd, buf, sizeof(buf) - 1, 0);
+  if (n <= 0) {
+    close(th->stat_fd);
+    th->stat_fd = -1;
+    return false; /* ended between the two reads */
+  }
+  buf[n] = '\0';
+  return state_of(buf) == 'R';
 }

@@ -542,12 +542,69 @@ static void test_elf(void) {
   json_decref(core);
 }
 
+/* A process that execs keeps pid and start time: the next session's
+ * enrichment must describe the new program (comm, appid), not the cached
+ * launcher. */
+static void test_exec_refreshes(void) {
+  char py[PATH_MAX] = "/usr/bin/python3";
+  if (access(py, X_OK) != 0) {
+    printf("SKIPPED exec refresh: /usr/bin/python3 not found\n");
+    return;
+  }
+  write_file(tmp, "after_exec.py", "import time\ntime.sleep(30)\n");
+  /* sh reads one line, then becomes python3 in place */
+  char script[PATH_MAX * 2];
+  snprintf(script, sizeof(script), "read x; exec %s after_exec.py", py);
+  int go[2];
+  CHECK(pipe(go) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(go[0], 0);
+    close(go[1]);
+    if (chdir(tmp) != 0) _exit(126);
+    execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+    _exit(127);
+  }
+  close(go[0]);
+  char comm[64] = "";
+  for (int i = 0; i < 500 && strcmp(comm, "sh") != 0; i++) { /* until sh runs */
+    usleep(10000);
+    pp_proc_comm((uint32_t)pid, comm, sizeof(comm));
+  }
+  CHECK_EQ_STR(comm, "sh");
+  uint64_t start = start_of(pid);
+  struct pp_enrich_opts opts = {.appids = true, .app_metadata = false, .cache_size = 64};
+  struct pp_enricher *en = pp_enricher_new(&opts);
+  struct pp_profile *p = pp_profile_new();
+  add_pid(p, pid, start);
+  CHECK_EQ_INT(pp_enrich(en, p, NULL, NULL), 0);
+  CHECK_EQ_STR(COMM(p, pid), "sh");
+  CHECK(APPID(p, pid) == NULL);
+
+  CHECK(write(go[1], "\n", 1) == 1);
+  CHECK(wait_exec(pid, "python"));
+  CHECK(start_of(pid) == start);
+  pp_profile_clear(p);
+  add_pid(p, pid, start);
+  CHECK_EQ_INT(pp_enrich(en, p, NULL, NULL), 0);
+  CHECK_EQ_STR(COMM(p, pid), "python3");
+  char expect[PATH_MAX * 4];
+  snprintf(expect, sizeof(expect), "python: after_exec.py (%s/after_exec.py)", tmp);
+  CHECK_EQ_STR(APPID(p, pid), expect);
+  close(go[1]);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  pp_profile_free(p);
+  pp_enricher_free(en);
+}
+
 int main(void) {
   snprintf(tmp, sizeof(tmp), "/tmp/pp_test_enrich.XXXXXX");
   if (!mkdtemp(tmp)) return 2;
   test_elf();
   test_real_enrich();
   test_libpython();
+  test_exec_refreshes();
   test_containers();
   char cmd[PATH_MAX + 16];
   snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);

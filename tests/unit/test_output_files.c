@@ -84,6 +84,28 @@ static void test_stem(void) {
   CHECK_EQ_STR(b, "profile_2026-11-22T05:50:00");
 }
 
+/* Two sessions ending in the same second (SIGTERM right after a session
+ * end) must not share a stem: the second would overwrite the first. */
+static void test_session_stem(void) {
+  char dir[128], err[512], b[80];
+  snprintf(dir, sizeof(dir), "%s/stems", root);
+  CHECK_EQ_INT(pp_output_check_dir(dir, err, sizeof(err)), 0);
+  pp_output_session_stem(dir, 1795326600, b, sizeof(b));
+  CHECK_EQ_STR(b, "profile_2026-11-22T05:50:00");
+  CHECK_EQ_INT(pp_output_publish(dir, b, ".col", "last_profile.col", false, write_text, "first",
+                                 err, sizeof(err)),
+               0);
+  pp_output_session_stem(dir, 1795326600, b, sizeof(b));
+  CHECK_EQ_STR(b, "profile_2026-11-22T05:50:00_2");
+  CHECK_EQ_INT(
+      pp_output_publish(dir, b, ".html", NULL, false, write_text, "second", err, sizeof(err)), 0);
+  pp_output_session_stem(dir, 1795326600, b, sizeof(b));
+  CHECK_EQ_STR(b, "profile_2026-11-22T05:50:00_3"); /* an .html alone also takes it */
+  CHECK_EQ_STR(slurp(dir, "profile_2026-11-22T05:50:00.col"), "first");
+  pp_output_session_stem(dir, 1795326601, b, sizeof(b));
+  CHECK_EQ_STR(b, "profile_2026-11-22T05:50:01");
+}
+
 static void test_check_dir(void) {
   char dir[128], err[512], ls[512];
   snprintf(dir, sizeof(dir), "%s/a/b/c", root);
@@ -250,6 +272,7 @@ int main(void) {
   snprintf(root, sizeof(root), "/tmp/pp_test_files.XXXXXX");
   if (!mkdtemp(root)) return 1;
   test_stem();
+  test_session_stem();
   test_check_dir();
   test_publish_and_rotate();
   test_failures();

@@ -1,6 +1,7 @@
 /* Target discovery: pattern matching and real /proc scans of real children. */
 #include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -120,9 +121,62 @@ static void test_whole_machine_scan(void) {
   pp_targets_free(t);
 }
 
+/* A process that execs keeps its pid and start time: the session-boundary
+ * recheck must still notice the new image at once (a launcher that became a
+ * runtime), not after the unmatched-process backoff (up to 10 minutes). */
+static void test_exec_reclassified(void) {
+  int go[2];
+  CHECK(pipe(go) == 0);
+  pid_t child = fork();
+  if (child == 0) {
+    char c;
+    close(go[1]);
+    if (read(go[0], &c, 1) == 1) execlp("sleep", "sleep", "30", (char *)NULL);
+    _exit(127);
+  }
+  close(go[0]);
+  const char *const sleep_exe[] = {"sleep", NULL};
+  const char *const self_exe[] = {"test_targets", NULL};
+  struct pp_plugin by_exe = {.name = "a", .match_exe = sleep_exe};
+  struct pp_plugin old_image = {.name = "b", .match_exe = self_exe}; /* before the exec */
+  const struct pp_plugin *descs[] = {&by_exe, &old_image};
+  struct pp_targets *t = pp_targets_new(descs, 2);
+  uint32_t only = (uint32_t)child;
+  pp_targets_set_filter(t, &only, 1);
+  struct seen s = {0};
+  /* classified as "not sleep" twice, 1.1 s apart: its next classification
+   * is >= 2 s away (1 s, then 2 s backoff), far beyond the scans below */
+  pp_targets_scan(t, true, on_new, &s);
+  usleep(1100000);
+  pp_targets_scan(t, true, on_new, &s);
+  CHECK_EQ_INT(count_pid(&s, only, 0), 0);
+  CHECK_EQ_INT(count_pid(&s, only, 1), 1); /* the old image, once */
+  uint64_t st_before = 0, st_after = 0;
+  pp_proc_start_time(only, &st_before);
+  CHECK(write(go[1], "x", 1) == 1);
+  close(go[1]);
+  char exe[4096] = "";
+  for (int i = 0; i < 200 && !strstr(exe, "sleep"); i++) { /* until the exec happened */
+    usleep(10000);
+    pp_proc_exe(only, exe, sizeof(exe));
+  }
+  pp_proc_start_time(only, &st_after);
+  CHECK(st_before == st_after);
+  pp_targets_scan(t, false, on_new, &s); /* per-second path: no file reads, may miss it */
+  pp_targets_scan(t, true, on_new, &s);  /* session boundary: must see it */
+  CHECK_EQ_INT(count_pid(&s, only, 0), 1);
+  const struct pp_target *list;
+  CHECK_EQ_INT(pp_targets_of(t, 0, &list), 1);
+  CHECK_EQ_INT(pp_targets_of(t, 1, &list), 0); /* the old image's match is gone */
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  pp_targets_free(t);
+}
+
 int main(void) {
   test_patterns();
   test_real_scan();
+  test_exec_reclassified();
   test_whole_machine_scan();
   return pp_test_finish("test_targets");
 }
