@@ -12,17 +12,22 @@
  *
  * An inspector that was already open (--inspect, an IDE) is used as is: a
  * second session does not disturb the user's, and it is never closed by us.
- * One we opened is closed again with process._debugEnd() at stop. A marker
+ * One we opened is closed again with process._debugEnd() at stop, but only
+ * while no other client is connected to it: closing blocks the target's
+ * main thread until every client has answered (see other_sessions). A marker
  * file in the scratch directory remembers which inspectors we opened, so a
  * restarted worker still closes them.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -59,6 +64,29 @@ static int marker_exists(struct nodejs_state *st, const struct nodejs_target *t)
   char p[4200];
   marker_path(st, t, p, sizeof(p));
   return access(p, F_OK) == 0;
+}
+
+/* Inspector sessions other than ours on the inspector we are connected to
+ * (0, a count, or negative errno when it cannot be told). Closing the
+ * inspector (process._debugEnd(), inspector.close()) makes Node's main
+ * thread join the inspector I/O thread, which only ends once every session
+ * socket is gone: Node sends each client a close frame and waits for its
+ * answer. A client that does not read its socket (another agent between
+ * two sessions, a paused tool) then blocks the target's event loop for as
+ * long as it does not read. So we close only when we are alone. */
+static int other_sessions(const struct nodejs_target *t) {
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof(ss);
+  if (t->cdp.ws.fd < 0 || getpeername(t->cdp.ws.fd, (struct sockaddr *)&ss, &sl) < 0)
+    return -ENOTCONN;
+  uint16_t port = 0;
+  if (ss.ss_family == AF_INET)
+    port = ntohs(((const struct sockaddr_in *)&ss)->sin_port);
+  else if (ss.ss_family == AF_INET6)
+    port = ntohs(((const struct sockaddr_in6 *)&ss)->sin6_port);
+  int n = nodejs_port_connections(t->pid, port);
+  if (n < 0) return n;
+  return n >= 1 ? n - 1 : -EIO; /* not even ours seen: cannot tell */
 }
 
 static void fail_target(struct nodejs_state *st, struct nodejs_target *t, int level,
@@ -234,12 +262,22 @@ static int connect_port(struct nodejs_state *st, struct nodejs_target *t, uint16
   int opened = t->we_opened; /* for the log: attach-maps closes it again */
   if (rc == 0 && work && st->mode == NODEJS_INSPECTOR && t->we_opened && !t->moved &&
       st->move_port && port == 9229) {
-    if (move_off_default_port(st, t, deadline) == 0) return 0; /* reconnects later */
-    t->moved = 1; /* could not move: stay where it is */
-    rc = nodejs_ws_open(&t->cdp.ws, t->pid, port, wspath, max_msg, deadline);
-    if (rc < 0) {
-      snprintf(t->reason, sizeof(t->reason), "inspector on port %u: %s", port, strerror(-rc));
-      return rc;
+    /* moving closes the inspector: not while another client is connected
+     * (see other_sessions) */
+    int others = other_sessions(t);
+    if (others != 0) {
+      NODEJS_LOG(st, PP_LOG_INFO,
+                 "pid %u: inspector left on port 9229: %s other inspector session(s)", t->pid,
+                 others > 0 ? "there are" : "cannot rule out");
+      t->moved = 1;
+    } else {
+      if (move_off_default_port(st, t, deadline) == 0) return 0; /* reconnects later */
+      t->moved = 1; /* could not move: stay where it is */
+      rc = nodejs_ws_open(&t->cdp.ws, t->pid, port, wspath, max_msg, deadline);
+      if (rc < 0) {
+        snprintf(t->reason, sizeof(t->reason), "inspector on port %u: %s", port, strerror(-rc));
+        return rc;
+      }
     }
   }
   if (rc == 0 && work && st->mode == NODEJS_INSPECTOR) {
@@ -364,11 +402,12 @@ static void poll_listen(struct nodejs_state *st, struct nodejs_target *t) {
   }
   if (n > 0 && try_listeners(st, t, now, n, 1, 1) == 0) return;
   if (nodejs_now_ns() < t->deadline_ns) return;
-  /* No new socket: the app may have opened the inspector itself earlier
-   * (inspector.open()), which SIGUSR1 leaves alone. Then it is not ours. */
-  if (t->npre && try_listeners(st, t, t->pre, t->npre, 0, 1) == 0) return;
+  /* No new socket: the app (or another client's SIGUSR1) had opened the
+   * inspector earlier, which SIGUSR1 leaves alone. Then it is not ours, and
+   * must be marked so before connecting: we never close it. */
   marker_set(st, t, 0);
   t->we_opened = 0;
+  if (t->npre && try_listeners(st, t, t->pre, t->npre, 0, 1) == 0) return;
   if (t->moved) {
     fail_target(st, t, PP_LOG_WARNING,
                 "the inspector did not come back after moving it off port 9229 within %llds",
@@ -415,7 +454,15 @@ int nodejs_open_sync(struct nodejs_state *st, struct nodejs_target *t, uint64_t 
  * session, ours included, so the reply may never come: EOF means it worked),
  * and our connection in any case. */
 void nodejs_close_session(struct nodejs_state *st, struct nodejs_target *t, uint64_t deadline) {
-  if (t->cdp.ws.fd >= 0 && t->we_opened) {
+  int others = t->cdp.ws.fd >= 0 && t->we_opened ? other_sessions(t) : 0;
+  if (others != 0) {
+    /* Closing now would hold the target's main thread until every other
+     * client answers (see other_sessions). Leave it open; the marker stays,
+     * so a later detach closes it once we are alone. */
+    NODEJS_LOG(st, PP_LOG_INFO,
+               "pid %u: inspector left open: %s other inspector session(s) connected", t->pid,
+               others > 0 ? "there are" : "cannot rule out");
+  } else if (t->cdp.ws.fd >= 0 && t->we_opened) {
     json_t *v = NULL;
     int rc = nodejs_cdp_evaluate(&t->cdp, "process._debugEnd()", &v, NULL, 0, deadline);
     json_decref(v);
@@ -434,6 +481,29 @@ void nodejs_close_session(struct nodejs_state *st, struct nodejs_target *t, uint
   nodejs_ws_close(&t->cdp.ws, 1);
 }
 
+/* Between snapshots nothing reads a live session, and a client that does
+ * not read holds the target when someone else closes the inspector (see
+ * other_sessions): the main thread waits for our answer to Node's close
+ * frame. So every tick drains whatever arrived without waiting; a close
+ * frame or EOF drops our session at once, and profiling is retried later. */
+static void watch_live(struct nodejs_state *st, struct nodejs_target *t) {
+  struct pollfd p = {.fd = t->cdp.ws.fd, .events = POLLIN};
+  if (p.fd < 0 || poll(&p, 1, 0) <= 0) return;
+  int rc = 0;
+  for (int i = 0; i < 64 && rc == 0; i++) { /* events we never asked for: dropped */
+    const char *m;
+    size_t l;
+    rc = nodejs_ws_recv(&t->cdp.ws, &m, &l, nodejs_now_ns() + 20 * MS);
+  }
+  if (rc == -ETIMEDOUT || rc == 0) return;
+  marker_set(st, t, 0); /* it is being closed: not ours to close any more */
+  t->we_opened = 0;
+  fail_target(st, t, PP_LOG_INFO,
+              "the inspector session was closed by the target or another "
+              "client (%s); profiling resumes later",
+              strerror(-rc));
+}
+
 void nodejs_step(struct nodejs_state *st, struct nodejs_target *t) {
   switch (t->state) {
     case T_FAILED:
@@ -445,6 +515,9 @@ void nodejs_step(struct nodejs_state *st, struct nodejs_target *t) {
       break;
     case T_WAIT:
       poll_listen(st, t);
+      break;
+    case T_LIVE:
+      watch_live(st, t);
       break;
     default:
       break;

@@ -268,7 +268,11 @@ static int local_is_loopback_or_any(const char *addr, size_t len) {
   return 0;
 }
 
-int nodejs_listeners(uint32_t pid, struct nodejs_listener *out, size_t max) {
+/* Scans pid's TCP sockets (its fds matched against /proc/<pid>/net/tcp{,6},
+ * i.e. its own network namespace). With want_port 0: loopback listeners into
+ * out. Otherwise: counts the established connections whose local port is
+ * want_port, i.e. the peers connected to that server of pid. */
+static int scan_tcp(uint32_t pid, uint16_t want_port, struct nodejs_listener *out, size_t max) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/%u/fd", pid);
   DIR *d = opendir(path);
@@ -293,6 +297,7 @@ int nodejs_listeners(uint32_t pid, struct nodejs_listener *out, size_t max) {
   closedir(d);
   qsort(inodes, ni, sizeof(*inodes), cmp_u64);
   size_t got = 0;
+  int read_any = 0;
   for (int v6 = 0; v6 < 2; v6++) {
     snprintf(path, sizeof(path), "/proc/%u/net/tcp%s", pid, v6 ? "6" : "");
     FILE *f = fopen(path, "re");
@@ -302,7 +307,8 @@ int nodejs_listeners(uint32_t pid, struct nodejs_listener *out, size_t max) {
       fclose(f);
       continue;
     }
-    while (got < max && fgets(line, sizeof(line), f)) {
+    read_any = 1;
+    while ((want_port || got < max) && fgets(line, sizeof(line), f)) {
       char local[64], st[8];
       unsigned port;
       unsigned long long ino;
@@ -310,15 +316,29 @@ int nodejs_listeners(uint32_t pid, struct nodejs_listener *out, size_t max) {
       if (sscanf(line, " %*s %63[0-9A-Fa-f]:%x %*s %7s %*s %*s %*s %*s %*s %llu", local, &port, st,
                  &ino) != 4)
         continue;
-      if (strcmp(st, "0A") != 0 || port == 0 || port > 65535) continue;
-      if (!local_is_loopback_or_any(local, strlen(local))) continue;
+      if (port == 0 || port > 65535) continue;
       if (!bsearch(&ino, inodes, ni, sizeof(*inodes), cmp_u64)) continue;
+      if (want_port) {
+        if (port == want_port && strcmp(st, "01") == 0) got++; /* ESTABLISHED */
+        continue;
+      }
+      if (strcmp(st, "0A") != 0) continue; /* LISTEN */
+      if (!local_is_loopback_or_any(local, strlen(local))) continue;
       out[got++] = (struct nodejs_listener){.inode = ino, .port = (uint16_t)port};
     }
     fclose(f);
   }
   free(inodes);
+  if (want_port && (!read_any || ni >= MAX_FD_INODES)) return -EIO; /* cannot tell */
   return (int)got;
+}
+
+int nodejs_listeners(uint32_t pid, struct nodejs_listener *out, size_t max) {
+  return scan_tcp(pid, 0, out, max);
+}
+
+int nodejs_port_connections(uint32_t pid, uint16_t port) {
+  return port ? scan_tcp(pid, port, NULL, 0) : -EINVAL;
 }
 
 static int ends_with(const char *s, const char *suf) {

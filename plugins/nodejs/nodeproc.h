@@ -36,6 +36,9 @@ struct nodejs_listener {
  * namespace (as /proc/<pid>/net/tcp{,6} shows it), limited to sockets pid
  * holds open. Returns how many were stored (at most max), or -errno. */
 int nodejs_listeners(uint32_t pid, struct nodejs_listener *out, size_t max);
+/* Established connections pid accepted on its local port (inspector
+ * sessions, ours included), or negative errno when it cannot be told. */
+int nodejs_port_connections(uint32_t pid, uint16_t port);
 
 /* "nodejs: <script> (<abs path>)" for .js/.mjs/.cjs entry scripts, as
  * gProfiler's appid rule (which only knows .js). 0 or -ENOENT. */

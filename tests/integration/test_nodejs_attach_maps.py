@@ -43,7 +43,7 @@ try:
         for fn in ("heavyPath", "crunch", "spin"):
             u.check(any(("JS:" in ln and fn + " " in ln) for ln in lines),
                     "%s: map names JS function %s" % (label, fn))
-        u.check(not n.listening_after(p.pid), "%s: inspector closed while the map is written" % label)
+        u.check(not n.inspector_left(p.pid), "%s: inspector closed while the map is written" % label)
     perf = shutil.which("perf")
     if perf:
         data = os.path.join(u.tempdir("ppperf-"), "perf.data")
@@ -60,7 +60,7 @@ try:
     for label, p in (("cjs", cjs), ("esm", esm)):
         u.check(p.poll() is None, "%s: target still running" % label)
         u.check(not os.path.exists("/tmp/perf-%d.map" % p.pid), "%s: map removed at exit" % label)
-        u.check(not n.listening_after(p.pid), "%s: inspector closed after exit" % label)
+        u.check(not n.inspector_left(p.pid), "%s: inspector closed after exit" % label)
     log = agent.log_text()
     u.check(log.count("perf map enabled") >= 2, "log shows both perf maps enabled")
     u.check("WARNING: polyprof.nodejs" not in log, "no plugin warnings")

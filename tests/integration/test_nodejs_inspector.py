@@ -68,7 +68,7 @@ def run_split(script, label):
         u.check(any(m and m.get("node_version", "").startswith("v") for m in metas),
                 "%s: app metadata has node_version: %s" % (label, metas))
         u.check(node.poll() is None, "%s: target still running" % label)
-        left = n.listening_after(node.pid)
+        left = n.inspector_left(node.pid)
         u.check(not left, "%s: inspector closed again after the agent stopped (listening: %s)"
                 % (label, left))
         with open(err_path) as f:

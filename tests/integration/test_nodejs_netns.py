@@ -61,9 +61,9 @@ try:
     # log lines count the processes with samples
     u.check("over 2 processes" in log, "sessions cover both processes")
     u.check(contained and os.path.exists("/proc/%d" % contained), "contained node still running")
-    left = n.listening_after(contained)
+    left = n.inspector_left(contained)
     u.check(not left, "contained node's inspector closed again (%s)" % left)
-    u.check(not n.listening_after(host_node.pid), "host node's inspector closed again")
+    u.check(not n.inspector_left(host_node.pid), "host node's inspector closed again")
 finally:
     u.kill(host_node)
     u.kill(wrapper)

@@ -81,7 +81,7 @@ try:
     u.check(n.frames_with(last, "heavyPath (") > 0, "the other Node process is still profiled")
     u.check(not any("[Profiling error" in x for f, _ in last for x in f),
             "no profiling error frames in the last session")
-    u.check(other.poll() is None and not n.listening_after(other.pid),
+    u.check(other.poll() is None and not n.inspector_left(other.pid),
             "the surviving target runs on with its inspector closed")
 finally:
     u.kill(node)

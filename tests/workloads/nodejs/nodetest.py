@@ -23,12 +23,13 @@ NODE = shutil.which("node") or shutil.which("nodejs")
 def foreign_node_profilers():
     """Other polyprof nodejs workers on this host (pid, agent command line).
     A system-wide agent with nodejs enabled (a soak benchmark, another
-    checkout's test) attaches to this test's Node processes too: two
-    inspector clients at once, its attach/detach racing ours. Seen on the
-    shared dev VM: a soak agent's worker connected to the test server's
-    inspector, and after our agent's detach the server stopped answering
-    (its main thread blocked), which failed test_nodejs_http's "no request
-    failed" and test_nodejs_attach_maps' cleanup checks."""
+    checkout's test) attaches to this test's Node processes too. That used
+    to stall the targets (a detaching agent's process._debugEnd() waited for
+    the other agent to answer Node's close frame); the plugin no longer
+    closes an inspector other clients use and drops its session as soon as
+    someone else closes it, so tests run anyway. Only a consequence remains:
+    an inspector the agent opened stays open while another client is still
+    connected, which inspector_left() accounts for."""
     found = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -46,11 +47,6 @@ def foreign_node_profilers():
 
 
 def require_node():
-    foreign = foreign_node_profilers()
-    if foreign:
-        u.skip("another polyprof agent profiles every Node process on this host (nodejs worker "
-               "pid %d: %s): its inspector sessions on this test's targets would make the "
-               "result about it, not about this build" % foreign[0])
     if not NODE:
         u.skip("node not installed (Debian package nodejs)")
     if os.geteuid() != 0:
@@ -58,7 +54,31 @@ def require_node():
     plugin = os.path.join(u.PLUGIN_DIR, "nodejs.so")
     if not os.path.exists(plugin):
         u.skip("nodejs plugin not built: " + plugin)
+    for pid, cmd in foreign_node_profilers():
+        if not shares_safely(pid):
+            # a build from before the fix closes inspectors other clients
+            # use, which freezes this test's targets: the result would be
+            # about that agent, not this build
+            u.skip("another polyprof agent with a nodejs plugin that predates the shared-"
+                   "inspector fix runs on this host (worker pid %d: %s)" % (pid, cmd))
+        print("note: another agent's nodejs worker runs (pid %d: %s); it may attach to this "
+              "test's Node processes too" % (pid, cmd))
     return plugin
+
+
+def shares_safely(worker_pid):
+    """Whether the nodejs.so a foreign worker loaded leaves an inspector
+    other clients use open (it carries that log line); False if unknown."""
+    try:
+        with open("/proc/%d/maps" % worker_pid) as f:
+            paths = {ln.split(None, 5)[5].strip() for ln in f if ln.rstrip().endswith("nodejs.so")}
+        for path in paths:
+            with open("/proc/%d/root%s" % (worker_pid, path), "rb") as f:
+                if b"other inspector session(s) connected" in f.read():
+                    return True
+    except (OSError, IndexError):
+        pass
+    return False
 
 
 def plugin_dir():
@@ -158,6 +178,47 @@ def listening_after(pid, timeout=10.0, keep=()):
         if not (ports - set(keep)) or time.time() >= end:
             return ports
         time.sleep(0.1)
+
+
+def _socket_inodes(pid):
+    inodes = set()
+    for fd in glob.glob("/proc/%d/fd/*" % pid):
+        try:
+            link = os.readlink(fd)
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    return inodes
+
+
+def port_sessions(pid, port):
+    """Established connections pid accepted on its local port (inspector
+    sessions of any client)."""
+    inodes, n = _socket_inodes(pid), 0
+    for name in ("tcp", "tcp6"):
+        try:
+            with open("/proc/%d/net/%s" % (pid, name)) as f:
+                next(f)
+                for line in f:
+                    parts = line.split()
+                    if (parts[3] == "01" and parts[9] in inodes
+                            and int(parts[1].split(":")[1], 16) == port):
+                        n += 1
+        except OSError:
+            pass
+    return n
+
+
+def inspector_left(pid, keep=(), timeout=10.0):
+    """Ports pid still listens on after a detach, except keep and except an
+    inspector another client (another agent on this host) is still
+    connected to: the plugin leaves those open on purpose."""
+    left = listening_after(pid, timeout=timeout, keep=keep) - set(keep)
+    shared = {p for p in left if port_sessions(pid, p) > 0}
+    if shared:
+        print("note: inspector port(s) %s left open: another client is connected" % sorted(shared))
+    return left - shared
 
 
 class WsClient:
