@@ -236,6 +236,18 @@ static int move_off_default_port(struct nodejs_state *st, struct nodejs_target *
   char err[200] = "";
   int rc = nodejs_cdp_evaluate(&t->cdp, expr, &v, err, sizeof(err), deadline);
   json_decref(v);
+  if (rc == 0) {
+    /* Let Node close our session itself before we drop the socket: closing
+     * it while Node's inspector thread writes its close frame to us crashes
+     * Node 20 (SIGSEGV in WsHandler::OnCloseFrameWritten, seen in the system
+     * test). Reading until EOF, as the detach path does, avoids the race. */
+    const char *m;
+    size_t l;
+    uint64_t until = nodejs_now_ns() + 2000 * MS;
+    while (nodejs_now_ns() < until &&
+           nodejs_ws_recv(&t->cdp.ws, &m, &l, nodejs_now_ns() + 500 * MS) == 0) {
+    }
+  }
   nodejs_ws_close(&t->cdp.ws, 1);
   if (rc < 0) return rc;
   t->moved = 1;
