@@ -498,6 +498,9 @@ void nodejs_close_session(struct nodejs_state *st, struct nodejs_target *t, uint
  * other_sessions): the main thread waits for our answer to Node's close
  * frame. So every tick drains whatever arrived without waiting; a close
  * frame or EOF drops our session at once, and profiling is retried later. */
+static int is_exit_event(const char *m, size_t l);
+static void let_target_exit(struct nodejs_state *st, struct nodejs_target *t);
+
 static void watch_live(struct nodejs_state *st, struct nodejs_target *t) {
   struct pollfd p = {.fd = t->cdp.ws.fd, .events = POLLIN};
   if (p.fd < 0 || poll(&p, 1, 0) <= 0) return;
@@ -506,6 +509,10 @@ static void watch_live(struct nodejs_state *st, struct nodejs_target *t) {
     const char *m;
     size_t l;
     rc = nodejs_ws_recv(&t->cdp.ws, &m, &l, nodejs_now_ns() + 20 * MS);
+    if (rc == 0 && is_exit_event(m, l)) { /* the one event we asked for */
+      let_target_exit(st, t);
+      return;
+    }
   }
   if (rc == -ETIMEDOUT || rc == 0) return;
   marker_set(st, t, 0); /* it is being closed: not ours to close any more */
@@ -604,12 +611,20 @@ void nodejs_watch_exit(struct nodejs_state *st, struct nodejs_target *t) {
     const char *m;
     size_t l;
     if (nodejs_ws_recv(&t->cdp.ws, &m, &l, 0) < 0) return; /* nothing yet, or gone: snapshot sees */
-    json_t *j = json_loadb(m, l, 0, NULL);
-    const char *method = json_string_value(json_object_get(j, "method"));
-    waiting = method && strcmp(method, "NodeRuntime.waitingForDisconnect") == 0;
-    json_decref(j);
+    waiting = is_exit_event(m, l);
   }
-  if (!waiting) return;
+  if (waiting) let_target_exit(st, t);
+}
+
+static int is_exit_event(const char *m, size_t l) {
+  json_t *j = json_loadb(m, l, 0, NULL);
+  const char *method = json_string_value(json_object_get(j, "method"));
+  int waiting = method && strcmp(method, "NodeRuntime.waitingForDisconnect") == 0;
+  json_decref(j);
+  return waiting;
+}
+
+static void let_target_exit(struct nodejs_state *st, struct nodejs_target *t) {
   uint64_t deadline = nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS;
   json_t *res = NULL;
   char err[200] = "";
