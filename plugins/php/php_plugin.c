@@ -287,6 +287,7 @@ static int php_snapshot(void *state, struct pp_sink *sink) {
   h->add_counter(sink, "truncated_stacks", st->truncated);
   h->add_counter(sink, "dropped_stacks", st->dropped);
   h->add_counter(sink, "exited_targets", st->gone);
+  h->add_counter(sink, "stale_lines", php_walker_take_stale_lines(st->walker));
   if (st->dropped)
     LOG(st, PP_LOG_WARNING, "stack table full: %llu samples dropped (max_stacks / arena_kib)",
         (unsigned long long)st->dropped);
