@@ -42,7 +42,8 @@ struct php_attach {
   uint64_t eg_addr; /* runtime address of executor_globals */
   const struct php_layout *layout;
   int major, minor;
-  char module[256]; /* the ELF holding executor_globals, as the target names it */
+  char module[256];   /* the ELF holding executor_globals, as the target names it */
+  uint64_t last_leaf; /* the previous sample's leaf frame: where to read the VM stack at once */
 };
 
 /* 0, or a negative errno with a one-line reason ("ZTS build...", "stripped..."). */
@@ -77,8 +78,8 @@ enum php_walk_result {
 };
 
 /* Reads the stack of pid; on OK/TRUNCATED *frames (leaf first) and *n are
- * valid until the next call. */
-int php_walk(struct php_walker *w, uint32_t pid, const struct php_attach *a,
+ * valid until the next call. Updates a->last_leaf. */
+int php_walk(struct php_walker *w, uint32_t pid, struct php_attach *a,
              const struct php_frame **frames, uint32_t *n);
 
 /* Aggregation of (pid, stack) -> count in a fixed arena. */

@@ -13,9 +13,12 @@
  * sit next to each other on the VM stack (a callee's frame is pushed right
  * above its caller's), so one read of the 4 KiB below the leaf frame usually
  * holds the whole chain, and one more process_vm_readv fetches every
- * frame's function and line. That is 3 system calls per sample whatever the
- * depth (phpspy: ~5 per frame), and the chain is copied in one go instead of
- * frame by frame while the target runs on.
+ * frame's function and line. The window is read in the same call as
+ * executor_globals, where the previous sample's leaf was (a busy process is
+ * usually still there, in a caller, or one call deeper): 2 system calls per
+ * sample whatever the depth (phpspy: ~5 per frame), 3 when the leaf moved
+ * out of the window. And the chain is copied in one go instead of frame by
+ * frame while the target runs on.
  *
  * Names and files of a function are cached by (pid, zend_function address)
  * and reused only while the function's name/scope/filename pointers are the
@@ -58,6 +61,7 @@
 #define ZEND_EVAL_CODE 4
 #define OP_ARRAY_MAX 256
 #define VM_WINDOW 4096 /* bytes of VM stack read at once, ending at a frame */
+#define VM_ABOVE 512   /* ...or past the previous leaf: room for a call deeper */
 #define BATCH 32       /* frames per readv: two pieces each, pp_remote_readv takes 64 */
 #define INTERNAL_FILE "<internal>:-1" /* phpspy's text for C functions and eval */
 
@@ -216,12 +220,11 @@ static int describe(uint32_t pid, const unsigned char *fb, struct fn_entry *e) {
 }
 
 /* Follows prev_execute_data from ed, reading the VM stack a window at a
- * time. Returns the number of frames (> 0) or a negative PHP_WALK_ code;
- * *truncated when max_depth stopped it. */
+ * time (the first may come already read). Returns the number of frames (> 0) or a negative
+ * PHP_WALK_ code; *truncated when max_depth stopped it. */
 static int collect(struct php_walker *w, uint32_t pid, const struct php_layout *L, uint64_t ed,
-                   int *truncated) {
-  uint64_t lo = 0, hi = 0; /* the window holds [lo, hi) */
-  uint32_t n = 0;
+                   uint64_t lo, uint64_t hi, int *truncated) {
+  uint32_t n = 0; /* the window holds [lo, hi) (empty: lo == hi) */
   *truncated = 0;
   while (ed) {
     if (n == w->max_depth) {
@@ -322,16 +325,46 @@ static uint32_t frame_line(struct php_walker *w, const struct php_layout *L,
   return rd32(fb, L->op_line_start);
 }
 
-int php_walk(struct php_walker *w, uint32_t pid, const struct php_attach *a,
+/* current_execute_data, and the VM stack window that held the previous
+ * sample's leaf, in one system call: a busy process is usually still
+ * there or in a caller of it (same window), or one call deeper. The
+ * window is copied after current_execute_data, as a separate read would
+ * be. Sets *lo == *hi when no window came with it. */
+static int read_current(uint32_t pid, struct php_attach *a, struct php_walker *w, uint64_t *ed,
+                        uint64_t *lo, uint64_t *hi) {
+  const struct php_layout *L = a->layout;
+  uint64_t eg_ced = a->eg_addr + L->eg_current_execute_data;
+  *lo = *hi = 0;
+  if (a->last_leaf) {
+    uint64_t end = a->last_leaf + L->ed_size + VM_ABOVE;
+    uint64_t start = end > VM_WINDOW ? end - VM_WINDOW : 0;
+    struct pp_remote_iov iov[2] = {{eg_ced, ed, sizeof(*ed)},
+                                   {start, w->window, (size_t)(end - start)}};
+    int rc = pp_remote_readv(pid, iov, start ? 2 : 1);
+    if (rc == 0) {
+      if (start) {
+        *lo = start;
+        *hi = end;
+      }
+      return 0;
+    }
+    if (rc == -ESRCH || rc == -EPERM) return rc;
+    /* that memory is gone (a fiber ended...): the plain way */
+  }
+  return pp_remote_read(pid, eg_ced, ed, sizeof(*ed));
+}
+
+int php_walk(struct php_walker *w, uint32_t pid, struct php_attach *a,
              const struct php_frame **frames, uint32_t *nframes) {
   const struct php_layout *L = a->layout;
-  uint64_t ed = 0;
-  int rc = pp_remote_read(pid, a->eg_addr + L->eg_current_execute_data, &ed, sizeof(ed));
+  uint64_t ed = 0, lo, hi;
+  int rc = read_current(pid, a, w, &ed, &lo, &hi);
   if (rc < 0) return map_err(rc);
+  a->last_leaf = (ed & 7) ? 0 : ed;
   if (!ed) return PHP_WALK_IDLE;
 
   int truncated;
-  int got = collect(w, pid, L, ed, &truncated);
+  int got = collect(w, pid, L, ed, lo, hi, &truncated);
   if (got < 0) return -got;
   uint32_t n = (uint32_t)got;
   rc = read_functions(w, pid, L, n);
