@@ -374,6 +374,21 @@ static int on_msg(void *arg, uint32_t type, const uint8_t *p, uint32_t len) {
 
 /* ---- liveness ---- */
 
+/* A worker's RSS from /proc/PID/statm: a few counters, where
+ * /proc/PID/status (pp_proc_rss_kb) makes the kernel format dozens of
+ * fields -- it showed in the agent's own profile, once per worker and
+ * check. 0 or -1. */
+static int worker_rss_kb(pid_t pid, uint64_t *kb) {
+  char path[64], buf[160];
+  snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
+  if (pp_read_file(path, buf, sizeof(buf), NULL) < 0) return -1;
+  unsigned long long size, resident;
+  if (sscanf(buf, "%llu %llu", &size, &resident) != 2) return -1;
+  long page = sysconf(_SC_PAGESIZE);
+  *kb = (uint64_t)resident * (uint64_t)(page > 0 ? page / 1024 : 4);
+  return 0;
+}
+
 /* Periodic checks while up: hang deadline, death without EOF, RSS cap. */
 static void check(struct pp_worker *w) {
   if (w->state != W_UP) return;
@@ -397,7 +412,7 @@ static void check(struct pp_worker *w) {
     return;
   }
   uint64_t kb;
-  if (w->memory_limit_mb > 0 && pp_proc_rss_kb((uint32_t)w->sp.pid, &kb) == 0 &&
+  if (w->memory_limit_mb > 0 && worker_rss_kb(w->sp.pid, &kb) == 0 &&
       kb > (uint64_t)w->memory_limit_mb * 1024) {
     fail(w, -ENOMEM, "exceeded its memory limit of %d MiB (RSS %llu MiB)", w->memory_limit_mb,
          (unsigned long long)(kb / 1024));
