@@ -27,6 +27,17 @@
 
 #define SOCKET_FD 3
 
+#ifdef POLYPROF_SANITIZE
+/* In a sanitizer build ASan catches deadly signals and exits with status
+ * 1 after its report. The supervisor says how a worker died, and a plugin
+ * crash must read the same as in a release build ("crashed with SIGSEGV");
+ * the memory errors ASan detects itself are still reported. (The forked
+ * workers of old had the agent's handlers reset, to the same effect.) */
+__attribute__((visibility("default"), used)) const char *__asan_default_options(void) {
+  return "handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0";
+}
+#endif
+
 static int usage(void) {
   fprintf(stderr,
           "polyprof-worker: hosts one plugin for the polyprof agent, which starts it; it is "
