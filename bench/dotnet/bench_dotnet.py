@@ -8,7 +8,10 @@ measured after a warm-up so attach costs are excluded) in interleaved rounds:
                be found or installed from the NuGet feed; else says why
 and prints one line per figure: median units/s and the ratio to the
 baseline median of the same run.
-Env: BENCH_SECONDS (default 20), BENCH_ROUNDS (default 3).
+Env: BENCH_SECONDS (default 20), BENCH_ROUNDS (default 3), BENCH_SESSION_S
+(polyprof's -d, default 5: a session rotation every 5 s, harsher than the
+default 60 s), BENCH_RATE_ENV=1 (one more row: polyprof on a target started
+with DOTNET_EventPipeThreadSamplingRate=10, the runtime's own knob).
 """
 import os
 import shutil
@@ -27,12 +30,16 @@ import build_workload  # noqa: E402
 
 SECONDS = int(os.environ.get("BENCH_SECONDS", "20"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
+SESSION_S = int(os.environ.get("BENCH_SESSION_S", "5"))
+RATE_ENV = os.environ.get("BENCH_RATE_ENV") == "1"
 WARMUP = 4
 
 
-def run_target(exe, attach=None):
+def run_target(exe, attach=None, extra_env=None):
+    env = build_workload.dotnet_env()
+    env.update(extra_env or {})
     p = subprocess.Popen([exe, str(SECONDS), "bench", "2", str(WARMUP)], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, text=True, env=build_workload.dotnet_env())
+                         stderr=subprocess.DEVNULL, text=True, env=env)
     p.stdout.readline()  # ready
     prof = attach(p.pid) if attach else None
     out = p.stdout.read()
@@ -54,7 +61,7 @@ def run_target(exe, attach=None):
 
 def polyprof(pid):
     d = tempfile.mkdtemp(prefix="ppbench-dotnet-")
-    cmd = [os.path.join(BUILD, "polyprof"), "-o", d, "-d", "5", "-c", "-f", "100",
+    cmd = [os.path.join(BUILD, "polyprof"), "-o", d, "-d", str(SESSION_S), "-c", "-f", "100",
            "--plugin-dir", os.path.join(BUILD, "plugins"), "--dotnet-mode", "dotnet-trace",
            "--pids", str(pid), "--config", os.path.join(SRC, "tests", "integration", "empty.yaml"),
            "--pid-file", os.path.join(d, "pp.pid"), "--log-file", os.path.join(d, "pp.log"),
@@ -77,6 +84,9 @@ def find_dotnet_trace():
     return None, "cannot install from the NuGet feed: " + last[0][:160]
 
 
+LOAD0 = open("/proc/loadavg").read().split()[0]
+
+
 def main():
     out = build_workload.build(BUILD)
     exe = os.path.join(out, "PolyprofWorkload")
@@ -92,18 +102,26 @@ def main():
                                 stdin=subprocess.DEVNULL, env=build_workload.dotnet_env())
 
     res = {"baseline": [], "polyprof": [], "dotnet-trace": []}  # (units/s, units/CPU-s)
+    if RATE_ENV:
+        res["polyprof+rate10"] = []
     for r in range(ROUNDS):
         res["baseline"].append(run_target(exe))
         res["polyprof"].append(run_target(exe, polyprof))
         if dt:
             res["dotnet-trace"].append(run_target(exe, dotnet_trace))
+        if RATE_ENV:
+            res["polyprof+rate10"].append(
+                run_target(exe, polyprof, {"DOTNET_EventPipeThreadSamplingRate": "10"}))
     base_w = statistics.median(x[0] for x in res["baseline"])
     base_c = statistics.median(x[1] for x in res["baseline"])
-    print("dotnet bench: %d rounds x %d s (%d s warm-up), 2 worker threads, %d CPUs, loadavg %s" %
-          (ROUNDS, SECONDS, WARMUP, os.cpu_count(), open("/proc/loadavg").read().split()[0]))
+    print("dotnet bench: %d rounds x %d s (%d s warm-up), 2 worker threads, %d CPUs, polyprof -d %d, "
+          "loadavg %s (start %s)" % (ROUNDS, SECONDS, WARMUP, os.cpu_count(), SESSION_S,
+                                     open("/proc/loadavg").read().split()[0], LOAD0))
     print("  cpu = work units per CPU-second of the target process (all its threads): the cost")
     print("        profiling adds to the target, robust to other load; wall = units per second")
-    for k in ("baseline", "polyprof", "dotnet-trace"):
+    if RATE_ENV:
+        print("  polyprof+rate10: the target started with DOTNET_EventPipeThreadSamplingRate=10")
+    for k in res:
         if not res[k]:
             print("%-13s n/a (%s)" % (k, why))
             continue
