@@ -4,6 +4,8 @@ Runs the test workload's bench mode (fixed work units on 2 threads, units/s
 measured after a warm-up so attach costs are excluded) in interleaved rounds:
   baseline   - no profiler
   polyprof   - the agent, dotnet-trace mode, 100 Hz, 5 s sessions (rotating)
+  polyprof-perfmap - the agent, perfmap mode (perf plugin at 100 Hz names
+               managed frames from the map the runtime writes on request)
   dotnet-trace - Microsoft's dotnet-trace `collect` (default profile), if it can
                be found or installed from the NuGet feed; else says why
 and prints one line per figure: median units/s and the ratio to the
@@ -59,10 +61,10 @@ def run_target(exe, attach=None, extra_env=None):
     raise RuntimeError("workload printed no result: %r" % out)
 
 
-def polyprof(pid):
+def polyprof(pid, mode="dotnet-trace"):
     d = tempfile.mkdtemp(prefix="ppbench-dotnet-")
     cmd = [os.path.join(BUILD, "polyprof"), "-o", d, "-d", str(SESSION_S), "-c", "-f", "100",
-           "--plugin-dir", os.path.join(BUILD, "plugins"), "--dotnet-mode", "dotnet-trace",
+           "--plugin-dir", os.path.join(BUILD, "plugins"), "--dotnet-mode", mode,
            "--pids", str(pid), "--config", os.path.join(SRC, "tests", "integration", "empty.yaml"),
            "--pid-file", os.path.join(d, "pp.pid"), "--log-file", os.path.join(d, "pp.log"),
            "--no-flamegraph"]
@@ -101,12 +103,16 @@ def main():
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 stdin=subprocess.DEVNULL, env=build_workload.dotnet_env())
 
-    res = {"baseline": [], "polyprof": [], "dotnet-trace": []}  # (units/s, units/CPU-s)
+    # polyprof-perfmap: the runtime writes a perf map (EnablePerfMap over the
+    # diagnostics IPC) and the perf plugin samples the target at 100 Hz; no
+    # EventPipe sampler, so no runtime suspensions
+    res = {"baseline": [], "polyprof": [], "polyprof-perfmap": [], "dotnet-trace": []}
     if RATE_ENV:
         res["polyprof+rate10"] = []
     for r in range(ROUNDS):
         res["baseline"].append(run_target(exe))
         res["polyprof"].append(run_target(exe, polyprof))
+        res["polyprof-perfmap"].append(run_target(exe, lambda pid: polyprof(pid, "perfmap")))
         if dt:
             res["dotnet-trace"].append(run_target(exe, dotnet_trace))
         if RATE_ENV:
@@ -123,11 +129,11 @@ def main():
         print("  polyprof+rate10: the target started with DOTNET_EventPipeThreadSamplingRate=10")
     for k in res:
         if not res[k]:
-            print("%-13s n/a (%s)" % (k, why))
+            print("%-16s n/a (%s)" % (k, why))
             continue
         c = statistics.median(x[1] for x in res[k])
         w = statistics.median(x[0] for x in res[k])
-        print("%-13s cpu %8.3f units/cpu-s ratio %.3f (slowdown %+.1f%%) | wall %7.2f units/s ratio %.3f"
+        print("%-16s cpu %8.3f units/cpu-s ratio %.3f (slowdown %+.1f%%) | wall %7.2f units/s ratio %.3f"
               "  runs cpu %s" % (k, c, c / base_c, (1 - c / base_c) * 100, w, w / base_w,
                                  ["%.2f" % x[1] for x in res[k]]))
 
