@@ -37,6 +37,7 @@ static void proc_free(struct perf_state *st, struct perf_proc *p) {
   proc_clear_maps(st, p);
   free(p->maps);
   pp_perfmap_free(p->jit);
+  pp_jitdump_free(p->jitdump);
   free(p);
 }
 
@@ -227,6 +228,8 @@ void perf_proc_on_comm(struct perf_state *st, uint32_t pid, uint32_t tid, const 
     pp_perfmap_free(p->jit);
     p->jit = NULL;
     p->jit_missing = false;
+    pp_jitdump_free(p->jitdump);
+    p->jitdump = NULL;
     p->go_version[0] = '\0';
     p->maps_state = 1;
   }
