@@ -142,7 +142,14 @@ static const struct code_name *find_code(const struct pp_jitdump *d, uint64_t in
  * characters would break the line-based outputs), bounded, no trailing
  * blanks. Returns the length, 0 if nothing is left. */
 static size_t clean_name(const uint8_t *src, size_t n, char *dst) {
-  if (n > PP_JITDUMP_NAME_MAX) n = PP_JITDUMP_NAME_MAX;
+  if (n > PP_JITDUMP_NAME_MAX) {
+    /* cut before a UTF-8 sequence the bound would split */
+    n = PP_JITDUMP_NAME_MAX;
+    size_t k = n;
+    while (k > 0 && n - k < 4 && (src[k] & 0xC0) == 0x80)
+      k--;
+    if (k < n && (src[k] & 0xC0) == 0xC0) n = k;
+  }
   for (size_t i = 0; i < n; i++)
     dst[i] = (src[i] < 0x20 || src[i] == 0x7f) ? '?' : (char)src[i];
   while (n > 0 && dst[n - 1] == ' ')
@@ -220,7 +227,7 @@ static int64_t consume(struct pp_jitdump *d, const uint8_t *r, size_t have, uint
   else if (id == REC_CODE_CLOSE)
     d->status = 1;
   if (rc < 0) return rc;
-  *nsyms += rc;
+  if (*nsyms < INT32_MAX) *nsyms += rc;
   return size;
 }
 

@@ -249,6 +249,14 @@ static void test_bad_sizes(void) {
   CHECK_EQ_INT(parse_all(&d, 0, &j), 1);
   CHECK_EQ_INT(strlen(look(j, 0x1000)), PP_JITDUMP_NAME_MAX);
   pp_jitdump_free(j);
+  /* ... but not inside a UTF-8 sequence: a 2-byte one across the bound */
+  d.n = 0;
+  header(&d, 0x4A695444, 1, 40);
+  memcpy(longname + PP_JITDUMP_NAME_MAX - 1, "\xc3\xa9", 2);
+  load(&d, 0x1000, 0x10, 1, longname, 0);
+  CHECK_EQ_INT(parse_all(&d, 0, &j), 1);
+  CHECK_EQ_INT(strlen(look(j, 0x1000)), PP_JITDUMP_NAME_MAX - 1);
+  pp_jitdump_free(j);
 }
 
 static void test_headers(void) {
