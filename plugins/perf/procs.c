@@ -144,7 +144,8 @@ int perf_proc_need_maps(struct perf_state *st, struct perf_proc *p) {
   }
   for (size_t i = 0; i < n; i++) {
     struct perf_dso *dso = NULL;
-    if (maps[i].path) {
+    /* as for MMAP2 records: memfd code (.NET's double-mapped JIT) is JIT */
+    if (maps[i].path && strncmp(maps[i].path, "/memfd:", 7) != 0) {
       dso = perf_dso_get(&st->dsos, maps[i].dev_major, maps[i].dev_minor, maps[i].inode,
                          maps[i].path);
       if (!dso) continue;

@@ -165,9 +165,10 @@ uint32_t perf_sym_kernel(struct perf_state *st, uint64_t addr) {
 
 /* ---- JIT perf maps ---- */
 
-/* Node --perf-prof and .NET PerfMapEnabled=2 write only a jitdump, which the
- * runtime maps executable so that perf finds it: it is among the mappings. */
-static const char *jitdump_mapped(const struct perf_proc *p) {
+/* Node --perf-prof writes its jitdump in its working directory and keeps it
+ * mapped executable (for perf): the path is among the mappings. .NET
+ * (PerfMapEnabled=2) maps it only briefly; it writes it in /tmp. */
+static const char *jitdump_path(const struct perf_proc *p, char *tmp, size_t cap) {
   char base[32];
   size_t bl = (size_t)snprintf(base, sizeof(base), "/jit-%u.dump", p->ns_pid);
   for (size_t i = 0; i < p->nmaps; i++) {
@@ -175,7 +176,8 @@ static const char *jitdump_mapped(const struct perf_proc *p) {
     size_t n = path ? strlen(path) : 0;
     if (n > bl && strcmp(path + n - bl, base) == 0) return path;
   }
-  return NULL;
+  snprintf(tmp, cap, "/tmp%s", base);
+  return tmp;
 }
 
 /* A process without a perf map: its jitdump, read on from where the last
@@ -185,11 +187,16 @@ static const char *jitdump_lookup(struct perf_state *st, struct perf_proc *p, ui
                                   uint64_t *start) {
   if (st->tick < p->jitdump_tick) return NULL;
   p->jitdump_tick = st->tick + 1;
-  const char *path = jitdump_mapped(p);
-  int rc = -ENOENT;
-  if (path && (p->jitdump || pp_jitdump_new(st->perfmap_max_bytes, &p->jitdump) == 0))
+  char tmp[48];
+  const char *path = jitdump_path(p, tmp, sizeof(tmp));
+  int rc = -ENOMEM;
+  if (p->jitdump || pp_jitdump_new(st->perfmap_max_bytes, &p->jitdump) == 0)
     rc = pp_jitdump_update(p->jitdump, p->pid, path);
   if (rc < 0) p->jitdump_tick = st->tick + JIT_RECHECK_TICKS;
+  if (rc < 0 && p->jitdump && pp_jitdump_offset(p->jitdump) == 0) {
+    pp_jitdump_free(p->jitdump); /* none there: hold no reader */
+    p->jitdump = NULL;
+  }
   return rc > 0 ? pp_perfmap_lookup(pp_jitdump_map(p->jitdump), addr, start) : NULL;
 }
 
