@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "workloads", "nodejs"))
@@ -32,14 +33,30 @@ basic_pid = variants["perf-basic-prof"][1].pid
 dump_proc = variants["perf-prof"][1]
 dump_dir = os.path.dirname(variants["perf-prof"][0])
 dump = os.path.join(dump_dir, "jit-%d.dump" % dump_proc.pid)
+
+
+def appears(path, timeout=15.0):
+    """Node opens these files while it starts, which a loaded host may take
+    seconds to get to."""
+    end = time.time() + timeout
+    while not os.path.exists(path) and time.time() < end:
+        time.sleep(0.1)
+    return os.path.exists(path)
+
+
 try:
     # what each flag makes Node 20 write
-    u.check(os.path.exists("/tmp/perf-%d.map" % basic_pid),
+    u.check(appears("/tmp/perf-%d.map" % basic_pid),
             "--perf-basic-prof: /tmp/perf-%d.map written" % basic_pid)
-    u.check(os.path.exists(dump), "--perf-prof: %s written in the cwd" % dump)
-    with open("/proc/%d/maps" % dump_proc.pid) as f:
-        u.check(any(ln.rstrip().endswith(dump) and " r-x" in ln for ln in f),
-                "--perf-prof: the jitdump is mapped executable")
+    u.check(appears(dump), "--perf-prof: %s written in the cwd" % dump)
+    mapped = False
+    for _ in range(50):
+        with open("/proc/%d/maps" % dump_proc.pid) as f:
+            mapped = any(ln.rstrip().endswith(dump) and " r-x" in ln for ln in f)
+        if mapped:
+            break
+        time.sleep(0.1)
+    u.check(mapped, "--perf-prof: the jitdump is mapped executable")
 
     out = u.tempdir("ppout-")
     agent = n.Agent(out, plugins, "--nodejs-mode", "perf", "--pids",
