@@ -27,6 +27,7 @@
 #include "idmap.h"
 #include "polyprof/plugin.h"
 #include "support/elf_symbols.h"
+#include "support/jitdump.h"
 #include "support/kallsyms.h"
 #include "support/perfmap.h"
 
@@ -216,6 +217,8 @@ struct perf_proc {
   int64_t jit_size, jit_mtime;
   uint64_t jit_checked_tick;
   bool jit_missing;
+  struct pp_jitdump *jitdump; /* used when there is no perf map */
+  uint64_t jitdump_tick;      /* next tick it may be read */
   uint32_t ns_pid;
   /* Go */
   char go_version[32];
