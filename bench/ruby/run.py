@@ -200,11 +200,12 @@ def main():
                   " in %.1f s" % (r + 1, a.warmup, ppw[-1][2], ppw[-1][6], ppw[-1][1], ppw[-1][3]), flush=True)
         print("round %d: base %.2f s | stackprof %.2f s, %d samples | stackprof-hi %.2f s, %d samples"
               " | polyprof targets %.2f s + agent %.4f s (worker %.4f s), %d samples (%d CPU periods,"
-              " %d wake-ups) in %.1f s | agent on idle targets %.4f s | polyprof at %d Hz: agent %.4f s,"
-              " %d samples in %.1f s"
+              " %d wake-ups) in %.1f s | agent on idle targets %.4f s (worker %.4f s) in %.1f s"
+              " | polyprof at %d Hz: agent %.4f s, %d samples in %.1f s"
               % (r + 1, base[-1][0], sp[-1][0], sp[-1][1], hi[-1][0], hi[-1][1], pp[-1][0], pp[-1][2],
-                 pp[-1][6], pp[-1][1], pp[-1][4], pp[-1][5], pp[-1][3], idle[-1][2], a.pp_hi_hz,
-                 pphi[-1][2], pphi[-1][1], pphi[-1][3]), flush=True)
+                 pp[-1][6], pp[-1][1], pp[-1][4], pp[-1][5], pp[-1][3], idle[-1][2], idle[-1][6],
+                 idle[-1][3], a.pp_hi_hz, pphi[-1][2], pphi[-1][1], pphi[-1][3]), flush=True)
+    print("host load at the end: %.1f %.1f %.1f (1, 5, 15 min)" % os.getloadavg(), flush=True)
     med = statistics.median
     b = med(x[0] for x in base)
     sp_samples = med(x[1] for x in sp)
