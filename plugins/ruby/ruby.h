@@ -78,6 +78,7 @@ struct ruby_target {
   uint64_t main_ractor;    /* 3.x */
   int running_ec_off;      /* 3.x: offset of threads.running_ec in the ractor */
   uint64_t global_symbols; /* rb_symbols_t*, 0: C functions are "(unknown)" */
+  int pthread_tid_off;     /* tid's offset in libc's struct pthread (ruby_threads.c), -1 unknown */
 
   struct ruby_thread *threads; /* max_threads entries */
   uint32_t nthreads;
@@ -127,6 +128,7 @@ struct ruby_state {
   int64_t max_depth, max_threads, cache_size, max_stacks, attach_retries, wake_batch_ms;
   bool oncpu;
   bool cfunc_names;
+  bool tids_from_pthread; /* thread_ids: pthread -- even where Ruby keeps a tid (tests) */
 
   struct ruby_target *targets;
   size_t ntargets, targets_cap;
@@ -193,6 +195,11 @@ uint64_t ruby_cpuclock_drain(struct ruby_thread *th);
 int ruby_cpuclock_probe(uint64_t period_ns);
 
 /* ruby_threads.c */
+/* Whether the thread list can be mapped to tids in this target. */
+bool ruby_tids_known(const struct ruby_state *st, const struct ruby_target *t);
+/* Finds where libc's struct pthread keeps the tid, from the main thread
+ * (whose tid is the pid), for layouts that read tids there. */
+void ruby_find_pthread_tid(struct ruby_state *st, struct ruby_target *t);
 /* Re-reads the thread list; keeps open stat fds and alarms of threads
  * still there, closes those of threads gone. */
 int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t);

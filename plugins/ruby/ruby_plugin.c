@@ -18,6 +18,7 @@
 #include "support/remote.h"
 
 static const char *const mode_choices[] = {"rbspy", NULL};
+static const char *const thread_ids_choices[] = {"auto", "pthread", NULL};
 static const char *const match_exe[] = {"ruby*", NULL};
 static const char *const match_maps[] = {"libruby*.so*", NULL};
 
@@ -75,6 +76,12 @@ static const struct pp_option options[] = {
      .max = 1000,
      .help = "after a wake-up that sampled, CPU alarms firing within this many ms (at most one "
              "sampling period) are served by one wake-up; 0: a wake-up per alarm"},
+    {.key = "thread_ids",
+     .type = PP_OPT_ENUM,
+     .default_value = "auto",
+     .choices = thread_ids_choices,
+     .help = "where threads' kernel tids are read: 'auto' (Ruby's own field, 3.1+; libc's struct "
+             "pthread before); 'pthread' (struct pthread everywhere: tests that path on 3.1)"},
     {.key = "c_function_names",
      .type = PP_OPT_BOOL,
      .default_value = "true",
@@ -91,6 +98,9 @@ static int ruby_init(const struct pp_host *host, void **out) {
   st->oncpu = host->config_bool(host, "oncpu", &b) == 0 ? b : 1;
   b = 1;
   st->cfunc_names = host->config_bool(host, "c_function_names", &b) == 0 ? b : 1;
+  const char *ids = NULL;
+  st->tids_from_pthread =
+      host->config_string(host, "thread_ids", &ids) == 0 && ids && strcmp(ids, "pthread") == 0;
   st->max_depth = 2048;
   st->max_threads = 64;
   st->cache_size = 16384;
@@ -201,6 +211,7 @@ static int add_targets_locked(struct ruby_state *st, const struct pp_target *tg,
       st->ntargets--;
       return -ENOMEM;
     }
+    t->pthread_tid_off = -1;
     if (pp_proc_ns_pid(t->pid, &t->ns_pid) < 0) t->ns_pid = t->pid;
   }
   return 0;
