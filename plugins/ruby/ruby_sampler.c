@@ -105,6 +105,7 @@ static void sync_alarms(struct ruby_state *st, struct ruby_target *t) {
  * whose alarm keeps firing must not turn into a refresh per alarm). */
 static void list_stale(struct ruby_state *st, struct ruby_target *t) {
   t->threads_every = THREADS_REFRESH_MIN_NS;
+  t->threads_changed = true; /* a full read, not the quick first/last check */
   uint64_t due = t->threads_at_ns + THREADS_REFRESH_MIN_NS;
   if (due < st->next_house_ns) st->next_house_ns = due;
 }

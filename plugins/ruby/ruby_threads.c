@@ -200,16 +200,26 @@ int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t) {
   else
     head = 0;
 
+  bool ok = head && ruby_tids_known(st, t);
+  /* ccan list head {first, last}: with one or two threads, the same first
+   * and last nodes as the list we hold mean the same list (threads are
+   * appended at the tail; one that ends hangs up its alarm, which forces a
+   * full read). One read instead of a walk: busy targets re-check their
+   * list every second. */
+  uint64_t ends[2] = {0, 0};
+  if (ok && pp_remote_read((pid_t)t->pid, head, ends, sizeof(ends)) < 0) ok = false;
+  if (ok && t->per_thread && !t->threads_changed && t->nthreads > 0 && t->nthreads <= 2 &&
+      ends[0] == t->threads[0].addr && ends[1] == t->threads[t->nthreads - 1].addr)
+    return 0;
+
   struct ruby_thread fresh[RUBY_MAX_THREADS_HARD];
   uint32_t n = 0;
-  bool ok = head && ruby_tids_known(st, t);
   bool saw_main = false;
   if (ok) {
     /* ccan list: the node is at offset 0 of rb_thread_t; stop at the head,
      * at the bound, or at anything that does not look like a pointer (a
      * torn list or a cycle not through the head ends at the bound) */
-    uint64_t node = 0;
-    if (pp_remote_read((pid_t)t->pid, head, &node, sizeof(node)) < 0) ok = false;
+    uint64_t node = ends[0];
     while (ok && node != head && n < (uint32_t)st->max_threads) {
       if (!heap_ptr(node)) {
         ok = false;
