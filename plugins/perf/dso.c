@@ -119,16 +119,34 @@ void perf_dso_put(struct perf_dsos *d, struct perf_dso *dso) {
   if (dso->refs == 0 && dso->key == 0) dso_free(d, dso); /* unshared: nobody can find it */
 }
 
-void perf_dsos_collect(struct perf_dsos *d) {
+size_t perf_dsos_collect(struct perf_dsos *d) {
+  size_t dropped = 0;
   for (size_t i = 0; i < d->map.cap;) {
     struct perf_dso *dso = d->map.slots[i].val;
     if (dso && dso->refs == 0) {
+      if (dso->bytes) {
+        dropped++;
+        if (d->host)
+          d->host->log(d->host, PP_LOG_DEBUG, "tables of %s dropped (%zu KiB): no process maps it",
+                       dso->path, dso->bytes / 1024);
+      }
       perf_idmap_del(&d->map, dso->key); /* shifts later slots into i: re-check i */
       dso_free(d, dso);
       continue;
     }
     i++;
   }
+  d->dropped += dropped;
+  return dropped;
+}
+
+size_t perf_dsos_with_tables(const struct perf_dsos *d) {
+  size_t n = 0;
+  for (size_t i = 0; i < d->map.cap; i++) {
+    const struct perf_dso *dso = d->map.slots[i].val;
+    if (dso && dso->bytes) n++;
+  }
+  return n;
 }
 
 /* Path without the " (deleted)" tag the kernel appends to unlinked files. */
@@ -287,6 +305,10 @@ int perf_dso_need_symbols(struct perf_dsos *d, struct perf_dso *dso, const struc
   dso->bytes += b;
   d->bytes += b;
   dso->sym_state = 1;
+  d->loads++;
+  if (d->host)
+    d->host->log(d->host, PP_LOG_DEBUG, "symbol table of %s loaded: %zu symbols, %zu KiB",
+                 dso->path, pp_elf_symtab_count(t), b / 1024);
   return 0;
 }
 
