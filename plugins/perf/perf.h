@@ -161,7 +161,8 @@ struct perf_dsos {
   uint64_t clock;
   bool debug_files; /* look for /usr/lib/debug files */
   uint64_t open_errors, evictions;
-  uint64_t loads;             /* symbol tables read since the last snapshot */
+  uint64_t loads;                    /* symbol tables read since the last snapshot */
+  size_t name_files, max_name_files; /* tables reading names from their file: held fds */
   uint64_t dropped;           /* objects whose tables went with the last process mapping them */
   const struct pp_host *host; /* for debug lines: each table loaded and dropped */
   struct pp_elf_info vdso_info;
