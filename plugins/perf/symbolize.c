@@ -310,10 +310,13 @@ uint32_t perf_sym_user(struct perf_state *st, struct perf_proc *p, uint64_t addr
     p->go_static = !dso->info.has_interp;
   }
   uint64_t start = 0;
-  const char *name = pp_elf_symtab_lookup(dso->symtab, a - m->bias, &start);
-  if (!name) return unknown_in_dso(st, dso);
+  if (!pp_elf_symtab_find(dso->symtab, a - m->bias, &start)) return unknown_in_dso(st, dso);
   uint32_t id = frames_find(&st->frames, dso->id, start);
   if (id != UINT32_MAX) return id;
+  /* a new frame this session: only now is the name read (from the file) */
+  char buf[4096];
+  const char *name = pp_elf_symtab_lookup(dso->symtab, a - m->bias, &start, buf, sizeof(buf));
+  if (!name) return unknown_in_dso(st, dso);
   char dem[1024];
   const char *d = pp_demangle(name, dem, sizeof(dem));
   return frames_add(&st->frames, dso->id, start, d ? d : name, dso->path, PP_FRAME_NATIVE, 0);
