@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "support/open_beneath.h"
+#include "support/proc.h"
 
 #define JITDUMP_MAGIC 0x4A695444u
 #define HEADER_MIN 40u
@@ -302,7 +303,12 @@ int pp_jitdump_update(struct pp_jitdump *d, uint32_t pid, const char *path) {
     close(fd);
     return rc;
   }
-  if (d->have_file && ((uint64_t)st.st_dev != d->dev || (uint64_t)st.st_ino != d->ino)) {
+  bool other = d->have_file && ((uint64_t)st.st_dev != d->dev || (uint64_t)st.st_ino != d->ino);
+  if ((!d->have_file || other) && pp_proc_file_predates(pid, &st)) {
+    close(fd);
+    return -ESTALE;
+  }
+  if (other) {
     int rc = reset(d);
     if (rc < 0) {
       close(fd);

@@ -48,8 +48,9 @@ int pp_jitdump_read_fd(struct pp_jitdump *d, int fd, size_t chunk);
 /* Opens `path` as process `pid` sees it (under /proc/PID/root, without
  * following any symbolic link, a regular file only) and reads what was
  * appended since the last call. A file replaced by another one (new inode)
- * is read from its start. Returns as pp_jitdump_parse, or -errno of the
- * open. */
+ * is read from its start. A file last written before the process started
+ * is left by an earlier process with the same pid: -ESTALE. Returns as
+ * pp_jitdump_parse, or -errno of the open. */
 int pp_jitdump_update(struct pp_jitdump *d, uint32_t pid, const char *path);
 
 /* The symbols read so far (never NULL), for pp_perfmap_lookup. */

@@ -224,6 +224,11 @@ static const char *jit_lookup(struct perf_state *st, struct perf_proc *p, uint64
       return jitdump_lookup(st, p, addr, start);
     }
   }
+  if (pp_proc_file_predates(p->pid, &sb)) {
+    /* left by an earlier process with this pid: not this one's code */
+    p->jit_missing = true;
+    return jitdump_lookup(st, p, addr, start);
+  }
   p->jit_missing = false;
   if (p->jit && sb.st_size == p->jit_size && sb.st_mtime == p->jit_mtime) return NULL;
   struct pp_perfmap *m = NULL;

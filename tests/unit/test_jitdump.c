@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "support/jitdump.h"
@@ -348,6 +349,30 @@ static void test_file(void) {
   pp_jitdump_free(j);
 }
 
+/* A dump last written before the process started belongs to an earlier
+ * process with the same pid: refused, until it is written again. */
+static void test_stale_file(void) {
+  struct dump d = {.n = 0};
+  header(&d, 0x4A695444, 1, 40);
+  load(&d, 0x60000, 0x10, 1, "JS:*old z.js:1:1", 0);
+  char path[512];
+  snprintf(path, sizeof(path), "%s/jit-stale.dump", tmpdir);
+  write_at(path, d.b, d.n, O_TRUNC);
+  struct timespec hour_ago[2];
+  clock_gettime(CLOCK_REALTIME, &hour_ago[0]);
+  hour_ago[0].tv_sec -= 3600;
+  hour_ago[1] = hour_ago[0];
+  CHECK_EQ_INT(utimensat(AT_FDCWD, path, hour_ago, 0), 0);
+  struct pp_jitdump *j = NULL;
+  CHECK_EQ_INT(pp_jitdump_new(0, &j), 0);
+  CHECK_EQ_INT(pp_jitdump_update(j, (uint32_t)getpid(), path), -ESTALE);
+  CHECK(look(j, 0x60000) == NULL);
+  CHECK_EQ_INT(utimensat(AT_FDCWD, path, NULL, 0), 0); /* written now */
+  CHECK_EQ_INT(pp_jitdump_update(j, (uint32_t)getpid(), path), 1);
+  CHECK_EQ_STR(look(j, 0x60000), "JS:*old z.js:1:1");
+  pp_jitdump_free(j);
+}
+
 static void test_open_beneath(void) {
   char dir[512], path[600], link[600];
   snprintf(dir, sizeof(dir), "%s/d", tmpdir);
@@ -392,6 +417,7 @@ int main(void) {
   test_bad_sizes();
   test_headers();
   test_file();
+  test_stale_file();
   test_open_beneath();
   char cmd[600];
   snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
