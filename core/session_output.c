@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -222,8 +221,9 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
   }
   uint64_t core_delta = core_ticks - a->core_cpu_ticks_prev;
   a->core_cpu_ticks_prev = core_ticks;
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
+  /* VmHWM, not getrusage's ru_maxrss: that one keeps the peak of whatever
+   * ran before exec() (a Python harness that started the agent) */
+  uint64_t core_hwm = hwm_kb(getpid());
 
   char per_plugin[1024] = "";
   size_t at = 0;
@@ -248,7 +248,7 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
          a->session_no, t->duration_s, (unsigned long long)pp_profile_total(a->merged),
          pp_profile_stack_count(a->merged), pp_profile_pid_count(a->merged), per_plugin,
          core_s + worker_s, 100.0 * (core_s + worker_s) / dur, core_s, worker_s,
-         (double)ru.ru_maxrss / 1024.0, (double)worker_hwm / 1024.0);
+         (double)core_hwm / 1024.0, (double)worker_hwm / 1024.0);
   for (int i = 0; i < nwritten; i++)
     pp_log(PP_LOG_INFO, "polyprof", "wrote %s", written[i]);
 
