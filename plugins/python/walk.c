@@ -108,7 +108,7 @@ int python_discover_tid_offset(struct py_proc *p) {
     return -EFAULT;
   /* The main thread's tid equals the (namespace) pid, so the word holding
    * the pid in its struct pthread is the tid field (austin's method). */
-  uint8_t ts_buf[512];
+  uint8_t ts_buf[PY_TSTATE_READ_MAX];
   int32_t block[400];
   int best = -1;
   for (int n = 0; ts && walk_plausible(ts) && n < 256; n++) {
@@ -223,7 +223,7 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
     }
   }
 
-  uint8_t fb[128];
+  uint8_t fb[PY_FRAME_READ_MAX];
   if (o->fr_read > sizeof(fb)) return -EINVAL;
   w->npages = 0; /* pages are a snapshot of this walk only */
   struct brent b = {.saved = 0, .power = 1, .lam = 0};
@@ -241,12 +241,18 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
     uint64_t back = walk_rd64(fb, o->fr_back);
     if (o->walk != PY_WALK_FRAMEOBJ) {
       uint8_t owner = fb[o->fr_owner];
-      if (o->skip_owner3 && owner >= 3) { /* C-stack shim / entry frame */
+      /* owner 3 is the C-stack shim (3.12/3.13) or the interpreter's entry
+       * frame (3.14); anything above the version's highest owner is a frame
+       * torn or reused under us */
+      if (owner > o->owner_max) return -EINVAL;
+      if (o->skip_owner3 && owner >= 3) {
         frame = back;
         continue;
       }
-      if (owner > 4) return -EINVAL;
     }
+    /* 3.14: a _PyStackRef; deferred/immortal references set the low bit,
+     * and objects are 8-aligned, so clearing 2 bits is safe either way */
+    if (o->code_tagged) code &= ~(uint64_t)3;
     int err = 0;
     struct py_code *e = python_code_get(cc, p, code, &err);
     if (!e) return err ? err : -EINVAL;
@@ -268,6 +274,19 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
   return (int)n;
 }
 
+/* 3.14+: the interpreter counts code objects freed. When the count moved,
+ * any cached code object of this process may have been freed and its
+ * address reused, so cached entries are re-validated before their next use
+ * (the cache compares its epoch). Sub-interpreters past the first few only
+ * get the once-per-session re-validation. */
+static void note_code_generation(struct py_proc *p, uint32_t ni, uint64_t gen) {
+  if (ni >= sizeof(p->code_gen) / sizeof(p->code_gen[0])) return;
+  if (p->code_gen[ni] != gen) {
+    p->code_gen[ni] = gen;
+    p->code_epoch++;
+  }
+}
+
 int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *cc,
                   enum py_thread_filter filter, py_thread_pred pred, py_stack_fn fn, void *ctx,
                   struct py_sample_result *res) {
@@ -287,7 +306,7 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
     if (!holder && o->gil_kind != PY_GIL_INTERP_PTR) return 0;
   }
 
-  uint8_t ts[512];
+  uint8_t ts[PY_TSTATE_READ_MAX];
   if (o->ts_read > sizeof(ts)) return res->err = -EINVAL;
   uint32_t lo = o->is_next < o->is_tstate_head ? o->is_next : o->is_tstate_head;
   uint32_t hi = (o->is_next > o->is_tstate_head ? o->is_next : o->is_tstate_head) + 8;
@@ -297,8 +316,17 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
   struct brent bi = {0, 1, 0};
   for (int ni = 0; interp && ni < PY_MAX_INTERPS; ni++) {
     if (!walk_plausible(interp) || brent_seen(&bi, interp)) return res->err = -ELOOP;
-    rc = pp_remote_read(pid, interp + lo, ib, hi - lo);
+    uint64_t code_gen = 0;
+    if (o->is_code_gen) {
+      /* one system call for the list fields and the generation word */
+      struct pp_remote_iov iov[2] = {{interp + lo, ib, hi - lo},
+                                     {interp + o->is_code_gen, &code_gen, 8}};
+      rc = pp_remote_readv(pid, iov, 2);
+    } else {
+      rc = pp_remote_read(pid, interp + lo, ib, hi - lo);
+    }
     if (rc < 0) return res->err = rc;
+    if (o->is_code_gen) note_code_generation(p, (uint32_t)ni, code_gen);
     uint64_t next_interp = walk_rd64(ib, o->is_next - lo);
     uint64_t t = walk_rd64(ib, o->is_tstate_head - lo);
     if (filter == PY_GIL_THREAD && ni > 0 && o->gil_kind == PY_GIL_INTERP_PTR &&
