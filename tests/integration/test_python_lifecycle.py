@@ -59,7 +59,7 @@ else:
         r, header, stacks, log = py.profile([p.pid], "--python-mode", "wall", duration=6)
         vs_src, vs_dst = "%d.%d.%d" % src[2], "%d.%d.%d" % dst[2]
         u.check("pid %d: Python %s" % (p.pid, vs_src) in log, "exec: first found as Python " + vs_src)
-        u.check("pid %d: exec'd another program" % p.pid in log, "exec: the exec is noticed and logged")
+        u.check("pid %d: exec'd a new program image" % p.pid in log, "exec: the exec is noticed and logged")
         u.check("pid %d: Python %s" % (p.pid, vs_dst) in log, "exec: found again as Python " + vs_dst)
         mine = py.stacks_in(stacks, script)
         before = sum(c for fr, c, _ in mine if any(n == "before_exec" for n, _, _ in fr))
