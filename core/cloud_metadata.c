@@ -1,9 +1,17 @@
 /* Cloud instance metadata probes (see cloud_metadata.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cloud_metadata.h"
 #include "config.h"
@@ -127,10 +135,101 @@ const char *pp_cloud_metadata_probe(const char *base, json_t **info) {
   return "unknown";
 }
 
+#define CHILD_MAX_REPLY (256u << 10)
+#define CHILD_DEADLINE_MS 15000 /* the probes' own timeouts add up to ~5 s */
+
+static long long mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Runs the probe in a child process. The probe needs libcurl, which with
+ * its dependencies (TLS, Kerberos, LDAP...) is ~8 MiB of resident memory
+ * that an agent that never uploads would otherwise carry for its whole
+ * life. Only called while the agent is single-threaded (no uploader), so
+ * the child may use malloc and dlopen. The reply, "<provider>\n<json>", is
+ * checked like any other input. NULL if the child failed: then nothing is
+ * known, as if no cloud answered. */
+static const char *probe_in_child(const char *base_url, json_t **info) {
+  static const char *const providers[] = {"aws", "gcp", "azure", "unknown"};
+  *info = NULL;
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0) return NULL;
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(p[0]);
+    close(p[1]);
+    return NULL;
+  }
+  if (pid == 0) {
+    close(p[0]);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(1);
+    json_t *found = NULL;
+    const char *prov = pp_cloud_metadata_probe(base_url, &found);
+    char *text = found ? json_dumps(found, JSON_COMPACT) : NULL;
+    FILE *f = fdopen(p[1], "w");
+    if (f) {
+      fprintf(f, "%s\n%s", prov, text ? text : "");
+      fclose(f);
+    }
+    _exit(0); /* not exit(): the agent's atexit handlers are not ours */
+  }
+  close(p[1]);
+  char *buf = malloc(CHILD_MAX_REPLY + 1);
+  size_t len = 0;
+  long long deadline = mono_ms() + CHILD_DEADLINE_MS;
+  bool done = false;
+  while (buf && !done && len < CHILD_MAX_REPLY) {
+    struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+    long long left = deadline - mono_ms();
+    if (left <= 0) break;
+    int n = poll(&pfd, 1, (int)left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    ssize_t r = read(p[0], buf + len, CHILD_MAX_REPLY - len);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      done = r == 0;
+    else
+      len += (size_t)r;
+  }
+  close(p[0]);
+  if (!done) kill(pid, SIGKILL); /* too slow or too much: give up on it */
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+  const char *provider = NULL;
+  if (buf && done) {
+    buf[len] = 0;
+    char *nl = memchr(buf, '\n', len);
+    for (size_t i = 0; nl && i < sizeof(providers) / sizeof(providers[0]); i++)
+      if ((size_t)(nl - buf) == strlen(providers[i]) && !memcmp(buf, providers[i], nl - buf))
+        provider = providers[i];
+    if (provider && nl[1]) {
+      *info = json_loads(nl + 1, JSON_REJECT_DUPLICATES, NULL);
+      if (*info && !json_is_object(*info)) {
+        json_decref(*info);
+        *info = NULL;
+      }
+    }
+  }
+  free(buf);
+  return provider;
+}
+
 void pp_cloud_metadata_apply(const struct pp_config *cfg, json_t *md) {
   if (!md || !cfg->cloud_metadata || !cfg->metadata_collection) return;
   json_t *info = NULL;
-  const char *provider = pp_cloud_metadata_probe(cfg->cloud_metadata_url, &info);
+  /* An agent that uploads has libcurl (and threads) anyway. */
+  bool in_child = !cfg->upload && !cfg->pyroscope_url;
+  const char *provider = in_child ? probe_in_child(cfg->cloud_metadata_url, &info)
+                                  : pp_cloud_metadata_probe(cfg->cloud_metadata_url, &info);
+  if (!provider) {
+    pp_log(PP_LOG_DEBUG, "polyprof", "cloud metadata: the probe process failed");
+    provider = "unknown";
+  }
   json_object_set_new(md, "cloud_provider", json_string(provider));
   if (info) {
     json_object_set_new(md, "cloud_info", info);

@@ -19,7 +19,9 @@
 const char *pp_cloud_metadata_probe(const char *base_url, json_t **info);
 
 /* Probe (unless cfg turns it off) and set "cloud_provider" / "cloud_info"
- * in the static metadata object. */
+ * in the static metadata object. An agent that does not upload probes in a
+ * short-lived child process, so it never maps libcurl itself. Call it
+ * before the agent starts any thread but the uploader's. */
 struct pp_config;
 void pp_cloud_metadata_apply(const struct pp_config *cfg, json_t *system_metadata);
 

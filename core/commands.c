@@ -13,6 +13,7 @@
 #include "rootless.h"
 #include "session.h"
 #include "support/proc.h"
+#include "worker_exe.h"
 
 static void print_caps(FILE *out, uint64_t caps) {
   static const struct {
@@ -149,6 +150,11 @@ int pp_cmd_check(struct pp_config *cfg, FILE *out) {
     fprintf(out, "kernel.yama.ptrace_scope = %ld%s\n", yama,
             yama >= 2 && !((caps >> 19) & 1) ? " (ptrace needs CAP_SYS_PTRACE)" : "");
   if (cfg->rootless) print_rootless(cfg, out);
+  char exe[PP_WORKER_EXE_MAX], why[768];
+  if (pp_worker_exe_find(cfg->worker_path, exe, sizeof(exe), why, sizeof(why)) == 0)
+    fprintf(out, "plugin worker: %s\n", exe);
+  else
+    fprintf(out, "plugin worker: MISSING: %s (only isolation: inline plugins can run)\n", why);
   int rc = pp_cmd_plugins(cfg, false, out);
   fprintf(out, "%s\n",
           missing ? "some capabilities are missing: see above what they disable"

@@ -96,6 +96,7 @@ static const struct core_key keys[] = {
     {"plugins.timeout_s", KT_INT, FIELD(worker_timeout_s), 0, 1, 3600, NULL, NULL, 0},
     {"plugins.restart_backoff_max_s", KT_INT, FIELD(worker_restart_backoff_max_s), 0, 1, 86400,
      NULL, NULL, 0},
+    {"plugins.worker_path", KT_STRING, FIELD(worker_path), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
     {"upload.enabled", KT_BOOL, FIELD(upload), 0, 0, 0, NULL, NULL, 0},
     {"upload.server_host", KT_STRING, FIELD(server_host), 0, 0, 0, NULL, NULL, KF_NONEMPTY},
     {"upload.token", KT_STRING, FIELD(token), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
@@ -198,6 +199,7 @@ void pp_config_free(struct pp_config *c) {
   free(c->log_file);
   free(c->plugin_dir);
   free(c->isolation);
+  free(c->worker_path);
   free(c->server_host);
   free(c->token);
   free(c->service_name);

@@ -122,6 +122,7 @@ struct pp_config {
   int worker_memory_limit_mb;       /* RSS cap per worker (default 256) */
   int worker_timeout_s;             /* a reply slower than this = hung (default 10) */
   int worker_restart_backoff_max_s; /* default 300 */
+  char *worker_path;                /* polyprof-worker; NULL: found (worker_exe.h) */
 
   /* upload (issue 10 fills the client; flags parsed here) */
   bool upload;

@@ -35,6 +35,7 @@ struct proc_entry {
   char *appid;           /* NULL if no rule matched */
   char container_id[65]; /* "" if not in a container */
   enum pp_runtime rt;
+  bool unsettled; /* exe switched but argv not laid out yet: read again */
   bool meta_done;
   json_t *core_meta; /* NULL: nothing to report */
 };
@@ -108,6 +109,9 @@ static struct proc_entry *entry_create(struct pp_enricher *en, uint32_t pid) {
   char *cmd = malloc(CMDLINE_CAP);
   size_t cmd_len = 0;
   if (cmd && pp_proc_cmdline(pid, cmd, CMDLINE_CAP, &cmd_len) != 0) cmd_len = 0;
+  /* execve() switches /proc/PID/exe before it writes argv and auxv; a
+   * user process with an exe and an empty command line is in that gap */
+  e->unsettled = e->exe && cmd && cmd_len == 0;
   e->rt = pp_runtime_detect(e->exe, cmd, cmd_len);
   if (en->opts.appids && cmd_len && e->rt != PP_RT_UNKNOWN) {
     char cwd[PATH_MAX], root[64];
@@ -132,6 +136,7 @@ static struct proc_entry *entry_create(struct pp_enricher *en, uint32_t pid) {
  * each time they are enriched. */
 static bool exec_changed(const struct proc_entry *e, uint32_t pid) {
   /* exec keeps pid and start time; the file or the comm tells */
+  if (e->unsettled) return true;
   if (e->exe_id != pp_proc_exe_id(pid)) return true;
   char buf[64];
   if (pp_proc_comm(pid, buf, sizeof(buf)) != 0) return false;

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "ipc.h"
 #include "polyprof/plugin.h"
 #include "profile.h"
 
@@ -49,6 +50,12 @@ int pp_host_config_build(struct pp_host_config *out, const struct pp_plugin *des
                          const struct pp_plugin_config *pcfg);
 int pp_host_config_copy(struct pp_host_config *out, const struct pp_host_config *in);
 void pp_host_config_free(struct pp_host_config *c);
+
+/* Wire form of a configuration (host_config_wire.c), carried by INIT from
+ * the core to a worker. Decoding distrusts every length and count; on error
+ * *out is left empty and -EINVAL (malformed) or -ENOMEM is returned. */
+void pp_host_config_encode(struct pp_wbuf *b, const struct pp_host_config *c);
+int pp_host_config_decode(struct pp_rbuf *r, struct pp_host_config *out);
 
 /* Where host->log() lines go (the worker sends them to the core). */
 typedef void (*pp_host_log_fn)(void *ctx, int level, const char *text);

@@ -159,6 +159,7 @@ static int setup_plugins(struct pp_agent *a) {
         .memory_limit_mb = cfg->worker_memory_limit_mb,
         .timeout_s = cfg->worker_timeout_s,
         .backoff_max_s = cfg->worker_restart_backoff_max_s,
+        .worker_path = cfg->worker_path,
     };
     ap->worker = pp_worker_new(pi, pc, &wo);
     if (!ap->snap || !ap->worker) return -ENOMEM;

@@ -9,9 +9,11 @@
  * and `polyprof plugins`.
  *
  * Workers: by default each enabled plugin runs in its own process (fork, then
- * dlopen inside the child) and talks to the core over a socketpair with the
- * length-prefixed binary protocol of ipc.h. In inline mode the same worker
- * loop runs in a thread of the agent. Either way the core sees the same API.
+ * exec of the small polyprof-worker executable, which dlopens the plugin)
+ * and talks to the core over a socketpair with the length-prefixed binary
+ * protocol of ipc.h; INIT carries the plugin's path and configuration. In
+ * inline mode the same worker loop runs in a thread of the agent. Either way
+ * the core sees the same API.
  *
  * Failure model: a worker that dies, does not answer within the timeout, or
  * grows past its RSS cap is killed; the call that noticed returns a negative
@@ -51,6 +53,9 @@ struct pp_worker_opts {
   int memory_limit_mb; /* RSS cap of the worker process, 0 = none */
   int timeout_s;       /* max wait for any reply */
   int backoff_max_s;   /* restart backoff cap */
+  /* The worker executable; NULL or "": found next to the agent's own
+   * (worker_exe.h). Not used inline. */
+  const char *worker_path;
 };
 
 struct pp_worker;

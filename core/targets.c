@@ -97,8 +97,13 @@ void pp_targets_set_filter(struct pp_targets *t, const uint32_t *pids, size_t n)
   if (n == 0) return;
   t->filter = malloc(n * sizeof(*pids));
   if (!t->filter) return;
-  memcpy(t->filter, pids, n * sizeof(*pids));
-  t->nfilter = n;
+  /* no duplicates: with a filter the scan visits these pids, not /proc */
+  for (size_t i = 0; i < n; i++) {
+    size_t j = 0;
+    while (j < t->nfilter && t->filter[j] != pids[i])
+      j++;
+    if (j == t->nfilter) t->filter[t->nfilter++] = pids[i];
+  }
 }
 
 void pp_targets_set_excluded(struct pp_targets *t, const pid_t *pids, size_t n) {
@@ -262,26 +267,45 @@ static int add_target(struct pp_targets *t, size_t plugin, const struct proc_ent
   return 0;
 }
 
-int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, void *ctx) {
-  DIR *d = opendir("/proc");
-  if (!d) return -errno;
-  struct proc_ent *nents = NULL;
-  size_t nn = 0, ncap = 0;
-  time_t now = mono_s();
+/* The next pid to look at: every numeric /proc entry, or, with --pids, only
+ * the given pids that still exist (listing all of /proc every second costs
+ * more than the handful of targets on a busy host). 0 at the end. */
+static uint32_t next_pid(const struct pp_targets *t, DIR *d, size_t *fi) {
+  if (!d) {
+    while (*fi < t->nfilter) {
+      uint32_t pid = t->filter[(*fi)++];
+      char path[32];
+      snprintf(path, sizeof(path), "/proc/%u", pid);
+      if (access(path, F_OK) == 0) return pid;
+    }
+    return 0;
+  }
   struct dirent *de;
   while ((de = readdir(d))) {
     if (!isdigit((unsigned char)de->d_name[0])) continue;
     char *end;
     unsigned long v = strtoul(de->d_name, &end, 10);
     if (*end || v == 0 || v > UINT32_MAX) continue;
-    uint32_t pid = (uint32_t)v;
+    return (uint32_t)v;
+  }
+  return 0;
+}
+
+int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, void *ctx) {
+  DIR *d = NULL;
+  if (t->nfilter == 0 && !(d = opendir("/proc"))) return -errno;
+  struct proc_ent *nents = NULL;
+  size_t nn = 0, ncap = 0, fi = 0;
+  time_t now = mono_s();
+  uint32_t pid;
+  while ((pid = next_pid(t, d, &fi))) {
     if (is_filtered_out(t, pid)) continue;
     if (nn == ncap) {
       ncap = ncap ? ncap * 2 : 1024;
       struct proc_ent *g = realloc(nents, ncap * sizeof(*nents));
       if (!g) {
         free(nents);
-        closedir(d);
+        if (d) closedir(d);
         return -ENOMEM;
       }
       nents = g;
@@ -326,7 +350,7 @@ int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, voi
     }
     nents[nn++] = e;
   }
-  closedir(d);
+  if (d) closedir(d);
 
   /* new index */
   size_t icap = 16;

@@ -22,8 +22,11 @@
  * would hand a new instance the same library and globals as the stuck one.
  *
  * Process hygiene relied on here: workers are forked from a long-lived
- * thread (PR_SET_PDEATHSIG follows the forking thread), and the agent does
- * not set SIGCHLD to SIG_IGN (exit statuses would be lost).
+ * thread (PR_SET_PDEATHSIG follows the forking thread) and exec the
+ * polyprof-worker executable (worker_spawn.c, worker_main.c), and the agent
+ * does not set SIGCHLD to SIG_IGN (exit statuses would be lost). Without
+ * that executable no process-isolated plugin can run: the worker stays off
+ * with a permanent error naming where it was looked for.
  *
  * A plugin whose init() or start() returns PP_PERMANENT(errno) (plugin.h)
  * is not restarted: restarting cannot change the kernel's or the host's
@@ -52,6 +55,7 @@
 #include "profile_codec.h"
 #include "supervisor.h"
 #include "support/proc.h"
+#include "worker_exe.h"
 #include "worker_loop.h"
 
 #define NS 1000000000ull
@@ -73,6 +77,9 @@ struct pp_worker {
   char *name, *path;
   char tag[48]; /* "polyprof.<plugin>" */
   struct pp_host_config cfg;
+  struct pp_wbuf init;         /* INIT payload: path, name, cfg */
+  char exe[PP_WORKER_EXE_MAX]; /* worker executable; "" inline or not found */
+  char exe_err[768];           /* why it was not found */
   bool inline_mode;
   int memory_limit_mb, timeout_s, backoff_max_s;
   uint64_t timeout_ns;
@@ -367,6 +374,21 @@ static int on_msg(void *arg, uint32_t type, const uint8_t *p, uint32_t len) {
 
 /* ---- liveness ---- */
 
+/* A worker's RSS from /proc/PID/statm: a few counters, where
+ * /proc/PID/status (pp_proc_rss_kb) makes the kernel format dozens of
+ * fields -- it showed in the agent's own profile, once per worker and
+ * check. 0 or -1. */
+static int worker_rss_kb(pid_t pid, uint64_t *kb) {
+  char path[64], buf[160];
+  snprintf(path, sizeof(path), "/proc/%d/statm", (int)pid);
+  if (pp_read_file(path, buf, sizeof(buf), NULL) < 0) return -1;
+  unsigned long long size, resident;
+  if (sscanf(buf, "%llu %llu", &size, &resident) != 2) return -1;
+  long page = sysconf(_SC_PAGESIZE);
+  *kb = (uint64_t)resident * (uint64_t)(page > 0 ? page / 1024 : 4);
+  return 0;
+}
+
 /* Periodic checks while up: hang deadline, death without EOF, RSS cap. */
 static void check(struct pp_worker *w) {
   if (w->state != W_UP) return;
@@ -390,7 +412,7 @@ static void check(struct pp_worker *w) {
     return;
   }
   uint64_t kb;
-  if (w->memory_limit_mb > 0 && pp_proc_rss_kb((uint32_t)w->sp.pid, &kb) == 0 &&
+  if (w->memory_limit_mb > 0 && worker_rss_kb(w->sp.pid, &kb) == 0 &&
       kb > (uint64_t)w->memory_limit_mb * 1024) {
     fail(w, -ENOMEM, "exceeded its memory limit of %d MiB (RSS %llu MiB)", w->memory_limit_mb,
          (unsigned long long)(kb / 1024));
@@ -530,8 +552,18 @@ static int remember_targets(struct pp_worker *w, const struct pp_target *t, size
 
 /* Start a process/thread and queue INIT, START and the targets. */
 static int spawn(struct pp_worker *w) {
-  char err[256];
-  int rc = pp_worker_spawn(w->path, w->name, &w->cfg, w->inline_mode, &w->sp, err, sizeof(err));
+  char err[PP_WORKER_EXE_MAX + 128];
+  int rc;
+  if (!w->inline_mode && !w->exe[0]) {
+    /* A broken installation: retrying cannot help until it is fixed and
+     * the configuration reloaded (which looks for the executable again). */
+    w->sp.fd = -1;
+    w->state = W_UP;
+    fail(w, PP_PERMANENT(ENOENT), "could not be started: %s", w->exe_err);
+    return w->fail_rc;
+  }
+  rc = pp_worker_spawn(w->inline_mode ? NULL : w->exe, w->name, w->inline_mode, &w->sp, err,
+                       sizeof(err));
   if (rc) {
     w->sp.fd = -1;
     w->state = W_UP; /* so fail() books it like any other failure */
@@ -544,7 +576,11 @@ static int spawn(struct pp_worker *w) {
   w->up_since = w->last_io = now;
   w->next_check = now;
   w->qlen = 0;
-  if ((rc = send_req(w, PP_MSG_INIT, NULL, 0))) return rc;
+  if (w->init.err) {
+    fail(w, w->init.err, "could not be started: out of memory");
+    return w->fail_rc;
+  }
+  if ((rc = send_req(w, PP_MSG_INIT, w->init.data, w->init.len))) return rc;
   if (w->have_session && (rc = send_start(w))) return rc;
   if (w->ntargets) {
     prune_targets(w);
@@ -596,6 +632,13 @@ struct pp_worker *pp_worker_new(const struct pp_plugin_info *info,
   }
   snprintf(w->tag, sizeof(w->tag), "polyprof.%s", w->name);
   w->inline_mode = opts && opts->inline_mode;
+  pp_wbuf_init(&w->init);
+  pp_worker_init_encode(&w->init, w->path, w->name, &w->cfg);
+  if (!w->inline_mode && pp_worker_exe_find(opts ? opts->worker_path : NULL, w->exe, sizeof(w->exe),
+                                            w->exe_err, sizeof(w->exe_err)) < 0) {
+    w->exe[0] = 0;
+    pp_log(PP_LOG_ERROR, "polyprof", "plugin %s: %s", w->name, w->exe_err);
+  }
   w->memory_limit_mb = opts ? opts->memory_limit_mb : 0;
   w->timeout_s = opts && opts->timeout_s > 0 ? opts->timeout_s : 10;
   w->backoff_max_s = opts && opts->backoff_max_s > 0 ? opts->backoff_max_s : 1;
@@ -770,6 +813,7 @@ void pp_worker_free(struct pp_worker *w) {
   reap_zombies(w, now_ns() + NS / 10);
   pp_ipc_rx_free(&w->rx);
   pp_host_config_free(&w->cfg);
+  pp_wbuf_free(&w->init);
   free(w->snap);
   free(w->targets);
   free(w->s_mode);

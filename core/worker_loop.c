@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "ipc.h"
 #include "log.h"
@@ -26,6 +27,8 @@ struct wloop {
   pthread_mutex_t send_lock; /* plugin threads may log while we reply */
   bool broken;               /* the core is gone: stop sending */
 
+  char *path, *name;         /* from INIT: the .so, its expected descriptor name */
+  struct pp_host_config cfg; /* from INIT; served to the plugin's config_*() */
   void *dl;
   struct pp_plugin vt; /* copy of the descriptor, zero past its struct_size */
   void *state;
@@ -96,10 +99,19 @@ static int reply_failed(struct wloop *l, int rc, const char *call) {
 
 /* ---- requests ---- */
 
-static int do_init(struct wloop *l) {
+static int do_init(struct wloop *l, const uint8_t *p, uint32_t len) {
   char msg[600];
-  if (l->inited) return reply(l, -EALREADY, "already initialised");
-  l->dl = dlopen(l->ctx->path, RTLD_NOW | RTLD_LOCAL);
+  /* One INIT per worker: after a failed one the supervisor starts a new
+   * worker, and the plugin may still hold pointers into this config. */
+  if (l->inited || l->path) return reply(l, -EALREADY, "already initialised");
+  struct pp_rbuf r;
+  pp_rbuf_init(&r, p, len);
+  int rc = pp_rbuf_strdup(&r, 4096, true, &l->path);
+  if (!rc) rc = pp_rbuf_strdup(&r, 256, true, &l->name);
+  if (!rc) rc = pp_host_config_decode(&r, &l->cfg);
+  if (!rc && pp_rbuf_left(&r)) rc = -EINVAL;
+  if (rc) return reply(l, rc == -ENOMEM ? -ENOMEM : -EPROTO, "malformed INIT");
+  l->dl = dlopen(l->path, RTLD_NOW | RTLD_LOCAL);
   if (!l->dl) {
     const char *e = dlerror();
     snprintf(msg, sizeof(msg), "dlopen: %s", e ? e : "unknown error");
@@ -107,18 +119,18 @@ static int do_init(struct wloop *l) {
   }
   pp_plugin_entry_fn entry;
   *(void **)&entry = dlsym(l->dl, PP_PLUGIN_ENTRY_SYMBOL);
-  const struct pp_plugin *p = entry ? entry() : NULL;
+  const struct pp_plugin *d = entry ? entry() : NULL;
   /* The file may have been replaced since the registry looked at it: check
    * the basics again rather than trusting the scan. */
-  if (!p) return reply(l, -ENOEXEC, "no descriptor (entry symbol missing or returned NULL)");
-  if (p->abi_major != PP_ABI_MAJOR || p->struct_size < PP_PLUGIN_V1_0_SIZE)
+  if (!d) return reply(l, -ENOEXEC, "no descriptor (entry symbol missing or returned NULL)");
+  if (d->abi_major != PP_ABI_MAJOR || d->struct_size < PP_PLUGIN_V1_0_SIZE)
     return reply(l, -ENOEXEC, "descriptor changed since the scan (ABI or size)");
-  memcpy(&l->vt, p, p->struct_size < sizeof(l->vt) ? p->struct_size : sizeof(l->vt));
-  if (!l->vt.name || strcmp(l->vt.name, l->ctx->name) != 0 || !l->vt.init || !l->vt.start ||
+  memcpy(&l->vt, d, d->struct_size < sizeof(l->vt) ? d->struct_size : sizeof(l->vt));
+  if (!l->vt.name || strcmp(l->vt.name, l->name) != 0 || !l->vt.init || !l->vt.start ||
       !l->vt.snapshot || !l->vt.stop || !l->vt.fini)
     return reply(l, -ENOEXEC, "descriptor changed since the scan (name or functions)");
   pp_host_clear_problem(&l->hctx);
-  int rc = l->vt.init(&l->host, &l->state);
+  rc = l->vt.init(&l->host, &l->state);
   if (rc) return reply_failed(l, rc, "init");
   l->inited = true;
   return reply(l, 0, NULL);
@@ -242,7 +254,7 @@ static int on_request(void *arg, uint32_t type, const uint8_t *p, uint32_t len) 
   struct wloop *l = arg;
   switch (type) {
     case PP_MSG_INIT:
-      return do_init(l);
+      return do_init(l, p, len);
     case PP_MSG_START:
       return do_start(l, p, len);
     case PP_MSG_ADD_TARGETS:
@@ -271,6 +283,27 @@ static int on_request(void *arg, uint32_t type, const uint8_t *p, uint32_t len) 
 
 /* ---- the loop ---- */
 
+struct pp_worker_ctx *pp_worker_ctx_new(int fd, bool inline_mode) {
+  struct pp_worker_ctx *c = calloc(1, sizeof(*c));
+  if (!c) return NULL;
+  c->fd = fd;
+  c->inline_mode = inline_mode;
+  return c;
+}
+
+void pp_worker_ctx_free(struct pp_worker_ctx *c) {
+  if (!c) return;
+  if (c->fd >= 0) close(c->fd);
+  free(c);
+}
+
+void pp_worker_init_encode(struct pp_wbuf *b, const char *path, const char *name,
+                           const struct pp_host_config *cfg) {
+  pp_wbuf_str(b, path);
+  pp_wbuf_str(b, name);
+  pp_host_config_encode(b, cfg);
+}
+
 static void run_tick(struct wloop *l) {
   uint64_t now = pp_ipc_now_ns();
   if (!l->tick_ns || now < l->next_tick) return;
@@ -288,7 +321,7 @@ int pp_worker_loop(struct pp_worker_ctx *ctx) {
   pthread_mutex_init(&l->send_lock, NULL);
   pp_ipc_rx_init(&l->rx);
   pp_wbuf_init(&l->out);
-  pp_host_init(&l->host, &l->hctx, &ctx->cfg, log_to_core, l);
+  pp_host_init(&l->host, &l->hctx, &l->cfg, log_to_core, l);
   /* In a worker process the agent's own log calls must reach the agent's
    * log too; in inline mode they already do (same process). */
   if (!ctx->inline_mode) pp_log_set_forward(forward_core_log, l);
@@ -327,6 +360,9 @@ int pp_worker_loop(struct pp_worker_ctx *ctx) {
   pp_wbuf_free(&l->out);
   pp_ipc_rx_free(&l->rx);
   pp_host_fini(&l->hctx);
+  pp_host_config_free(&l->cfg);
+  free(l->path);
+  free(l->name);
   pthread_mutex_destroy(&l->send_lock);
   free(l);
   return rc;

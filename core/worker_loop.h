@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "host.h"
+#include "ipc.h"
 #include "polyprof/plugin.h"
 
 /* Smallest descriptor this agent accepts: ABI 1.0 ends with fini. */
@@ -22,19 +23,22 @@
  * spin the worker at 100% CPU). */
 #define PP_MIN_TICK_NS 100000ull
 
-/* Everything the worker loop needs; owned by the loop's process or thread,
- * so a hung inline worker that is abandoned still has valid memory. */
+/* Everything the worker loop needs before INIT; owned by the loop's process
+ * or thread, so a hung inline worker that is abandoned still has valid
+ * memory. Which plugin to load and its configuration arrive with INIT (see
+ * pp_worker_init_encode), the same way in every mode. */
 struct pp_worker_ctx {
-  char *path; /* the .so */
-  char *name; /* expected descriptor name */
-  int fd;     /* worker end of the socketpair (non-blocking) */
+  int fd; /* worker end of the socketpair (non-blocking) */
   bool inline_mode;
-  struct pp_host_config cfg;
 };
 
-struct pp_worker_ctx *pp_worker_ctx_new(const char *path, const char *name,
-                                        const struct pp_host_config *cfg);
+struct pp_worker_ctx *pp_worker_ctx_new(int fd, bool inline_mode);
 void pp_worker_ctx_free(struct pp_worker_ctx *ctx); /* closes fd */
+
+/* The INIT request's payload: str path of the .so, str expected descriptor
+ * name, then the plugin's configuration (pp_host_config_encode). */
+void pp_worker_init_encode(struct pp_wbuf *b, const char *path, const char *name,
+                           const struct pp_host_config *cfg);
 
 /* A started worker: process (pid) or thread, and the core's end of the
  * socketpair (non-blocking). */
@@ -46,14 +50,19 @@ struct pp_spawned {
   int fd;
 };
 
-/* Fork a worker process (or start a thread in inline mode) running
- * pp_worker_loop() for the plugin at `path`. 0, or -errno with err set. */
-int pp_worker_spawn(const char *path, const char *name, const struct pp_host_config *cfg,
-                    bool inline_mode, struct pp_spawned *out, char *err, size_t errlen);
+/* Start a worker for plugin `name`: fork and exec the worker executable
+ * `exe` (which runs pp_worker_loop()), or in inline mode (exe NULL) start a
+ * thread running it. The plugin itself is loaded by INIT. 0, or -errno with
+ * err set (the errno of execve() if the executable could not be run). */
+int pp_worker_spawn(const char *exe, const char *name, bool inline_mode, struct pp_spawned *out,
+                    char *err, size_t errlen);
 
 /* Serve requests until EXIT or until the core goes away. Returns 0 after
  * EXIT, -EPIPE if the core went away, or another -errno. */
 int pp_worker_loop(struct pp_worker_ctx *ctx);
+
+/* The name of a worker process ("pp-<plugin>", cut to what comm holds). */
+void pp_worker_comm(const char *name, char out[16]);
 
 /* In a freshly forked child: die with the parent (PR_SET_PDEATHSIG, and exit
  * at once if `parent` is already gone), own process group and default signal

@@ -1,9 +1,11 @@
 /*
- * Starting a worker: a forked process (the default) or a thread (inline
- * mode), plus the fork-side hygiene shared with the registry's probes.
+ * Starting a worker: fork and exec of polyprof-worker (the default) or a
+ * thread (inline mode), plus the fork-side hygiene shared with the
+ * registry's probes (which fork without exec: they live for milliseconds).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +64,14 @@ static void close_fds_from(int lowfd) {
     close(fd);
 }
 
-int pp_worker_child_setup(pid_t parent, int keep_fd, const char *comm) {
+void pp_worker_comm(const char *name, char out[16]) {
+  snprintf(out, 16, "pp-%s", name);
+}
+
+/* Parent-death signal, own process group, default signal handlers with the
+ * stop signals ignored, empty mask, comm. Async-signal-safe only: the agent
+ * has threads, and this runs between fork() and exec(). */
+static void child_hygiene(pid_t parent, const char *comm) {
   /* Die with the agent; if it died between fork() and here, the signal was
    * never armed, so check. */
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -71,7 +80,8 @@ int pp_worker_child_setup(pid_t parent, int keep_fd, const char *comm) {
   /* A Ctrl-C on the terminal goes to the foreground process group: keep
    * workers out of it, and ignore the usual stop signals as well (systemd
    * signals the whole cgroup), so the agent can still collect their last
-   * snapshot and then tell them to exit. */
+   * snapshot and then tell them to exit. Ignored dispositions and the mask
+   * survive exec(). */
   setpgid(0, 0);
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
@@ -89,18 +99,28 @@ int pp_worker_child_setup(pid_t parent, int keep_fd, const char *comm) {
   sigprocmask(SIG_SETMASK, &all, NULL);
 
   prctl(PR_SET_NAME, comm);
+}
 
-  /* keep_fd may be any number (even 0 if the agent runs with stdin
-   * closed): park it high, set up 0/1, then move it to 3. */
-  int parked = fcntl(keep_fd, F_DUPFD_CLOEXEC, 10);
+/* stdin/stdout on /dev/null (stderr too if it was closed: then one of our
+ * descriptors took its number), `fd` moved to `to` (inheritable across
+ * exec). */
+static void child_fds(int fd, int to, bool stderr_closed) {
+  /* fd may be any number (even 0 if the agent runs with stdin closed):
+   * park it high, set up 0/1, then move it. */
+  int parked = fcntl(fd, F_DUPFD_CLOEXEC, 10);
   if (parked < 0) _exit(1);
   int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (devnull >= 0) {
     dup2(devnull, 0);
     dup2(devnull, 1);
-    if (keep_fd == 2) dup2(devnull, 2); /* stderr was closed: never log into the socket */
+    if (stderr_closed) dup2(devnull, 2); /* never log into the socket */
   }
-  if (dup2(parked, 3) < 0) _exit(1);
+  if (dup2(parked, to) < 0) _exit(1);
+}
+
+int pp_worker_child_setup(pid_t parent, int keep_fd, const char *comm) {
+  child_hygiene(parent, comm);
+  child_fds(keep_fd, 3, keep_fd == 2);
   /* Close-on-exec: a helper the plugin executes must not hold our end of
    * the socket, or the core would not see EOF when we die. */
   fcntl(3, F_SETFD, FD_CLOEXEC);
@@ -108,27 +128,66 @@ int pp_worker_child_setup(pid_t parent, int keep_fd, const char *comm) {
   return 3;
 }
 
-struct pp_worker_ctx *pp_worker_ctx_new(const char *path, const char *name,
-                                        const struct pp_host_config *cfg) {
-  struct pp_worker_ctx *c = calloc(1, sizeof(*c));
-  if (!c) return NULL;
-  c->fd = -1;
-  c->path = strdup(path);
-  c->name = strdup(name);
-  if (!c->path || !c->name || pp_host_config_copy(&c->cfg, cfg)) {
-    pp_worker_ctx_free(c);
-    return NULL;
-  }
-  return c;
+/* Capabilities of an agent that is not root (file capabilities, or granted
+ * by its service manager) are lost across exec() unless they are ambient:
+ * make every permitted one inheritable and ambient, so the worker keeps
+ * what the agent has and nothing more. Raw syscalls: between fork and exec. */
+static void keep_caps_over_exec(void) {
+  if (getuid() == 0 && geteuid() == 0) return; /* root gets them back from exec */
+  struct {
+    uint32_t version;
+    int pid;
+  } hdr = {0x20080522 /* _LINUX_CAPABILITY_VERSION_3 */, 0};
+  struct {
+    uint32_t effective, permitted, inheritable;
+  } data[2];
+  if (syscall(SYS_capget, &hdr, data) != 0) return;
+  if (!data[0].permitted && !data[1].permitted) return;
+  data[0].inheritable |= data[0].permitted;
+  data[1].inheritable |= data[1].permitted;
+  if (syscall(SYS_capset, &hdr, data) != 0) return;
+  for (int cap = 0; cap < 64; cap++)
+    if (data[cap / 32].permitted & (1u << (cap % 32)))
+      prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, (unsigned long)cap, 0ul, 0ul);
 }
 
-void pp_worker_ctx_free(struct pp_worker_ctx *c) {
-  if (!c) return;
-  if (c->fd >= 0) close(c->fd);
-  free(c->path);
-  free(c->name);
-  pp_host_config_free(&c->cfg);
-  free(c);
+/* The child between fork() and exec(): socket on fd 3 for the worker, an
+ * error pipe on 4 (close-on-exec: end of file means exec() worked), nothing
+ * else. Never returns. */
+static void exec_child(pid_t parent, int sock, int errpipe, const char *exe, char *const argv[],
+                       const char *comm) {
+  child_hygiene(parent, comm);
+  int err_parked = fcntl(errpipe, F_DUPFD_CLOEXEC, 10);
+  if (err_parked < 0) _exit(1);
+  child_fds(sock, 3, sock == 2 || errpipe == 2);
+  if (dup2(err_parked, 4) < 0) _exit(1);
+  fcntl(4, F_SETFD, FD_CLOEXEC);
+  close_fds_from(5);
+  keep_caps_over_exec();
+  extern char **environ;
+  execve(exe, argv, environ);
+  int e = errno;
+  ssize_t w = write(4, &e, sizeof(e));
+  (void)w;
+  _exit(127);
+}
+
+/* After fork: wait for the child's exec() (end of file on the error pipe)
+ * or its errno. 0, or -errno of execve() / of the wait. */
+static int wait_exec(int errfd) {
+  struct pollfd pfd = {.fd = errfd, .events = POLLIN};
+  int e = 0;
+  for (;;) {
+    /* Between fork and exec the child makes only a few syscalls; 10 s is
+     * for a machine that is very busy, not a normal wait. */
+    int n = poll(&pfd, 1, 10000);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n == 0 ? -ETIMEDOUT : -errno;
+    ssize_t r = read(errfd, &e, sizeof(e));
+    if (r < 0 && errno == EINTR) continue;
+    if (r == (ssize_t)sizeof(e)) return e > 0 ? -e : -EIO;
+    return r == 0 ? 0 : -EIO;
+  }
 }
 
 static void *thread_main(void *arg) {
@@ -138,8 +197,8 @@ static void *thread_main(void *arg) {
   return NULL;
 }
 
-int pp_worker_spawn(const char *path, const char *name, const struct pp_host_config *cfg,
-                    bool inline_mode, struct pp_spawned *out, char *err, size_t errlen) {
+int pp_worker_spawn(const char *exe, const char *name, bool inline_mode, struct pp_spawned *out,
+                    char *err, size_t errlen) {
   memset(out, 0, sizeof(*out));
   out->fd = -1;
   int sv[2];
@@ -147,16 +206,16 @@ int pp_worker_spawn(const char *path, const char *name, const struct pp_host_con
     snprintf(err, errlen, "socketpair: %s", strerror(errno));
     return -errno;
   }
+  char comm[16];
+  pp_worker_comm(name, comm);
   if (inline_mode) {
-    struct pp_worker_ctx *ctx = pp_worker_ctx_new(path, name, cfg);
+    struct pp_worker_ctx *ctx = pp_worker_ctx_new(sv[1], true);
     if (!ctx) {
       close(sv[0]);
       close(sv[1]);
       snprintf(err, errlen, "out of memory");
       return -ENOMEM;
     }
-    ctx->fd = sv[1];
-    ctx->inline_mode = true;
     /* Signals are the agent's main loop's business: the thread starts with
      * all but the synchronous ones blocked (set around pthread_create so
      * there is no window in which it could take one). */
@@ -168,47 +227,58 @@ int pp_worker_spawn(const char *path, const char *name, const struct pp_host_con
     pthread_sigmask(SIG_SETMASK, &set, &old);
     int rc = pthread_create(&out->thread, NULL, thread_main, ctx);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (!rc) {
-      char comm[16];
-      snprintf(comm, sizeof(comm), "pp-%s", name);
-      pthread_setname_np(out->thread, comm);
-    }
     if (rc) {
       pp_worker_ctx_free(ctx); /* closes sv[1] */
       close(sv[0]);
       snprintf(err, errlen, "pthread_create: %s", strerror(rc));
       return -rc;
     }
+    pthread_setname_np(out->thread, comm);
     out->has_thread = true;
     out->fd = sv[0];
     return 0;
   }
 
+  /* Everything the child needs is prepared here: after fork() in a
+   * threaded process it may only make async-signal-safe calls. */
   pid_t parent = getpid();
+  char pidbuf[24];
+  snprintf(pidbuf, sizeof(pidbuf), "%ld", (long)parent);
+  char version[] = POLYPROF_VERSION;
+  char *const argv[] = {comm, comm, pidbuf, version, NULL}; /* worker_main.c */
+  int ep[2];
+  if (pipe2(ep, O_CLOEXEC) < 0) {
+    int rc = -errno;
+    close(sv[0]);
+    close(sv[1]);
+    snprintf(err, errlen, "pipe: %s", strerror(-rc));
+    return rc;
+  }
   pid_t pid = fork();
   if (pid < 0) {
     int rc = -errno;
     close(sv[0]);
     close(sv[1]);
+    close(ep[0]);
+    close(ep[1]);
     snprintf(err, errlen, "fork: %s", strerror(-rc));
     return rc;
   }
-  if (pid == 0) {
-    close(sv[0]);
-    char comm[16];
-    snprintf(comm, sizeof(comm), "pp-%s", name);
-    int fd = pp_worker_child_setup(parent, sv[1], comm);
-    struct pp_worker_ctx *ctx = pp_worker_ctx_new(path, name, cfg);
-    if (!ctx) _exit(70);
-    ctx->fd = fd;
-    pp_worker_loop(ctx);
-    /* _exit: the agent's atexit handlers and stdio buffers, inherited
-     * through fork(), are not ours to run or flush. */
-    _exit(0);
-  }
+  if (pid == 0) exec_child(parent, sv[1], ep[1], exe, argv, comm);
   close(sv[1]);
+  close(ep[1]);
   /* Also from this side, so the group exists before anyone signals it. */
   setpgid(pid, pid);
+  int rc = wait_exec(ep[0]);
+  close(ep[0]);
+  if (rc) {
+    int st;
+    kill(pid, SIGKILL);
+    pp_reap(pid, pp_ipc_now_ns() + 2000000000ull, &st);
+    close(sv[0]);
+    snprintf(err, errlen, "cannot run the plugin worker %s: %s", exe, strerror(-rc));
+    return rc;
+  }
   out->pid = pid;
   out->group = pid;
   out->fd = sv[0];

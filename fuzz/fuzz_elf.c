@@ -20,16 +20,17 @@ static void probe(const struct pp_elf_info *info, const struct pp_elf_symtab *t,
   if (strnlen(info->go_version, sizeof(info->go_version)) == sizeof(info->go_version)) abort();
   if (info->nloads > PP_ELF_MAX_LOADS || info->build_id_len > PP_ELF_BUILD_ID_MAX) abort();
   uint64_t start, vaddr;
+  char name_buf[128];
   for (unsigned i = 0; i < info->nloads; i++) {
     pp_elf_offset_to_vaddr(info, info->loads[i].offset, &vaddr);
-    if (t) pp_elf_symtab_lookup(t, info->loads[i].vaddr, &start);
+    if (t) pp_elf_symtab_lookup(t, info->loads[i].vaddr, &start, name_buf, sizeof(name_buf));
   }
   for (size_t i = 0; i + 8 <= size && i < 512; i += 8) {
     uint64_t a;
     memcpy(&a, data + i, 8);
     pp_elf_offset_to_vaddr(info, a, &vaddr);
     if (t) {
-      const char *name = pp_elf_symtab_lookup(t, a, &start);
+      const char *name = pp_elf_symtab_lookup(t, a, &start, name_buf, sizeof(name_buf));
       if (name) (void)strlen(name);
     }
   }
@@ -45,7 +46,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char path[64];
   int fd = pp_fuzz_memfd(data, size, path, sizeof(path));
   if (fd < 0) abort();
-  if (pp_elf_load(fd, PP_ELF_WANT_SYMTAB | PP_ELF_WANT_DYNSYM, &info, &t) == 0) {
+  /* names read back from the file, as the perf plugin keeps them */
+  if (pp_elf_load(fd, PP_ELF_WANT_SYMTAB | PP_ELF_WANT_DYNSYM | PP_ELF_NAMES_IN_FILE, &info, &t) ==
+      0) {
     probe(&info, t, data, size);
     pp_elf_symtab_free(t);
   }

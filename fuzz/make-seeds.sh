@@ -1,8 +1,9 @@
 #!/bin/bash
 # Fills a fuzzer's corpus directory with seeds taken from real files:
 #   make-seeds.sh TARGET OUTDIR [SEED_CODEC_TOOL]
-# config: the test configs and the shipped config; col/perfmap/codec: the
-# committed seeds (a real agent profile, a real JIT map); maps: real
+# config: the test configs and the shipped config; col/perfmap/jitdump/codec:
+# the committed seeds (a real agent profile, a real JIT map, the start of a
+# real jitdump and a hand-made one); maps: real
 # /proc/PID/maps; kallsyms: the start of the real /proc/kallsyms; elf: a
 # small program compiled here (with .symtab), real shared objects.
 set -euo pipefail

@@ -6,6 +6,7 @@ users keep their CPU; the agent is not niced, so it is never starved by
 them. A runtime that is not installed is reported and left out (the caller
 prints what ran).
 """
+import glob
 import os
 import shutil
 import subprocess
@@ -51,6 +52,15 @@ def build_go(work):
     return exe
 
 
+
+def real_python(exe):
+    """The interpreter itself, not a pyenv shim: a shim for a version that is
+    installed but not selected (pyenv global) exits with status 127."""
+    found = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/%s*/bin/%s" % (exe[len("python"):], exe))))
+    if exe != "python3" and found:
+        return found[-1]
+    return shutil.which(exe)
+
 class Workloads:
     """Builds then starts the workloads; stop() kills every one of them."""
 
@@ -78,7 +88,7 @@ class Workloads:
             self.missing["go"] = "golang-go not installed"
         py = os.path.join(W, "python", "workload.py")
         for name, exe in (("python2.7", "python2.7"), ("python3", "python3")):
-            path = shutil.which(exe)
+            path = real_python(exe)
             if path:
                 self._start(name, [path, py, "nested", str(SECONDS)])
             else:

@@ -110,6 +110,32 @@ def wait_attached(log, n, timeout=30.0):
     return False
 
 
+def proc_cpu_ticks(pid):
+    """utime + stime of a process in clock ticks and its state letter."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            rest = f.read().rsplit(")", 1)[1].split()
+        return int(rest[11]) + int(rest[12]), rest[0]
+    except (OSError, IndexError, ValueError):
+        return None, "?"
+
+
+def wait_quiet(pids, timeout=120.0):
+    """Until every process sleeps at its gate with its CPU time still: on a
+    loaded host Ruby's start-up (loading rubygems) can outlast the attach by
+    seconds, and the agent would sample it inside the measured window (the
+    idle phase then measured start-up, not idle targets)."""
+    end = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < end:
+        now = [proc_cpu_ticks(p) for p in pids]
+        if all(st == "S" for _, st in now) and now == last:
+            return True
+        last = now
+        time.sleep(0.2)
+    return False
+
+
 def phase_polyprof(a, idle=0.0, hz=100, warmup=0):
     """The agent on the workload; with idle > 0, on sleeping Ruby processes
     for that many seconds instead (its fixed cost: housekeeping, sessions).
@@ -136,6 +162,8 @@ def phase_polyprof(a, idle=0.0, hz=100, warmup=0):
     if not wait_attached(log, a.procs):
         sys.exit("the agent did not attach to every Ruby process; see %s" % log)
     time.sleep(0.5)
+    if not wait_quiet([p.pid for p in procs]):
+        sys.exit("the Ruby processes did not settle at their gate")
     if warmup and not idle:
         # the agent samples the warm-up; the measured window starts after it
         for p in procs:
@@ -179,6 +207,7 @@ def main():
                     help="polyprof's high rate, where its warm per-sample cost stands out")
     ap.add_argument("--build", default=os.environ.get("PP_BUILD_DIR", os.path.join(SRC, "build")))
     a = ap.parse_args()
+    a.build = os.path.abspath(a.build)  # the plugin is symlinked from a temp dir
     if not shutil.which("ruby"):
         sys.exit("ruby not found (Debian: apt-get install ruby ruby-stackprof)")
     if subprocess.run(["ruby", "-e", "require 'stackprof'"], stderr=subprocess.DEVNULL).returncode:
@@ -200,11 +229,12 @@ def main():
                   " in %.1f s" % (r + 1, a.warmup, ppw[-1][2], ppw[-1][6], ppw[-1][1], ppw[-1][3]), flush=True)
         print("round %d: base %.2f s | stackprof %.2f s, %d samples | stackprof-hi %.2f s, %d samples"
               " | polyprof targets %.2f s + agent %.4f s (worker %.4f s), %d samples (%d CPU periods,"
-              " %d wake-ups) in %.1f s | agent on idle targets %.4f s | polyprof at %d Hz: agent %.4f s,"
-              " %d samples in %.1f s"
+              " %d wake-ups) in %.1f s | agent on idle targets %.4f s (worker %.4f s) in %.1f s"
+              " | polyprof at %d Hz: agent %.4f s, %d samples in %.1f s"
               % (r + 1, base[-1][0], sp[-1][0], sp[-1][1], hi[-1][0], hi[-1][1], pp[-1][0], pp[-1][2],
-                 pp[-1][6], pp[-1][1], pp[-1][4], pp[-1][5], pp[-1][3], idle[-1][2], a.pp_hi_hz,
-                 pphi[-1][2], pphi[-1][1], pphi[-1][3]), flush=True)
+                 pp[-1][6], pp[-1][1], pp[-1][4], pp[-1][5], pp[-1][3], idle[-1][2], idle[-1][6],
+                 idle[-1][3], a.pp_hi_hz, pphi[-1][2], pphi[-1][1], pphi[-1][3]), flush=True)
+    print("host load at the end: %.1f %.1f %.1f (1, 5, 15 min)" % os.getloadavg(), flush=True)
     med = statistics.median
     b = med(x[0] for x in base)
     sp_samples = med(x[1] for x in sp)

@@ -17,14 +17,21 @@
 struct esym {
   uint64_t addr;
   uint32_t size; /* 0: up to the next symbol; clamped to 4 GiB */
-  uint32_t name; /* offset into blob */
+  uint32_t name; /* offset into blob, or into the file's string section */
 };
 
+/* Names are the bulk of a symbol table (a C++ library: ~60 bytes of name
+ * per 16-byte entry). With PP_ELF_NAMES_IN_FILE they stay in the file and
+ * are read when a symbol is looked up (once per new frame per session):
+ * the table keeps a descriptor of the file and where its string section
+ * is, not the strings. */
 struct pp_elf_symtab {
   struct esym *s;
   size_t n;
-  char *blob;
+  char *blob; /* names, when not read from the file */
   size_t blob_len;
+  int fd;                     /* >= 0: names are read from this file */
+  uint64_t str_off, str_size; /* the string section in it */
 };
 
 static pthread_once_t elf_once = PTHREAD_ONCE_INIT;
@@ -37,6 +44,7 @@ static void elf_init_once(void) {
 struct cand {
   uint64_t addr, size;
   const char *name;
+  uint32_t name_off; /* in the string section */
   int score;
 };
 
@@ -62,6 +70,36 @@ static int cmp_cand(const void *a, const void *b) {
   return strcmp(x->name, y->name);
 }
 
+#define EXEC_SCN_BYTES 1024
+
+/* Executable sections as a bitmap, for assembler labels (STT_NOTYPE) such
+ * as ld.so's _dl_start_user, which perf also shows. */
+static void exec_sections(Elf *elf, unsigned char exec_scn[EXEC_SCN_BYTES]) {
+  memset(exec_scn, 0, EXEC_SCN_BYTES);
+  size_t nscn = 0;
+  if (elf_getshdrnum(elf, &nscn) != 0) nscn = 0;
+  for (size_t k = 1; k < nscn && k < 8 * EXEC_SCN_BYTES; k++) {
+    GElf_Shdr xs;
+    Elf_Scn *x = elf_getscn(elf, k);
+    if (x && gelf_getshdr(x, &xs) && (xs.sh_flags & SHF_EXECINSTR))
+      exec_scn[k / 8] |= (unsigned char)(1u << (k % 8));
+  }
+}
+
+/* Whether a symbol is code perf would name: functions, GNU ifuncs, and
+ * visible labels in executable sections. */
+static int is_code(unsigned char info, unsigned char other, size_t shndx, uint64_t value,
+                   const unsigned char exec_scn[EXEC_SCN_BYTES]) {
+  int type = GELF_ST_TYPE(info);
+  if (shndx == SHN_UNDEF || value == 0) return 0;
+  if (type == STT_NOTYPE) {
+    int vis = GELF_ST_VISIBILITY(other);
+    return shndx < SHN_LORESERVE && shndx < 8 * EXEC_SCN_BYTES &&
+           (exec_scn[shndx / 8] & (1u << (shndx % 8))) && vis != STV_HIDDEN && vis != STV_INTERNAL;
+  }
+  return type == STT_FUNC || type == STT_GNU_IFUNC;
+}
+
 /* Collects function symbols of one symbol section into cands. */
 static int collect(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct cand **cands, size_t *n,
                    size_t *cap) {
@@ -69,31 +107,12 @@ static int collect(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct cand **ca
   if (!data || !sh->sh_entsize) return 0;
   size_t count = data->d_size / sizeof(Elf64_Sym);
   if (gelf_getclass(elf) == ELFCLASS32) count = data->d_size / sizeof(Elf32_Sym);
-  /* executable sections, for assembler labels (STT_NOTYPE) such as
-   * ld.so's _dl_start_user, which perf also shows */
-  unsigned char exec_scn[1024] = {0};
-  size_t nscn = 0;
-  if (elf_getshdrnum(elf, &nscn) != 0) nscn = 0;
-  for (size_t k = 1; k < nscn && k < 8 * sizeof(exec_scn); k++) {
-    GElf_Shdr xs;
-    Elf_Scn *x = elf_getscn(elf, k);
-    if (x && gelf_getshdr(x, &xs) && (xs.sh_flags & SHF_EXECINSTR))
-      exec_scn[k / 8] |= (unsigned char)(1u << (k % 8));
-  }
+  unsigned char exec_scn[EXEC_SCN_BYTES];
+  exec_sections(elf, exec_scn);
   for (size_t i = 0; i < count; i++) {
     GElf_Sym sym;
     if (!gelf_getsym(data, (int)i, &sym)) break;
-    int type = GELF_ST_TYPE(sym.st_info);
-    if (sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
-    if (type == STT_NOTYPE) {
-      int vis = GELF_ST_VISIBILITY(sym.st_other);
-      size_t k = sym.st_shndx;
-      if (k >= SHN_LORESERVE || k >= 8 * sizeof(exec_scn) || !(exec_scn[k / 8] & (1u << (k % 8))) ||
-          vis == STV_HIDDEN || vis == STV_INTERNAL)
-        continue;
-    } else if (type != STT_FUNC && type != STT_GNU_IFUNC) {
-      continue;
-    }
+    if (!is_code(sym.st_info, sym.st_other, sym.st_shndx, sym.st_value, exec_scn)) continue;
     const char *name = elf_strptr(elf, sh->sh_link, sym.st_name);
     if (!name || !*name) continue;
     if (*n == *cap) {
@@ -103,39 +122,199 @@ static int collect(Elf *elf, Elf_Scn *scn, const GElf_Shdr *sh, struct cand **ca
       *cands = g;
       *cap = ncap;
     }
-    (*cands)[(*n)++] = (struct cand){
-        .addr = sym.st_value, .size = sym.st_size, .name = name, .score = sym_score(&sym, name)};
+    (*cands)[(*n)++] = (struct cand){.addr = sym.st_value,
+                                     .size = sym.st_size,
+                                     .name = name,
+                                     .name_off = sym.st_name,
+                                     .score = sym_score(&sym, name)};
   }
   return 0;
 }
 
-static int build_symtab(struct cand *c, size_t n, struct pp_elf_symtab **out) {
+/* The sorted table. file_fd >= 0: names stay in that file's string
+ * section (at str_off, str_size bytes) and the table keeps a duplicate of
+ * the descriptor; else they are copied into one blob. */
+static int build_symtab(struct cand *c, size_t n, int file_fd, uint64_t str_off, uint64_t str_size,
+                        struct pp_elf_symtab **out) {
   qsort(c, n, sizeof(*c), cmp_cand);
   struct pp_elf_symtab *t = calloc(1, sizeof(*t));
   if (!t) return -ENOMEM;
+  t->fd = -1;
   size_t blob = 0, kept = 0;
   for (size_t i = 0; i < n; i++) {
     if (i > 0 && c[i].addr == c[i - 1].addr) continue;
-    blob += strlen(c[i].name) + 1;
+    if (file_fd < 0) blob += strlen(c[i].name) + 1;
     kept++;
   }
+  if (file_fd >= 0) {
+    t->fd = fcntl(file_fd, F_DUPFD_CLOEXEC, 0);
+    t->str_off = str_off;
+    t->str_size = str_size;
+  }
   t->s = malloc((kept ? kept : 1) * sizeof(*t->s));
-  t->blob = malloc(blob ? blob : 1);
-  if (!t->s || !t->blob) {
+  t->blob = file_fd < 0 ? malloc(blob ? blob : 1) : NULL;
+  if (!t->s || (file_fd < 0 && !t->blob) || (file_fd >= 0 && t->fd < 0)) {
     pp_elf_symtab_free(t);
     return -ENOMEM;
   }
   for (size_t i = 0; i < n; i++) {
     if (i > 0 && c[i].addr == c[i - 1].addr) continue;
-    size_t l = strlen(c[i].name);
-    memcpy(t->blob + t->blob_len, c[i].name, l + 1);
+    uint32_t name = c[i].name_off;
+    if (file_fd < 0) {
+      size_t l = strlen(c[i].name);
+      memcpy(t->blob + t->blob_len, c[i].name, l + 1);
+      name = (uint32_t)t->blob_len;
+      t->blob_len += l + 1;
+    }
     t->s[t->n++] = (struct esym){.addr = c[i].addr,
                                  .size = c[i].size > UINT32_MAX ? UINT32_MAX : (uint32_t)c[i].size,
-                                 .name = (uint32_t)t->blob_len};
-    t->blob_len += l + 1;
+                                 .name = name};
   }
   *out = t;
   return 0;
+}
+
+/* ---- tables read from the file, names left there ---- */
+
+/* A big binary's symbol section is read in chunks with pread, not through
+ * libelf's mapping, and no name is touched while building: node's .symtab
+ * is 2.6 MB and its names 7.5 MB, which would otherwise all be resident in
+ * this process while the table is built (a peak that stays in VmHWM). The
+ * entry's size field carries the alias score in its top bits until the
+ * table is sorted. */
+#define SYM_CHUNK 2048
+#define SCORE_SHIFT 29
+#define SIZE_MASK ((1u << SCORE_SHIFT) - 1) /* 512 MiB: larger sizes are clamped */
+
+struct file_names {
+  int fd;
+  uint64_t off, size;
+};
+
+/* Up to cap-1 bytes of the name at off (NUL-terminated), "" if unreadable. */
+static void peek_name(const struct file_names *f, uint32_t off, char *buf, size_t cap) {
+  buf[0] = '\0';
+  if (off >= f->size) return;
+  size_t want = f->size - off < cap - 1 ? (size_t)(f->size - off) : cap - 1;
+  ssize_t r = pread(f->fd, buf, want, (off_t)(f->off + off));
+  buf[r > 0 ? (size_t)r : 0] = '\0';
+}
+
+static int underscores(const char *s) {
+  int us = 0;
+  while (s[us] == '_' && us < 3)
+    us++;
+  return us;
+}
+
+/* Address, then score; only aliases at one address with equal scores read
+ * their names (a few per library), to prefer fewer leading underscores as
+ * sym_score() does. */
+static int cmp_file_sym(const void *a, const void *b, void *arg) {
+  const struct esym *x = a, *y = b;
+  if (x->addr != y->addr) return x->addr < y->addr ? -1 : 1;
+  unsigned sx = x->size >> SCORE_SHIFT, sy = y->size >> SCORE_SHIFT;
+  if (sx != sy) return sx > sy ? -1 : 1;
+  if (x->name == y->name) return 0;
+  char nx[128], ny[128];
+  peek_name(arg, x->name, nx, sizeof(nx));
+  peek_name(arg, y->name, ny, sizeof(ny));
+  int ux = underscores(nx), uy = underscores(ny);
+  if (ux != uy) return ux < uy ? -1 : 1;
+  return strcmp(nx, ny);
+}
+
+static int pread_all(int fd, void *buf, size_t len, uint64_t off) {
+  size_t got = 0;
+  while (got < len) {
+    ssize_t r = pread(fd, (char *)buf + got, len - got, (off_t)(off + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return -EIO;
+    got += (size_t)r;
+  }
+  return 0;
+}
+
+/* The table of symbol section sh, straight from the file (ELF64 in this
+ * machine's byte order). *out stays NULL if it has no code symbols. */
+static int load_from_file(Elf *elf, int fd, const GElf_Shdr *sh, struct pp_elf_symtab **out) {
+  GElf_Shdr ss;
+  Elf_Scn *str = elf_getscn(elf, sh->sh_link);
+  if (sh->sh_type == SHT_NOBITS || sh->sh_entsize != sizeof(Elf64_Sym) || !str ||
+      !gelf_getshdr(str, &ss) || ss.sh_type != SHT_STRTAB || ss.sh_size == 0 ||
+      ss.sh_size > UINT32_MAX)
+    return 0;
+  unsigned char exec_scn[EXEC_SCN_BYTES];
+  exec_sections(elf, exec_scn);
+  Elf64_Sym *chunk = malloc(SYM_CHUNK * sizeof(*chunk));
+  if (!chunk) return -ENOMEM;
+  struct esym *v = NULL;
+  size_t n = 0, cap = 0, count = sh->sh_size / sizeof(Elf64_Sym);
+  int rc = 0;
+  for (size_t i = 0; i < count && rc == 0; i += SYM_CHUNK) {
+    size_t k = count - i < SYM_CHUNK ? count - i : SYM_CHUNK;
+    if (pread_all(fd, chunk, k * sizeof(*chunk), sh->sh_offset + i * sizeof(*chunk)) < 0)
+      break; /* a truncated file: what was read is still a table */
+    for (size_t j = 0; j < k; j++) {
+      const Elf64_Sym *y = &chunk[j];
+      if (!is_code(y->st_info, y->st_other, y->st_shndx, y->st_value, exec_scn)) continue;
+      if (y->st_name == 0 || y->st_name >= ss.sh_size) continue; /* no name */
+      if (n == cap) {
+        size_t ncap = cap ? cap * 2 : 1024;
+        struct esym *g = realloc(v, ncap * sizeof(*g));
+        if (!g) {
+          rc = -ENOMEM;
+          break;
+        }
+        v = g;
+        cap = ncap;
+      }
+      unsigned bind = GELF_ST_BIND(y->st_info);
+      unsigned score =
+          (y->st_size ? 4u : 0) | (bind != STB_WEAK ? 2u : 0) | (bind == STB_GLOBAL ? 1u : 0);
+      uint32_t size = y->st_size > SIZE_MASK ? SIZE_MASK : (uint32_t)y->st_size;
+      v[n++] = (struct esym){
+          .addr = y->st_value, .size = size | (score << SCORE_SHIFT), .name = y->st_name};
+    }
+  }
+  free(chunk);
+  if (rc < 0 || n == 0) {
+    free(v);
+    return rc;
+  }
+  struct file_names names = {.fd = fd, .off = ss.sh_offset, .size = ss.sh_size};
+  qsort_r(v, n, sizeof(*v), cmp_file_sym, &names);
+  size_t kept = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (kept > 0 && v[i].addr == v[kept - 1].addr) continue;
+    v[kept] = v[i];
+    v[kept++].size &= SIZE_MASK;
+  }
+  struct esym *g = realloc(v, kept * sizeof(*v));
+  if (g) v = g;
+  struct pp_elf_symtab *t = calloc(1, sizeof(*t));
+  int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (!t || dfd < 0) {
+    free(t);
+    free(v);
+    if (dfd >= 0) close(dfd);
+    return -ENOMEM;
+  }
+  *t = (struct pp_elf_symtab){
+      .s = v, .n = kept, .fd = dfd, .str_off = ss.sh_offset, .str_size = ss.sh_size};
+  *out = t;
+  return 0;
+}
+
+/* This machine reads the file's symbols as they are. */
+static int native_elf64(Elf *elf) {
+  const char *id = elf_getident(elf, NULL);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  const int data = ELFDATA2LSB;
+#else
+  const int data = ELFDATA2MSB;
+#endif
+  return id && id[EI_CLASS] == ELFCLASS64 && id[EI_DATA] == data;
 }
 
 /* ---- notes, debuglink, Go ---- */
@@ -238,7 +417,7 @@ static void read_go_buildinfo(Elf *elf, Elf_Data *d, struct pp_elf_info *info) {
 
 /* ---- main loader ---- */
 
-static int load_elf(Elf *elf, unsigned flags, struct pp_elf_info *info,
+static int load_elf(Elf *elf, int fd, unsigned flags, struct pp_elf_info *info,
                     struct pp_elf_symtab **symtab) {
   memset(info, 0, sizeof(*info));
   if (symtab) *symtab = NULL;
@@ -311,16 +490,45 @@ static int load_elf(Elf *elf, unsigned flags, struct pp_elf_info *info,
   }
 
   if (!symtab || !(flags & (PP_ELF_WANT_SYMTAB | PP_ELF_WANT_DYNSYM))) return 0;
+  if (fd >= 0 && (flags & PP_ELF_NAMES_IN_FILE) && native_elf64(elf)) {
+    int rc = 0;
+    if ((flags & PP_ELF_WANT_SYMTAB) && symtab_scn)
+      rc = load_from_file(elf, fd, &symtab_sh, symtab);
+    /* a .symtab without functions (strip --strip-debug leftovers) does not count */
+    if ((flags & PP_ELF_WANT_SYMTAB) && !*symtab) info->has_symtab = 0;
+    if (rc == 0 && !*symtab && (flags & PP_ELF_WANT_DYNSYM) && dynsym_scn)
+      rc = load_from_file(elf, fd, &dynsym_sh, symtab);
+    return rc;
+  }
   struct cand *c = NULL;
   size_t n = 0, cap = 0;
   int rc = 0;
-  if ((flags & PP_ELF_WANT_SYMTAB) && symtab_scn)
+  const GElf_Shdr *used = NULL;
+  if ((flags & PP_ELF_WANT_SYMTAB) && symtab_scn) {
     rc = collect(elf, symtab_scn, &symtab_sh, &c, &n, &cap);
+    used = &symtab_sh;
+  }
   /* a .symtab without functions (strip --strip-debug leftovers) does not count */
   if ((flags & PP_ELF_WANT_SYMTAB) && n == 0) info->has_symtab = 0;
-  if (rc == 0 && n == 0 && (flags & PP_ELF_WANT_DYNSYM) && dynsym_scn)
+  if (rc == 0 && n == 0 && (flags & PP_ELF_WANT_DYNSYM) && dynsym_scn) {
     rc = collect(elf, dynsym_scn, &dynsym_sh, &c, &n, &cap);
-  if (rc == 0 && n > 0) rc = build_symtab(c, n, symtab);
+    used = &dynsym_sh;
+  }
+  if (rc == 0 && n > 0) {
+    /* names stay in the file only if its string section is plainly there
+     * (collect() read every name through libelf, which checked them) */
+    uint64_t str_off = 0, str_size = 0;
+    int file_fd = -1;
+    GElf_Shdr ss;
+    Elf_Scn *str = used ? elf_getscn(elf, used->sh_link) : NULL;
+    if (fd >= 0 && (flags & PP_ELF_NAMES_IN_FILE) && str && gelf_getshdr(str, &ss) &&
+        ss.sh_type == SHT_STRTAB && ss.sh_size > 0 && ss.sh_size <= UINT32_MAX) {
+      file_fd = fd;
+      str_off = ss.sh_offset;
+      str_size = ss.sh_size;
+    }
+    rc = build_symtab(c, n, file_fd, str_off, str_size, symtab);
+  }
   free(c);
   return rc;
 }
@@ -329,7 +537,7 @@ int pp_elf_load(int fd, unsigned flags, struct pp_elf_info *info, struct pp_elf_
   pthread_once(&elf_once, elf_init_once);
   Elf *elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
   if (!elf) return -ENOEXEC;
-  int rc = load_elf(elf, flags, info, symtab);
+  int rc = load_elf(elf, fd, flags, info, symtab);
   elf_end(elf);
   return rc;
 }
@@ -340,19 +548,44 @@ int pp_elf_load_memory(const void *image, size_t size, unsigned flags, struct pp
   /* elf_memory wants a writable pointer but ELF_C_READ never writes */
   Elf *elf = elf_memory((char *)(uintptr_t)image, size);
   if (!elf) return -ENOEXEC;
-  int rc = load_elf(elf, flags, info, symtab);
+  int rc = load_elf(elf, -1, flags, info, symtab);
   elf_end(elf);
   return rc;
 }
 
 void pp_elf_symtab_free(struct pp_elf_symtab *t) {
   if (!t) return;
+  if (t->fd >= 0) close(t->fd);
   free(t->s);
   free(t->blob);
   free(t);
 }
 
-const char *pp_elf_symtab_lookup(const struct pp_elf_symtab *t, uint64_t vaddr, uint64_t *start) {
+int pp_elf_symtab_has_file(const struct pp_elf_symtab *t) {
+  return t && t->fd >= 0;
+}
+
+/* The name at off in the file's string section, into buf. The file is as
+ * hostile as any: the name must end within the section (a longer one than
+ * buf holds is cut). */
+static const char *name_from_file(const struct pp_elf_symtab *t, uint32_t off, char *buf,
+                                  size_t cap) {
+  if (!buf || cap < 2 || off >= t->str_size) return NULL;
+  uint64_t left = t->str_size - off;
+  size_t want = left < cap - 1 ? (size_t)left : cap - 1;
+  ssize_t r;
+  do {
+    r = pread(t->fd, buf, want, (off_t)(t->str_off + off));
+  } while (r < 0 && errno == EINTR);
+  if (r <= 0) return NULL;
+  if (memchr(buf, '\0', (size_t)r)) return buf[0] ? buf : NULL;
+  if ((uint64_t)r == left) return NULL; /* runs off the section: not a name */
+  buf[r] = '\0';                        /* longer than buf: cut */
+  return buf;
+}
+
+/* The symbol covering vaddr, or NULL. */
+static const struct esym *find(const struct pp_elf_symtab *t, uint64_t vaddr) {
   if (!t || t->n == 0 || vaddr < t->s[0].addr) return NULL;
   size_t lo = 0, hi = t->n;
   while (lo < hi) {
@@ -368,7 +601,21 @@ const char *pp_elf_symtab_lookup(const struct pp_elf_symtab *t, uint64_t vaddr, 
   } else if (lo == t->n && vaddr - s->addr > (1u << 16)) {
     return NULL; /* unsized last symbol: do not stretch it over the world */
   }
+  return s;
+}
+
+int pp_elf_symtab_find(const struct pp_elf_symtab *t, uint64_t vaddr, uint64_t *start) {
+  const struct esym *s = find(t, vaddr);
+  if (s && start) *start = s->addr;
+  return s != NULL;
+}
+
+const char *pp_elf_symtab_lookup(const struct pp_elf_symtab *t, uint64_t vaddr, uint64_t *start,
+                                 char *buf, size_t cap) {
+  const struct esym *s = find(t, vaddr);
+  if (!s) return NULL;
   if (start) *start = s->addr;
+  if (t->fd >= 0) return name_from_file(t, s->name, buf, cap);
   return t->blob + s->name;
 }
 

@@ -50,11 +50,14 @@ struct pp_elf_symtab;
 /* Flags for pp_elf_load. */
 #define PP_ELF_WANT_SYMTAB 1u /* load .symtab (functions) if present */
 #define PP_ELF_WANT_DYNSYM 2u /* load .dynsym if no .symtab was loaded */
+/* Leave the names in the file: the table keeps a duplicate of fd and reads
+ * a name when it is looked up, instead of a heap copy of every name. */
+#define PP_ELF_NAMES_IN_FILE 4u
 
 /* Reads the info of the ELF file open at fd and, if flags ask and symtab is
  * not NULL, its symbol table (*symtab is NULL when the file has none).
  * 0, -ENOEXEC (not ELF / malformed), -ENOMEM. The fd stays open and owned
- * by the caller. */
+ * by the caller (with PP_ELF_NAMES_IN_FILE the table holds a duplicate). */
 int pp_elf_load(int fd, unsigned flags, struct pp_elf_info *info, struct pp_elf_symtab **symtab);
 
 /* Same for an ELF image in memory (the vDSO). */
@@ -65,8 +68,16 @@ void pp_elf_symtab_free(struct pp_elf_symtab *t);
 
 /* Name of the function containing vaddr, or NULL. A symbol covers
  * [addr, addr+size); a symbol of size 0 extends to the next symbol. *start
- * (optional) gets the symbol address. */
-const char *pp_elf_symtab_lookup(const struct pp_elf_symtab *t, uint64_t vaddr, uint64_t *start);
+ * (optional) gets the symbol address. The name points into the table, or,
+ * for a table whose names stay in the file, into buf (cap bytes; a longer
+ * name is cut); NULL also when the file no longer holds a valid name. */
+const char *pp_elf_symtab_lookup(const struct pp_elf_symtab *t, uint64_t vaddr, uint64_t *start,
+                                 char *buf, size_t cap);
+/* Whether a symbol covers vaddr (and its address into *start), without
+ * reading its name: the per-sample question. */
+int pp_elf_symtab_find(const struct pp_elf_symtab *t, uint64_t vaddr, uint64_t *start);
+/* The table reads its names from a file it holds open. */
+int pp_elf_symtab_has_file(const struct pp_elf_symtab *t);
 size_t pp_elf_symtab_count(const struct pp_elf_symtab *t);
 size_t pp_elf_symtab_bytes(const struct pp_elf_symtab *t);
 

@@ -21,6 +21,9 @@ struct pp_perfmap {
   size_t n;
   char *blob;
   size_t blob_len;
+  /* maps built entry by entry (pp_perfmap_new) */
+  size_t e_cap, blob_cap;
+  uint32_t next_seq;
 };
 
 static int hexval(const char **p, uint64_t *out) {
@@ -179,4 +182,56 @@ size_t pp_perfmap_count(const struct pp_perfmap *m) {
 
 size_t pp_perfmap_bytes(const struct pp_perfmap *m) {
   return m ? sizeof(*m) + m->n * sizeof(struct pmap_ent) + m->blob_len : 0;
+}
+
+/* ---- building a map entry by entry (the jitdump reader) ---- */
+
+struct pp_perfmap *pp_perfmap_new(void) {
+  return calloc(1, sizeof(struct pp_perfmap));
+}
+
+static int add_entry(struct pp_perfmap *m, uint64_t start, uint64_t size, uint32_t name) {
+  if (size == 0 || start + size < start || m->next_seq == UINT32_MAX) return -EINVAL;
+  if (m->n >= m->e_cap) {
+    size_t ncap = m->n >= 128 ? m->n * 2 : 256;
+    struct pmap_ent *g = realloc(m->e, ncap * sizeof(*g));
+    if (!g) return -ENOMEM;
+    m->e = g;
+    m->e_cap = ncap;
+  }
+  m->e[m->n++] =
+      (struct pmap_ent){.start = start, .end = start + size, .name = name, .seq = m->next_seq++};
+  return 0;
+}
+
+int64_t pp_perfmap_add(struct pp_perfmap *m, uint64_t start, uint64_t size, const char *name,
+                       size_t nlen) {
+  if (!m || nlen == 0 || size == 0 || start + size < start) return -EINVAL;
+  /* name offsets are 32-bit */
+  if (nlen >= UINT32_MAX - 1 || m->blob_len > UINT32_MAX - 2 - nlen) return -E2BIG;
+  if (m->blob_len + nlen + 1 > m->blob_cap) {
+    size_t ncap = m->blob_cap ? m->blob_cap : 4096;
+    while (ncap < m->blob_len + nlen + 1)
+      ncap *= 2;
+    char *g = realloc(m->blob, ncap);
+    if (!g) return -ENOMEM;
+    m->blob = g;
+    m->blob_cap = ncap;
+  }
+  uint32_t ref = (uint32_t)m->blob_len;
+  memcpy(m->blob + ref, name, nlen);
+  m->blob[ref + nlen] = '\0';
+  int rc = add_entry(m, start, size, ref);
+  if (rc < 0) return rc;
+  m->blob_len += nlen + 1;
+  return ref;
+}
+
+int pp_perfmap_add_ref(struct pp_perfmap *m, uint64_t start, uint64_t size, uint32_t name_ref) {
+  if (!m || name_ref >= m->blob_len) return -EINVAL;
+  return add_entry(m, start, size, name_ref);
+}
+
+void pp_perfmap_seal(struct pp_perfmap *m) {
+  if (m && m->n) qsort(m->e, m->n, sizeof(*m->e), cmp_ent);
 }

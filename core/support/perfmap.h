@@ -26,4 +26,17 @@ const char *pp_perfmap_lookup(const struct pp_perfmap *m, uint64_t addr, uint64_
 size_t pp_perfmap_count(const struct pp_perfmap *m);
 size_t pp_perfmap_bytes(const struct pp_perfmap *m);
 
+/* Building a map entry by entry, in the order the runtime wrote them (the
+ * jitdump reader): later entries win where they overlap, as later lines of a
+ * file do. Lookups see entries added since the last pp_perfmap_seal only
+ * after the next one. The caller bounds and sanitises names.
+ * pp_perfmap_add returns a reference to the stored name (>= 0), which
+ * pp_perfmap_add_ref reuses for code that moved, or a negative errno. Only
+ * for maps made by pp_perfmap_new. */
+struct pp_perfmap *pp_perfmap_new(void);
+int64_t pp_perfmap_add(struct pp_perfmap *m, uint64_t start, uint64_t size, const char *name,
+                       size_t nlen);
+int pp_perfmap_add_ref(struct pp_perfmap *m, uint64_t start, uint64_t size, uint32_t name_ref);
+void pp_perfmap_seal(struct pp_perfmap *m);
+
 #endif

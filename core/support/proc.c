@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int pp_read_file(const char *path, char *buf, size_t cap, size_t *len) {
@@ -162,6 +163,21 @@ int pp_proc_start_time(uint32_t pid, uint64_t *start_time) {
   int rc = stat_fields(path, buf, sizeof(buf), &after);
   if (rc < 0) return rc;
   return stat_field_u64(after, 22, start_time);
+}
+
+bool pp_proc_file_predates(uint32_t pid, const struct stat *sb) {
+  uint64_t ticks;
+  long hz = sysconf(_SC_CLK_TCK);
+  struct timespec real, boot;
+  if (pp_proc_start_time(pid, &ticks) < 0 || hz <= 0 || clock_gettime(CLOCK_REALTIME, &real) < 0 ||
+      clock_gettime(CLOCK_BOOTTIME, &boot) < 0)
+    return false; /* cannot tell: keep the file */
+  /* start ticks count from boot (CLOCK_BOOTTIME); mtime is wall-clock time */
+  double started = (double)(real.tv_sec - boot.tv_sec) +
+                   (double)(real.tv_nsec - boot.tv_nsec) / 1e9 + (double)ticks / (double)hz;
+  double written = (double)sb->st_mtim.tv_sec + (double)sb->st_mtim.tv_nsec / 1e9;
+  /* a second of slack for clock granularity and wall-clock steps */
+  return written < started - 1.0;
 }
 
 uint64_t pp_proc_exe_id(uint32_t pid) {

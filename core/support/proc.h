@@ -6,8 +6,10 @@
 #ifndef PP_SUPPORT_PROC_H
 #define PP_SUPPORT_PROC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 /* Read at most cap-1 bytes of a file, NUL-terminate. *len (optional) gets the
@@ -35,6 +37,10 @@ int pp_proc_rss_kb(uint32_t pid, uint64_t *kb);
 int pp_proc_cpu_ticks(uint32_t pid, uint64_t *ticks);
 /* "/proc/PID/root" */
 int pp_proc_root(uint32_t pid, char *buf, size_t len);
+/* True if the file `sb` describes was last written well before pid started:
+ * a /tmp/perf-PID.map or jit-PID.dump left by an earlier process with the
+ * same pid, which must not name this one's code. */
+bool pp_proc_file_predates(uint32_t pid, const struct stat *sb);
 /* True if pid's /proc/PID/stat start time equals start_time (identity check
  * before signalling or attaching). */
 int pp_proc_same_process(uint32_t pid, uint64_t start_time);

@@ -1,5 +1,6 @@
 /*
- * Small libcurl wrapper shared by the studio, Pyroscope and log clients:
+ * Small libcurl wrapper shared by the studio, Pyroscope and log clients
+ * (libcurl is loaded on the first request, not linked: see http.c):
  * one POST with TLS verified by default, proxies from the environment
  * (libcurl reads https_proxy / HTTPS_PROXY / no_proxy itself), bounded
  * timeouts, a bounded response body (servers are not trusted), and an abort
@@ -42,8 +43,13 @@ int pp_http_put(const char *url, const char *const *headers, const struct pp_htt
                 struct pp_http_result *res);
 void pp_http_result_free(struct pp_http_result *res);
 
-/* Once per process, before any thread uses curl. */
+/* Once per process, before any thread uses curl: loads libcurl (it is not
+ * linked, see http.c). A failure is reported by every request after it. */
 void pp_http_global_init(void);
+
+/* s percent-encoded for a URL query value: every byte but A-Z a-z 0-9 - . _ ~
+ * as %XX (what curl_easy_escape does). malloc'd, NULL if out of memory. */
+char *pp_url_escape(const char *s);
 
 /* gzip (RFC 1952) of len bytes at level (1-9). *out malloc'd. 0 or -ENOMEM. */
 int pp_gzip(const void *in, size_t len, int level, unsigned char **out, size_t *out_len);

@@ -5,8 +5,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
 #include "log.h"
 #include "output/col.h"
 #include "output/pprof.h"
@@ -61,8 +59,7 @@ static char *ingest_url(const struct pp_config *cfg, const char *container, cons
   }
   if (runtime) n += snprintf(name + n, sizeof(name) - (size_t)n, ",runtime=%s", runtime);
   snprintf(name + n, sizeof(name) - (size_t)n, "}");
-  CURL *e = curl_easy_init();
-  char *esc = e ? curl_easy_escape(e, name, 0) : NULL;
+  char *esc = pp_url_escape(name);
   char *url = NULL;
   size_t bl = strlen(cfg->pyroscope_url);
   while (bl && cfg->pyroscope_url[bl - 1] == '/')
@@ -73,8 +70,7 @@ static char *ingest_url(const struct pp_config *cfg, const char *container, cons
                       (int)bl, cfg->pyroscope_url, esc, (long long)start, (long long)end, format,
                       cfg->frequency) < 0)
     url = NULL;
-  curl_free(esc);
-  if (e) curl_easy_cleanup(e);
+  free(esc);
   return url;
 }
 

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
 #include <jansson.h>
 
 #include "metadata.h"
@@ -59,14 +58,12 @@ int pp_studio_body(const char *col, size_t col_len, time_t start, time_t end, do
 
 /* base + "/api/<ver>/<path>?key=..&service=..&hostname=..&timestamp=..[&extra]" */
 static char *studio_url(const struct pp_studio_conf *c, const char *path, const char *extra) {
-  CURL *e = curl_easy_init();
-  if (!e) return NULL;
   char ts[32];
   pp_http_now_iso(ts, sizeof(ts));
-  char *k = curl_easy_escape(e, c->token ? c->token : "", 0);
-  char *s = curl_easy_escape(e, c->service_name ? c->service_name : "", 0);
-  char *h = curl_easy_escape(e, c->hostname ? c->hostname : "", 0);
-  char *t = curl_easy_escape(e, ts, 0);
+  char *k = pp_url_escape(c->token ? c->token : "");
+  char *s = pp_url_escape(c->service_name ? c->service_name : "");
+  char *h = pp_url_escape(c->hostname ? c->hostname : "");
+  char *t = pp_url_escape(ts);
   char *url = NULL;
   size_t bl = strlen(c->server_host);
   while (bl && c->server_host[bl - 1] == '/')
@@ -75,11 +72,10 @@ static char *studio_url(const struct pp_studio_conf *c, const char *path, const 
       asprintf(&url, "%.*s%s?key=%s&service=%s&hostname=%s&timestamp=%s%s%s", (int)bl,
                c->server_host, path, k, s, h, t, extra ? "&" : "", extra ? extra : "") < 0)
     url = NULL;
-  curl_free(k);
-  curl_free(s);
-  curl_free(h);
-  curl_free(t);
-  curl_easy_cleanup(e);
+  free(k);
+  free(s);
+  free(h);
+  free(t);
   return url;
 }
 

@@ -48,6 +48,8 @@ struct dn_target {
   bool logged_eof;
   uint32_t failures; /* consecutive, for the retry backoff */
   uint64_t last_rundown_ns;
+  uint64_t rundown_resets; /* method-map clears already answered by a rundown */
+  bool rate_logged;
   char version[64];
   char appid[512];
   char error[192];
@@ -100,10 +102,11 @@ static const struct pp_option options[] = {
      .help = "frames kept per stack (leaf end)"},
     {.key = "stop_timeout_ms",
      .type = PP_OPT_INT,
-     .default_value = "3000",
+     .default_value = "10000",
      .min = 100,
      .max = 60000,
-     .help = "how long a snapshot waits for the stopped session's rundown"},
+     .help = "how long a stopped session may go on streaming (its rundown included) before it is "
+             "closed; snapshots never wait for it"},
     {.key = "wall",
      .type = PP_OPT_BOOL,
      .default_value = "false",
@@ -111,14 +114,15 @@ static const struct pp_option options[] = {
     {.key = "rundown",
      .type = PP_OPT_BOOL,
      .default_value = "true",
-     .help =
-         "request method rundowns (name code compiled before a session; see rundown_interval_s)"},
+     .help = "request a method rundown when attaching (names code compiled before the first "
+             "session; see rundown_interval_s)"},
     {.key = "rundown_interval_s",
      .type = PP_OPT_INT,
-     .default_value = "60",
+     .default_value = "0",
      .min = 0,
      .max = 86400,
-     .help = "rundown on a target's first session and then this often; 0: every session"},
+     .help = "rundown again this often after attaching (names ReadyToRun code first run later); "
+             "0: only when attaching and after the method map overflowed"},
     {.key = "max_block_kb",
      .type = PP_OPT_INT,
      .default_value = "4096",
@@ -149,7 +153,7 @@ static int dn_init(const struct pp_host *host, void **out) {
   st->cfg.buffer_mb = (uint32_t)cfg_int(host, "buffer_mb", 32);
   st->cfg.max_stacks = (uint32_t)cfg_int(host, "max_stacks", 16384);
   st->cfg.max_depth = (uint32_t)cfg_int(host, "max_depth", 256);
-  st->cfg.stop_timeout_ms = (uint32_t)cfg_int(host, "stop_timeout_ms", 3000);
+  st->cfg.stop_timeout_ms = (uint32_t)cfg_int(host, "stop_timeout_ms", 10000);
   st->cfg.max_block = (uint32_t)cfg_int(host, "max_block_kb", 4096) * 1024;
   st->max_methods = cfg_int(host, "max_methods", 262144);
   st->attach_timeout_s = cfg_int(host, "attach_timeout_s", 30);
@@ -157,7 +161,7 @@ static int dn_init(const struct pp_host *host, void **out) {
   if (host->config_bool(host, "wall", &b) == 0) st->cfg.wall = b;
   b = 1;
   if (host->config_bool(host, "rundown", &b) == 0) st->cfg.rundown = b;
-  st->cfg.rundown_interval_s = (uint32_t)cfg_int(host, "rundown_interval_s", 60);
+  st->cfg.rundown_interval_s = (uint32_t)cfg_int(host, "rundown_interval_s", 0);
   *out = st;
   return 0;
 }
@@ -261,22 +265,46 @@ static int query_info(struct dn_state *st, struct dn_target *t) {
   return 0;
 }
 
-/* Rundown (the runtime enumerating all its code at session stop) names code
- * that existed before the session, ReadyToRun code included, but it costs the
- * target several percent of CPU (bench/dotnet/RESULTS.md). The method map
- * outlives sessions and live MethodLoadVerbose events name new JIT code, so a
- * rundown is asked for on a target's first session and then every
- * rundown_interval_s; frames first seen in between may stay "[unknown]"
- * until the next one. (Asking after every session with unnamed frames made
- * it near-continuous: stubs are never named.) */
+/* Rundown (the runtime enumerating all its code when a session stops)
+ * names code that existed before the session, ReadyToRun code included, but
+ * each one costs the target a burst of CPU (bench/dotnet/RESULTS.md). The
+ * method map outlives sessions and live MethodLoadVerbose events name all
+ * code JIT-compiled while a session runs, and consecutive sessions overlap,
+ * so one rundown at attach names everything (see start_attach_rundown).
+ * Later ones are asked for only after the map overflowed and was cleared,
+ * or every rundown_interval_s if configured (for ReadyToRun code first run
+ * after attach, which no live event names). (Asking after every session
+ * with unnamed frames made it near-continuous: stubs are never named.) */
 static bool want_rundown(struct dn_state *st, struct dn_target *t, uint64_t now) {
   if (!st->cfg.rundown) return false;
-  if (!t->last_rundown_ns ||
-      now - t->last_rundown_ns >= (uint64_t)st->cfg.rundown_interval_s * 1000000000ull) {
-    t->last_rundown_ns = now;
-    return true;
+  uint64_t resets = dotnet_methods_resets(t->methods);
+  bool due = st->cfg.rundown_interval_s &&
+             now - t->last_rundown_ns >= (uint64_t)st->cfg.rundown_interval_s * 1000000000ull;
+  if (resets == t->rundown_resets && !due) return false;
+  t->rundown_resets = resets;
+  t->last_rundown_ns = now;
+  return true;
+}
+
+/* The attach rundown runs in its own session, stopped as soon as it is
+ * started, so the names arrive within a second or so, before the first
+ * snapshot, instead of after the first sampling session (which would hold
+ * that snapshot up or leave its frames unnamed). It uses the idle `old`
+ * slot; the first rotation waits for it if it is still streaming. */
+static void start_attach_rundown(struct dn_state *st, struct dn_target *t, uint64_t now) {
+  if (!st->cfg.rundown || dotnet_session_busy(t->old)) return;
+  uint32_t hr = 0;
+  int rc =
+      dotnet_session_start(t->old, t->sock, t->methods, DOTNET_SESSION_RUNDOWN_ONLY, true, &hr);
+  if (rc == 0) rc = dotnet_session_request_stop(t->old, t->sock);
+  if (rc < 0) {
+    LOG(st, PP_LOG_INFO, "pid %u: no rundown (%s): code compiled before attach stays unnamed",
+        t->pid, rc == -EPROTO ? "refused" : strerror(-rc));
+    dotnet_session_reset(t->old);
+    return;
   }
-  return false;
+  t->last_rundown_ns = now;
+  t->rundown_resets = dotnet_methods_resets(t->methods);
 }
 
 static void try_attach(struct dn_state *st, struct dn_target *t, uint64_t now) {
@@ -332,7 +360,8 @@ static void try_attach(struct dn_state *st, struct dn_target *t, uint64_t now) {
     return;
   }
   uint32_t hr = 0;
-  rc = dotnet_session_start(t->cur, t->sock, t->methods, want_rundown(st, t, now), &hr);
+  dotnet_session_reset(t->cur);
+  rc = dotnet_session_start(t->cur, t->sock, t->methods, DOTNET_SESSION_SAMPLING, false, &hr);
   if (rc < 0) {
     if (rc == -EPROTO)
       snprintf(t->error, sizeof(t->error), "EventPipe session refused (hresult 0x%08x)", hr);
@@ -346,6 +375,30 @@ static void try_attach(struct dn_state *st, struct dn_target *t, uint64_t now) {
   t->logged_eof = false;
   LOG(st, PP_LOG_INFO, "pid %u: EventPipe session %llx started (.NET %s)", t->pid,
       (unsigned long long)t->cur->id, t->version[0] ? t->version : "unknown");
+  /* after the sampling session, so code compiled in between is named by
+   * the sampling session's live events */
+  start_attach_rundown(st, t, now);
+}
+
+/* Reads a stopped session (or the attach rundown) that is still streaming;
+ * closes it at its deadline, so a runtime that never ends it costs nothing
+ * but that session's last samples or names. */
+static void pump_stopped(struct dn_state *st, struct dn_target *t) {
+  struct dotnet_session *s = t->old;
+  if (!s || !dotnet_session_busy(s)) return;
+  dotnet_session_pump(s, PUMP_BYTES_PER_TICK);
+  if (dotnet_session_busy(s) && dotnet_session_now_ts() >= s->stop_deadline_ns) {
+    LOG(st, PP_LOG_WARNING, "pid %u: stopped session %s not finished after %u ms; closing it",
+        t->pid, s->rundown ? "(rundown)" : "", st->cfg.stop_timeout_ms);
+    s->eof = s->closed_by_us = true;
+    dotnet_session_close(s);
+  }
+  if (dotnet_session_busy(s) || s->end_logged || !s->rundown) return;
+  s->end_logged = true;
+  if (s->closed_by_us || dotnet_nt_state(s->nt) != DOTNET_NT_END) return;
+  LOG(st, PP_LOG_INFO, "pid %u: rundown done in %llu ms after stop; %u code ranges known", t->pid,
+      (unsigned long long)((s->ended_ns - s->stop_ns) / 1000000ull),
+      dotnet_methods_count(t->methods));
 }
 
 static int dn_tick(void *state, uint64_t now) {
@@ -363,34 +416,43 @@ static int dn_tick(void *state, uint64_t now) {
                                                            : "process exited?");
       }
     }
+    if (t->state == T_ACTIVE) pump_stopped(st, t);
   }
   return 0;
 }
 
-/* Thread name for the comm frame, as the perf plugin shows threads. */
-static const char *thread_comm(struct dn_target *t, uint32_t tid, char *buf, size_t cap) {
-  if (!tid || t->nspid != t->pid) return NULL; /* ns tids are not host tids */
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%u/task/%u/comm", t->pid, tid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return NULL;
-  ssize_t n = read(fd, buf, cap - 1);
-  close(fd);
-  if (n <= 0) return NULL;
-  buf[n] = '\0';
-  if (buf[n - 1] == '\n') buf[n - 1] = '\0';
-  return buf[0] ? buf : NULL;
+/* Logs once per target how often the runtime really samples: .NET 10
+ * ignores SampleProfilerIntervalMS and sweeps every ~1-3 ms (1 ms sleep
+ * plus the sweep), which costs the target far more than the session
+ * frequency asks for; DOTNET_EventPipeThreadSamplingRate in the target's
+ * environment at startup does set it. */
+static void log_sampler_rate(struct dn_state *st, struct dn_target *t,
+                             const struct dotnet_session *s) {
+  if (t->rate_logged || s->sampler_intervals < 50) return;
+  t->rate_logged = true;
+  double got_ms = (double)s->sampler_interval_ns / (double)s->sampler_intervals / 1e6;
+  double asked_ms = (double)s->interval_ns / 1e6;
+  if (got_ms < asked_ms / 2)
+    LOG(st, PP_LOG_WARNING,
+        "pid %u: the runtime samples every %.2f ms, not the %.1f ms asked (.NET %s ignores "
+        "SampleProfilerIntervalMS): the target pays for that rate; start it with "
+        "DOTNET_EventPipeThreadSamplingRate=%u to lower it",
+        t->pid, got_ms, asked_ms, t->version[0] ? t->version : "?",
+        (unsigned)(s->interval_ns / 1000000u));
+  else
+    LOG(st, PP_LOG_INFO, "pid %u: the runtime samples every %.2f ms (asked %.1f ms)", t->pid,
+        got_ms, asked_ms);
 }
 
+/* Hands out what a session collected since its last drain and forgets it;
+ * the session itself may still be streaming (late samples of a stopped
+ * session go to the next snapshot). */
 static void emit_session(struct dn_state *st, struct dn_target *t, struct dotnet_session *s,
                          struct pp_sink *sink) {
   const struct pp_host *h = st->host;
   struct pp_frame frames[512];
   size_t pos = 0;
   struct dotnet_agg_entry e;
-  uint32_t last_tid = 0;
-  char comm_buf[64];
-  const char *comm = NULL;
   while (dotnet_agg_next(s->agg, &pos, &e)) {
     uint32_t n = e.nips < 512 ? e.nips : 512;
     uint32_t k = 0;
@@ -406,32 +468,34 @@ static void emit_session(struct dn_state *st, struct dn_target *t, struct dotnet
     }
     if (k == 0)
       frames[k++] = (struct pp_frame){.name = "[no managed frames]", .kind = PP_FRAME_DOTNET};
-    if (e.tid != last_tid) {
-      comm = thread_comm(t, e.tid, comm_buf, sizeof(comm_buf));
-      last_tid = e.tid;
-    }
+    /* comm stays NULL: the process's comm, as for every runtime stack
+     * (docs/formats.md); the thread is in tid */
     struct pp_sample smp = {.pid = t->pid,
                             .tid = t->nspid == t->pid ? e.tid : 0,
-                            .comm = comm,
                             .frames = frames,
                             .nframes = k,
                             .count = e.count};
     h->emit(sink, &smp);
   }
   st->dropped += dotnet_agg_dropped(s->agg);
-  if (s->eof && dotnet_nt_state(s->nt) != DOTNET_NT_END) {
+  if (s->eof && !s->end_counted && dotnet_nt_state(s->nt) != DOTNET_NT_END) {
     if (dotnet_nt_state(s->nt) == DOTNET_NT_ERROR) {
       st->parse_errors++;
       LOG(st, PP_LOG_WARNING, "pid %u: malformed event stream: %s", t->pid, dotnet_nt_error(s->nt));
     } else {
       st->truncated++;
     }
+    s->end_counted = true;
   }
+  log_sampler_rate(st, t, s);
   h->add_counter(sink, "samples", s->samples);
   h->add_counter(sink, "external_samples", s->external);
   h->add_counter(sink, "samples_without_stack", s->unknown_stack);
   h->add_counter(sink, "method_events", s->method_events);
-  h->add_counter(sink, "stream_bytes", dotnet_nt_stats(s->nt)->bytes);
+  h->add_counter(sink, "stream_bytes", dotnet_session_undrained_bytes(s));
+  h->add_counter(sink, "sampler_intervals", s->sampler_intervals);
+  h->add_counter(sink, "sampler_interval_us", s->sampler_interval_ns / 1000u);
+  dotnet_session_drained(s);
 }
 
 static void emit_target_facts(struct dn_state *st, struct dn_target *t, struct pp_sink *sink) {
@@ -449,73 +513,52 @@ static void emit_target_facts(struct dn_state *st, struct dn_target *t, struct p
   }
 }
 
-/* Rotates every live session: start the next, then stop and drain the
- * previous one (its rundown names the code), so there is no gap. */
-static void rotate_sessions(struct dn_state *st) {
-  uint64_t cutoff = dotnet_session_now_ts();
-  for (size_t i = 0; i < st->n; i++) {
-    struct dn_target *t = &st->t[i];
-    if (t->state != T_ACTIVE || !t->cur) continue;
-    struct dotnet_session *prev = t->cur;
-    dotnet_session_pump(prev, PUMP_BYTES_PER_TICK);
-    t->cur = t->old;
-    t->old = prev;
-    uint32_t hr = 0;
-    if (prev->fd >= 0) {
-      int rc = dotnet_session_start(t->cur, t->sock, t->methods,
-                                    want_rundown(st, t, st->host->monotonic_ns(st->host)), &hr);
-      if (rc < 0) {
-        dotnet_session_reset(t->cur);
-        LOG(st, PP_LOG_INFO, "pid %u: cannot start the next session: %s", t->pid, strerror(-rc));
-      }
-      cutoff = dotnet_session_now_ts();
-      prev->cutoff_ts = cutoff;
-      if (dotnet_session_request_stop(prev, t->sock) < 0) dotnet_session_close(prev);
-    } else {
-      dotnet_session_reset(t->cur); /* the stream ended: reattach below */
-    }
+/* Ends a sampling period for one target without waiting on the runtime:
+ * the next session starts, the previous one is asked to stop and its
+ * samples so far are emitted now; what it still streams (its last buffers)
+ * is cut at the rotation time and emitted at the next snapshot. If the
+ * session stopped at the previous snapshot (or the attach rundown) is
+ * still streaming, the live session is not rotated this time: its samples
+ * are emitted and it keeps running. */
+static void snapshot_trace_target(struct dn_state *st, struct dn_target *t, struct pp_sink *sink) {
+  struct dotnet_session *prev = t->cur;
+  dotnet_session_pump(prev, PUMP_BYTES_PER_TICK);
+  pump_stopped(st, t);
+  emit_session(st, t, t->old, sink); /* late samples of the previous period */
+  if (dotnet_session_busy(t->old) || prev->fd < 0) {
+    emit_session(st, t, prev, sink);
+    return;
   }
-  /* drain the stopped sessions together until their end tag or the deadline */
-  uint64_t deadline =
-      st->host->monotonic_ns(st->host) + (uint64_t)st->cfg.stop_timeout_ms * 1000000ull;
-  for (;;) {
-    struct pollfd pfd[256];
-    size_t np = 0;
-    for (size_t i = 0; i < st->n && np + 2 <= 256; i++) {
-      struct dotnet_session *s = st->t[i].old;
-      if (st->t[i].state != T_ACTIVE || !s) continue;
-      if (s->fd >= 0) pfd[np++] = (struct pollfd){.fd = s->fd, .events = POLLIN};
-      if (s->stop_fd >= 0) pfd[np++] = (struct pollfd){.fd = s->stop_fd, .events = POLLIN};
-    }
-    if (np == 0) break;
-    uint64_t now = st->host->monotonic_ns(st->host);
-    if (now >= deadline) {
-      LOG(st, PP_LOG_WARNING, "rundown not finished after %u ms; closing the stopped sessions",
-          st->cfg.stop_timeout_ms);
-      break;
-    }
-    int left = (int)((deadline - now) / 1000000ull);
-    poll(pfd, np, left < 50 ? left + 1 : 50);
-    for (size_t i = 0; i < st->n; i++) {
-      struct dotnet_session *s = st->t[i].old;
-      if (st->t[i].state == T_ACTIVE && s) dotnet_session_pump(s, PUMP_BYTES_PER_TICK);
-    }
+  dotnet_session_reset(t->old);
+  t->cur = t->old;
+  t->old = prev;
+  uint32_t hr = 0;
+  int rc = dotnet_session_start(t->cur, t->sock, t->methods, DOTNET_SESSION_SAMPLING,
+                                want_rundown(st, t, st->host->monotonic_ns(st->host)), &hr);
+  if (rc < 0) {
+    dotnet_session_reset(t->cur); /* fd -1: attached again after this snapshot */
+    LOG(st, PP_LOG_INFO, "pid %u: cannot start the next session: %s", t->pid, strerror(-rc));
   }
+  prev->cutoff_ts = dotnet_session_now_ts();
+  if (dotnet_session_request_stop(prev, t->sock) < 0) {
+    prev->eof = prev->closed_by_us = true;
+    dotnet_session_close(prev);
+  }
+  emit_session(st, t, prev, sink);
 }
 
 static int dn_snapshot(void *state, struct pp_sink *sink) {
   struct dn_state *st = state;
   const struct pp_host *h = st->host;
-  if (st->trace_mode) rotate_sessions(st);
   for (size_t i = 0; i < st->n;) {
     struct dn_target *t = &st->t[i];
-    if (st->trace_mode && t->state == T_ACTIVE && t->old) {
-      emit_session(st, t, t->old, sink);
-      dotnet_session_reset(t->old);
-    }
+    if (st->trace_mode && t->state == T_ACTIVE && t->cur && t->old)
+      snapshot_trace_target(st, t, sink);
     bool alive = target_alive(st, t);
     if (alive || t->state == T_FAILED) emit_target_facts(st, t, sink);
     if (!alive) { /* exited: what it streamed is emitted above */
+      if (t->state == T_ACTIVE && !t->logged_eof)
+        LOG(st, PP_LOG_INFO, "pid %u: event stream ended (process exited)", t->pid);
       target_release(t);
       st->t[i] = st->t[--st->n];
       continue;
@@ -526,18 +569,14 @@ static int dn_snapshot(void *state, struct pp_sink *sink) {
     }
     i++;
   }
-  uint64_t methods = 0, resets = 0;
+  uint64_t methods = 0;
   for (size_t i = 0; i < st->n; i++)
-    if (st->t[i].methods) {
-      methods += dotnet_methods_count(st->t[i].methods);
-      resets += dotnet_methods_resets(st->t[i].methods);
-    }
+    if (st->t[i].methods) methods += dotnet_methods_count(st->t[i].methods);
   h->add_counter(sink, "known_methods", methods);
   h->add_counter(sink, "truncated_streams", st->truncated);
   h->add_counter(sink, "malformed_streams", st->parse_errors);
   h->add_counter(sink, "unknown_frames", st->unknown_frames);
   h->add_counter(sink, "dropped_stacks", st->dropped);
-  (void)resets;
   st->truncated = st->parse_errors = st->unknown_frames = st->dropped = 0;
   return 0;
 }
@@ -553,18 +592,23 @@ static int dn_stop(void *state) {
       if (rc < 0) LOG(st, PP_LOG_INFO, "pid %u: DisablePerfMap: %s", t->pid, strerror(-rc));
       t->perfmap = false;
     }
-    if (t->cur && t->cur->fd >= 0) {
-      /* stop politely and read until the runtime closes (it may block on a
-       * full socket otherwise), bounded by the stop timeout */
-      if (dotnet_session_request_stop(t->cur, t->sock) == 0) {
-        uint64_t deadline = st->host->monotonic_ns(st->host) + 1000000000ull;
-        while (t->cur->fd >= 0 && st->host->monotonic_ns(st->host) < deadline) {
-          struct pollfd p = {.fd = t->cur->fd, .events = POLLIN};
-          poll(&p, 1, 50);
-          dotnet_session_pump(t->cur, PUMP_BYTES_PER_TICK);
-        }
-      }
-      dotnet_session_close(t->cur);
+    /* stop politely and read until the runtime closes (it may block on a
+     * full socket otherwise), a second at most */
+    struct dotnet_session *ss[2] = {t->cur, t->old};
+    for (int k = 0; k < 2; k++)
+      if (ss[k] && ss[k]->fd >= 0 && !ss[k]->stopping &&
+          dotnet_session_request_stop(ss[k], t->sock) < 0)
+        dotnet_session_close(ss[k]);
+    uint64_t deadline = st->host->monotonic_ns(st->host) + 1000000000ull;
+    for (;;) {
+      struct pollfd p[2];
+      nfds_t np = 0;
+      for (int k = 0; k < 2; k++)
+        if (ss[k] && ss[k]->fd >= 0) p[np++] = (struct pollfd){.fd = ss[k]->fd, .events = POLLIN};
+      if (np == 0 || st->host->monotonic_ns(st->host) >= deadline) break;
+      poll(p, np, 50);
+      for (int k = 0; k < 2; k++)
+        if (ss[k]) dotnet_session_pump(ss[k], PUMP_BYTES_PER_TICK);
     }
     target_release(t);
   }

@@ -23,6 +23,7 @@
 #define EV_RUNDOWN_DC_END_VERBOSE 144
 #define EV_THREAD_SAMPLE 0
 #define SAMPLE_TYPE_MANAGED 2
+#define SAMPLER_GAP_MAX_NS 1000000000ull
 
 uint64_t dotnet_session_now_ts(void) {
   struct timespec ts;
@@ -30,28 +31,39 @@ uint64_t dotnet_session_now_ts(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Thins the runtime's samples to the session frequency without aliasing:
- * each sample of a thread stands for the time since that thread's previous
- * sample (dt), and is kept with probability dt / interval. The expected
- * count is then elapsed-time / interval whatever rate the runtime sampled
- * at (~1 kHz, or the SampleProfilerIntervalMS it honours), and a workload
- * with a period close to the interval is not sampled in lock-step.
- * Called for every sample, managed or not, so that time spent outside
- * managed code is not folded into the next managed sample. */
-static bool keep_sample(struct dotnet_session *s, uint64_t tid, uint64_t ts) {
-  if (s->interval_ns == 0) return true;
+/* How many profile samples one runtime sample stands for: each sample of
+ * a thread stands for the time since that thread's previous sample (dt;
+ * one interval for its first), in units of the session interval. The
+ * integer part is counted and the fraction kept with that probability, so
+ * the expected count is time-in-stack x frequency whatever rate the runtime
+ * sampled at: faster (~1 kHz: .NET 10 ignores SampleProfilerIntervalMS) or
+ * slower than asked (a sampler thread starved on a loaded machine), and a
+ * workload with a period close to the interval is not sampled in lock-step
+ * (a fixed "every Nth sample" rule aliased a 30 ms/10 ms workload into
+ * 50/50). Called for every sample, managed or not, so that time spent
+ * outside managed code is not folded into the next managed sample. */
+static uint32_t sample_weight(struct dotnet_session *s, uint64_t tid, uint64_t ts) {
   struct dotnet_thread_due *d = &s->due[(tid * 0x9e3779b97f4a7c15ull >> 52) % DOTNET_MAX_THREADS];
   uint64_t dt = s->interval_ns;
-  if (d->tid == tid && d->due && ts > d->due && ts - d->due < s->interval_ns) dt = ts - d->due;
+  /* every sweep samples every managed thread, running managed code or
+   * not, so a thread's gap is the sweep period however slow it got; a gap
+   * over a second is the slot's previous thread or a stalled stream */
+  if (d->tid == tid && d->due && ts > d->due && ts - d->due < SAMPLER_GAP_MAX_NS) {
+    dt = ts - d->due;
+    s->sampler_intervals++;
+    s->sampler_interval_ns += dt;
+  }
   *d = (struct dotnet_thread_due){.tid = tid, .due = ts};
-  if (dt >= s->interval_ns) return true;
+  uint32_t n = (uint32_t)(dt / s->interval_ns);
+  uint64_t rem = dt % s->interval_ns;
+  if (rem == 0) return n;
   /* xorshift64: cheap, and a fixed seed keeps runs reproducible */
   uint64_t x = s->rng;
   x ^= x << 13;
   x ^= x >> 7;
   x ^= x << 17;
   s->rng = x;
-  return (x >> 11) % s->interval_ns < dt;
+  return n + ((x >> 11) % s->interval_ns < rem);
 }
 
 static void on_sample(struct dotnet_session *s, const struct dotnet_nt_event *ev) {
@@ -60,12 +72,12 @@ static void on_sample(struct dotnet_session *s, const struct dotnet_nt_event *ev
    * not ours (time namespace: its session began "after" our cutoff) keeps all */
   if (s->cutoff_ts && ev->timestamp > s->cutoff_ts && dotnet_nt_sync_qpc(s->nt) < s->cutoff_ts)
     return;
-  bool keep = keep_sample(s, ev->thread_id, ev->timestamp);
+  uint32_t weight = sample_weight(s, ev->thread_id, ev->timestamp);
   if (type != SAMPLE_TYPE_MANAGED && !s->cfg->wall) {
     s->external++;
     return;
   }
-  if (!keep) return;
+  if (weight == 0) return;
   const uint8_t *raw;
   uint32_t nbytes;
   if (!dotnet_nt_stack(s->nt, ev->stack_id, &raw, &nbytes)) {
@@ -83,8 +95,8 @@ static void on_sample(struct dotnet_session *s, const struct dotnet_nt_event *ev
       v = (v << 8) | raw[i * ps + b];
     ips[i] = v;
   }
-  s->samples++;
-  dotnet_agg_add(s->agg, (uint32_t)ev->thread_id, ips, n, 1);
+  s->samples += weight;
+  dotnet_agg_add(s->agg, (uint32_t)ev->thread_id, ips, n, weight);
 }
 
 static void on_event(void *ctx, const struct dotnet_nt_event *ev) {
@@ -125,6 +137,7 @@ struct dotnet_session *dotnet_session_new(const struct dotnet_cfg *cfg) {
     dotnet_session_free(s);
     return NULL;
   }
+  dotnet_session_reset(s);
   return s;
 }
 
@@ -134,16 +147,27 @@ void dotnet_session_close(struct dotnet_session *s) {
   s->fd = s->stop_fd = -1;
 }
 
-void dotnet_session_reset(struct dotnet_session *s) {
+/* A new stream: everything but the samples and counters not drained yet. */
+static void reset_stream(struct dotnet_session *s) {
   dotnet_session_close(s);
+  s->undrained_bytes += dotnet_nt_stats(s->nt)->bytes - s->drained_bytes;
   dotnet_nt_reset(s->nt);
-  dotnet_agg_clear(s->agg);
-  s->eof = s->stopping = false;
+  s->eof = s->stopping = s->rundown = s->closed_by_us = false;
+  s->end_counted = s->end_logged = false;
+  s->started_ns = s->stop_ns = s->ended_ns = s->stop_deadline_ns = 0;
   s->cutoff_ts = 0;
   s->id = 0;
+  s->drained_bytes = 0;
+  memset(s->due, 0, sizeof(s->due));
+}
+
+void dotnet_session_reset(struct dotnet_session *s) {
+  reset_stream(s);
+  dotnet_agg_clear(s->agg);
+  s->undrained_bytes = 0;
   s->methods = NULL;
   s->samples = s->external = s->unknown_stack = s->method_events = 0;
-  memset(s->due, 0, sizeof(s->due));
+  s->sampler_intervals = s->sampler_interval_ns = 0;
   s->rng = 0x2545f4914f6cdd1dull;
 }
 
@@ -156,21 +180,26 @@ void dotnet_session_free(struct dotnet_session *s) {
 }
 
 int dotnet_session_start(struct dotnet_session *s, const char *sock, struct dotnet_methods *m,
-                         bool rundown, uint32_t *hresult) {
-  dotnet_session_reset(s);
+                         enum dotnet_session_kind kind, bool rundown, uint32_t *hresult) {
+  reset_stream(s);
   s->methods = m;
   uint32_t hz = s->cfg->frequency_hz ? s->cfg->frequency_hz : 100;
   s->interval_ns = 1000000000ull / hz;
+  /* The runtime's sampler sleeps this long after each sweep, where it takes
+   * the argument (.NET 10 does not: 1 ms; see sample_weight()). */
   uint32_t interval_ms = 1000 / hz ? 1000 / hz : 1;
   char args[64];
   snprintf(args, sizeof(args), "SampleProfilerIntervalMS=%u", interval_ms);
   struct dotnet_provider_cfg prov[] = {
-      {SAMPLE_PROFILER_KEYWORDS, 4, "Microsoft-DotNETCore-SampleProfiler", args},
       {RUNTIME_KEYWORDS, 5, "Microsoft-Windows-DotNETRuntime", NULL},
+      {SAMPLE_PROFILER_KEYWORDS, 4, "Microsoft-DotNETCore-SampleProfiler", args},
   };
+  /* a rundown-only session still needs a provider: the runtime one, whose
+   * MethodLoadVerbose events are harmless duplicates of the sampling one's */
+  size_t nprov = kind == DOTNET_SESSION_RUNDOWN_ONLY ? 1 : 2;
   uint8_t payload[512];
-  long len =
-      dotnet_ipc_collect2_payload(payload, sizeof(payload), s->cfg->buffer_mb, rundown, prov, 2);
+  long len = dotnet_ipc_collect2_payload(payload, sizeof(payload), s->cfg->buffer_mb, rundown, prov,
+                                         nprov);
   if (len < 0) return (int)len;
   int fd = dotnet_ipc_send_command(sock, DOTNET_IPC_SET_EVENTPIPE, DOTNET_IPC_EP_COLLECT2, payload,
                                    (size_t)len, IPC_TIMEOUT_MS);
@@ -187,6 +216,8 @@ int dotnet_session_start(struct dotnet_session *s, const char *sock, struct dotn
   for (int i = 7; i >= 0; i--)
     s->id = (s->id << 8) | reply[i];
   s->fd = fd;
+  s->rundown = rundown;
+  s->started_ns = dotnet_session_now_ts();
   return 0;
 }
 
@@ -217,6 +248,7 @@ int dotnet_session_pump(struct dotnet_session *s, size_t max_bytes) {
   }
   if (total >= max_bytes) return 0;
   s->eof = true;
+  s->ended_ns = dotnet_session_now_ts();
   close(s->fd);
   s->fd = -1;
   return 1;
@@ -227,9 +259,27 @@ int dotnet_session_request_stop(struct dotnet_session *s, const char *sock) {
   for (int i = 0; i < 8; i++)
     p[i] = (uint8_t)(s->id >> (8 * i));
   s->stopping = true;
+  s->stop_ns = dotnet_session_now_ts();
+  s->stop_deadline_ns = s->stop_ns + (uint64_t)s->cfg->stop_timeout_ms * 1000000ull;
   int fd = dotnet_ipc_send_command(sock, DOTNET_IPC_SET_EVENTPIPE, DOTNET_IPC_EP_STOP, p, sizeof(p),
                                    IPC_TIMEOUT_MS);
   if (fd < 0) return fd;
   s->stop_fd = fd;
   return 0;
+}
+
+bool dotnet_session_busy(const struct dotnet_session *s) {
+  return s->fd >= 0 || s->stop_fd >= 0;
+}
+
+void dotnet_session_drained(struct dotnet_session *s) {
+  dotnet_agg_clear(s->agg);
+  s->samples = s->external = s->unknown_stack = s->method_events = 0;
+  s->sampler_intervals = s->sampler_interval_ns = 0;
+  s->drained_bytes = dotnet_nt_stats(s->nt)->bytes;
+  s->undrained_bytes = 0;
+}
+
+uint64_t dotnet_session_undrained_bytes(const struct dotnet_session *s) {
+  return s->undrained_bytes + dotnet_nt_stats(s->nt)->bytes - s->drained_bytes;
 }

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "java.h"
@@ -71,6 +72,22 @@ static char *slurp_fd(int fd, size_t max, size_t *len) {
   return buf;
 }
 
+/* Names in the target's /tmp must not be guessable by its other users (they
+ * could pre-create them). getrandom() of a few bytes does not fail once the
+ * pool is initialised, but if it ever does, fall back to the clock mixed with
+ * our pid rather than a constant name; O_EXCL|O_NOFOLLOW still refuse a
+ * planted file, so the worst case is a failed attach, not a hijack. */
+static uint64_t unpredictable_u64(void) {
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof(r), GRND_NONBLOCK) == (ssize_t)sizeof(r)) return r;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  r = ((uint64_t)ts.tv_nsec << 32) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 16);
+  r ^= r >> 29;
+  r *= 0xbf58476d1ce4e5b9ull;
+  return r ^ (r >> 32);
+}
+
 int java_agent_target_path(const char *host_path, uint32_t pid, char *out, size_t len, char *err,
                            size_t errlen) {
   if (same_mount_ns(pid)) {
@@ -117,8 +134,7 @@ int java_agent_target_path(const char *host_path, uint32_t pid, char *out, size_
     }
   }
   char tmpname[64];
-  unsigned int r = 0;
-  getrandom(&r, sizeof(r), 0);
+  unsigned int r = (unsigned int)unpredictable_u64();
   snprintf(tmpname, sizeof(tmpname), ".%s.%08x", AGENT_NAME, r);
   fd = openat(dir, tmpname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0755);
   if (fd < 0 || write(fd, lib, src_len) != (ssize_t)src_len || fchmod(fd, 0755) != 0 ||
@@ -139,8 +155,7 @@ out:
 }
 
 void java_result_name(uint32_t nspid, char *name, size_t len) {
-  uint64_t r = 0;
-  getrandom(&r, sizeof(r), 0);
+  uint64_t r = unpredictable_u64();
   snprintf(name, len, ".polyprof-%u-%016llx", nspid, (unsigned long long)r);
 }
 

@@ -31,7 +31,8 @@ static const struct pp_option options[] = {
      .default_value = "disabled",
      .choices = mode_choices,
      .help = "inspector (V8 profiler over the inspector, perf-less), attach-maps (perf map for "
-             "the perf plugin), perf (maps of --perf-basic-prof processes), or disabled"},
+             "the perf plugin), perf (perf maps / jitdumps of processes started with "
+             "--perf-basic-prof / --perf-prof), or disabled"},
     {.key = "attach_timeout_s",
      .type = PP_OPT_INT,
      .default_value = "5",

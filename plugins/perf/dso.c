@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@
 
 #define UNWIND_SECTION_MAX (64u << 20) /* refuse absurd .eh_frame sizes */
 #define VDSO_KEY 0xfffffffffffffff1ull
+#define NAME_FILES_MAX 512 /* descriptors held for symbol names */
 
 static uint64_t path_hash(const char *s) {
   uint64_t h = 1469598103934665603ull;
@@ -45,9 +47,18 @@ void perf_dsos_init(struct perf_dsos *d, size_t budget, bool debug_files) {
   d->budget = budget;
   d->debug_files = debug_files;
   d->next_id = 1;
+  /* A table that reads its names from the file holds a descriptor: at most
+   * a quarter of the fd limit go to that; tables past it copy their names
+   * (the old way, more memory, no fd). */
+  struct rlimit rl;
+  size_t lim = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                   ? (size_t)rl.rlim_cur
+                   : 1024;
+  d->max_name_files = lim / 4 < NAME_FILES_MAX ? lim / 4 : NAME_FILES_MAX;
 }
 
 static void dso_drop_heavy(struct perf_dsos *d, struct perf_dso *dso) {
+  if (pp_elf_symtab_has_file(dso->symtab)) d->name_files--;
   if (dso->symtab) pp_elf_symtab_free(dso->symtab);
   dso->symtab = NULL;
   if (dso->sym_state == 1) dso->sym_state = 0;
@@ -119,16 +130,34 @@ void perf_dso_put(struct perf_dsos *d, struct perf_dso *dso) {
   if (dso->refs == 0 && dso->key == 0) dso_free(d, dso); /* unshared: nobody can find it */
 }
 
-void perf_dsos_collect(struct perf_dsos *d) {
+size_t perf_dsos_collect(struct perf_dsos *d) {
+  size_t dropped = 0;
   for (size_t i = 0; i < d->map.cap;) {
     struct perf_dso *dso = d->map.slots[i].val;
     if (dso && dso->refs == 0) {
+      if (dso->bytes) {
+        dropped++;
+        if (d->host)
+          d->host->log(d->host, PP_LOG_DEBUG, "tables of %s dropped (%zu KiB): no process maps it",
+                       dso->path, dso->bytes / 1024);
+      }
       perf_idmap_del(&d->map, dso->key); /* shifts later slots into i: re-check i */
       dso_free(d, dso);
       continue;
     }
     i++;
   }
+  d->dropped += dropped;
+  return dropped;
+}
+
+size_t perf_dsos_with_tables(const struct perf_dsos *d) {
+  size_t n = 0;
+  for (size_t i = 0; i < d->map.cap; i++) {
+    const struct perf_dso *dso = d->map.slots[i].val;
+    if (dso && dso->bytes) n++;
+  }
+  return n;
 }
 
 /* Path without the " (deleted)" tag the kernel appends to unlinked files. */
@@ -258,7 +287,8 @@ int perf_dso_need_symbols(struct perf_dsos *d, struct perf_dso *dso, const struc
   }
   struct pp_elf_info info;
   struct pp_elf_symtab *t = NULL;
-  rc = pp_elf_load(fd, PP_ELF_WANT_SYMTAB | PP_ELF_WANT_DYNSYM, &info, &t);
+  unsigned names = d->name_files < d->max_name_files ? PP_ELF_NAMES_IN_FILE : 0;
+  rc = pp_elf_load(fd, PP_ELF_WANT_SYMTAB | PP_ELF_WANT_DYNSYM | names, &info, &t);
   close(fd);
   if (rc < 0) {
     dso->sym_state = rc;
@@ -274,7 +304,7 @@ int perf_dso_need_symbols(struct perf_dsos *d, struct perf_dso *dso, const struc
       if (dfd >= 0) {
         struct pp_elf_info dinfo;
         struct pp_elf_symtab *dt = NULL;
-        if (pp_elf_load(dfd, PP_ELF_WANT_SYMTAB, &dinfo, &dt) == 0 && dt) {
+        if (pp_elf_load(dfd, PP_ELF_WANT_SYMTAB | names, &dinfo, &dt) == 0 && dt) {
           pp_elf_symtab_free(t);
           t = dt;
         }
@@ -283,10 +313,15 @@ int perf_dso_need_symbols(struct perf_dsos *d, struct perf_dso *dso, const struc
     }
   }
   dso->symtab = t;
+  if (pp_elf_symtab_has_file(t)) d->name_files++;
   size_t b = pp_elf_symtab_bytes(t);
   dso->bytes += b;
   d->bytes += b;
   dso->sym_state = 1;
+  d->loads++;
+  if (d->host)
+    d->host->log(d->host, PP_LOG_DEBUG, "symbol table of %s loaded: %zu symbols, %zu KiB",
+                 dso->path, pp_elf_symtab_count(t), b / 1024);
   return 0;
 }
 

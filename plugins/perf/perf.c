@@ -11,6 +11,9 @@
  * same samples; per process the deeper one).
  */
 #include <errno.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,6 +209,7 @@ static int perf_init(const struct pp_host *host, void **out) {
                   (size_t)cfg_int(host, "max_maps"));
   perf_dsos_init(&st->dsos, (size_t)cfg_int(host, "symbol_cache_mb") << 20,
                  cfg_bool(host, "debug_files"));
+  st->dsos.host = host;
   perf_frames_init(&st->frames, (size_t)cfg_int(host, "max_frames"));
   size_t max_stacks = (size_t)cfg_int(host, "max_stacks");
   perf_stacks_init(&st->fp, max_stacks);
@@ -391,6 +395,11 @@ static const char *rec_str(const uint8_t *rec, size_t off, size_t size, size_t t
 
 #define TRAILER 16 /* sample_id_all: pid/tid + time */
 
+/* Task records with pid 0: the idle task never forks, execs or maps, so a
+ * 0 is the kernel's name for a task outside the agent's pid namespace
+ * (an agent run in a container or under unshare). Their mappings and names
+ * must not pile up on pid 0, whose samples are kernel-only for us. */
+
 static void on_record(void *arg, const struct perf_event_header *h, const uint8_t *rec) {
   struct perf_state *st = arg;
   size_t size = h->size;
@@ -415,6 +424,7 @@ static void on_record(void *arg, const struct perf_event_header *h, const uint8_
       if (h->misc & PERF_RECORD_MISC_MMAP_BUILD_ID) maj = min = 0, ino = 0;
       char path[4096];
       if (!rec_str(rec, hs + 64, size, TRAILER, path, sizeof(path))) break;
+      if (pt[0] == 0) break; /* task outside our pid namespace */
       perf_proc_on_mmap2(st, pt[0], addr, len, pgoff, maj, min, ino, prot, path);
       break;
     }
@@ -424,6 +434,7 @@ static void on_record(void *arg, const struct perf_event_header *h, const uint8_
       memcpy(pt, rec + hs, 8);
       char comm[PERF_COMM_LEN];
       if (!rec_str(rec, hs + 8, size, TRAILER, comm, sizeof(comm))) break;
+      if (pt[0] == 0) break; /* task outside our pid namespace */
       perf_proc_on_comm(st, pt[0], pt[1], comm, (h->misc & PERF_RECORD_MISC_COMM_EXEC) != 0);
       break;
     }
@@ -432,6 +443,7 @@ static void on_record(void *arg, const struct perf_event_header *h, const uint8_
       if (size < hs + 16) break;
       uint32_t v[4]; /* pid, ppid, tid, ptid */
       memcpy(v, rec + hs, 16);
+      if (v[0] == 0) break; /* task outside our pid namespace */
       if (h->type == PERF_RECORD_FORK)
         perf_proc_on_fork(st, v[0], v[1], v[2], v[3]);
       else
@@ -586,6 +598,16 @@ static int perf_tick(void *state, uint64_t now_ns) {
   return 0;
 }
 
+/* glibc keeps freed memory in the heap (and raises its mmap threshold
+ * after a large free, so later tables come from the heap too): without a
+ * trim, RSS stays at the high-water mark of the largest table set ever
+ * held. Once per session, only after tables were dropped. */
+static void release_heap(void) {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
 static int perf_snapshot(void *state, struct pp_sink *sink) {
   struct perf_state *st = state;
   const struct pp_host *h = st->host;
@@ -607,6 +629,20 @@ static int perf_snapshot(void *state, struct pp_sink *sink) {
   }
 
   uint64_t dropped = st->fp.dropped + st->dwarf.dropped;
+  size_t nstacks = st->fp.n + st->dwarf.n, nframes = st->frames.n;
+  perf_stacks_reset(&st->fp);
+  perf_stacks_reset(&st->dwarf);
+  perf_frames_reset(&st->frames);
+  /* Every sample is symbolized and emitted: the tables of files that only
+   * exited processes mapped are needed no more. Dropping them here, not
+   * when the LRU budget fills, keeps a host with process churn flat; a
+   * file still mapped by a tracked process keeps its tables. */
+  size_t before = st->dsos.bytes;
+  perf_procs_reap(st, true);
+  size_t freed = before - st->dsos.bytes;
+  /* free() keeps the pages in the heap; hand them back so RSS follows */
+  if (freed) release_heap();
+
   h->add_counter(sink, "samples", st->samples);
   h->add_counter(sink, "lost_samples", st->lost);
   h->add_counter(sink, "throttled", st->throttled);
@@ -617,6 +653,11 @@ static int perf_snapshot(void *state, struct pp_sink *sink) {
   h->add_counter(sink, "maps_errors", st->procs.maps_errors);
   h->add_counter(sink, "file_open_errors", st->dsos.open_errors);
   h->add_counter(sink, "symbol_evictions", st->dsos.evictions);
+  h->add_counter(sink, "symbol_loads", st->dsos.loads);
+  h->add_counter(sink, "symbol_tables_dropped", st->dsos.dropped);
+  /* gauges, after the drop above: what the worker holds into the next session */
+  h->add_counter(sink, "symbol_tables", perf_dsos_with_tables(&st->dsos));
+  h->add_counter(sink, "symbol_table_kb", st->dsos.bytes / 1024);
   if (st->mode != PERF_MODE_FP) {
     h->add_counter(sink, "unwind_errors", st->unwind_errors);
     h->add_counter(sink, "unwind_ns", st->unwind_ns);
@@ -631,9 +672,10 @@ static int perf_snapshot(void *state, struct pp_sink *sink) {
              (unsigned long long)st->throttled);
   PERF_LOG(st, PP_LOG_DEBUG,
            "session: %llu samples, %zu stacks, %zu frames, %zu processes, %zu objects, "
-           "symbols %zu KiB",
-           (unsigned long long)st->samples, st->fp.n + st->dwarf.n, st->frames.n, st->procs.procs.n,
-           st->dsos.map.n, st->dsos.bytes / 1024);
+           "tables of %zu objects, %zu KiB (%llu loaded, %llu dropped with their last process)",
+           (unsigned long long)st->samples, nstacks, nframes, st->procs.procs.n, st->dsos.map.n,
+           perf_dsos_with_tables(&st->dsos), st->dsos.bytes / 1024,
+           (unsigned long long)st->dsos.loads, (unsigned long long)st->dsos.dropped);
   if (dropped || st->frames.dropped)
     PERF_LOG(st, PP_LOG_WARNING,
              "session tables full: %llu samples dropped (perf.max_stacks), %llu frames "
@@ -644,10 +686,7 @@ static int perf_snapshot(void *state, struct pp_sink *sink) {
   st->unwind_errors = st->unwind_ns = 0;
   st->ev.malformed = 0;
   st->procs.maps_errors = st->dsos.open_errors = st->dsos.evictions = 0;
-  perf_stacks_reset(&st->fp);
-  perf_stacks_reset(&st->dwarf);
-  perf_frames_reset(&st->frames);
-  perf_procs_reap(st, true);
+  st->dsos.loads = st->dsos.dropped = 0;
   return 0;
 }
 

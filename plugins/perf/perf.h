@@ -27,6 +27,7 @@
 #include "idmap.h"
 #include "polyprof/plugin.h"
 #include "support/elf_symbols.h"
+#include "support/jitdump.h"
 #include "support/kallsyms.h"
 #include "support/perfmap.h"
 
@@ -161,6 +162,10 @@ struct perf_dsos {
   uint64_t clock;
   bool debug_files; /* look for /usr/lib/debug files */
   uint64_t open_errors, evictions;
+  uint64_t loads;                    /* symbol tables read since the last snapshot */
+  size_t name_files, max_name_files; /* tables reading names from their file: held fds */
+  uint64_t dropped;           /* objects whose tables went with the last process mapping them */
+  const struct pp_host *host; /* for debug lines: each table loaded and dropped */
   struct pp_elf_info vdso_info;
   struct pp_elf_symtab *vdso_symtab;
 };
@@ -184,8 +189,12 @@ int perf_dso_need_unwind(struct perf_dsos *d, struct perf_dso *dso, const struct
 /* Frees symbol and unwind data of the least recently used objects until the
  * budget holds. */
 void perf_dsos_trim(struct perf_dsos *d);
-/* Drops objects no mapping refers to any more. */
-void perf_dsos_collect(struct perf_dsos *d);
+/* Drops objects no mapping refers to any more, with their tables: the
+ * samples that used them are symbolized already. Returns the number of
+ * objects that still held tables. */
+size_t perf_dsos_collect(struct perf_dsos *d);
+/* Objects holding symbol or unwind tables now. */
+size_t perf_dsos_with_tables(const struct perf_dsos *d);
 
 /* ---------------- procs.c ---------------- */
 
@@ -216,6 +225,8 @@ struct perf_proc {
   int64_t jit_size, jit_mtime;
   uint64_t jit_checked_tick;
   bool jit_missing;
+  struct pp_jitdump *jitdump; /* used when there is no perf map */
+  uint64_t jitdump_tick;      /* next tick it may be read */
   uint32_t ns_pid;
   /* Go */
   char go_version[32];

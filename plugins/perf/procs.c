@@ -37,6 +37,7 @@ static void proc_free(struct perf_state *st, struct perf_proc *p) {
   proc_clear_maps(st, p);
   free(p->maps);
   pp_perfmap_free(p->jit);
+  pp_jitdump_free(p->jitdump);
   free(p);
 }
 
@@ -143,7 +144,8 @@ int perf_proc_need_maps(struct perf_state *st, struct perf_proc *p) {
   }
   for (size_t i = 0; i < n; i++) {
     struct perf_dso *dso = NULL;
-    if (maps[i].path) {
+    /* as for MMAP2 records: memfd code (.NET's double-mapped JIT) is JIT */
+    if (maps[i].path && strncmp(maps[i].path, "/memfd:", 7) != 0) {
       dso = perf_dso_get(&st->dsos, maps[i].dev_major, maps[i].dev_minor, maps[i].inode,
                          maps[i].path);
       if (!dso) continue;
@@ -227,6 +229,8 @@ void perf_proc_on_comm(struct perf_state *st, uint32_t pid, uint32_t tid, const 
     pp_perfmap_free(p->jit);
     p->jit = NULL;
     p->jit_missing = false;
+    pp_jitdump_free(p->jitdump);
+    p->jitdump = NULL;
     p->go_version[0] = '\0';
     p->maps_state = 1;
   }

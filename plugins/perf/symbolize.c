@@ -165,15 +165,52 @@ uint32_t perf_sym_kernel(struct perf_state *st, uint64_t addr) {
 
 /* ---- JIT perf maps ---- */
 
+/* Node --perf-prof writes its jitdump in its working directory and keeps it
+ * mapped executable (for perf): the path is among the mappings. .NET
+ * (PerfMapEnabled=2) maps it only briefly; it writes it in /tmp. */
+static const char *jitdump_path(const struct perf_proc *p, char *tmp, size_t cap) {
+  char base[32];
+  size_t bl = (size_t)snprintf(base, sizeof(base), "/jit-%u.dump", p->ns_pid);
+  for (size_t i = 0; i < p->nmaps; i++) {
+    const char *path = p->maps[i].dso ? p->maps[i].dso->path : NULL;
+    size_t n = path ? strlen(path) : 0;
+    if (n > bl && strcmp(path + n - bl, base) == 0) return path;
+  }
+  snprintf(tmp, cap, "/tmp%s", base);
+  return tmp;
+}
+
+/* A process without a perf map: its jitdump, read on from where the last
+ * read stopped, at most once per tick (every couple of seconds after a
+ * failure). */
+static const char *jitdump_lookup(struct perf_state *st, struct perf_proc *p, uint64_t addr,
+                                  uint64_t *start) {
+  if (st->tick < p->jitdump_tick) return NULL;
+  p->jitdump_tick = st->tick + 1;
+  char tmp[48];
+  const char *path = jitdump_path(p, tmp, sizeof(tmp));
+  int rc = -ENOMEM;
+  if (p->jitdump || pp_jitdump_new(st->perfmap_max_bytes, &p->jitdump) == 0)
+    rc = pp_jitdump_update(p->jitdump, p->pid, path);
+  if (rc < 0) p->jitdump_tick = st->tick + JIT_RECHECK_TICKS;
+  if (rc < 0 && p->jitdump && pp_jitdump_offset(p->jitdump) == 0) {
+    pp_jitdump_free(p->jitdump); /* none there: hold no reader */
+    p->jitdump = NULL;
+  }
+  return rc > 0 ? pp_perfmap_lookup(pp_jitdump_map(p->jitdump), addr, start) : NULL;
+}
+
 static const char *jit_lookup(struct perf_state *st, struct perf_proc *p, uint64_t addr,
                               uint64_t *start) {
   const char *name = p->jit ? pp_perfmap_lookup(p->jit, addr, start) : NULL;
+  if (!p->jit && p->jitdump) name = pp_perfmap_lookup(pp_jitdump_map(p->jitdump), addr, start);
   if (name || p->pid == 0) return name;
   /* Missed: the JIT may have appended since we read the file. Re-read at
    * most once per tick, only if it changed; a missing file is looked for
    * again every couple of seconds. */
   if (p->jit_checked_tick == st->tick && p->jit_checked_tick != 0) return NULL;
-  if (p->jit_missing && st->tick < p->jit_checked_tick + JIT_RECHECK_TICKS) return NULL;
+  if (p->jit_missing && st->tick < p->jit_checked_tick + JIT_RECHECK_TICKS)
+    return jitdump_lookup(st, p, addr, start);
   p->jit_checked_tick = st->tick ? st->tick : 1;
   if (!p->ns_pid && pp_proc_ns_pid(p->pid, &p->ns_pid) < 0) p->ns_pid = p->pid;
   char path[128];
@@ -184,8 +221,13 @@ static const char *jit_lookup(struct perf_state *st, struct perf_proc *p, uint64
     snprintf(path, sizeof(path), "/tmp/perf-%u.map", p->ns_pid);
     if (p->ns_pid != p->pid || stat(path, &sb) < 0) {
       p->jit_missing = true;
-      return NULL;
+      return jitdump_lookup(st, p, addr, start);
     }
+  }
+  if (pp_proc_file_predates(p->pid, &sb)) {
+    /* left by an earlier process with this pid: not this one's code */
+    p->jit_missing = true;
+    return jitdump_lookup(st, p, addr, start);
   }
   p->jit_missing = false;
   if (p->jit && sb.st_size == p->jit_size && sb.st_mtime == p->jit_mtime) return NULL;
@@ -273,10 +315,13 @@ uint32_t perf_sym_user(struct perf_state *st, struct perf_proc *p, uint64_t addr
     p->go_static = !dso->info.has_interp;
   }
   uint64_t start = 0;
-  const char *name = pp_elf_symtab_lookup(dso->symtab, a - m->bias, &start);
-  if (!name) return unknown_in_dso(st, dso);
+  if (!pp_elf_symtab_find(dso->symtab, a - m->bias, &start)) return unknown_in_dso(st, dso);
   uint32_t id = frames_find(&st->frames, dso->id, start);
   if (id != UINT32_MAX) return id;
+  /* a new frame this session: only now is the name read (from the file) */
+  char buf[4096];
+  const char *name = pp_elf_symtab_lookup(dso->symtab, a - m->bias, &start, buf, sizeof(buf));
+  if (!name) return unknown_in_dso(st, dso);
   char dem[1024];
   const char *d = pp_demangle(name, dem, sizeof(dem));
   return frames_add(&st->frames, dso->id, start, d ? d : name, dso->path, PP_FRAME_NATIVE, 0);

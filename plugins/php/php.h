@@ -25,9 +25,10 @@ struct php_layout {
   int major, minor;
   uint16_t eg_current_execute_data;
   uint16_t ed_opline, ed_func, ed_prev;
-  uint16_t ed_size; /* bytes of zend_execute_data copied (covers ed_prev) */
+  uint16_t ed_size;             /* bytes of zend_execute_data copied (covers ed_prev) */
+  uint16_t op_last, op_opcodes; /* the function's instructions: a saved opline must be one */
   uint16_t op_filename, op_line_start;
-  uint16_t op_size; /* bytes of zend_op_array copied (covers op_filename) */
+  uint16_t op_size; /* bytes of zend_op_array copied (covers op_line_start) */
   int tested;       /* checked against a live process in this repository's tests */
 };
 
@@ -41,7 +42,8 @@ struct php_attach {
   uint64_t eg_addr; /* runtime address of executor_globals */
   const struct php_layout *layout;
   int major, minor;
-  char module[256]; /* the ELF holding executor_globals, as the target names it */
+  char module[256];   /* the ELF holding executor_globals, as the target names it */
+  uint64_t last_leaf; /* the previous sample's leaf frame: where to read the VM stack at once */
 };
 
 /* 0, or a negative errno with a one-line reason ("ZTS build...", "stripped..."). */
@@ -61,6 +63,10 @@ struct php_walker *php_walker_new(size_t cache_entries, uint32_t max_depth);
 void php_walker_free(struct php_walker *w);
 /* Forget cached functions of a pid (it exited or was replaced). */
 void php_walker_forget_pid(struct php_walker *w, uint32_t pid);
+/* Frames whose saved opline was not one of their function's instructions
+ * (or a leaf's leftover RETURN) and were shown at the function's first
+ * line, since the last call. */
+uint64_t php_walker_take_stale_lines(struct php_walker *w);
 
 enum php_walk_result {
   PHP_WALK_OK = 0,
@@ -72,8 +78,8 @@ enum php_walk_result {
 };
 
 /* Reads the stack of pid; on OK/TRUNCATED *frames (leaf first) and *n are
- * valid until the next call. */
-int php_walk(struct php_walker *w, uint32_t pid, const struct php_attach *a,
+ * valid until the next call. Updates a->last_leaf. */
+int php_walk(struct php_walker *w, uint32_t pid, struct php_attach *a,
              const struct php_frame **frames, uint32_t *n);
 
 /* Aggregation of (pid, stack) -> count in a fixed arena. */

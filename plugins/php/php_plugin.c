@@ -38,6 +38,8 @@ struct state {
   struct target *targets;
   size_t ntargets, targets_cap;
   uint64_t samples, idle, torn, truncated, dropped, gone, denied, filtered;
+  unsigned reported_versions[16]; /* major*100+minor already logged at info */
+  size_t nreported;
 };
 
 static const char *const mode_choices[] = {"phpspy", NULL};
@@ -143,6 +145,26 @@ static bool filter_match(const char *filter, uint32_t pid) {
   return strstr(buf, filter) != NULL;
 }
 
+/* Which PHP a process runs and whether this repository ever checked that
+ * version's struct layout on a live process: once per version, at info for
+ * a checked layout and at warning for one taken from the reference alone
+ * (its stacks may be garbage). An FPM pool is many pids of one version. */
+static void report_version(struct state *st, const struct target *t) {
+  unsigned key = (unsigned)t->at.major * 100u + (unsigned)t->at.minor;
+  for (size_t i = 0; i < st->nreported; i++)
+    if (st->reported_versions[i] == key) return;
+  if (st->nreported < sizeof(st->reported_versions) / sizeof(st->reported_versions[0]))
+    st->reported_versions[st->nreported++] = key;
+  if (t->at.layout->tested)
+    LOG(st, PP_LOG_INFO, "pid %u: PHP %d.%d (%s): struct layout tested on a live PHP %d.%d process",
+        t->pid, t->at.major, t->at.minor, t->at.module, t->at.major, t->at.minor);
+  else
+    LOG(st, PP_LOG_WARNING,
+        "pid %u: PHP %d.%d (%s): struct layout UNTESTED (offsets from phpspy's headers, never "
+        "checked on a live PHP %d.%d process); stacks may be wrong",
+        t->pid, t->at.major, t->at.minor, t->at.module, t->at.major, t->at.minor);
+}
+
 static void attach(struct state *st, struct target *t) {
   char exe[4096];
   const char *base = "php*";
@@ -159,9 +181,9 @@ static void attach(struct state *st, struct target *t) {
     return;
   }
   t->status = PP_PID_OK;
-  LOG(st, PP_LOG_DEBUG, "pid %u: PHP %d.%d%s, executor_globals at 0x%llx in %s", t->pid,
-      t->at.major, t->at.minor, t->at.layout->tested ? "" : " (layout untested)",
-      (unsigned long long)t->at.eg_addr, t->at.module);
+  report_version(st, t);
+  LOG(st, PP_LOG_DEBUG, "pid %u: PHP %d.%d, executor_globals at 0x%llx in %s", t->pid, t->at.major,
+      t->at.minor, (unsigned long long)t->at.eg_addr, t->at.module);
 }
 
 static int php_add_targets(void *state, const struct pp_target *tg, size_t n) {
@@ -253,7 +275,8 @@ static int php_snapshot(void *state, struct pp_sink *sink) {
       h->set_pid_status(sink, t->pid, t->status, t->reason);
     } else {
       char meta[96];
-      snprintf(meta, sizeof(meta), "{\"php_version\": \"%d.%d\"}", t->at.major, t->at.minor);
+      snprintf(meta, sizeof(meta), "{\"php_version\": \"%d.%d\", \"php_layout\": \"%s\"}",
+               t->at.major, t->at.minor, t->at.layout->tested ? "tested" : "untested");
       h->set_app_metadata(sink, t->pid, meta);
     }
     i++;
@@ -264,6 +287,7 @@ static int php_snapshot(void *state, struct pp_sink *sink) {
   h->add_counter(sink, "truncated_stacks", st->truncated);
   h->add_counter(sink, "dropped_stacks", st->dropped);
   h->add_counter(sink, "exited_targets", st->gone);
+  h->add_counter(sink, "stale_lines", php_walker_take_stale_lines(st->walker));
   if (st->dropped)
     LOG(st, PP_LOG_WARNING, "stack table full: %llu samples dropped (max_stacks / arena_kib)",
         (unsigned long long)st->dropped);

@@ -6,6 +6,7 @@
  *   ruby_attach.c   finding the VM in a process and choosing the layout
  *   ruby_threads.c  Ruby threads, their tids and whether they are on CPU
  *   ruby_walk.c     control frames -> frame ids
+ *   ruby_iseq.c     iseqs -> label, path, line of a pc (batched, cached)
  *   ruby_objects.c  RString / RArray / line table / C method names
  *   ruby_appid.c    appids of Ruby servers (puma, unicorn, sidekiq, rails)
  *   ruby_layout.c   per-version offsets
@@ -77,6 +78,7 @@ struct ruby_target {
   uint64_t main_ractor;    /* 3.x */
   int running_ec_off;      /* 3.x: offset of threads.running_ec in the ractor */
   uint64_t global_symbols; /* rb_symbols_t*, 0: C functions are "(unknown)" */
+  int pthread_tid_off;     /* tid's offset in libc's struct pthread (ruby_threads.c), -1 unknown */
 
   struct ruby_thread *threads; /* max_threads entries */
   uint32_t nthreads;
@@ -93,11 +95,40 @@ struct ruby_target {
   bool meta_sent;
 };
 
+/* The line table of an iseq, decoded from its body once and kept with
+ * the iseq (ruby_iseq.c), so a pc first seen costs the table reads only. */
+struct ruby_lines {
+  uint64_t encoded;    /* iseq_encoded: the iseq's pcs lie in [encoded, encoded + 8 * iseq_size] */
+  uint64_t entries;    /* insns_info.body */
+  uint64_t succ;       /* insns_info.succ_index_table (2.6+), 0 if none */
+  uint32_t iseq_size;  /* words of encoded instructions */
+  uint32_t nentries;   /* insns_info.size; 0: no usable table */
+  uint32_t first_line; /* location.first_lineno: the line of a pc without one; 0 unknown */
+};
+/* What one iseq says (ruby_iseq.c), per (pid, iseq address). */
+struct ruby_iseq_ent {
+  uint64_t iseq;
+  uint32_t pid;
+  uint32_t name; /* frame id (line 0) of its label and path; RUBY_NO_ID: empty slot */
+  struct ruby_lines lines;
+};
+struct ruby_iseqs {
+  struct ruby_iseq_ent *v;
+  size_t cap, used; /* cleared when 3/4 full */
+};
+
+/* A Ruby frame the frame cache did not know: its slot in st->ids. */
+struct ruby_miss {
+  uint64_t iseq, pc;
+  uint32_t slot;
+};
+
 struct ruby_state {
   const struct pp_host *host;
-  int64_t max_depth, max_threads, cache_size, max_stacks, attach_retries;
+  int64_t max_depth, max_threads, cache_size, max_stacks, attach_retries, wake_batch_ms;
   bool oncpu;
   bool cfunc_names;
+  bool tids_from_pthread; /* thread_ids: pthread -- even where Ruby keeps a tid (tests) */
 
   struct ruby_target *targets;
   size_t ntargets, targets_cap;
@@ -107,11 +138,15 @@ struct ruby_state {
   pthread_mutex_t lock;
   pthread_t thread;
   bool thread_started;
-  int epfd;               /* CPU alarms + wakefd */
-  int wakefd;             /* eventfd: new targets, stop */
-  bool stopping;          /* under lock */
-  bool use_cpuclock;      /* oncpu and perf task-clock events work here */
-  uint64_t period_ns;     /* 1 / frequency: of CPU time (alarms) or wall time (ticks) */
+  int epfd;              /* CPU alarms + wakefd */
+  int wakefd;            /* eventfd: new targets, stop */
+  bool stopping;         /* under lock */
+  bool use_cpuclock;     /* oncpu and perf task-clock events work here */
+  uint64_t period_ns;    /* 1 / frequency: of CPU time (alarms) or wall time (ticks) */
+  uint64_t batch_ns;     /* alarms served together after a sampling wake-up (<= period) */
+  uint64_t alarms_total; /* overflows ever, for the rate below */
+  uint64_t rate_since_ns, rate_alarms0;
+  double alarm_rate;      /* overflows per second over the last window: whether batching pays */
   uint64_t next_tick_ns;  /* wall-clock ticks, only while a target needs them */
   uint64_t next_house_ns; /* attach retries, thread lists */
 
@@ -119,16 +154,19 @@ struct ruby_state {
   struct ruby_frames frames;
   struct ruby_cache iseq_cache;  /* (pid, iseq, pc) -> frame id */
   struct ruby_cache cfunc_cache; /* (pid, method entry, 0) / (pid, 0, ID) -> frame id */
+  struct ruby_iseqs iseqs;       /* (pid, iseq) -> name frame, line table */
   struct ruby_stacks stacks;
 
   /* scratch for one walk, sized from max_depth */
   unsigned char *cfp_buf;
   uint32_t *ids;
   uint64_t *eps;
+  struct ruby_miss *misses;
 
   uint64_t now_ns;
   uint64_t c_ticks, c_samples, c_torn, c_full, c_truncated, c_idle, c_gone, c_str_fail;
   uint64_t c_wakeups, c_alarms; /* sampler wake-ups; CPU-alarm overflows (= weight) */
+  uint64_t c_pauses;            /* batching pauses (ruby_sampler.c batch_pause) */
   uint64_t c_guess_hits;        /* samples read in one system call (ruby_walk_thread) */
   uint32_t unknown_cfunc_id;    /* "(unknown) [c function]" frame */
 };
@@ -157,6 +195,11 @@ uint64_t ruby_cpuclock_drain(struct ruby_thread *th);
 int ruby_cpuclock_probe(uint64_t period_ns);
 
 /* ruby_threads.c */
+/* Whether the thread list can be mapped to tids in this target. */
+bool ruby_tids_known(const struct ruby_state *st, const struct ruby_target *t);
+/* Finds where libc's struct pthread keeps the tid, from the main thread
+ * (whose tid is the pid), for layouts that read tids there. */
+void ruby_find_pthread_tid(struct ruby_state *st, struct ruby_target *t);
 /* Re-reads the thread list; keeps open stat fds and alarms of threads
  * still there, closes those of threads gone. */
 int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t);
@@ -175,12 +218,45 @@ int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *t
 int ruby_walk_thread(struct ruby_state *st, struct ruby_target *t, struct ruby_thread *th,
                      bool *truncated);
 
+/* ruby_iseq.c */
+int ruby_iseqs_init(struct ruby_iseqs *c, size_t cap);
+void ruby_iseqs_free(struct ruby_iseqs *c);
+void ruby_iseqs_clear(struct ruby_iseqs *c);
+void ruby_iseqs_forget_pid(struct ruby_iseqs *c, uint32_t pid);
+/* Frame ids of the n missed Ruby frames into st->ids[slot] (RUBY_NO_ID:
+ * unreadable), a few batched reads for all of them. 0 or -ESRCH. */
+int ruby_iseq_resolve(struct ruby_state *st, struct ruby_target *t, const struct ruby_miss *m,
+                      uint32_t n);
+
 /* ruby_objects.c */
 /* Bytes of a String object (bounded, NUL-terminated, control chars
  * replaced). Length or -errno. */
 int ruby_read_string(const struct ruby_target *t, uint64_t value, char *buf, size_t cap);
 /* Element i of an Array object into *out. */
 int ruby_array_at(const struct ruby_target *t, uint64_t value, uint64_t i, uint64_t *out);
+/* Fills *out from a body read into `body` (`body_len` bytes, at least up
+ * to first_lineno + 8). False if it holds no usable line table (nentries
+ * 0; first_line may still be set). */
+bool ruby_lines_parse(const struct ruby_target *t, const unsigned char *body, size_t body_len,
+                      struct ruby_lines *out);
+/* Whether pc points into this iseq's instructions (a cheap check that an
+ * iseq address still holds the iseq the table was read from). */
+bool ruby_lines_has(const struct ruby_lines *ln, uint64_t pc);
+/* Instruction position of pc, or -1 if pc is not in the iseq. */
+int64_t ruby_lines_pos(const struct ruby_lines *ln, uint64_t pc);
+/* Succinct tables (2.6+), the two reads of a lookup, so a caller can batch
+ * them over many pcs: the bytes holding pos's entry index (*len 0: none
+ * needed, or no table) ... */
+void ruby_lines_succ_read(const struct ruby_lines *ln, uint64_t pos, uint64_t *addr, uint32_t *len);
+/* ... the 1-based entry index out of them (0: invalid) ... */
+uint64_t ruby_lines_succ_index(const struct ruby_lines *ln, uint64_t pos, const unsigned char *buf,
+                               uint32_t len);
+/* ... and the address of that entry's int32 line number (0: out of range). */
+uint64_t ruby_lines_entry_line(const struct ruby_target *t, const struct ruby_lines *ln,
+                               uint64_t idx);
+/* The whole lookup with its reads one after the other (both table kinds).
+ * 0 if unknown. */
+uint32_t ruby_lines_lookup(const struct ruby_target *t, const struct ruby_lines *ln, uint64_t pc);
 /* Line of a pc in an iseq body (already read into `body`, `body_len`
  * bytes). 0 if unknown. */
 uint32_t ruby_line_of(const struct ruby_target *t, const unsigned char *body, size_t body_len,

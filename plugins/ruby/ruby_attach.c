@@ -162,7 +162,10 @@ int ruby_attach(struct ruby_state *st, struct ruby_target *t) {
                version, strerror(-rc));
       return rc == -ESRCH ? rc : -EAGAIN;
     }
-  } else if (!t->ec_ptr_addr && (t->L->vm_living_threads < 0 || t->L->thread_tid < 0)) {
+  }
+  ruby_find_pthread_tid(st, t);
+  if (t->L->vm_main_ractor < 0 && !t->ec_ptr_addr &&
+      (t->L->vm_living_threads < 0 || !ruby_tids_known(st, t))) {
     /* 2.x: without the EC global, only the thread list could lead to the
      * stacks, and it needs the tids */
     snprintf(t->reason, sizeof(t->reason), "Ruby %s: no ruby_current_execution_context_ptr symbol",
@@ -177,9 +180,12 @@ int ruby_attach(struct ruby_state *st, struct ruby_target *t) {
     if (!t->global_symbols && have_exe) t->global_symbols = scan_global_symbols(t, &exe_mod);
   }
   ruby_threads_refresh(st, t);
-  RUBY_LOG(st, PP_LOG_INFO, "pid %u: Ruby %s (%s), layout %s, C method names %s, %u thread(s)%s",
+  char via[48] = "";
+  if (t->pthread_tid_off >= 0)
+    snprintf(via, sizeof(via), ", tids via struct pthread +%d", t->pthread_tid_off);
+  RUBY_LOG(st, PP_LOG_INFO, "pid %u: Ruby %s (%s), layout %s, C method names %s, %u thread(s)%s%s",
            t->pid, version, have_lib ? lib_mod.path : exe_mod.path, t->L->series,
-           t->global_symbols ? "resolved" : "unavailable", t->nthreads,
+           t->global_symbols ? "resolved" : "unavailable", t->nthreads, via,
            t->per_thread ? "" : " (sampling the GVL holder only)");
   return 0;
 }

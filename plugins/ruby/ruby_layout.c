@@ -20,14 +20,15 @@
  * earlier one (C11 6.7.9p19); that is the mechanism, hence the pragmas.
  * tests/unit/test_ruby_offsets.c pins every resulting number. */
 
-/* 2.5: rb_execution_context_t split out of rb_thread_t; positions table */
+/* 2.5: rb_execution_context_t split out of rb_thread_t; positions table;
+ * no tid of Ruby's own before 3.1: thread_id (the pthread_t) leads to it */
 #define RUBY_2_5                                                                                  \
   .series = "2.5", .major = 2, .minor = 5, .min_patch = -1, .max_patch = -1, .ec_thread_ptr = 72, \
   .cfp_size = 48, .first_lineno = 88, .first_lineno_value = 1, .line_kind = RUBY_LINES_POSITIONS, \
   .ii_body = 112, .ii_positions = -1, .ii_size = 200, .ii_succ = -1, .ii_entry_size = 12,         \
   .ii_entry_line = 4, .vm_main_thread = 280, .vm_living_threads = 320, .vm_main_ractor = -1,      \
   .vm_ractor_main_thread = -1, .ractor_threads_set = -1, .ractor_running_ec = -1,                 \
-  .ractor_main = -1, .thread_ec = 32, .thread_tid = -1, .thread_nt = -1,                          \
+  .ractor_main = -1, .thread_ec = 32, .thread_tid = -1, .thread_nt = -1, .thread_pthread = 72,    \
   .string_kind = RUBY_STR_FLAGS_LEN, .last_op_id = 166
 
 /* 2.6: cfp gains bp; succinct line table of {line_no, events}; the
@@ -45,7 +46,7 @@
   RUBY_2_7, .series = "3.0", .major = 3, .minor = 0, .vm_main_thread = -1,              \
             .vm_living_threads = -1, .vm_main_ractor = 32, .vm_ractor_main_thread = 40, \
             .ractor_threads_set = 304, .ractor_running_ec = 520, .ractor_main = 528,    \
-            .thread_ec = 40
+            .thread_ec = 40, .thread_pthread = 80
 
 /* 3.1 (checked live on Debian 3.1.2, including thread.tid at 88): cfp gains
  * jit_return, line entries gain node_id */
@@ -59,7 +60,8 @@
 #define RUBY_3_2                                                                  \
   RUBY_3_1, .series = "3.2", .minor = 2, .first_lineno_value = 0, .ii_body = 112, \
             .ii_positions = 120, .ii_size = 128, .ii_succ = 136, .thread_ec = 48, \
-            .thread_tid = 16, .thread_nt = 40, .string_kind = RUBY_STR_LEN_FIELD
+            .thread_tid = 16, .thread_nt = 40, .thread_pthread = -1,              \
+            .string_kind = RUBY_STR_LEN_FIELD
 
 /* 3.3: cfp loses bp; the threads fields of rb_ractor_t move */
 #define RUBY_3_3                                                                    \

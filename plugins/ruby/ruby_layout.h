@@ -47,6 +47,10 @@ struct ruby_layout {
   int16_t thread_ec;  /* rb_thread_t.ec */
   int16_t thread_tid; /* rb_thread_t.tid (3.1), or inside *nt (3.2+); -1: unknown */
   int16_t thread_nt;  /* rb_thread_t.nt (3.2+): tid is read through it; -1: none */
+  /* rb_thread_t.thread_id, the pthread_t (the address of libc's struct
+   * pthread, which holds the kernel tid): where Ruby keeps no tid of its
+   * own, the tid is read there (ruby_threads.c); -1: unknown */
+  int16_t thread_pthread;
 
   int8_t string_kind; /* enum ruby_string_kind */
   int16_t last_op_id; /* tLAST_OP_ID: IDs above it carry a 4-bit scope */

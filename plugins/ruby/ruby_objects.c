@@ -110,79 +110,131 @@ int ruby_array_at(const struct ruby_target *t, uint64_t value, uint64_t i, uint6
   return pp_remote_read((pid_t)t->pid, base + 8 * i, out, sizeof(*out));
 }
 
-/* Index (1-based) of the insn-info entry for an instruction position, from
- * Ruby's succinct bit-vector (iseq.c succ_index_lookup). */
-static int succ_lookup(const struct ruby_target *t, uint64_t table, uint64_t pos, uint64_t *idx) {
-  if (pos < SUCC_IMM_ENTRIES) {
-    uint64_t word;
-    int rc = pp_remote_read((pid_t)t->pid, table + 8 * (pos / 9), &word, sizeof(word));
-    if (rc < 0) return rc;
-    *idx = (word >> (7 * (pos % 9))) & 0x7f;
-    return 0;
+bool ruby_lines_parse(const struct ruby_target *t, const unsigned char *body, size_t body_len,
+                      struct ruby_lines *out) {
+  const struct ruby_layout *L = t->L;
+  memset(out, 0, sizeof(*out));
+  if (body_len < (size_t)L->first_lineno + 8) return false;
+  int64_t first = (int64_t)rd64(body + L->first_lineno);
+  if (L->first_lineno_value)
+    first >>= 1;
+  else
+    first = (int32_t)first;
+  if (first > 0 && first < (1 << 30)) out->first_line = (uint32_t)first;
+  size_t need = (size_t)L->ii_size + 4;
+  if (L->ii_succ >= 0 && (size_t)L->ii_succ + 8 > need) need = (size_t)L->ii_succ + 8;
+  if (body_len < need) return false;
+  out->iseq_size = rd32(body + 4);
+  out->encoded = rd64(body + 8);
+  out->entries = rd64(body + L->ii_body);
+  out->nentries = rd32(body + L->ii_size);
+  out->succ = L->ii_succ >= 0 ? rd64(body + L->ii_succ) : 0;
+  if (!plausible_ptr(out->entries) || out->nentries == 0 || out->nentries > LINES_MAX_ENTRIES ||
+      !out->encoded) {
+    out->nentries = 0; /* no table: every pc falls back to the first line */
+    return false;
   }
-  uint64_t b = (pos - SUCC_IMM_ENTRIES) / 512, k = (pos - SUCC_IMM_ENTRIES) % 512, s = k / 64;
-  unsigned char blk[SUCC_BLOCK_BYTES];
-  int rc = pp_remote_read((pid_t)t->pid, table + 48 + SUCC_BLOCK_BYTES * b, blk, sizeof(blk));
-  if (rc < 0) return rc;
-  uint32_t rank = rd32(blk);
-  uint64_t small_ranks = rd64(blk + 8);
-  uint64_t bits = rd64(blk + 16 + 8 * s);
-  uint64_t small = s == 0 ? 0 : (small_ranks >> (9 * (s - 1))) & 0x1ff;
-  *idx = rank + small + (uint64_t)__builtin_popcountll(bits << (63 - k % 64));
-  return 0;
+  return true;
+}
+
+bool ruby_lines_has(const struct ruby_lines *ln, uint64_t pc) {
+  return pc >= ln->encoded && (pc - ln->encoded) / 8 <= ln->iseq_size;
+}
+
+int64_t ruby_lines_pos(const struct ruby_lines *ln, uint64_t pc) {
+  if (!pc || !ln->nentries || !ruby_lines_has(ln, pc)) return -1;
+  uint64_t pos = (pc - ln->encoded) / 8;
+  return pos > 0 ? (int64_t)pos - 1 : 0; /* pc points past the insn being run (calc_pos) */
+}
+
+void ruby_lines_succ_read(const struct ruby_lines *ln, uint64_t pos, uint64_t *addr,
+                          uint32_t *len) {
+  *addr = 0;
+  *len = 0;
+  if (ln->nentries == 1) return; /* entry 1, nothing to read */
+  if (!plausible_ptr(ln->succ)) return;
+  if (pos < SUCC_IMM_ENTRIES) {
+    *addr = ln->succ + 8 * (pos / 9);
+    *len = 8;
+  } else {
+    *addr = ln->succ + 48 + SUCC_BLOCK_BYTES * ((pos - SUCC_IMM_ENTRIES) / 512);
+    *len = SUCC_BLOCK_BYTES;
+  }
+}
+
+/* Index (1-based) of the insn-info entry for an instruction position, from
+ * Ruby's succinct bit-vector (iseq.c succ_index_lookup), out of the bytes
+ * ruby_lines_succ_read said to read. 0 if invalid. */
+uint64_t ruby_lines_succ_index(const struct ruby_lines *ln, uint64_t pos, const unsigned char *buf,
+                               uint32_t len) {
+  uint64_t idx;
+  if (ln->nentries == 1) {
+    idx = 1;
+  } else if (pos < SUCC_IMM_ENTRIES) {
+    if (len < 8) return 0;
+    idx = (rd64(buf) >> (7 * (pos % 9))) & 0x7f;
+  } else {
+    if (len < SUCC_BLOCK_BYTES) return 0;
+    uint64_t k = (pos - SUCC_IMM_ENTRIES) % 512, s = k / 64;
+    uint32_t rank = rd32(buf);
+    uint64_t small_ranks = rd64(buf + 8);
+    uint64_t bits = rd64(buf + 16 + 8 * s);
+    uint64_t small = s == 0 ? 0 : (small_ranks >> (9 * (s - 1))) & 0x1ff;
+    idx = rank + small + (uint64_t)__builtin_popcountll(bits << (63 - k % 64));
+  }
+  return idx >= 1 && idx <= ln->nentries ? idx : 0;
+}
+
+uint64_t ruby_lines_entry_line(const struct ruby_target *t, const struct ruby_lines *ln,
+                               uint64_t idx) {
+  if (idx == 0 || idx > ln->nentries) return 0;
+  return ln->entries + (idx - 1) * (uint64_t)t->L->ii_entry_size + (uint64_t)t->L->ii_entry_line;
+}
+
+/* 2.5: last entry whose position is <= pos; read in small chunks */
+static uint64_t positions_index(const struct ruby_target *t, const struct ruby_lines *ln,
+                                uint64_t pos) {
+  unsigned char chunk[12 * 64];
+  uint64_t found = 0;
+  bool have = false;
+  for (uint32_t i = 0; i < ln->nentries; i += 64) {
+    uint32_t n = ln->nentries - i < 64 ? ln->nentries - i : 64;
+    if (pp_remote_read((pid_t)t->pid, ln->entries + (uint64_t)i * 12, chunk, n * 12ull) < 0)
+      return 0;
+    for (uint32_t j = 0; j < n; j++) {
+      if (rd32(chunk + 12 * j) > pos) return have ? found + 1 : 0;
+      found = i + j;
+      have = true;
+    }
+  }
+  return have ? found + 1 : 0;
+}
+
+uint32_t ruby_lines_lookup(const struct ruby_target *t, const struct ruby_lines *ln, uint64_t pc) {
+  int64_t pos = ruby_lines_pos(ln, pc);
+  if (pos < 0) return 0;
+  uint64_t idx;
+  if (t->L->line_kind == RUBY_LINES_POSITIONS) {
+    idx = positions_index(t, ln, (uint64_t)pos);
+  } else {
+    uint64_t addr;
+    uint32_t len;
+    unsigned char buf[SUCC_BLOCK_BYTES];
+    ruby_lines_succ_read(ln, (uint64_t)pos, &addr, &len);
+    if (ln->nentries != 1 && (!len || pp_remote_read((pid_t)t->pid, addr, buf, len) < 0)) return 0;
+    idx = ruby_lines_succ_index(ln, (uint64_t)pos, buf, len);
+  }
+  uint64_t at = ruby_lines_entry_line(t, ln, idx);
+  int32_t line = 0;
+  if (!at || pp_remote_read((pid_t)t->pid, at, &line, sizeof(line)) < 0) return 0;
+  return line > 0 ? (uint32_t)line : 0;
 }
 
 uint32_t ruby_line_of(const struct ruby_target *t, const unsigned char *body, size_t body_len,
                       uint64_t pc) {
-  const struct ruby_layout *L = t->L;
-  size_t need = (size_t)L->ii_size + 4;
-  if (L->ii_succ >= 0 && (size_t)L->ii_succ + 8 > need) need = (size_t)L->ii_succ + 8;
-  if (body_len < need) return 0;
-  uint32_t iseq_size = rd32(body + 4);
-  uint64_t encoded = rd64(body + 8);
-  uint64_t entries = rd64(body + L->ii_body);
-  uint32_t size = rd32(body + L->ii_size);
-  if (!pc || pc < encoded || !plausible_ptr(entries) || size == 0 || size > LINES_MAX_ENTRIES)
-    return 0;
-  uint64_t pos = (pc - encoded) / 8;
-  if (pos > iseq_size) return 0;
-  if (pos > 0) pos--; /* pc points past the instruction being run (calc_pos) */
-  int32_t line = 0;
-  uint64_t idx = 0;
-  if (L->line_kind == RUBY_LINES_POSITIONS) {
-    /* 2.5: last entry whose position is <= pos; read in small chunks */
-    unsigned char chunk[12 * 64];
-    uint64_t found = 0;
-    bool have = false;
-    for (uint32_t i = 0; i < size; i += 64) {
-      uint32_t n = size - i < 64 ? size - i : 64;
-      if (pp_remote_read((pid_t)t->pid, entries + (uint64_t)i * 12, chunk, n * 12ull) < 0) return 0;
-      bool past = false;
-      for (uint32_t j = 0; j < n; j++) {
-        uint32_t p = rd32(chunk + 12 * j);
-        if (p > pos) {
-          past = true;
-          break;
-        }
-        found = i + j;
-        have = true;
-      }
-      if (past) break;
-    }
-    if (!have) return 0;
-    idx = found + 1;
-  } else if (size == 1) {
-    idx = 1;
-  } else {
-    uint64_t table = rd64(body + L->ii_succ);
-    if (!plausible_ptr(table) || succ_lookup(t, table, pos, &idx) < 0) return 0;
-    if (idx == 0 || idx > size) return 0;
-  }
-  if (pp_remote_read((pid_t)t->pid,
-                     entries + (idx - 1) * (uint64_t)L->ii_entry_size + (uint64_t)L->ii_entry_line,
-                     &line, sizeof(line)) < 0)
-    return 0;
-  return line > 0 ? (uint32_t)line : 0;
+  struct ruby_lines ln;
+  if (!ruby_lines_parse(t, body, body_len, &ln)) return 0;
+  return ruby_lines_lookup(t, &ln, pc);
 }
 
 int ruby_id_name(const struct ruby_target *t, uint64_t id, char *buf, size_t cap) {

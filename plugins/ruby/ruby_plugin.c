@@ -18,6 +18,7 @@
 #include "support/remote.h"
 
 static const char *const mode_choices[] = {"rbspy", NULL};
+static const char *const thread_ids_choices[] = {"auto", "pthread", NULL};
 static const char *const match_exe[] = {"ruby*", NULL};
 static const char *const match_maps[] = {"libruby*.so*", NULL};
 
@@ -68,6 +69,19 @@ static const struct pp_option options[] = {
      .min = 1,
      .max = 1000,
      .help = "attempts (200 ms apart) to find the VM in a process still starting"},
+    {.key = "wake_batch_ms",
+     .type = PP_OPT_INT,
+     .default_value = "10",
+     .min = 0,
+     .max = 1000,
+     .help = "after a wake-up that sampled, CPU alarms firing within this many ms (at most one "
+             "sampling period) are served by one wake-up; 0: a wake-up per alarm"},
+    {.key = "thread_ids",
+     .type = PP_OPT_ENUM,
+     .default_value = "auto",
+     .choices = thread_ids_choices,
+     .help = "where threads' kernel tids are read: 'auto' (Ruby's own field, 3.1+; libc's struct "
+             "pthread before); 'pthread' (struct pthread everywhere: tests that path on 3.1)"},
     {.key = "c_function_names",
      .type = PP_OPT_BOOL,
      .default_value = "true",
@@ -84,31 +98,40 @@ static int ruby_init(const struct pp_host *host, void **out) {
   st->oncpu = host->config_bool(host, "oncpu", &b) == 0 ? b : 1;
   b = 1;
   st->cfunc_names = host->config_bool(host, "c_function_names", &b) == 0 ? b : 1;
+  const char *ids = NULL;
+  st->tids_from_pthread =
+      host->config_string(host, "thread_ids", &ids) == 0 && ids && strcmp(ids, "pthread") == 0;
   st->max_depth = 2048;
   st->max_threads = 64;
   st->cache_size = 16384;
   st->max_stacks = 16384;
   st->attach_retries = 25;
+  st->wake_batch_ms = 10;
   host->config_int(host, "max_depth", &st->max_depth);
   host->config_int(host, "max_threads", &st->max_threads);
   host->config_int(host, "cache_size", &st->cache_size);
   host->config_int(host, "max_stacks", &st->max_stacks);
   host->config_int(host, "attach_retries", &st->attach_retries);
+  host->config_int(host, "wake_batch_ms", &st->wake_batch_ms);
   size_t cache = (size_t)st->cache_size;
   int rc = 0;
   rc |= ruby_strings_init(&st->strings, cache * 96);
   rc |= ruby_frames_init(&st->frames, cache * 2);
   rc |= ruby_cache_init(&st->iseq_cache, cache);
   rc |= ruby_cache_init(&st->cfunc_cache, cache / 4 + 64);
+  rc |= ruby_iseqs_init(&st->iseqs, cache / 4 + 64);
   rc |= ruby_stacks_init(&st->stacks, (size_t)st->max_stacks, (size_t)st->max_stacks * 64);
   st->cfp_buf = malloc((size_t)st->max_depth * 64);
   st->ids = malloc(((size_t)st->max_depth + 1) * sizeof(*st->ids));
   st->eps = malloc(((size_t)st->max_depth + 1) * sizeof(*st->eps));
+  st->misses = malloc(((size_t)st->max_depth + 1) * sizeof(*st->misses));
   if (!rc) rc = pthread_mutex_init(&st->lock, NULL) ? -1 : 0;
-  if (rc || !st->cfp_buf || !st->ids || !st->eps) {
+  if (rc || !st->cfp_buf || !st->ids || !st->eps || !st->misses) {
     free(st->cfp_buf);
     free(st->ids);
     free(st->eps);
+    free(st->misses);
+    ruby_iseqs_free(&st->iseqs);
     ruby_strings_free(&st->strings);
     ruby_frames_free(&st->frames);
     ruby_cache_free(&st->iseq_cache);
@@ -138,6 +161,9 @@ static int ruby_start(void *state, struct pp_session *session) {
   if (freq <= 0) freq = session->frequency_hz > 100 ? 100 : session->frequency_hz;
   if (freq <= 0) freq = 11;
   st->period_ns = 1000000000ull / (uint64_t)freq;
+  /* a stack is read at most one period after its alarm fired */
+  st->batch_ns = (uint64_t)st->wake_batch_ms * 1000000ull;
+  if (st->batch_ns > st->period_ns) st->batch_ns = st->period_ns;
   /* the host's ticks are not used: the sampler thread sleeps until a
    * thread has used a period of CPU (or until its own tick, see
    * ruby_sampler.c), which a fixed host tick would defeat */
@@ -185,6 +211,7 @@ static int add_targets_locked(struct ruby_state *st, const struct pp_target *tg,
       st->ntargets--;
       return -ENOMEM;
     }
+    t->pthread_tid_off = -1;
     if (pp_proc_ns_pid(t->pid, &t->ns_pid) < 0) t->ns_pid = t->pid;
   }
   return 0;
@@ -262,12 +289,13 @@ static int snapshot_locked(struct ruby_state *st, struct pp_sink *sink) {
   h->add_counter(sink, "exited_targets", st->c_gone);
   h->add_counter(sink, "wakeups", st->c_wakeups);
   h->add_counter(sink, "cpu_periods", st->c_alarms);
+  h->add_counter(sink, "batch_pauses", st->c_pauses);
   h->add_counter(sink, "one_read_samples", st->c_guess_hits);
   if (st->c_full)
     RUBY_LOG(st, PP_LOG_WARNING, "tables full: %llu samples dropped (max_stacks / cache_size)",
              (unsigned long long)st->c_full);
   st->c_samples = st->c_torn = st->c_full = st->c_truncated = st->c_str_fail = 0;
-  st->c_idle = st->c_gone = st->c_ticks = st->c_wakeups = st->c_alarms = 0;
+  st->c_idle = st->c_gone = st->c_ticks = st->c_wakeups = st->c_alarms = st->c_pauses = 0;
   st->c_guess_hits = 0;
   ruby_stacks_clear(&st->stacks);
   /* method entries can be freed and reused by another method: forget them
@@ -278,6 +306,7 @@ static int snapshot_locked(struct ruby_state *st, struct pp_sink *sink) {
     ruby_frames_clear(&st->frames);
     ruby_strings_clear(&st->strings);
     ruby_cache_clear(&st->iseq_cache);
+    ruby_iseqs_clear(&st->iseqs); /* its names are frame ids */
     add_fixed_frames(st);
   }
   return 0;
@@ -311,10 +340,12 @@ static void ruby_fini(void *state) {
   free(st->cfp_buf);
   free(st->ids);
   free(st->eps);
+  free(st->misses);
   ruby_strings_free(&st->strings);
   ruby_frames_free(&st->frames);
   ruby_cache_free(&st->iseq_cache);
   ruby_cache_free(&st->cfunc_cache);
+  ruby_iseqs_free(&st->iseqs);
   ruby_stacks_free(&st->stacks);
   pthread_mutex_destroy(&st->lock);
   free(st);

@@ -8,7 +8,8 @@
  *
  * Reads per sample: the EC, the frame block, one batched read of the env
  * words of C frames; iseq contents only on a cache miss, keyed by
- * (pid, iseq, pc), since a pc inside an iseq always maps to the same line.
+ * (pid, iseq, pc), since a pc inside an iseq always maps to the same line,
+ * and then for all the sample's misses together (ruby_iseq.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -20,23 +21,16 @@
 #define CFP_PC 0
 #define CFP_ISEQ 16
 #define CFP_EP 32
-#define ISEQ_BODY 16
-#define BODY_PATHOBJ 64
-#define BODY_LABEL 80
 #define ME_DEF 16
 #define DEF_ORIGINAL_ID 32
-#define BODY_READ 256 /* covers every field we use in every layout */
 
 #define VM_FRAME_MAGIC_MASK 0x7fff0001ull
 #define VM_FRAME_MAGIC_CFUNC 0x55550001ull
 #define VM_ENV_FLAG_LOCAL 0x2ull
 #define T_MASK 0x1fu
-#define T_STRING 0x05u
-#define T_ARRAY 0x07u
 #define T_IMEMO 0x1au
 #define IMEMO_SVAR 2u
 #define IMEMO_MENT 6u
-#define QNIL 0x08ull
 #define ENV_LEVELS_MAX 16 /* nesting of blocks we follow to find a method */
 #define BATCH 64          /* iovecs per process_vm_readv */
 
@@ -61,63 +55,6 @@ static uint32_t add_frame(struct ruby_state *st, const char *name, const char *f
   if (n == RUBY_NO_ID || (file && f == RUBY_NO_ID)) return RUBY_NO_ID;
   struct ruby_frame fr = {.name = n, .file = f, .line = line, .kind = kind};
   return ruby_frames_add(&st->frames, &fr);
-}
-
-/* Path of an iseq: pathobj is the path String, or [path, realpath]; the
- * absolute realpath is what rbspy prints when there is one. */
-static int read_path(const struct ruby_target *t, uint64_t pathobj, char *buf, size_t cap) {
-  uint64_t flags;
-  int rc = pp_remote_read((pid_t)t->pid, pathobj, &flags, sizeof(flags));
-  if (rc < 0) return rc;
-  if ((flags & T_MASK) == T_STRING) return ruby_read_string(t, pathobj, buf, cap);
-  if ((flags & T_MASK) != T_ARRAY) return -EINVAL;
-  uint64_t real = QNIL, rel = QNIL;
-  if (ruby_array_at(t, pathobj, 1, &real) == 0 && real != QNIL && heap_ptr(real)) {
-    rc = ruby_read_string(t, real, buf, cap);
-    if (rc > 0) return rc;
-  }
-  rc = ruby_array_at(t, pathobj, 0, &rel);
-  if (rc < 0) return rc;
-  return ruby_read_string(t, rel, buf, cap);
-}
-
-static uint32_t resolve_iseq(struct ruby_state *st, struct ruby_target *t, uint64_t iseq,
-                             uint64_t pc) {
-  uint64_t body;
-  if (pp_remote_read((pid_t)t->pid, iseq + ISEQ_BODY, &body, sizeof(body)) < 0 || !heap_ptr(body))
-    return RUBY_NO_ID;
-  unsigned char b[BODY_READ];
-  if (pp_remote_read((pid_t)t->pid, body, b, sizeof(b)) < 0) return RUBY_NO_ID;
-  uint32_t line = ruby_line_of(t, b, sizeof(b), pc);
-  if (!line) {
-    /* what Ruby itself reports without a position: the first line */
-    int64_t first = (int64_t)rd64(b + t->L->first_lineno);
-    if (t->L->first_lineno_value)
-      first >>= 1;
-    else
-      first = (int32_t)first;
-    if (first > 0 && first < (1 << 30)) line = (uint32_t)first;
-  }
-  /* label and path belong to the iseq, not the pc: read once per iseq, so
-   * a new pc in a known method costs the body and line-table reads only.
-   * Keyed by the body and the label object's addresses (tagged odd: never
-   * a pc), both from the body just read: an iseq freed or moved by GC and
-   * its address reused by another one does not inherit its name */
-  uint64_t label_obj = rd64(b + BODY_LABEL);
-  uint32_t id, known = ruby_cache_get(&st->iseq_cache, t->pid, body, label_obj | 1);
-  if (known != RUBY_NO_ID) {
-    struct ruby_frame fr = st->frames.v[known];
-    fr.line = line;
-    id = ruby_frames_add(&st->frames, &fr);
-  } else {
-    char label[RUBY_STR_MAX], path[RUBY_STR_MAX];
-    if (ruby_read_string(t, label_obj, label, sizeof(label)) <= 0) return RUBY_NO_ID;
-    if (read_path(t, rd64(b + BODY_PATHOBJ), path, sizeof(path)) < 0) return RUBY_NO_ID;
-    id = add_frame(st, label, path[0] ? path : NULL, line, PP_FRAME_RUBY);
-    if (id != RUBY_NO_ID) ruby_cache_put(&st->iseq_cache, t->pid, body, label_obj | 1, id);
-  }
-  if (id != RUBY_NO_ID) ruby_cache_put(&st->iseq_cache, t->pid, iseq, pc, id);
-  return id;
 }
 
 /* The method entry of a C frame, as rb_vm_frame_method_entry finds it:
@@ -200,7 +137,7 @@ static int walk_frames(struct ruby_state *st, struct ruby_target *t, const unsig
   uint32_t out = 0;
   uint32_t pending[BATCH];
   uint64_t win[BATCH][3];
-  uint32_t npending = 0;
+  uint32_t npending = 0, nmiss = 0;
   for (uint64_t i = 0; i <= n; i++) {
     if (npending == BATCH || (i == n && npending)) {
       struct pp_remote_iov iov[BATCH];
@@ -219,17 +156,9 @@ static int walk_frames(struct ruby_state *st, struct ruby_target *t, const unsig
     st->ids[slot] = RUBY_NO_ID;
     if (iseq && pc) {
       if (!heap_ptr(iseq)) continue;
-      uint32_t id = ruby_cache_get(&st->iseq_cache, t->pid, iseq, pc);
-      if (id == RUBY_NO_ID) {
-        id = resolve_iseq(st, t, iseq, pc);
-        if (id == RUBY_NO_ID) {
-          st->c_str_fail++;
-          /* a torn leaf fails the sample; deeper, skip it as rbspy does */
-          if (slot == 0) return -EFAULT;
-          continue;
-        }
-      }
-      st->ids[slot] = id;
+      st->ids[slot] = ruby_cache_get(&st->iseq_cache, t->pid, iseq, pc);
+      if (st->ids[slot] == RUBY_NO_ID)
+        st->misses[nmiss++] = (struct ruby_miss){.iseq = iseq, .pc = pc, .slot = slot};
     } else if (!iseq && heap_ptr(ep) && ep >= vm_stack + 16 && ep < vm_stack + words * 8) {
       if (th) {
         /* keep the root-most ones: they are the ones that stay put */
@@ -249,6 +178,17 @@ static int walk_frames(struct ruby_state *st, struct ruby_target *t, const unsig
       }
       st->eps[slot] = ep;
       pending[npending++] = slot;
+    }
+  }
+  /* the Ruby frames the cache missed, all together */
+  if (nmiss) {
+    rc = ruby_iseq_resolve(st, t, st->misses, nmiss);
+    if (rc < 0) return rc;
+    for (uint32_t k = 0; k < nmiss; k++) {
+      if (st->ids[st->misses[k].slot] != RUBY_NO_ID) continue;
+      st->c_str_fail++;
+      /* a torn leaf fails the sample; deeper, skip it as rbspy does */
+      if (st->misses[k].slot == 0) return -EFAULT;
     }
   }
   /* compact: drop skipped frames, keep leaf-first order */

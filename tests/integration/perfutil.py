@@ -63,16 +63,38 @@ def build_hot(out_dir):
     return fp, nofp
 
 
+def _per_session(text):
+    """The header's counters as one dict per session, in order. The harness
+    writes each key once per session into one JSON object, so the object
+    holding "samples" is read as pairs and split where a key repeats."""
+    runs = []
+
+    def hook(items):
+        keys = [k for k, _ in items]
+        if "samples" in keys and all(isinstance(v, int) for _, v in items):
+            for k, v in items:
+                if not runs or k in runs[-1]:
+                    runs.append({})
+                runs[-1][k] = v
+        return dict(items)
+
+    json.loads(text, object_pairs_hook=hook)
+    return runs
+
+
 class Profile:
     def __init__(self, path, stderr=""):
         self.stacks = []  # (pid, comm, frames root-first, count)
         self.header = {}
+        self.session_counters = []  # one dict of counters per session
         self.stderr = stderr
         with open(path, encoding="utf-8", errors="replace") as f:
             for line in f:
                 line = line.rstrip("\n")
                 if line.startswith("# "):
                     self.header = json.loads(line[2:])
+                    # the harness repeats the counters once per session
+                    self.session_counters = _per_session(line[2:])
                     continue
                 if not line:
                     continue
@@ -96,13 +118,17 @@ class Profile:
             print("   %5d %s" % (c, ";".join(frames)[-220:]))
 
 
-def profile(seconds, freq=99, mode="fp", opts=(), lists=(), sessions=1, timeout=300, on_start=None):
+def profile(seconds, freq=99, mode="fp", opts=(), lists=(), sessions=1, timeout=300, on_start=None,
+            verbose=False):
     """Runs the harness; on_start() is called (in a thread) once the plugin
-    has started sampling, which can take seconds on a busy machine."""
+    has started sampling, which can take seconds on a busy machine. verbose:
+    the plugin's debug lines are in the profile's stderr."""
     fd, out = tempfile.mkstemp(prefix="ppperf-", suffix=".col")
     os.close(fd)
     cmd = [HARNESS, PLUGIN, "-d", str(seconds), "-F", str(freq), "-m", mode, "-o", out,
            "-s", str(sessions)]
+    if verbose:
+        cmd.append("-v")
     for o in opts:
         cmd += ["--opt", o]
     for l in lists:

@@ -3,12 +3,16 @@
 through EventPipe, with no tool in the targets and no restart.
 
 Checks named managed frames (a known method, a generic method, a lambda,
-async code), leaf-first order, the 3:1 work split (+-5 points), thread names,
-appids for both launch styles, the runtime version in the app metadata,
-continuity across sessions, and that a target exiting mid-stream costs
-nothing but its own samples.
+async code), leaf-first order, the 3:1 work split (+-5 points), the process
+comm (never a thread name) in the comm column, appids for both launch
+styles, the runtime version in the app metadata, continuity across
+sessions, sessions that keep to the configured length (snapshots do not
+wait for the runtime), and that a target exiting mid-stream costs nothing
+but its own samples.
 """
+import datetime
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -42,6 +46,10 @@ def main():
     muxer = start_workload(["dotnet", os.path.join(out, "PolyprofWorkload.dll"), "120", "split"])
     short = start_workload([exe, "7", "split"])  # exits during the second session
     pids = [apphost.pid, muxer.pid, short.pid]
+    process_comms = set()
+    for p in pids:
+        with open("/proc/%d/comm" % p) as f:
+            process_comms.add(f.read().strip())
     outdir = pputil.tempdir("ppdotnet-out-")
     cmd = pputil.agent_cmd(outdir, pputil.PLUGIN_DIR, "--dotnet-mode", "dotnet-trace", "-c",
                            "-f", "100", "--pids", ",".join(str(p) for p in pids), duration=5)
@@ -69,17 +77,23 @@ def main():
     profiles = [pputil.parse_col(os.path.join(outdir, c)) for c in cols]
     a = b = 0
     frames_seen = set()
-    comms = set()
+    comms = set()  # of stacks with .NET frames
     appids = set()
     per_session_split = []
+    muxer_split = []  # samples of the muxer target's one busy (split) thread
     leaf_first_ok = True
     restarts = 0
     for header, stacks in profiles:
         dn = header.get("polyprof", {}).get("dotnet", {})
         restarts = max(restarts, dn.get("restarts", 0))
         split = 0
+        muxer_split.append(0)
         for frames, count in stacks:
-            comms.add(frames[2])
+            if (any("PolyprofWorkload.dll (" in f for f in frames[3:4])
+                    and any(".SplitWorker.Spin" in f for f in frames)):
+                muxer_split[-1] += count
+            if any(f.endswith("_[net]") for f in frames):
+                comms.add(frames[2])
             for f in frames:
                 if f.endswith("_[net]"):
                     frames_seen.add(f)
@@ -109,7 +123,12 @@ def main():
     ratio = a / (a + b) if a + b else 0
     check(a + b >= 200 and 0.70 <= ratio <= 0.80,
           "3:1 split within 5 points: %.3f (A=%d B=%d)" % (ratio, a, b))
-    check("split" in comms and "lambda" in comms, "managed thread names as comm (%s)" % sorted(comms)[:8])
+    # docs/formats.md: runtime stacks carry the process comm, not thread names
+    check(comms and comms <= process_comms,
+          "comm of .NET stacks is the process comm (%s, processes %s)" %
+          (sorted(comms)[:8], sorted(process_comms)))
+    check(not comms & {"split", "lambda", "async", "generic", "bench"},
+          "no managed thread name used as comm (%s)" % sorted(comms)[:8])
     check(any(x.startswith("appid: dotnet: PolyprofWorkload (") and x.endswith("/PolyprofWorkload)")
               for x in appids), "apphost appid (%s)" % sorted(appids))
     check(any(x.startswith("appid: dotnet: ") and "PolyprofWorkload.dll (" in x for x in appids),
@@ -126,9 +145,34 @@ def main():
     check("EventPipe session" in agent_log, "sessions logged as started")
     check("pid %d: event stream ended" % short.pid in agent_log,
           "the target that exited mid-stream was noticed (and nothing else broke)")
+    # .NET 10 ignores SampleProfilerIntervalMS and sweeps every ~1-4 ms; the
+    # plugin measures that and weights samples by time, so the busy split
+    # thread of the muxer target reaches the profile at no more than the
+    # session frequency (100 Hz x 5 s = 500 per session, fewer when it is
+    # caught outside managed code, e.g. parked at a GC poll on a loaded host)
+    check(re.search(r"pid %d: the runtime samples every [0-9.]+ ms" % muxer.pid, agent_log),
+          "the runtime's sampling period is measured and logged")
+    middle_muxer = sorted(muxer_split[1:-1])
+    median = middle_muxer[len(middle_muxer) // 2] if middle_muxer else 0
+    check(50 <= median <= 600,
+          "busy thread thinned to the session frequency: median %d samples per 5 s session (%s)" %
+          (median, muxer_split))
+    # sessions keep to -d: a snapshot never waits for the runtime (rundown,
+    # StopTracing); the last session was cut short by SIGINT
+    lengths = [float(x) for x in re.findall(r"session \d+: ([0-9.]+) s,", agent_log)][:-1]
+    check(len(lengths) >= 3 and all(abs(x - 5) <= 1.0 for x in lengths),
+          "session lengths within 1 s of 5 s (%s)" % lengths)
+    ends = [iso_seconds(h["end_time"]) for h, _ in profiles]
+    gaps = [b - a for a, b in zip(ends, ends[1:])][:-1]
+    check(gaps and all(abs(g - 5) <= 1.5 for g in gaps),
+          "profiles written every 5 s (+-1 s, end times to the second: %s)" % gaps)
     if failures_present():
         print(log[-3000:])
     finish()
+
+
+def iso_seconds(text):
+    return datetime.datetime.fromisoformat(text.rstrip("Z")).timestamp()
 
 
 def failures_present():

@@ -40,13 +40,15 @@ def spawn_as(user, cmd, env):
 
 
 def stage(tmp):
-    """Copies the agent, its plugins, the workloads and an empty config into
+    """Copies the agent, its worker executable, its plugins, the workloads and an empty config into
     a directory the unprivileged user can read (the build tree may not be)."""
     bindir = os.path.join(tmp, "bin")
     plugdir = os.path.join(tmp, "plugins")
     os.makedirs(bindir)
     os.makedirs(plugdir)
     agent = shutil.copy(pputil.AGENT, bindir)
+    # the agent runs its plugins in this executable, found next to itself
+    shutil.copy(os.path.join(os.path.dirname(pputil.AGENT), "polyprof-worker"), bindir)
     for name in ("perf.so", "python.so"):
         shutil.copy(os.path.join(pputil.PLUGIN_DIR, name), plugdir)
     workload = shutil.copy(os.path.join(pputil.SRC, "tests", "workloads", "python", "workload.py"), tmp)

@@ -5,6 +5,7 @@ Builds every package with scripts/build-deb.sh, checks them with lintian and
 the installed agent:
 - `polyprof --version`; `polyprof plugins` with no flags lists every plugin
   from /usr/lib/<multiarch>/polyprof/plugins;
+- the agent runs its plugins in /usr/lib/<multiarch>/polyprof/polyprof-worker;
 - the service's command line (ExecStart of the installed unit, nothing else)
   under the unit's capability bounding set runs continuous sessions from the
   config file, writing into /var/lib/polyprof; the Python program it
@@ -53,6 +54,22 @@ multiarch = subprocess.run(["dpkg-architecture", "-qDEB_HOST_MULTIARCH"], stdout
 PLUGIN_DIR = "/usr/lib/%s/polyprof/plugins" % multiarch
 procs = []  # everything we start, killed in cleanup()
 extra_files = []  # files we put into package-owned directories
+
+
+def worker_exes(parent):
+    """{comm: executable} of the children of `parent` (its plugin workers)."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+            if int(st[st.rindex(")") + 2:].split()[1]) == parent:
+                out[st[st.index("(") + 1:st.rindex(")")]] = os.readlink("/proc/%s/exe" % d)
+        except (OSError, ValueError):
+            continue
+    return out
 
 
 def run(cmd, timeout=600, **kw):
@@ -176,6 +193,8 @@ try:
               "./lib/systemd/system/polyprof.service", "./usr/share/man/man8/polyprof.8.gz",
               "./usr/share/man/man5/polyprof.yaml.5.gz", "./var/lib/polyprof/", "./var/log/polyprof/"):
         u.check(f in agent_list, "polyprof ships %s" % f)
+    worker = "/usr/lib/%s/polyprof/polyprof-worker" % multiarch
+    u.check("." + worker in agent_list, "polyprof ships the plugin worker executable " + worker)
     conffiles = run(["dpkg-deb", "-I", debs["polyprof"], "conffiles"])[1]
     u.check("/etc/polyprof/polyprof.yaml" in conffiles.split(), "polyprof.yaml is a conffile")
     triggers = run(["dpkg-deb", "-I", debs["polyprof"], "triggers"])[1]
@@ -268,6 +287,9 @@ try:
     if first is None:
         print(agent.stderr.read(4000) if agent.poll() is not None else "(agent still running)")
     u.check(first is not None, "a profile appears in %s within 60 s" % STATE)
+    exes = worker_exes(agent.pid)
+    u.check(exes.get("pp-python") == "/usr/lib/%s/polyprof/polyprof-worker" % multiarch,
+            "the installed agent runs its plugins in the packaged worker executable: %s" % exes)
     jlog = agent_log()
     u.check(("agent %s/java-agent/libpolyprof-jvmti.so" % PLUGIN_DIR) in jlog and "not usable" not in jlog,
             "the java plugin finds its JVMTI agent in the system plugin directory with no flags")

@@ -3,10 +3,14 @@
  * init with options from the command line, start, tick, snapshot, stop. It
  * writes what the plugin emitted as collapsed stacks, one line per stack:
  *
- *   # {"counters": {...}, "app_metadata": {"<pid>": {...}}, "cpu_s": ..., "max_rss_kb": ...}
+ *   # {"counters": {...}, "app_metadata": {"<pid>": {...}}, "cpu_s": ..., "max_rss_kb": ...,
+ *      "rss_kb": [...]}
  *   <pid>;<comm>;<root frame>;...;<leaf frame> <count>
  *
- * with gProfiler's suffixes (_[k] for kernel frames). Used by the perf
+ * with gProfiler's suffixes (_[k] for kernel frames). "counters" repeats
+ * each key once per session (a JSON reader keeps the last session's);
+ * "rss_kb" is the harness's VmRSS right after each snapshot, to see memory
+ * the plugin gave back. Used by the perf
  * integration tests and bench/perf, and handy to debug the plugin under gdb
  * or valgrind.
  *
@@ -38,8 +42,21 @@ static const char *list_items[MAX_OPTS][256];
 static size_t list_counts[MAX_OPTS];
 static FILE *out;
 static int verbose;
-static char counters[8192] = "";
+static char counters[32768] = "";
 static char appmeta[8192] = "";
+static char rss_after[1024] = "";
+
+/* VmRSS now, in KiB (-1 if unreadable). */
+static long current_rss_kb(void) {
+  FILE *f = fopen("/proc/self/status", "re");
+  if (!f) return -1;
+  char line[256];
+  long kb = -1;
+  while (fgets(line, sizeof(line), f))
+    if (sscanf(line, "VmRSS: %ld", &kb) == 1) break;
+  fclose(f);
+  return kb;
+}
 
 static const char *find_opt(const char *key, int *idx) {
   for (int i = 0; i < nopts; i++)
@@ -296,6 +313,8 @@ int main(int argc, char **argv) {
       if (pl->tick) pl->tick(st, h_mono(&host));
     }
     pl->snapshot(st, NULL);
+    size_t n = strlen(rss_after);
+    snprintf(rss_after + n, sizeof(rss_after) - n, "%s%ld", n ? ", " : "", current_rss_kb());
   }
   pl->stop(st);
   pl->fini(st);
@@ -305,8 +324,8 @@ int main(int argc, char **argv) {
                ru.ru_stime.tv_usec / 1e6;
   fprintf(out,
           "# {\"counters\": {%s}, \"app_metadata\": {%s}, \"cpu_s\": %.3f, "
-          "\"max_rss_kb\": %ld}\n",
-          counters, appmeta, cpu, ru.ru_maxrss);
+          "\"max_rss_kb\": %ld, \"rss_kb\": [%s]}\n",
+          counters, appmeta, cpu, ru.ru_maxrss, rss_after);
   if (out != stdout) fclose(out);
   return 0;
 }

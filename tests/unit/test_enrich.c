@@ -61,7 +61,14 @@ static bool wait_exec(pid_t pid, const char *exe_prefix) {
     char exe[PATH_MAX];
     if (pp_proc_exe((uint32_t)pid, exe, sizeof(exe)) == 0) {
       const char *b = strrchr(exe, '/');
-      if (b && strncmp(b + 1, exe_prefix, strlen(exe_prefix)) == 0) return true;
+      /* /proc/PID/exe switches before execve has laid out argv and auxv:
+       * wait for the command line too, or a loaded machine sees the gap */
+      char cmd[64], path[64];
+      size_t n = 0;
+      snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+      if (b && strncmp(b + 1, exe_prefix, strlen(exe_prefix)) == 0 &&
+          pp_read_file(path, cmd, sizeof(cmd), &n) == 0 && n > 0)
+        return true;
     }
     struct timespec ts = {0, 10 * 1000 * 1000};
     nanosleep(&ts, NULL);

@@ -191,9 +191,36 @@ static void test_elf(void) {
     uint64_t vaddr = 0;
     CHECK_EQ_INT(pp_elf_offset_to_vaddr(&info, maps[i].offset, &vaddr), 0);
     uint64_t bias = maps[i].start - vaddr, start = 0;
-    CHECK_EQ_STR(pp_elf_symtab_lookup(t, addr - bias + 3, &start), "pp_test_marker_function");
+    char name[64];
+    CHECK_EQ_STR(pp_elf_symtab_lookup(t, addr - bias + 3, &start, name, sizeof(name)),
+                 "pp_test_marker_function");
     CHECK_EQ_INT(start, addr - bias);
-    CHECK(pp_elf_symtab_lookup(t, 16, NULL) == NULL);
+    CHECK(!pp_elf_symtab_has_file(t));
+    CHECK(pp_elf_symtab_lookup(t, 16, NULL, name, sizeof(name)) == NULL);
+    CHECK(pp_elf_symtab_find(t, addr - bias + 3, &start) && start == addr - bias);
+
+    /* names left in the file: read at lookup from a descriptor the table
+     * holds, cut to the caller's buffer, refused once the file no longer
+     * holds them (a hostile or rewritten file) */
+    char copy[600], cmd[1400];
+    snprintf(copy, sizeof(copy), "%s/self-copy", tmpdir);
+    snprintf(cmd, sizeof(cmd), "cp /proc/%d/exe %s", getpid(), copy);
+    CHECK_EQ_INT(system(cmd), 0);
+    int cfd = open(copy, O_RDWR);
+    CHECK(cfd >= 0);
+    struct pp_elf_info cinfo;
+    struct pp_elf_symtab *ft = NULL;
+    CHECK_EQ_INT(pp_elf_load(cfd, PP_ELF_WANT_SYMTAB | PP_ELF_NAMES_IN_FILE, &cinfo, &ft), 0);
+    CHECK(ft && pp_elf_symtab_has_file(ft));
+    CHECK(pp_elf_symtab_bytes(ft) < pp_elf_symtab_bytes(t));
+    CHECK_EQ_STR(pp_elf_symtab_lookup(ft, addr - bias + 3, &start, name, sizeof(name)),
+                 "pp_test_marker_function");
+    CHECK_EQ_STR(pp_elf_symtab_lookup(ft, addr - bias, NULL, name, 8), "pp_test");
+    CHECK(pp_elf_symtab_lookup(ft, addr - bias, NULL, name, 1) == NULL);
+    CHECK_EQ_INT(ftruncate(cfd, 4096), 0);
+    close(cfd);
+    CHECK(pp_elf_symtab_lookup(ft, addr - bias + 3, &start, name, sizeof(name)) == NULL);
+    pp_elf_symtab_free(ft);
   }
   pp_maps_free(maps, n);
   char hex[41];
@@ -248,7 +275,10 @@ static void test_elf_malformed(void) {
     int f = open(path, O_RDONLY);
     struct pp_elf_info info;
     struct pp_elf_symtab *t = NULL;
-    pp_elf_load(f, PP_ELF_WANT_SYMTAB | PP_ELF_WANT_DYNSYM, &info, &t);
+    pp_elf_load(f, PP_ELF_WANT_SYMTAB | PP_ELF_WANT_DYNSYM | PP_ELF_NAMES_IN_FILE, &info, &t);
+    char name[256];
+    for (unsigned l = 0; t && l < info.nloads; l++)
+      pp_elf_symtab_lookup(t, info.loads[l].vaddr + 64, NULL, name, sizeof(name));
     pp_elf_symtab_free(t);
     close(f);
   }
@@ -265,7 +295,8 @@ static void test_elf_malformed(void) {
     struct pp_elf_info info;
     struct pp_elf_symtab *t = NULL;
     int rc = pp_elf_load_memory(copy, size, PP_ELF_WANT_SYMTAB | PP_ELF_WANT_DYNSYM, &info, &t);
-    if (rc == 0 && t) pp_elf_symtab_lookup(t, 0x1234, NULL);
+    char name[256];
+    if (rc == 0 && t) pp_elf_symtab_lookup(t, 0x1234, NULL, name, sizeof(name));
     pp_elf_symtab_free(t);
     free(copy);
   }

@@ -1,7 +1,8 @@
 /*
  * The php plugin's stack walker and aggregator on synthetic PHP 8.2
  * structures built in this process's own memory (process_vm_readv on
- * ourselves): names, classes, files, executing lines, internal frames, and
+ * ourselves): names, classes, files, executing lines, internal frames, a
+ * leaf whose saved opline is not its own, a stack deeper than one read, and
  * hostile input (a cycle, a bad function type, an absurd string length, a
  * NULL function, a depth beyond the cap).
  */
@@ -34,7 +35,11 @@ static struct zstr s_main_file, s_fn, s_cls, s_inner;
 static _Alignas(8) unsigned char fn_main[256], fn_method[256], fn_internal[256];
 static _Alignas(8) unsigned char ce[64];
 static _Alignas(8) unsigned char ed[4][72];
-static _Alignas(8) unsigned char ops[2][32];
+/* each function's instructions (zend_op, 32 bytes: lineno at +24, opcode at +28) */
+static _Alignas(8) unsigned char ops_main[3][32], ops_method[3][32];
+#define LINE_START_MAIN 1
+#define LINE_START_METHOD 38
+#define OPC_RETURN 62
 
 static void put64(unsigned char *b, size_t off, uint64_t v) {
   memcpy(b + off, &v, 8);
@@ -57,17 +62,29 @@ static void build(const struct php_layout *L) {
   memset(fn_internal, 0, sizeof(fn_internal));
   fn_internal[0] = 1;
   put64(fn_internal, 8, (uintptr_t)&s_inner);
-  uint32_t l_main = 12, l_method = 40;
-  memcpy(ops[0] + 24, &l_main, 4);
-  memcpy(ops[1] + 24, &l_method, 4);
+  put64(fn_main, L->op_opcodes, (uintptr_t)ops_main);
+  put64(fn_method, L->op_opcodes, (uintptr_t)ops_method);
+  uint32_t three = 3, ls_main = LINE_START_MAIN, ls_method = LINE_START_METHOD;
+  memcpy(fn_main + L->op_last, &three, 4);
+  memcpy(fn_method + L->op_last, &three, 4);
+  memcpy(fn_main + L->op_line_start, &ls_main, 4);
+  memcpy(fn_method + L->op_line_start, &ls_method, 4);
+  memset(ops_main, 0, sizeof(ops_main));
+  memset(ops_method, 0, sizeof(ops_method));
+  for (uint32_t i = 0; i < 3; i++) {
+    uint32_t l_main = 11 + i, l_method = 39 + i; /* 11, 12, 13 and 39, 40, 41 */
+    memcpy(ops_main[i] + 24, &l_main, 4);
+    memcpy(ops_method[i] + 24, &l_method, 4);
+  }
+  ops_method[2][28] = OPC_RETURN; /* the method's last instruction, line 41 */
   memset(ed, 0, sizeof(ed));
   /* ed[0] leaf (internal) -> ed[1] method -> ed[2] main */
   put64(ed[0], L->ed_func, (uintptr_t)fn_internal);
   put64(ed[0], L->ed_prev, (uintptr_t)ed[1]);
-  put64(ed[1], L->ed_opline, (uintptr_t)ops[1]);
+  put64(ed[1], L->ed_opline, (uintptr_t)ops_method[1]);
   put64(ed[1], L->ed_func, (uintptr_t)fn_method);
   put64(ed[1], L->ed_prev, (uintptr_t)ed[2]);
-  put64(ed[2], L->ed_opline, (uintptr_t)ops[0]);
+  put64(ed[2], L->ed_opline, (uintptr_t)ops_main[1]);
   put64(ed[2], L->ed_func, (uintptr_t)fn_main);
   put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
 }
@@ -82,6 +99,88 @@ static int fake_emit(struct pp_sink *sink, const struct pp_sample *s) {
   snprintf(last_leaf, sizeof(last_leaf), "%s|%s|%u|%s", s->frames[0].name, s->frames[0].file,
            s->frames[0].line, s->comm ? s->comm : "");
   return 0;
+}
+
+/* The leaf is the method (ed[1]); returns the line it is shown at. */
+static uint32_t leaf_line(struct php_attach *a, struct php_walker *w, uint64_t opline) {
+  const struct php_frame *f = NULL;
+  uint32_t n = 0;
+  put64(ed[1], a->layout->ed_opline, opline);
+  int rc = php_walk(w, getpid(), a, &f, &n);
+  CHECK_EQ_INT(rc, PHP_WALK_OK);
+  CHECK_EQ_INT(n, 2);
+  if (rc != PHP_WALK_OK || n != 2) return 0;
+  CHECK_EQ_STR(f[0].name, "App\\Ctl::handle");
+  CHECK_EQ_INT(f[1].line, 12); /* the caller's saved call: always exact */
+  return f[0].line;
+}
+
+/* A leaf's saved opline is believed only if it is one of its function's
+ * instructions and not a previous call's RETURN; otherwise the function's
+ * first line, counted as stale. Never a torn sample: the stack is fine. */
+static void leaf_lines(const struct php_layout *L, struct php_attach *a, struct php_walker *w) {
+  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[1]);
+  CHECK_EQ_INT(leaf_line(a, w, (uintptr_t)ops_method[1]), 40);
+  CHECK_EQ_INT(leaf_line(a, w, (uintptr_t)ops_method[0]), 39);
+  CHECK_EQ_INT(php_walker_take_stale_lines(w), 0);
+  /* left there by a frame of another function at the same address */
+  CHECK_EQ_INT(leaf_line(a, w, (uintptr_t)ops_main[2]), LINE_START_METHOD);
+  /* inside the instructions but not on one */
+  CHECK_EQ_INT(leaf_line(a, w, (uintptr_t)ops_method[1] + 8), LINE_START_METHOD);
+  /* one past the last instruction */
+  CHECK_EQ_INT(leaf_line(a, w, (uintptr_t)ops_method[0] + 3 * 32), LINE_START_METHOD);
+  /* a previous call's exit */
+  CHECK_EQ_INT(leaf_line(a, w, (uintptr_t)ops_method[2]), LINE_START_METHOD);
+  /* garbage: unmapped, NULL */
+  CHECK_EQ_INT(leaf_line(a, w, 0x10), LINE_START_METHOD);
+  CHECK_EQ_INT(leaf_line(a, w, 0), LINE_START_METHOD);
+  CHECK_EQ_INT(php_walker_take_stale_lines(w), 6);
+  CHECK_EQ_INT(php_walker_take_stale_lines(w), 0);
+  /* a caller's saved RETURN is believed (only a leaf's is a leftover) */
+  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
+  put64(ed[1], L->ed_opline, (uintptr_t)ops_method[2]);
+  const struct php_frame *f = NULL;
+  uint32_t n = 0;
+  CHECK_EQ_INT(php_walk(w, getpid(), a, &f, &n), PHP_WALK_OK);
+  CHECK(n == 3 && f[1].line == 41);
+  put64(ed[1], L->ed_opline, (uintptr_t)ops_method[1]);
+}
+
+/* 70 frames (more than one read's worth of functions), alternately close
+ * together and further apart than one VM stack window. */
+#define DEEP 70
+static _Alignas(8) unsigned char vm[DEEP / 2 * (200 + 5000) + 4096];
+static void deep_stack(const struct php_layout *L, struct php_attach *a) {
+  struct php_walker *w = php_walker_new(64, 100);
+  uint64_t at[DEEP];
+  size_t off = 0;
+  for (int i = DEEP - 1; i >= 0; i--) { /* callers below callees, as on the VM stack */
+    at[i] = (uintptr_t)vm + off;
+    off += (i % 2) ? 200 : 5000;
+  }
+  memset(vm, 0, sizeof(vm));
+  for (int i = 0; i < DEEP; i++) {
+    unsigned char *e = (unsigned char *)(uintptr_t)at[i];
+    int bottom = i == DEEP - 1;
+    put64(e, L->ed_func, (uintptr_t)(bottom ? fn_main : fn_method));
+    put64(e, L->ed_opline, (uintptr_t)(bottom ? ops_main[0] : ops_method[1]));
+    put64(e, L->ed_prev, bottom ? 0 : at[i + 1]);
+  }
+  put64(eg, L->eg_current_execute_data, at[0]);
+  const struct php_frame *f = NULL;
+  uint32_t n = 0;
+  CHECK_EQ_INT(php_walk(w, getpid(), a, &f, &n), PHP_WALK_OK);
+  CHECK_EQ_INT(n, DEEP);
+  int wrong = 0;
+  for (uint32_t i = 0; i + 1 < n; i++)
+    wrong += strcmp(f[i].name, "App\\Ctl::handle") != 0 || f[i].line != 40;
+  CHECK_EQ_INT(wrong, 0);
+  if (n == DEEP) {
+    CHECK_EQ_STR(f[DEEP - 1].name, "<main>");
+    CHECK_EQ_INT(f[DEEP - 1].line, 11);
+  }
+  php_walker_free(w);
+  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
 }
 
 int main(void) {
@@ -112,7 +211,14 @@ int main(void) {
   CHECK_EQ_INT(php_walk(w, me, &a, &f, &n), PHP_WALK_OK);
   CHECK(n == 3 && strcmp(f[1].name, "App\\Ctl::handle") == 0);
 
+  CHECK_EQ_INT(php_walker_take_stale_lines(w), 0);
+
+  leaf_lines(L, &a, w);
+  deep_stack(L, &a);
+
   /* aggregation: the same stack twice is one entry with count 2 */
+  build(L);
+  CHECK_EQ_INT(php_walk(w, me, &a, &f, &n), PHP_WALK_OK);
   struct php_agg *g = php_agg_new(64, 1 << 16, 16);
   CHECK_EQ_INT(php_agg_add(g, 42, "php-fpm", f, n), 0);
   CHECK_EQ_INT(php_agg_add(g, 42, "php-fpm", f, n), 0);

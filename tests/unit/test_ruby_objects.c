@@ -95,6 +95,36 @@ static void test_succinct_lines(void) {
     }
   }
   CHECK_EQ_INT(bad, 0);
+  /* the same lookups in the split form the batched resolver uses: table
+   * parsed once, the index bytes and the line read by the caller */
+  struct ruby_lines ln;
+  CHECK(ruby_lines_parse(&t, body, sizeof(body), &ln));
+  CHECK(ruby_lines_has(&ln, (uint64_t)(uintptr_t)encoded + 8 * 2000));
+  CHECK(!ruby_lines_has(&ln, (uint64_t)(uintptr_t)encoded + 8 * 2001));
+  CHECK(!ruby_lines_has(&ln, (uint64_t)(uintptr_t)encoded - 8));
+  bad = 0;
+  for (uint32_t p = 0; p < 1900; p++) {
+    uint64_t pc = (uint64_t)(uintptr_t)encoded + (p + 1) * 8ull;
+    int64_t at = ruby_lines_pos(&ln, pc);
+    uint64_t addr = 0;
+    uint32_t len = 0;
+    unsigned char buf[80];
+    int32_t line = 0;
+    if (at >= 0) ruby_lines_succ_read(&ln, (uint64_t)at, &addr, &len);
+    if (len && len <= sizeof(buf) && pp_remote_read(getpid(), addr, buf, len) == 0) {
+      uint64_t la =
+          ruby_lines_entry_line(&t, &ln, ruby_lines_succ_index(&ln, (uint64_t)at, buf, len));
+      if (la) pp_remote_read(getpid(), la, &line, sizeof(line));
+    }
+    if (line != (int32_t)ruby_line_of(&t, body, sizeof(body), pc) || at != (int64_t)p) {
+      if (bad++ < 5) fprintf(stderr, "split lookup, pos %u: line %d\n", p, line);
+    }
+  }
+  CHECK_EQ_INT(bad, 0);
+  /* a truncated index read and an index past the table are refused */
+  CHECK_EQ_INT((int)ruby_lines_succ_index(&ln, 100, (const unsigned char *)&sd, 8), 0);
+  CHECK_EQ_INT((int)ruby_lines_entry_line(&t, &ln, N + 1), 0);
+  CHECK_EQ_INT((int)ruby_lines_entry_line(&t, &ln, 0), 0);
   /* pc at the start of the iseq (pos 0), past the end, before it, NULL */
   CHECK_EQ_INT(ruby_line_of(&t, body, sizeof(body), (uint64_t)(uintptr_t)encoded), 100);
   CHECK_EQ_INT(ruby_line_of(&t, body, sizeof(body), (uint64_t)(uintptr_t)encoded + 8 * 5000), 0);

@@ -5,7 +5,8 @@
  * written (rows, deltas, macros) cannot silently change a number: one
  * version per line, every field spelled out. The tids of 3.1+ follow the
  * struct order (rb_thread_t.tid, rb_native_thread.tid after thread_id) and
- * are checked at attach time against the main thread. */
+ * are checked at attach time against the main thread; thread_id (pthread_t)
+ * is the reference's "thread id" row. */
 #include <string.h>
 
 #include "../../plugins/ruby/ruby_layout.c"
@@ -18,23 +19,23 @@ struct pinned {
   int ii_body, ii_positions, ii_size, ii_succ, ii_entry_size, ii_entry_line;
   int vm_main_thread, vm_living_threads, vm_main_ractor, vm_ractor_main_thread;
   int ractor_threads_set, ractor_running_ec, ractor_main;
-  int thread_ec, thread_tid, thread_nt;
+  int thread_ec, thread_tid, thread_nt, thread_pthread;
   int string_kind, last_op_id;
 };
 
 /* clang-format off */
 static const struct pinned pins[] = {
-  /* version   series maj min patches  | ec.thread_ptr cfp first_lineno VALUE? lines | insns_info body pos size succ entry line | vm.main_thread living main_ractor main_thread | ractor set running_ec main | thread ec tid nt | string last_op_id */
-  {"2.5.9",  "2.5", 2, 5, -1, -1, 72, 48, 88, 1, RUBY_LINES_POSITIONS, 112, -1, 200, -1, 12, 4, 280, 320, -1, -1, -1, -1, -1, 32, -1, -1, RUBY_STR_FLAGS_LEN, 166},
-  {"2.6.10", "2.6", 2, 6, -1, -1, 56, 56, 88, 1, RUBY_LINES_SUCCINCT, 120, 128, 136, 144, 8, 0, 192, -1, -1, -1, -1, -1, -1, 32, -1, -1, RUBY_STR_FLAGS_LEN, 164},
-  {"2.7.8",  "2.7", 2, 7, -1, -1, 56, 56, 88, 1, RUBY_LINES_SUCCINCT, 120, 128, 136, 144, 8, 0, 192, 312, -1, -1, -1, -1, -1, 32, -1, -1, RUBY_STR_FLAGS_LEN, 168},
-  {"3.0.7",  "3.0", 3, 0, -1, -1, 56, 56, 88, 1, RUBY_LINES_SUCCINCT, 120, 128, 136, 144, 8, 0, -1, -1, 32, 40, 304, 520, 528, 40, -1, -1, RUBY_STR_FLAGS_LEN, 168},
-  {"3.1.2",  "3.1", 3, 1, -1, -1, 48, 64, 88, 1, RUBY_LINES_SUCCINCT, 120, 128, 136, 144, 12, 0, -1, -1, 32, 40, 304, 520, 528, 40, 88, -1, RUBY_STR_FLAGS_LEN, 169},
-  {"3.2.4",  "3.2", 3, 2, -1, -1, 48, 64, 88, 0, RUBY_LINES_SUCCINCT, 112, 120, 128, 136, 12, 0, -1, -1, 32, 40, 304, 520, 528, 48, 16, 40, RUBY_STR_LEN_FIELD, 169},
-  {"3.3.6",  "3.3", 3, 3, -1, -1, 48, 56, 88, 0, RUBY_LINES_SUCCINCT, 112, 120, 128, 136, 12, 0, -1, -1, 32, 40, 256, 384, 392, 48, 24, 40, RUBY_STR_LEN_FIELD, 169},
-  {"3.4.1",  "3.4", 3, 4, -1, -1, 48, 56, 88, 0, RUBY_LINES_SUCCINCT, 112, 120, 128, 136, 12, 0, -1, -1, 32, 40, 256, 384, 392, 48, 24, 40, RUBY_STR_LEN_FIELD, 170},
-  {"4.0.5",  "4.0", 4, 0,  0,  5, 48, 56, 88, 0, RUBY_LINES_SUCCINCT, 112, 120, 128, 136, 12, 0, -1, -1, 32, 40, -1, 312, 320, 48, -1, -1, RUBY_STR_LEN_FIELD, 170},
-  {"4.0.6",  "4.0", 4, 0,  6, 99, 48, 56, 88, 0, RUBY_LINES_SUCCINCT, 112, 120, 128, 136, 12, 0, -1, -1, 32, 40, -1, 320, 328, 48, -1, -1, RUBY_STR_LEN_FIELD, 170},
+  /* version   series maj min patches  | ec.thread_ptr cfp first_lineno VALUE? lines | insns_info body pos size succ entry line | vm.main_thread living main_ractor main_thread | ractor set running_ec main | thread ec tid nt pthread_t | string last_op_id */
+  {"2.5.9",  "2.5", 2, 5, -1, -1, 72, 48, 88, 1, RUBY_LINES_POSITIONS, 112, -1, 200, -1, 12, 4, 280, 320, -1, -1, -1, -1, -1, 32, -1, -1, 72, RUBY_STR_FLAGS_LEN, 166},
+  {"2.6.10", "2.6", 2, 6, -1, -1, 56, 56, 88, 1, RUBY_LINES_SUCCINCT, 120, 128, 136, 144, 8, 0, 192, -1, -1, -1, -1, -1, -1, 32, -1, -1, 72, RUBY_STR_FLAGS_LEN, 164},
+  {"2.7.8",  "2.7", 2, 7, -1, -1, 56, 56, 88, 1, RUBY_LINES_SUCCINCT, 120, 128, 136, 144, 8, 0, 192, 312, -1, -1, -1, -1, -1, 32, -1, -1, 72, RUBY_STR_FLAGS_LEN, 168},
+  {"3.0.7",  "3.0", 3, 0, -1, -1, 56, 56, 88, 1, RUBY_LINES_SUCCINCT, 120, 128, 136, 144, 8, 0, -1, -1, 32, 40, 304, 520, 528, 40, -1, -1, 80, RUBY_STR_FLAGS_LEN, 168},
+  {"3.1.2",  "3.1", 3, 1, -1, -1, 48, 64, 88, 1, RUBY_LINES_SUCCINCT, 120, 128, 136, 144, 12, 0, -1, -1, 32, 40, 304, 520, 528, 40, 88, -1, 80, RUBY_STR_FLAGS_LEN, 169},
+  {"3.2.4",  "3.2", 3, 2, -1, -1, 48, 64, 88, 0, RUBY_LINES_SUCCINCT, 112, 120, 128, 136, 12, 0, -1, -1, 32, 40, 304, 520, 528, 48, 16, 40, -1, RUBY_STR_LEN_FIELD, 169},
+  {"3.3.6",  "3.3", 3, 3, -1, -1, 48, 56, 88, 0, RUBY_LINES_SUCCINCT, 112, 120, 128, 136, 12, 0, -1, -1, 32, 40, 256, 384, 392, 48, 24, 40, -1, RUBY_STR_LEN_FIELD, 169},
+  {"3.4.1",  "3.4", 3, 4, -1, -1, 48, 56, 88, 0, RUBY_LINES_SUCCINCT, 112, 120, 128, 136, 12, 0, -1, -1, 32, 40, 256, 384, 392, 48, 24, 40, -1, RUBY_STR_LEN_FIELD, 170},
+  {"4.0.5",  "4.0", 4, 0,  0,  5, 48, 56, 88, 0, RUBY_LINES_SUCCINCT, 112, 120, 128, 136, 12, 0, -1, -1, 32, 40, -1, 312, 320, 48, -1, -1, -1, RUBY_STR_LEN_FIELD, 170},
+  {"4.0.6",  "4.0", 4, 0,  6, 99, 48, 56, 88, 0, RUBY_LINES_SUCCINCT, 112, 120, 128, 136, 12, 0, -1, -1, 32, 40, -1, 320, 328, 48, -1, -1, -1, RUBY_STR_LEN_FIELD, 170},
 };
 /* clang-format on */
 
@@ -71,6 +72,7 @@ static void check_row(const struct pinned *p) {
   PIN(thread_ec);
   PIN(thread_tid);
   PIN(thread_nt);
+  PIN(thread_pthread);
   PIN(string_kind);
   PIN(last_op_id);
   if (pp_test_failures != before) fprintf(stderr, "  (in the row of Ruby %s)\n", p->version);

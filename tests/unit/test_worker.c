@@ -23,6 +23,7 @@
 
 static struct pp_plugin_info *infos;
 static size_t ninfos;
+static char worker_exe[4096]; /* the build's polyprof-worker */
 
 /* ---- captured log lines ---- */
 
@@ -97,7 +98,8 @@ static struct pp_worker *make_t(const char *name, bool inline_mode, int mem_mb, 
   struct pp_worker_opts o = {.inline_mode = inline_mode,
                              .memory_limit_mb = mem_mb,
                              .timeout_s = timeout_s,
-                             .backoff_max_s = 2};
+                             .backoff_max_s = 2,
+                             .worker_path = worker_exe};
   const struct pp_plugin_info *info = plugin(name);
   struct pp_worker *w = pp_worker_new(info, c ? &c->pc : NULL, &o);
   CHECK(w != NULL);
@@ -148,6 +150,51 @@ static int service_until_running(struct pp_worker *w, double limit) {
   return 0;
 }
 
+/* What the supervisor relies on in a worker process: the small worker
+ * executable (not a copy of this process), its own process group, the stop
+ * signals ignored, nothing blocked, and no descriptor of ours but the
+ * socket (fd 3) and stdio. */
+static void check_worker_process(pid_t pid) {
+  char path[64], exe[4096] = "";
+  snprintf(path, sizeof(path), "/proc/%d/exe", (int)pid);
+  ssize_t n = readlink(path, exe, sizeof(exe) - 1);
+  if (n > 0) exe[n] = 0;
+  CHECK_EQ_STR(exe, worker_exe);
+  CHECK_EQ_INT(getpgid(pid), pid);
+  char status[8192] = "", *ign, *blk;
+  snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f) {
+    size_t got = fread(status, 1, sizeof(status) - 1, f);
+    status[got] = 0;
+    fclose(f);
+  }
+  ign = strstr(status, "SigIgn:\t");
+  blk = strstr(status, "SigBlk:\t");
+  CHECK(ign && blk);
+  if (ign && blk) {
+    unsigned long long ignored = strtoull(ign + 8, NULL, 16), blocked = strtoull(blk + 8, NULL, 16);
+    int want[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+      CHECK(ignored & (1ull << (want[i] - 1)));
+    CHECK_EQ_INT((int)(blocked != 0), 0);
+  }
+  /* fd 3 is the socket; 4 (the exec error pipe) and anything we hold are
+   * gone. tp_ok opens nothing that it keeps. */
+  char fdpath[64], target[256];
+  snprintf(fdpath, sizeof(fdpath), "/proc/%d/fd/3", (int)pid);
+  n = readlink(fdpath, target, sizeof(target) - 1);
+  if (n > 0) target[n] = 0;
+  CHECK(n > 0 && strncmp(target, "socket:", 7) == 0);
+  for (int fd = 4; fd < 64; fd++) {
+    snprintf(fdpath, sizeof(fdpath), "/proc/%d/fd/%d", (int)pid, fd);
+    if (readlink(fdpath, target, sizeof(target) - 1) >= 0) {
+      fprintf(stderr, "worker has fd %d open\n", fd);
+      CHECK(0);
+    }
+  }
+}
+
 /* ---- tests ---- */
 
 static void test_ok(bool inline_mode) {
@@ -183,6 +230,7 @@ static void test_ok(bool inline_mode) {
     char comm[32] = "";
     pp_proc_comm((uint32_t)wpid, comm, sizeof(comm));
     CHECK_EQ_STR(comm, "pp-tp_ok");
+    check_worker_process(wpid);
   }
   uint32_t p1 = (uint32_t)getpid(), p2 = (uint32_t)getppid();
   struct pp_target t[2] = {{.pid = p1}, {.pid = p2}};
@@ -749,6 +797,29 @@ static void test_evil(void) {
   }
 }
 
+/* A missing worker executable is a broken install: one clear error naming
+ * the path, no restart loop. */
+static void test_missing_exe(void) {
+  fprintf(stderr, "== missing worker executable\n");
+  const char *paths[] = {"/nonexistent/polyprof-worker", "polyprof-worker"};
+  const char *want[] = {"/nonexistent/polyprof-worker: No such file or directory",
+                        "polyprof-worker: not an absolute path"};
+  for (int i = 0; i < 2; i++) {
+    struct pp_worker_opts o = {.timeout_s = 5, .backoff_max_s = 2, .worker_path = paths[i]};
+    struct pp_worker *w = pp_worker_new(plugin("tp_ok"), NULL, &o);
+    CHECK(w != NULL);
+    if (!w) return;
+    char err[512] = "";
+    struct pp_session s = session();
+    int rc = pp_worker_start(w, &s, err, sizeof(err));
+    CHECK(PP_IS_PERMANENT(rc));
+    CHECK_CONTAINS(err, want[i]);
+    CHECK(pp_worker_off(w));
+    CHECK(logged(want[i]));
+    pp_worker_free(w);
+  }
+}
+
 static void test_init_hang(void) {
   fprintf(stderr, "== hang in init\n");
   const struct pp_plugin_info *info = plugin("tp_hang");
@@ -769,6 +840,12 @@ int main(void) {
   const char *build = getenv("PP_BUILD_DIR");
   char dir[4096];
   snprintf(dir, sizeof(dir), "%s/tests/plugins", build ? build : "build");
+  char exe[4096];
+  snprintf(exe, sizeof(exe), "%s/polyprof-worker", build ? build : "build");
+  if (!realpath(exe, worker_exe)) { /* plugins.worker_path must be absolute */
+    fprintf(stderr, "no worker executable at %s\n", exe);
+    return 1;
+  }
   pp_log_set_forward(capture, NULL);
   if (pp_registry_scan(dir, &infos, &ninfos) != 0) {
     fprintf(stderr, "cannot scan %s\n", dir);
@@ -785,6 +862,7 @@ int main(void) {
   test_big_late();
   test_evil();
   test_init_hang();
+  test_missing_exe();
   /* Inline last: the abandoned hung thread stays until we exit. */
   test_ok(true);
   test_permanent(true);
