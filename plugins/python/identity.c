@@ -27,6 +27,11 @@ static int parse_stat(const char *buf, struct py_image_id *id) {
   const char *p = strrchr(buf, ')'); /* comm may hold ')' and spaces */
   if (!p || p[1] != ' ') return -EINVAL;
   p += 2;
+  /* A zombie, or a process between exit_mm() and its last breath, has no
+   * memory: the kernel shows 0 for start_code and start_stack. That is an
+   * exit, not a new image (taken for an exec, it was looked for again and
+   * its exit never logged). */
+  if (p[0] == 'Z' || p[0] == 'X' || p[0] == 'x') return -ESRCH;
   for (int field = 3; field <= 28; field++) {
     char *end;
     if (field == 22 || field == 26 || field == 28) {
@@ -55,6 +60,7 @@ int python_image_id(uint32_t pid, struct py_image_id *id) {
   buf[n] = '\0';
   int rc = parse_stat(buf, id);
   if (rc < 0) return rc;
+  if (!id->start_code && !id->start_stack) return -ESRCH; /* no memory left: exiting */
   struct stat sb;
   snprintf(path, sizeof(path), "/proc/%u/exe", pid);
   if (stat(path, &sb) == 0) {

@@ -1,7 +1,8 @@
 """Python processes that come and go, change, or hide their files.
 
-  exit      a target that exits in the middle of a session: one log line,
-            its samples until then are kept, the other target goes on
+  exit      a target of every interpreter found exits in the middle of a
+            session: one log line each, their samples until then are kept,
+            the target that stays goes on
   exec      a target that execs another interpreter (pyenv -> Debian's
             static python3): found again, stacks and version of the new one
   mount ns  a target whose interpreter and script exist only in its private
@@ -30,20 +31,30 @@ pyenv = [f for f in found if f[0].startswith("pyenv") and f[2] >= (3, 0)]
 debian = [f for f in found if f[0].startswith("debian")]
 first = (pyenv or found)[-1]
 
-# --- exit in the middle of a session ---
+# --- exit in the middle of a session: one leaving target per interpreter ---
 procs = []
 try:
     stay, stay_script = py.start(first[1], "nested", idle=True)
-    leave, leave_script = py.start(first[1], "nested", seconds=2.5, idle=True)
-    procs += [stay, leave]
-    r, header, stacks, log = py.profile([stay.pid, leave.pid], "--python-mode", "wall", duration=5)
+    procs.append(stay)
+    leaving = []
+    for label, exe, ver in found:
+        leave, leave_script = py.start(exe, "nested", seconds=2.5, idle=True, wait=False)
+        procs.append(leave)
+        leaving.append((label, leave, leave_script))
+    py.wait_ready([p for _, p, _ in leaving])
+    r, header, stacks, log = py.profile([p.pid for p in procs], "--python-mode", "wall",
+                                        duration=5)
     u.check(r.returncode == 0, "exit: agent exits 0" + ("" if r.returncode == 0 else " (%s)" % r.stderr[-500:]))
-    u.check("pid %d: exited" % leave.pid in log, "exit: one log line says pid %d exited" % leave.pid)
-    u.check(log.count("pid %d: exited" % leave.pid) == 1, "exit: and only one")
-    gone = sum(c for _, c, _ in py.stacks_in(stacks, leave_script))
     kept = sum(c for _, c, _ in py.stacks_in(stacks, stay_script))
-    u.check(gone >= 5, "exit: samples from before the exit are kept (%d)" % gone)
-    u.check(kept >= 2 * gone, "exit: the other target is sampled all along (%d vs %d)" % (kept, gone))
+    for label, leave, leave_script in leaving:
+        if log.count("pid %d: exited" % leave.pid) != 1:
+            print("\n".join(l for l in log.splitlines() if "pid %d:" % leave.pid in l))
+        u.check(log.count("pid %d: exited" % leave.pid) == 1,
+                "exit %s: one log line says pid %d exited" % (label, leave.pid))
+        gone = sum(c for _, c, _ in py.stacks_in(stacks, leave_script))
+        u.check(gone >= 5, "exit %s: samples from before the exit are kept (%d)" % (label, gone))
+        u.check(kept >= 2 * gone, "exit %s: the other target is sampled all along (%d vs %d)"
+                % (label, kept, gone))
 finally:
     for p in procs:
         u.kill(p)
