@@ -31,6 +31,10 @@
 #define PY_NAME_MAX 1024             /* bytes of UTF-8 kept per name/file name */
 #define PY_LINETABLE_MAX 65536       /* larger line tables: line = first line */
 #define PY_CHUNK_COPY_MAX (1u << 20) /* bytes of 3.11+ data stack copied per thread */
+#define PY_CHUNK_SLACK 2048          /* prefetched past the last top of the data stack */
+/* Frames of the first thread that live outside its data stack (3.12/3.13
+ * entry frames on the C stack, one per nested activation) prefetched. */
+#define PY_SPEC_FRAMES 4
 
 /* Line-table formats (linetable.c). */
 enum py_lt_format {
@@ -119,6 +123,15 @@ struct py_proc {
     uint32_t tid;
   } tids[32];
   uint32_t ntids;
+  /* Where the last sample found the first interpreter, its first thread's
+   * state, that thread's 3.11 cframe and its data-stack chunk: the next
+   * sample reads all of them in one system call and checks every address
+   * against what it then reads (walk.c, "prefetch"). 0: unknown. */
+  struct {
+    uint64_t interp, ts, cframe, chunk_lo;
+    uint32_t chunk_len, nframes;
+    uint64_t frames[PY_SPEC_FRAMES]; /* frames outside the chunk (C stack) */
+  } spec;
   uint64_t code_gen[4]; /* 3.14+: _code_object_generation per interpreter */
   uint32_t code_epoch;  /* bumped when any of them moves (codecache.c) */
   char module[64];      /* basename of the file that holds CPython */
@@ -144,7 +157,7 @@ struct py_image_id {
   uint64_t start_time, start_code, start_stack; /* /proc/PID/stat 22, 26, 28 */
   uint64_t exe_dev, exe_ino;
 };
-/* 0, -ESRCH (gone) or -errno. */
+/* 0, -ESRCH (gone, a zombie, or exiting: no memory left) or -errno. */
 int python_image_id(uint32_t pid, struct py_image_id *id);
 bool python_image_same(const struct py_image_id *a, const struct py_image_id *b);
 
