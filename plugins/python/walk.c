@@ -465,6 +465,7 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
         n = walk_thread(w, p, cc, ts, first, &truncated);
       }
       if (n < 0) {
+        if (first) memset(&p->spec, 0, sizeof(p->spec)); /* the retry may have set some */
         res->failed++;
         if (!res->err) res->err = n;
       } else if (n > 0) {

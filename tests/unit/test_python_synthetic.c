@@ -34,7 +34,7 @@
 #include "python_image.c"
 #include "testlib.h"
 
-#define MAX_FRAMES 16
+#define MAX_FRAMES 48
 
 struct triple_out {
   char name[64], file[512];
@@ -229,6 +229,82 @@ static void image_314(void) {
   free(m.arena);
 }
 
+/* The prefetch reads, in one system call, what the last sample found at
+ * the addresses it found it (walk.c). A stack that grew in place past the
+ * part of the chunk that was prefetched must be read again, not cut at the
+ * old top; one that shrank is served from the prefetched copy. */
+static void prefetch_grown_stack(void) {
+  struct img m;
+  img_init(&m, &IMG_POS_314, &IMG_VAL_314, 0x030E00F0, 4u << 20);
+  uint8_t *ts = img_thread(&m, 4242);
+  uint64_t codes[N314];
+  build_stack(&m, ts, STACK_314, N314, 1, codes);
+  static const uint8_t latin1[] = "Klass.m\xe9thode"; /* as image_314() */
+  img_put64((uint8_t *)(uintptr_t)codes[0], m.val.co_qualname,
+            img_str(&m, latin1, sizeof(latin1) - 1, 1));
+  struct py_proc p;
+  char why[160] = "";
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), 0);
+  struct py_codecache *cc = python_codecache_new(64);
+  struct collected c;
+  struct py_sample_result res;
+  CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+  check_stack(&c, STACK_314, N314);
+  CHECK_EQ_INT(p.spec.ts == img_addr(ts), 1);
+  uint64_t lo, top, leaf;
+  memcpy(&lo, ts + m.val.ts_chunk, 8);
+  memcpy(&top, ts + m.val.ts_chunk + 8, 8);
+  memcpy(&leaf, ts + m.val.ts_current_frame, 8);
+  CHECK_EQ_INT(p.spec.chunk_lo == lo && p.spec.chunk_len == top - lo + PY_CHUNK_SLACK, 1);
+  CHECK_EQ_INT(p.spec.nframes, 1); /* the frame built outside the chunk */
+
+  /* frames pushed at the top, further than the prefetched slack */
+  size_t step = m.val.fr_size + 32;
+  enum { MORE = 24 };
+  CHECK_EQ_INT(MORE * step > PY_CHUNK_SLACK, 1);
+  int lines[2] = {60, 61};
+  uint64_t code = img_code(&m, img_cstr(&m, "pushed"), img_cstr(&m, "pushed"),
+                           img_cstr(&m, "deep.py"), 60, lines, 2);
+  uint64_t old_top = top, old_leaf = leaf;
+  for (int i = 0; i < MORE; i++) {
+    img_frame(&m, (uint8_t *)(uintptr_t)top, code, leaf, img_instr(&m, code, 8), 0);
+    leaf = top;
+    top += step;
+  }
+  img_put64(ts, m.val.ts_chunk + 8, top);
+  img_put64(ts, m.val.ts_current_frame, leaf);
+  CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+  CHECK_EQ_INT(res.failed, 0);
+  CHECK_EQ_INT(c.n, MORE + N314);
+  for (int i = 0; i < MORE && i < (int)c.n; i++) {
+    CHECK_EQ_STR(c.f[i].name, "pushed");
+    CHECK_EQ_INT(c.f[i].line, 61);
+  }
+  for (size_t i = 0; i < N314 && MORE + i < c.n; i++)
+    CHECK_EQ_STR(c.f[MORE + i].name, STACK_314[i].name);
+  CHECK_EQ_INT(p.spec.chunk_len == top - lo + PY_CHUNK_SLACK, 1);
+
+  /* and popped again: the longer prefetched copy holds it */
+  img_put64(ts, m.val.ts_chunk + 8, old_top);
+  img_put64(ts, m.val.ts_current_frame, old_leaf);
+  CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+  check_stack(&c, STACK_314, N314);
+
+  /* a torn leaf read through the prefetch fails the sample and drops the
+   * guesses; the next sample reads everything afresh */
+  ((uint8_t *)(uintptr_t)old_leaf)[m.val.fr_owner] = 9;
+  CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+  CHECK_EQ_INT(res.failed, 1);
+  CHECK_EQ_INT(p.spec.chunk_lo, 0);
+  ((uint8_t *)(uintptr_t)old_leaf)[m.val.fr_owner] = 0;
+  CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+  check_stack(&c, STACK_314, N314);
+  CHECK_EQ_INT(p.spec.chunk_lo, lo);
+
+  python_codecache_free(cc);
+  free(m.arena);
+}
+
 /* 3.14 builds that must be refused, each with its reason. */
 static void refusals_314(void) {
   struct img m;
@@ -353,18 +429,18 @@ static void real_vs_image_313(void) {
   SAME_AS_REF(rt_interp_head)
   SAME_AS_REF(is_next)
   SAME_AS_REF(is_threads_head)
-  SAME_AS_REF(is_ceval_gil) SAME_AS_REF(is_gil_state) SAME_AS_REF(is_gil_locked)
-      SAME_AS_REF(is_gil_holder) SAME_AS_REF(ts_size) SAME_AS_REF(ts_next) SAME_AS_REF(ts_interp)
-          SAME_AS_REF(ts_current_frame) SAME_AS_REF(ts_thread_id) SAME_AS_REF(ts_native_tid)
-              SAME_AS_REF(ts_chunk) SAME_AS_REF(fr_size) SAME_AS_REF(fr_previous)
-                  SAME_AS_REF(fr_executable) SAME_AS_REF(fr_instr_ptr) SAME_AS_REF(fr_owner)
-                      SAME_AS_REF(co_size) SAME_AS_REF(co_filename) SAME_AS_REF(co_name)
-                          SAME_AS_REF(co_qualname) SAME_AS_REF(co_linetable)
-                              SAME_AS_REF(co_firstlineno) SAME_AS_REF(co_adaptive)
-                                  SAME_AS_REF(ob_size) SAME_AS_REF(ob_type)
-                                      SAME_AS_REF(bytes_ob_size) SAME_AS_REF(bytes_ob_sval)
-                                          SAME_AS_REF(uni_state) SAME_AS_REF(uni_length)
-                                              SAME_AS_REF(uni_ascii_size)
+  SAME_AS_REF(is_ceval_gil)
+  SAME_AS_REF(is_gil_state)
+  SAME_AS_REF(is_gil_locked) SAME_AS_REF(is_gil_holder) SAME_AS_REF(ts_size) SAME_AS_REF(ts_next)
+      SAME_AS_REF(ts_interp) SAME_AS_REF(ts_current_frame) SAME_AS_REF(ts_thread_id)
+          SAME_AS_REF(ts_native_tid) SAME_AS_REF(ts_chunk) SAME_AS_REF(fr_size)
+              SAME_AS_REF(fr_previous) SAME_AS_REF(fr_executable) SAME_AS_REF(fr_instr_ptr)
+                  SAME_AS_REF(fr_owner) SAME_AS_REF(co_size) SAME_AS_REF(co_filename)
+                      SAME_AS_REF(co_name) SAME_AS_REF(co_qualname) SAME_AS_REF(co_linetable)
+                          SAME_AS_REF(co_firstlineno) SAME_AS_REF(co_adaptive) SAME_AS_REF(ob_size)
+                              SAME_AS_REF(ob_type) SAME_AS_REF(bytes_ob_size)
+                                  SAME_AS_REF(bytes_ob_sval) SAME_AS_REF(uni_state)
+                                      SAME_AS_REF(uni_length) SAME_AS_REF(uni_ascii_size)
 #undef SAME_AS_REF
       /* the plugin parsed the same offsets out of the real process */
       CHECK_EQ_INT(real.off.is_tstate_head, real_vals.is_threads_head);
@@ -407,6 +483,7 @@ static void real_vs_image_313(void) {
 
 int main(void) {
   image_314();
+  prefetch_grown_stack();
   refusals_314();
   real_vs_image_313();
   return pp_test_finish("test_python_synthetic");
