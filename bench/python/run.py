@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark of the python plugin, one line per figure, peer in the same run.
 
-    python3 bench/python/run.py [--build build] [--seconds 5]
+    python3 bench/python/run.py [--build build] [--seconds 5] [--parts 1,2,3]
 
 1. CPU microseconds per sample, 50-deep stack, one target, 1000 Hz:
    polyprof's sampler (build/bench/pybench, wall mode, the plugin's own
@@ -9,7 +9,9 @@
    rate, for the newest CPython austin can read; polyprof alone on the
    other versions.
 2. Highest sustained rate on one target: pybench back to back, and the
-   real agent asked for 10 kHz (achieved rate from its session log).
+   real agent asked for 10 kHz (achieved rate from its session log, missed
+   samples and efficiency from the plugin's per-process line), for 3.11,
+   3.12, 3.13 and 3.9.
 3. The agent's CPU at 100 Hz over 20 Python processes (one session, cpu
    and wall modes), from the agent's own session line.
 """
@@ -31,6 +33,7 @@ WORKLOAD = os.path.join(SRC, "tests", "workloads", "python", "workload.py")
 ap = argparse.ArgumentParser()
 ap.add_argument("--build", default=os.path.join(SRC, "build"))
 ap.add_argument("--seconds", type=float, default=5)
+ap.add_argument("--parts", default="1,2,3", help="which figures: 1 cost, 2 max rate, 3 20 processes")
 args = ap.parse_args()
 PYBENCH = os.path.join(args.build, "bench", "pybench")
 AGENT = os.path.join(args.build, "polyprof")
@@ -102,12 +105,17 @@ def agent_session(pids, freq, mode, seconds, extra=()):
         text = f.read()
     m = re.search(r"session 1: ([\d.]+) s, (\d+) samples.*?\[python \d+ @ ([\d.]+) Hz.*?agent CPU "
                   r"([\d.]+) s \(([\d.]+)% of a core: core ([\d.]+) s, workers ([\d.]+) s", text)
+    # the plugin's per-process line (debug level unless samples were lost)
+    eff = re.findall(r"pid \d+: (\d+) samples, (\d+) failed, (\d+) missed \(efficiency ([\d.]+)%\)",
+                     text)
     shutil.rmtree(out, ignore_errors=True)
     shutil.rmtree(plugins, ignore_errors=True)
     if not m:
         return None
     return {"wall": float(m.group(1)), "samples": int(m.group(2)), "hz": float(m.group(3)),
-            "cpu": float(m.group(4)), "pct": float(m.group(5))}
+            "cpu": float(m.group(4)), "pct": float(m.group(5)),
+            "missed": sum(int(e[2]) for e in eff), "failed": sum(int(e[1]) for e in eff),
+            "efficiency": eff[-1][3] if len(eff) == 1 else None}
 
 
 def main():
@@ -117,6 +125,16 @@ def main():
     pys = pythons()
     print("# machine: %d CPUs, load %.1f; %s" % (os.cpu_count(), os.getloadavg()[0],
                                                  time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())))
+    parts = set(args.parts.split(","))
+    if "1" in parts:
+        cost_per_sample(pys)
+    if "2" in parts:
+        max_rate(pys)
+    if "3" in parts:
+        agent_cpu(pys)
+
+
+def cost_per_sample(pys):
     # 1. cost per sample, 50-deep stack, 1000 Hz
     hz = 1000
     peer_ver = None
@@ -151,8 +169,10 @@ def main():
     if not peer_ver:
         print("peer: austin not installed or no CPython <= 3.9 found: no ratio")
 
-    # 2. highest sustained rate on one target
-    for v in ("3.12.1", "3.9.18"):
+
+def max_rate(pys):
+    # 2. highest sustained rate on one target (3.11+ must hold 10 kHz)
+    for v in ("3.11.7", "3.12.1", "3.13.0", "3.9.18"):
         if v not in pys:
             continue
         p = start(pys[v], "deep50")
@@ -160,13 +180,19 @@ def main():
             r = pybench(p.pid, 0, args.seconds)
             print("max_rate pybench python=%s depth=50 back-to-back: %s Hz (%s us/sample)"
                   % (v, r.get("rate_hz"), r.get("cpu_us_per_sample")))
-            s = agent_session([p.pid], 100, "wall", args.seconds, ["--python-frequency", "10000"])
+            s = agent_session([p.pid], 100, "wall", args.seconds,
+                              ["--python-frequency", "10000", "-v"])
             if s:
-                print("max_rate agent python=%s asked 10000 Hz: %.0f Hz achieved, agent CPU %.1f%% "
-                      "of a core" % (v, s["hz"], s["pct"]))
+                print("max_rate agent python=%s asked 10000 Hz: %.0f Hz achieved (%d missed, %d "
+                      "failed, efficiency %s%%), agent CPU %.1f%% of a core, %.1f us per sample, "
+                      "load %.1f" % (v, s["hz"], s["missed"], s["failed"], s["efficiency"],
+                                     s["pct"], s["cpu"] * 1e6 / max(s["samples"], 1),
+                                     os.getloadavg()[0]))
         finally:
             stop(p)
 
+
+def agent_cpu(pys):
     # 3. agent CPU at 100 Hz over 20 Python processes
     exes = list(pys.values())
     procs = [start(exes[i % len(exes)], "nested") for i in range(20)]

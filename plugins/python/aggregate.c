@@ -8,9 +8,19 @@
  * the current session, so a sample costs a hash of its frames and no
  * string work. Every table is bounded (stacks, frames, string bytes); a
  * sample that does not fit is counted as dropped.
+ *
+ * Memory: the hash tables start small and double (rehashing) as a session
+ * needs them, up to their caps, and shrink back at a snapshot when a
+ * session used only a fraction of them: a hash table is touched all over,
+ * so a table sized for the cap would be resident in full (it was 12 MiB of
+ * the worker's 18 MiB peak). The frame and string arenas are filled in
+ * order, so only what is used is touched; what a big session touched is
+ * given back at the snapshot.
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "python.h"
 
@@ -28,16 +38,19 @@ struct stack {
   uint8_t used;
 };
 
+#define STACKS_MIN 1024 /* initial and smallest stack table (32 KiB) */
+#define SIDX_MIN 1024   /* initial and smallest string index (4 KiB) */
+
 struct py_agg {
   uint32_t session;
   struct stack *stacks; /* open addressing, power of two */
-  size_t scap, sused, smax;
+  size_t scap, sused, smax, scap_max;
   struct triple *frames;
   size_t fused, fmax;
   char *strs; /* arena of NUL-terminated strings; a sid is offset + 1 */
   size_t bused, bmax;
   uint32_t *sidx; /* open-addressing index of the arena */
-  size_t icap, iused;
+  size_t icap, iused, icap_max;
   struct triple *scratch;
   size_t scratch_cap;
   uint64_t dropped;
@@ -55,10 +68,12 @@ struct py_agg *python_agg_new(size_t max_stacks, size_t max_frames, size_t max_s
   if (!a) return NULL;
   a->session = 1;
   a->smax = max_stacks;
-  a->scap = pow2(max_stacks + max_stacks / 3);
+  a->scap_max = pow2(max_stacks + max_stacks / 3);
+  a->scap = a->scap_max < STACKS_MIN ? a->scap_max : STACKS_MIN;
   a->fmax = max_frames;
   a->bmax = max_string_bytes;
-  a->icap = pow2(max_string_bytes / 16 + 64);
+  a->icap_max = pow2(max_string_bytes / 16 + 64);
+  a->icap = a->icap_max < SIDX_MIN ? a->icap_max : SIDX_MIN;
   a->stacks = calloc(a->scap, sizeof(*a->stacks));
   a->frames = malloc(a->fmax * sizeof(*a->frames));
   a->strs = malloc(a->bmax);
@@ -95,10 +110,52 @@ static uint64_t fnv(const void *p, size_t n, uint64_t h) {
   return h;
 }
 
+/* Doubles the string index (rehashing every string); false if at its cap
+ * or out of memory, and the index stays as it was. */
+static bool grow_sidx(struct py_agg *a) {
+  if (a->icap >= a->icap_max) return false;
+  size_t ncap = a->icap * 2;
+  uint32_t *n = calloc(ncap, sizeof(*n));
+  if (!n) return false;
+  for (size_t i = 0; i < a->icap; i++) {
+    uint32_t sid = a->sidx[i];
+    if (!sid) continue;
+    const char *str = a->strs + sid - 1;
+    size_t pos = fnv(str, strlen(str), 1469598103934665603ull) & (ncap - 1);
+    while (n[pos])
+      pos = (pos + 1) & (ncap - 1);
+    n[pos] = sid;
+  }
+  free(a->sidx);
+  a->sidx = n;
+  a->icap = ncap;
+  return true;
+}
+
+/* Same for the stack table (entries keep their hash). */
+static bool grow_stacks(struct py_agg *a) {
+  if (a->scap >= a->scap_max) return false;
+  size_t ncap = a->scap * 2;
+  struct stack *n = calloc(ncap, sizeof(*n));
+  if (!n) return false;
+  for (size_t i = 0; i < a->scap; i++) {
+    if (!a->stacks[i].used) continue;
+    size_t pos = a->stacks[i].hash & (ncap - 1);
+    while (n[pos].used)
+      pos = (pos + 1) & (ncap - 1);
+    n[pos] = a->stacks[i];
+  }
+  free(a->stacks);
+  a->stacks = n;
+  a->scap = ncap;
+  return true;
+}
+
 /* sid of s (0 when the arena is full). */
 static uint32_t intern(struct py_agg *a, const char *s) {
   size_t len = strlen(s);
   uint64_t h = fnv(s, len, 1469598103934665603ull);
+  if (a->iused + 1 > a->icap / 4 * 3) grow_sidx(a);
   size_t mask = a->icap - 1;
   for (size_t pos = h & mask, probes = 0; probes < a->icap; pos = (pos + 1) & mask, probes++) {
     uint32_t sid = a->sidx[pos];
@@ -136,6 +193,7 @@ bool python_agg_add(struct py_agg *a, uint32_t pid, const struct py_frame_ref *f
   }
   uint64_t h = fnv(a->scratch, n * sizeof(struct triple), 1469598103934665603ull ^ pid);
   h = (h ^ truncated) * 1099511628211ull;
+  if (a->sused + 1 > a->scap / 4 * 3) grow_stacks(a);
   size_t mask = a->scap - 1;
   for (size_t pos = h & mask, probes = 0; probes < a->scap; pos = (pos + 1) & mask, probes++) {
     struct stack *s = &a->stacks[pos];
@@ -163,6 +221,43 @@ bool python_agg_add(struct py_agg *a, uint32_t pid, const struct py_frame_ref *f
   return false;
 }
 
+/* Gives back the pages of an arena past what a typical session needs. */
+static void release_tail(void *base, size_t used, size_t keep) {
+  long pg = sysconf(_SC_PAGESIZE);
+  if (pg <= 0 || used <= keep) return;
+  uintptr_t from = ((uintptr_t)base + keep + (size_t)pg - 1) & ~((uintptr_t)pg - 1);
+  uintptr_t to = ((uintptr_t)base + used) & ~((uintptr_t)pg - 1);
+  if (to > from) madvise((void *)from, to - from, MADV_DONTNEED);
+}
+
+/* Empties the tables for the next session; one that this session filled to
+ * less than an eighth is replaced by a smaller one (not below the minimum),
+ * so a single busy session does not keep its memory forever. */
+static void shrink_or_clear(struct py_agg *a) {
+  size_t want = pow2(a->sused * 2 > STACKS_MIN ? a->sused * 2 : STACKS_MIN);
+  struct stack *ns = want < a->scap / 4 ? calloc(want, sizeof(*ns)) : NULL;
+  if (ns) {
+    free(a->stacks);
+    a->stacks = ns;
+    a->scap = want;
+  } else {
+    memset(a->stacks, 0, a->scap * sizeof(*a->stacks));
+  }
+  want = pow2(a->iused * 2 > SIDX_MIN ? a->iused * 2 : SIDX_MIN);
+  uint32_t *ni = want < a->icap / 4 ? calloc(want, sizeof(*ni)) : NULL;
+  if (ni) {
+    free(a->sidx);
+    a->sidx = ni;
+    a->icap = want;
+  } else {
+    memset(a->sidx, 0, a->icap * sizeof(*a->sidx));
+  }
+  /* malloc serves these sizes with their own mappings: the pages past the
+   * first 256 KiB go back to the kernel and come back zeroed on demand */
+  release_tail(a->frames, a->fused * sizeof(*a->frames), 256u << 10);
+  release_tail(a->strs, a->bused, 256u << 10);
+}
+
 void python_agg_emit(struct py_agg *a, const struct pp_host *h, struct pp_sink *sink) {
   struct pp_frame *out = malloc((PY_MAX_DEPTH_LIMIT + 2) * sizeof(*out));
   for (size_t i = 0; out && i < a->scap; i++) {
@@ -184,8 +279,7 @@ void python_agg_emit(struct py_agg *a, const struct pp_host *h, struct pp_sink *
     h->emit(sink, &smp);
   }
   free(out);
-  memset(a->stacks, 0, a->scap * sizeof(*a->stacks));
-  memset(a->sidx, 0, a->icap * sizeof(*a->sidx));
+  shrink_or_clear(a);
   a->sused = a->fused = a->bused = a->iused = 0;
   a->session++;
   if (a->session == 0) a->session = 1;

@@ -8,7 +8,8 @@
  * freed and another allocated at the same address: every entry is
  * re-validated (type, name and file pointers, first line) once per cache
  * generation, i.e. once per session, which bounds how long a stale name can
- * survive. The only allocation is on a miss.
+ * survive; on 3.14+ also whenever the target's count of freed code objects
+ * moved (py_proc.code_epoch). The only allocation is on a miss.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -197,7 +198,7 @@ struct code_id {
 };
 
 static int read_code_id(const struct py_proc *p, uint64_t addr, struct code_id *id) {
-  uint8_t buf[256];
+  uint8_t buf[PY_CODE_READ_MAX];
   if (p->off.co_read > sizeof(buf)) return -EINVAL;
   int rc = pp_remote_read((pid_t)p->pid, addr, buf, p->off.co_read);
   if (rc < 0) return rc;
@@ -273,8 +274,9 @@ struct py_code *python_code_get(struct py_codecache *c, const struct py_proc *p,
   for (int i = 0; i < WAYS; i++) {
     struct py_code *e = &set[i];
     if (e->addr == addr && e->pid == p->pid) {
-      if (e->gen != c->gen) {
-        /* first use this session: is it still the same code object? */
+      if (e->gen != c->gen || e->epoch != p->code_epoch) {
+        /* first use this session, or code objects were freed since (3.14+):
+         * is it still the same code object? */
         struct code_id id;
         int rc = read_code_id(p, addr, &id);
         if (rc < 0) {
@@ -292,6 +294,7 @@ struct py_code *python_code_get(struct py_codecache *c, const struct py_proc *p,
           e->fp = id_hash(&id);
         }
         e->gen = c->gen;
+        e->epoch = p->code_epoch;
       }
       e->last_used = c->clock;
       c->hits++;
@@ -316,6 +319,7 @@ struct py_code *python_code_get(struct py_codecache *c, const struct py_proc *p,
   }
   victim->fp = id_hash(&id);
   victim->gen = c->gen;
+  victim->epoch = p->code_epoch;
   victim->last_used = c->clock;
   return victim;
 }

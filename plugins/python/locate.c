@@ -103,9 +103,7 @@ static uint64_t decode_head_fn(uint32_t pid, uint64_t fn) {
 #endif
 }
 
-/* The interpreter list head must point to an interpreter whose first thread
- * points back at it (py-spy's and austin's validation). */
-static int validate(struct py_proc *p) {
+int python_validate(struct py_proc *p) {
   uint64_t interp = 0;
   int rc = pp_remote_read((pid_t)p->pid, p->interp_head, &interp, 8);
   if (rc < 0) return rc;
@@ -164,6 +162,44 @@ static int elf_facts(const char *path, uint64_t *v, uint64_t *section) {
   return 0;
 }
 
+int python_setup_from_debug(struct py_proc *p, uint64_t runtime, const uint8_t *dbg, size_t len,
+                            char *why, size_t whylen) {
+  uint64_t hex;
+  if (len < 24 || memcmp(dbg, "xdebugpy", 8) != 0) return -EINVAL;
+  memcpy(&hex, dbg + 8, 8);
+  int maj = (int)(hex >> 24) & 0xff, min = (int)(hex >> 16) & 0xff, mic = (int)(hex >> 8) & 0xff;
+  unsigned level = (unsigned)(hex >> 4) & 0xf, serial = (unsigned)hex & 0xf;
+  if (level == 0xf)
+    snprintf(p->version, sizeof(p->version), "%d.%d.%d", maj, min, mic);
+  else
+    snprintf(p->version, sizeof(p->version), "%d.%d.%d%s%u", maj, min, mic,
+             level == 0xa   ? "a"
+             : level == 0xb ? "b"
+                            : "rc",
+             serial);
+  p->major = maj, p->minor = min, p->micro = mic;
+  if (python_offsets_for(maj, min, mic, &p->off) < 0) {
+    snprintf(why, whylen, "unsupported Python %d.%d", maj, min);
+    return -ENOTSUP;
+  }
+  /* The 3.14 layout known here is 3.14.0's; alphas and betas moved fields
+   * around, so they are refused instead of parsed with it. */
+  if (min >= 14 && (level == 0xa || level == 0xb)) {
+    snprintf(why, whylen, "unsupported Python %s (pre-release)", p->version);
+    return -ENOTSUP;
+  }
+  int rc = python_offsets_from_debug(dbg, len, &p->off);
+  if (rc < 0) {
+    snprintf(why, whylen, "unsupported Python %d.%d (%s)", maj, min,
+             rc == -ENOTSUP ? "free-threaded build: other object layouts"
+                            : "unexpected _Py_DebugOffsets");
+    return -ENOTSUP;
+  }
+  p->runtime = runtime;
+  p->interp_head = runtime + p->off.rt_interp_head;
+  return 0;
+}
+
 static int try_module(uint32_t pid, const struct pp_module *m, struct py_proc *p, char *why,
                       size_t whylen) {
   uint64_t v[SYM_COUNT], section = 0;
@@ -202,21 +238,18 @@ static int try_module(uint32_t pid, const struct pp_module *m, struct py_proc *p
   if (!have) have = bss_scan(pid, m, &maj, &min, &mic) == 0;
   if (!have) return -ENOENT; /* maybe still starting: the caller retries */
 
-  snprintf(p->version, sizeof(p->version), "%d.%d.%d", maj, min, mic);
-  p->major = maj, p->minor = min, p->micro = mic;
-  if (python_offsets_for(maj, min, mic, &p->off) < 0) {
-    snprintf(why, whylen, "unsupported Python %d.%d", maj, min);
-    return -ENOTSUP;
-  }
-  if (maj == 3 && min >= 13) {
-    if (!dbg_ok) {
-      snprintf(why, whylen, "Python %s without readable _Py_DebugOffsets", p->version);
+  if (dbg_ok) {
+    int rc = python_setup_from_debug(p, runtime, dbg, sizeof(dbg), why, whylen);
+    if (rc < 0) return rc;
+  } else {
+    snprintf(p->version, sizeof(p->version), "%d.%d.%d", maj, min, mic);
+    p->major = maj, p->minor = min, p->micro = mic;
+    if (python_offsets_for(maj, min, mic, &p->off) < 0) {
+      snprintf(why, whylen, "unsupported Python %d.%d", maj, min);
       return -ENOTSUP;
     }
-    int rc = python_offsets_from_debug(dbg, sizeof(dbg), &p->off);
-    if (rc < 0) {
-      snprintf(why, whylen, "unsupported Python %d.%d (%s build)", maj, min,
-               rc == -ENOTSUP ? "free-threaded" : "unexpected debug offsets");
+    if (maj == 3 && min >= 13) {
+      snprintf(why, whylen, "Python %s without readable _Py_DebugOffsets", p->version);
       return -ENOTSUP;
     }
   }
@@ -243,7 +276,7 @@ static int try_module(uint32_t pid, const struct pp_module *m, struct py_proc *p
   p->map_lo = m->start, p->map_hi = m->end;
   const char *base = strrchr(m->path, '/');
   snprintf(p->module, sizeof(p->module), "%.63s", base ? base + 1 : m->path);
-  return validate(p);
+  return python_validate(p);
 }
 
 int python_locate(uint32_t pid, struct py_proc *p, char *why, size_t whylen) {

@@ -1,10 +1,11 @@
 /*
- * Struct layouts of CPython 2.7 and 3.6-3.13 on x86_64 / aarch64 (LP64),
- * release builds with the GIL. The numbers were measured from the DWARF of
- * real builds (see /work/shared/reference/cpython-remote.md §3) and agree
- * with py-spy's and PyPerf's tables. From 3.13 the interpreter publishes its
- * own offsets (_Py_DebugOffsets at the start of _PyRuntime): those win over
- * the static table, which stays as the fallback and as a sanity check.
+ * Struct layouts of CPython 2.7 and 3.6-3.14 on x86_64 / aarch64 (LP64),
+ * release builds with the GIL. The numbers for 2.7-3.13 were measured from
+ * the DWARF of real builds (see /work/shared/reference/cpython-remote.md §3)
+ * and agree with py-spy's and PyPerf's tables. From 3.13 the interpreter
+ * publishes its own offsets (_Py_DebugOffsets at the start of _PyRuntime):
+ * those win over the static table; 3.14 has no static table at all, every
+ * offset comes from the target.
  */
 #include <errno.h>
 #include <string.h>
@@ -48,7 +49,7 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
     *out = o;
     return 0;
   }
-  if (major != 3 || minor < 6 || minor > 13) return -ENOTSUP;
+  if (major != 3 || minor < 6 || minor > 14) return -ENOTSUP;
 
   o.str_kind = minor >= 12 ? PY_STR_UNICODE312 : PY_STR_UNICODE33;
   o.is_next = 0;
@@ -85,6 +86,7 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
   o.co_filename = 112, o.co_name = 120, o.co_qualname = 128, o.co_linetable = 136;
   o.fr_lasti = 56; /* prev_instr (3.11/3.12) or instr_ptr (3.13) */
   o.gil_holder = 8, o.gil_locked = 16;
+  o.owner_max = 4;
   if (minor == 11) {
     o.walk = PY_WALK_CFRAME;
     o.rt_interp_head = 40;
@@ -105,6 +107,17 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
     o.fr_code = 0, o.fr_back = 8, o.fr_owner = 70;
     o.co_firstlineno = 68, o.co_code_adaptive = 192;
     o.skip_owner3 = true;
+  } else if (minor == 14) {
+    /* Only the shape is known here; python_offsets_from_debug() fills in
+     * every offset, and locate refuses a 3.14 without readable offsets. */
+    o.walk = PY_WALK_CURFRAME;
+    o.gil_kind = PY_GIL_INTERP_PTR;
+    o.skip_owner3 = true;
+    /* f_executable is a _PyStackRef: the low bits are tags */
+    o.code_tagged = true;
+    /* owner 3 is FRAME_OWNED_BY_INTERPRETER; 4 (CSTACK) is never assigned */
+    o.owner_max = 3;
+    o.needs_debug_offsets = true;
   } else { /* 3.13.0, overridden by _Py_DebugOffsets when readable */
     o.walk = PY_WALK_CURFRAME;
     o.rt_interp_head = 632;
@@ -127,86 +140,183 @@ static uint64_t u64_at(const uint8_t *b, size_t pos) {
   return v;
 }
 
-/* Positions of the fields inside the 3.13 _Py_DebugOffsets struct (every
- * member is a uint64). 3.14 inserted fields, so this layout is 3.13 only;
- * the version word at offset 8 says which one we have. */
-enum {
-  D13_VERSION = 8,
-  D13_FREE_THREADED = 16,
-  D13_RT_INTERP_HEAD = 40,
-  D13_IS_NEXT = 64,
-  D13_IS_THREADS_HEAD = 72,
-  D13_IS_CEVAL_GIL = 112,
-  D13_IS_GIL_STATE = 120,
-  D13_IS_GIL_LOCKED = 136,
-  D13_IS_GIL_HOLDER = 144,
-  D13_TS_NEXT = 168,
-  D13_TS_INTERP = 176,
-  D13_TS_CURRENT_FRAME = 184,
-  D13_TS_THREAD_ID = 192,
-  D13_TS_NATIVE_TID = 200,
-  D13_TS_CHUNK = 208,
-  D13_FR_SIZE = 224,
-  D13_FR_PREVIOUS = 232,
-  D13_FR_EXECUTABLE = 240,
-  D13_FR_INSTR_PTR = 248,
-  D13_FR_OWNER = 264,
-  D13_CO_FILENAME = 280,
-  D13_CO_NAME = 288,
-  D13_CO_QUALNAME = 296,
-  D13_CO_LINETABLE = 304,
-  D13_CO_FIRSTLINENO = 312,
-  D13_CO_ADAPTIVE = 344,
-  D13_UNICODE_ASCII_SIZE = 560,
+/* Where each field we use sits inside _Py_DebugOffsets (every member is a
+ * uint64, no padding). The struct itself changes between minors: 3.14
+ * inserted threads_main, code_object_generation, tlbc_generation,
+ * stackpointer, tlbc_index and co_tlbc, so every later position moved. The
+ * version word (offset 8) picks the layout. 3.13 positions are from the
+ * DWARF of 3.13.0; 3.14 positions are computed from py-spy's 3.14.0 bindings
+ * (reference §1.7), as no 3.14 build exists here. */
+struct dbg_layout {
+  uint8_t minor;
+  uint16_t total; /* sizeof(_Py_DebugOffsets) */
+  uint16_t rt_size, rt_interp_head;
+  uint16_t is_size, is_next, is_threads_head, is_ceval_gil, is_gil_state, is_gil_locked,
+      is_gil_holder, is_code_gen; /* is_code_gen 0: none (3.13) */
+  uint16_t ts_size, ts_next, ts_interp, ts_current_frame, ts_thread_id, ts_native_tid, ts_chunk;
+  uint16_t fr_size, fr_previous, fr_executable, fr_instr_ptr, fr_owner;
+  uint16_t co_size, co_filename, co_name, co_qualname, co_linetable, co_firstlineno, co_adaptive;
+  uint16_t ob_size, ob_type;
+  uint16_t bytes_ob_size, bytes_ob_sval;
+  uint16_t uni_state, uni_length, uni_ascii_size;
+  uint8_t frame_size; /* sizeof(_PyInterpreterFrame) this minor must report */
 };
 
+static const struct dbg_layout dbg_layouts[] = {
+    {.minor = 13,
+     .total = 584,
+     .rt_size = 24,
+     .rt_interp_head = 40,
+     .is_size = 48,
+     .is_next = 64,
+     .is_threads_head = 72,
+     .is_ceval_gil = 112,
+     .is_gil_state = 120,
+     .is_gil_locked = 136,
+     .is_gil_holder = 144,
+     .ts_size = 152,
+     .ts_next = 168,
+     .ts_interp = 176,
+     .ts_current_frame = 184,
+     .ts_thread_id = 192,
+     .ts_native_tid = 200,
+     .ts_chunk = 208,
+     .fr_size = 224,
+     .fr_previous = 232,
+     .fr_executable = 240,
+     .fr_instr_ptr = 248,
+     .fr_owner = 264,
+     .co_size = 272,
+     .co_filename = 280,
+     .co_name = 288,
+     .co_qualname = 296,
+     .co_linetable = 304,
+     .co_firstlineno = 312,
+     .co_adaptive = 344,
+     .ob_size = 352,
+     .ob_type = 360,
+     .bytes_ob_size = 520,
+     .bytes_ob_sval = 528,
+     .uni_state = 544,
+     .uni_length = 552,
+     .uni_ascii_size = 560,
+     .frame_size = 80},
+    {.minor = 14,
+     .total = 760,
+     .rt_size = 24,
+     .rt_interp_head = 40,
+     .is_size = 48,
+     .is_next = 64,
+     .is_threads_head = 72,
+     .is_ceval_gil = 120,
+     .is_gil_state = 128,
+     .is_gil_locked = 144,
+     .is_gil_holder = 152,
+     .is_code_gen = 160,
+     .ts_size = 176,
+     .ts_next = 192,
+     .ts_interp = 200,
+     .ts_current_frame = 208,
+     .ts_thread_id = 216,
+     .ts_native_tid = 224,
+     .ts_chunk = 232,
+     .fr_size = 248,
+     .fr_previous = 256,
+     .fr_executable = 264,
+     .fr_instr_ptr = 272,
+     .fr_owner = 288,
+     .co_size = 312,
+     .co_filename = 320,
+     .co_name = 328,
+     .co_qualname = 336,
+     .co_linetable = 344,
+     .co_firstlineno = 352,
+     .co_adaptive = 384,
+     .ob_size = 400,
+     .ob_type = 408,
+     .bytes_ob_size = 600,
+     .bytes_ob_sval = 608,
+     .uni_state = 624,
+     .uni_length = 632,
+     .uni_ascii_size = 640,
+     .frame_size = 88},
+};
+
+#define STRUCT_SIZE_MAX (16u << 20) /* no CPython struct we read is larger */
+
+/* A field of width w at offset off lies inside a struct of size size. */
+static bool inside(uint64_t off, uint64_t w, uint64_t size) {
+  return size <= STRUCT_SIZE_MAX && off <= size && w <= size - off;
+}
+
 int python_offsets_from_debug(const uint8_t *dbg, size_t len, struct py_offsets *out) {
-  if (len < PY_DEBUG_OFFSETS_READ || memcmp(dbg, "xdebugpy", 8) != 0) return -EINVAL;
-  uint64_t version = u64_at(dbg, D13_VERSION);
-  if ((version >> 24) != 3 || ((version >> 16) & 0xff) != 13) return -EINVAL;
-  if (u64_at(dbg, D13_FREE_THREADED) != 0) return -ENOTSUP;
-  /* Every offset must be plausible: inside a struct of a sane size. */
-  static const int fields[] = {
-      D13_RT_INTERP_HEAD, D13_IS_NEXT,          D13_IS_THREADS_HEAD, D13_IS_CEVAL_GIL,
-      D13_IS_GIL_STATE,   D13_IS_GIL_LOCKED,    D13_IS_GIL_HOLDER,   D13_TS_NEXT,
-      D13_TS_INTERP,      D13_TS_CURRENT_FRAME, D13_TS_THREAD_ID,    D13_TS_NATIVE_TID,
-      D13_TS_CHUNK,       D13_FR_PREVIOUS,      D13_FR_EXECUTABLE,   D13_FR_INSTR_PTR,
-      D13_FR_OWNER,       D13_CO_FILENAME,      D13_CO_NAME,         D13_CO_QUALNAME,
-      D13_CO_LINETABLE,   D13_CO_FIRSTLINENO,   D13_CO_ADAPTIVE};
-  for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
-    if (u64_at(dbg, (size_t)fields[i]) > (1u << 20)) return -EINVAL;
-  if (u64_at(dbg, D13_FR_SIZE) != 80 || u64_at(dbg, D13_UNICODE_ASCII_SIZE) != 40) return -EINVAL;
-  uint64_t gil_state = u64_at(dbg, D13_IS_GIL_STATE);
-  uint64_t holder = u64_at(dbg, D13_IS_GIL_HOLDER), locked = u64_at(dbg, D13_IS_GIL_LOCKED);
+  if (len < 24 || memcmp(dbg, "xdebugpy", 8) != 0) return -EINVAL;
+  uint64_t version = u64_at(dbg, 8);
+  if ((version >> 24) != 3) return -EINVAL;
+  const struct dbg_layout *L = NULL;
+  for (size_t i = 0; i < sizeof(dbg_layouts) / sizeof(dbg_layouts[0]); i++)
+    if (dbg_layouts[i].minor == ((version >> 16) & 0xff)) L = &dbg_layouts[i];
+  if (!L) return -EINVAL;
+  if (u64_at(dbg, 16) != 0) return -ENOTSUP; /* free-threaded: other object headers */
+  if (len < L->total) return -EINVAL;
+#define F(field) u64_at(dbg, L->field)
+  /* A layout read at the wrong positions gives sizes and offsets that do
+   * not fit together; these are the facts every reader below relies on. */
+  uint64_t rt = F(rt_size), is = F(is_size), ts = F(ts_size), fr = F(fr_size), co = F(co_size);
+  if (fr != L->frame_size || F(ob_size) != 16 || F(ob_type) != 8) return -EINVAL;
+  if (F(bytes_ob_size) != 16 || F(bytes_ob_sval) != 32) return -EINVAL;
+  if (F(uni_state) != 32 || F(uni_length) != 16 || F(uni_ascii_size) != 40) return -EINVAL;
+  if (!inside(F(rt_interp_head), 8, rt) || !inside(F(is_next), 8, is) ||
+      !inside(F(is_threads_head), 8, is) || !inside(F(is_ceval_gil), 8, is) ||
+      (L->is_code_gen && !inside(F(is_code_gen), 8, is)))
+    return -EINVAL;
+  if (!inside(F(ts_next), 8, ts) || !inside(F(ts_interp), 8, ts) ||
+      !inside(F(ts_current_frame), 8, ts) || !inside(F(ts_thread_id), 8, ts) ||
+      !inside(F(ts_native_tid), 8, ts) || !inside(F(ts_chunk), 16, ts))
+    return -EINVAL;
+  if (!inside(F(fr_previous), 8, fr) || !inside(F(fr_executable), 8, fr) ||
+      !inside(F(fr_instr_ptr), 8, fr) || !inside(F(fr_owner), 1, fr))
+    return -EINVAL;
+  if (!inside(F(co_filename), 8, co) || !inside(F(co_name), 8, co) ||
+      !inside(F(co_qualname), 8, co) || !inside(F(co_linetable), 8, co) ||
+      !inside(F(co_firstlineno), 4, co) || !inside(F(co_adaptive), 0, co))
+    return -EINVAL;
+  uint64_t gil_state = F(is_gil_state), holder = F(is_gil_holder), locked = F(is_gil_locked);
   if (holder < gil_state || locked < gil_state || holder - gil_state > 256 ||
       locked - gil_state > 256)
     return -EINVAL;
 
   struct py_offsets o = *out;
-  o.rt_interp_head = (uint32_t)u64_at(dbg, D13_RT_INTERP_HEAD);
-  o.is_next = (uint32_t)u64_at(dbg, D13_IS_NEXT);
-  o.is_tstate_head = (uint32_t)u64_at(dbg, D13_IS_THREADS_HEAD);
-  o.is_gil_ptr = (uint32_t)u64_at(dbg, D13_IS_CEVAL_GIL);
+  o.rt_interp_head = (uint32_t)F(rt_interp_head);
+  o.is_next = (uint32_t)F(is_next);
+  o.is_tstate_head = (uint32_t)F(is_threads_head);
+  o.is_gil_ptr = (uint32_t)F(is_ceval_gil);
+  o.is_code_gen = L->is_code_gen ? (uint32_t)F(is_code_gen) : 0;
   o.gil_holder = (uint32_t)(holder - gil_state);
   o.gil_locked = (uint32_t)(locked - gil_state);
-  o.ts_next = (uint32_t)u64_at(dbg, D13_TS_NEXT);
-  o.ts_interp = (uint32_t)u64_at(dbg, D13_TS_INTERP);
-  o.ts_frame = (uint32_t)u64_at(dbg, D13_TS_CURRENT_FRAME);
-  o.ts_thread_id = (uint32_t)u64_at(dbg, D13_TS_THREAD_ID);
-  o.ts_native_tid = (uint32_t)u64_at(dbg, D13_TS_NATIVE_TID);
-  o.ts_chunk = (uint32_t)u64_at(dbg, D13_TS_CHUNK);
+  o.ts_next = (uint32_t)F(ts_next);
+  o.ts_interp = (uint32_t)F(ts_interp);
+  o.ts_frame = (uint32_t)F(ts_current_frame);
+  o.ts_thread_id = (uint32_t)F(ts_thread_id);
+  o.ts_native_tid = (uint32_t)F(ts_native_tid);
+  o.ts_chunk = (uint32_t)F(ts_chunk);
   o.ts_top = o.ts_chunk + 8; /* datastack_top follows datastack_chunk */
-  o.fr_back = (uint32_t)u64_at(dbg, D13_FR_PREVIOUS);
-  o.fr_code = (uint32_t)u64_at(dbg, D13_FR_EXECUTABLE);
-  o.fr_lasti = (uint32_t)u64_at(dbg, D13_FR_INSTR_PTR);
-  o.fr_owner = (uint32_t)u64_at(dbg, D13_FR_OWNER);
-  o.co_filename = (uint32_t)u64_at(dbg, D13_CO_FILENAME);
-  o.co_name = (uint32_t)u64_at(dbg, D13_CO_NAME);
-  o.co_qualname = (uint32_t)u64_at(dbg, D13_CO_QUALNAME);
-  o.co_linetable = (uint32_t)u64_at(dbg, D13_CO_LINETABLE);
-  o.co_firstlineno = (uint32_t)u64_at(dbg, D13_CO_FIRSTLINENO);
-  o.co_code_adaptive = (uint32_t)u64_at(dbg, D13_CO_ADAPTIVE);
+  o.fr_back = (uint32_t)F(fr_previous);
+  o.fr_code = (uint32_t)F(fr_executable);
+  o.fr_lasti = (uint32_t)F(fr_instr_ptr);
+  o.fr_owner = (uint32_t)F(fr_owner);
+  o.co_filename = (uint32_t)F(co_filename);
+  o.co_name = (uint32_t)F(co_name);
+  o.co_qualname = (uint32_t)F(co_qualname);
+  o.co_linetable = (uint32_t)F(co_linetable);
+  o.co_firstlineno = (uint32_t)F(co_firstlineno);
+  o.co_code_adaptive = (uint32_t)F(co_adaptive);
+#undef F
   finish(&o);
+  /* the walker reads each struct into a fixed buffer */
+  if (o.ts_read > PY_TSTATE_READ_MAX || o.fr_read > PY_FRAME_READ_MAX ||
+      o.co_read > PY_CODE_READ_MAX)
+    return -EINVAL;
   *out = o;
   return 0;
 }

@@ -29,9 +29,10 @@
 
 #define MAX_STAT_FDS 64 /* cached /proc/.../stat fds per target */
 #define LOCATE_RETRY_NS 250000000ull
-#define LOCATE_ATTEMPTS 12     /* ~3 s for an interpreter to start */
-#define CHECK_NS 1000000000ull /* identity check (exit, exec, pid reuse) */
-#define MAX_FREEZE 1024        /* threads held in blocking mode */
+#define LOCATE_ATTEMPTS 12          /* ~3 s for an interpreter to start */
+#define CHECK_NS 1000000000ull      /* identity check (exit, exec, pid reuse) */
+#define FAILED_CHECK_NS 20000000ull /* after a failed sample, at most this often */
+#define MAX_FREEZE 1024             /* threads held in blocking mode */
 
 enum tstatus { T_PENDING, T_READY, T_SKIPPED, T_IGNORED, T_GONE };
 
@@ -48,9 +49,8 @@ struct target {
   struct py_proc proc;
   char why[160];
   uint32_t attempts;
-  uint64_t next_try_ns, next_check_ns;
-  dev_t exe_dev;
-  ino_t exe_ino;
+  uint64_t next_try_ns, next_check_ns, last_check_ns;
+  struct py_image_id image; /* of the image located (read before locating) */
   /* this session */
   uint64_t samples, failed, missed, stacks, idle;
   bool skip_reported;
@@ -71,7 +71,7 @@ struct state {
   enum py_thread_filter filter;
   bool blocking;
   int64_t frequency, cache_size, max_depth, max_stacks;
-  uint64_t interval_ns, last_tick_ns;
+  uint64_t interval_ns, due_ns; /* due_ns: when the next sample is due */
   struct target **targets;
   size_t ntargets, cap;
   struct py_codecache *cc;
@@ -289,19 +289,6 @@ static void thaw(const struct held *held, uint32_t n) {
 
 /* ---- targets ------------------------------------------------------------ */
 
-static void exe_identity(uint32_t pid, dev_t *dev, ino_t *ino) {
-  char path[64];
-  struct stat sb;
-  snprintf(path, sizeof(path), "/proc/%u/exe", pid);
-  if (stat(path, &sb) == 0) {
-    *dev = sb.st_dev;
-    *ino = sb.st_ino;
-  } else {
-    *dev = 0;
-    *ino = 0;
-  }
-}
-
 static void reset_target(struct state *st, struct target *t) {
   close_all_fds(t);
   python_codecache_forget_pid(st->cc, t->pid);
@@ -314,10 +301,12 @@ static void reset_target(struct state *st, struct target *t) {
 
 static void try_locate(struct state *st, struct target *t) {
   t->attempts++;
-  int rc = python_locate(t->pid, &t->proc, t->why, sizeof(t->why));
+  /* read first: an exec during the locate then shows as a changed image */
+  int rc = python_image_id(t->pid, &t->image);
+  if (rc == 0) rc = python_locate(t->pid, &t->proc, t->why, sizeof(t->why));
   if (rc == 0) {
     t->status = T_READY;
-    exe_identity(t->pid, &t->exe_dev, &t->exe_ino);
+    t->next_check_ns = st->now_ns + CHECK_NS;
     if (!t->proc.off.ts_native_tid && st->filter == PY_RUNNING_THREADS &&
         python_discover_tid_offset(&t->proc) < 0)
       LOG(st, PP_LOG_INFO,
@@ -343,21 +332,25 @@ static void try_locate(struct state *st, struct target *t) {
   t->next_try_ns = st->now_ns + LOCATE_RETRY_NS;
 }
 
-/* Once a second: did the process exit, exec another program or get its pid
- * reused? */
+/* Once a second, after a failed sample, and when the core hands the pid
+ * over again: did the process exit, get its pid reused, or exec a new
+ * image? After an exec every address held (anchors, offsets, cached code
+ * objects) belongs to the old image: all of it is dropped and the process
+ * is located again. */
 static void check_identity(struct state *st, struct target *t) {
   t->next_check_ns = st->now_ns + CHECK_NS;
-  uint64_t start = 0;
-  if (pp_proc_start_time(t->pid, &start) < 0 || start != t->start_time) {
+  t->last_check_ns = st->now_ns;
+  struct py_image_id now;
+  if (python_image_id(t->pid, &now) < 0 || now.start_time != t->start_time) {
     LOG(st, PP_LOG_INFO, "pid %u: exited; stopped sampling it", t->pid);
     t->status = T_GONE;
     return;
   }
-  dev_t dev;
-  ino_t ino;
-  exe_identity(t->pid, &dev, &ino);
-  if (dev != t->exe_dev || ino != t->exe_ino) {
-    LOG(st, PP_LOG_INFO, "pid %u: exec'd another program; looking for Python again", t->pid);
+  if (!python_image_same(&now, &t->image)) {
+    LOG(st, PP_LOG_INFO,
+        "pid %u: exec'd a new program image (was Python %s in %s); its state is dropped, "
+        "looking for Python again",
+        t->pid, t->proc.version, t->proc.module);
     reset_target(st, t);
   }
 }
@@ -379,6 +372,10 @@ static void sample_target(struct state *st, struct target *t) {
     if (rc == -ESRCH) {
       LOG(st, PP_LOG_INFO, "pid %u: exited; stopped sampling it", t->pid);
       t->status = T_GONE;
+    } else if (st->now_ns - t->last_check_ns >= FAILED_CHECK_NS) {
+      /* the usual cause of a sample that cannot be read is an exec: find
+       * out now rather than fail every sample until the periodic check */
+      check_identity(st, t);
     }
   }
 }
@@ -422,7 +419,7 @@ static int py_start(void *state, struct pp_session *session) {
   if (st->frequency > 0) session->tick_interval_ns = 1000000000ull / (uint64_t)st->frequency;
   if (!session->tick_interval_ns) session->tick_interval_ns = 1000000000ull / 11;
   st->interval_ns = session->tick_interval_ns;
-  st->last_tick_ns = 0;
+  st->due_ns = 0;
   /* At kHz rates the default 50 us timer slack of the thread that calls
    * tick() (ours: start() runs on it) would eat a third of each interval. */
   if (st->interval_ns < 2000000) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
@@ -442,9 +439,18 @@ static int py_add_targets(void *state, const struct pp_target *tg, size_t n) {
     if (t) {
       /* the same process again: known, unless we had found no interpreter
        * in it and the core hands it over anew (it exec'd: look again) */
-      if (t->start_time == tg[i].start_time && t->status != T_GONE && t->status != T_IGNORED)
+      bool same =
+          t->start_time == tg[i].start_time && t->status != T_GONE && t->status != T_IGNORED;
+      if (same && t->status == T_SKIPPED) {
+        /* refused (say, a version we cannot read): exec'd into another? */
+        struct py_image_id now;
+        same = python_image_id(t->pid, &now) < 0 || python_image_same(&now, &t->image);
+      }
+      if (same) {
+        t->next_check_ns = 0; /* the core saw an exec? check at the next tick */
         continue;
-      reset_target(st, t); /* the pid was reused by a new process */
+      }
+      reset_target(st, t); /* pid reused, or a new image to look at */
     } else {
       if (st->ntargets == st->cap) {
         size_t nc = st->cap ? st->cap * 2 : 32;
@@ -455,9 +461,12 @@ static int py_add_targets(void *state, const struct pp_target *tg, size_t n) {
       }
       t = calloc(1, sizeof(*t));
       if (!t) return -ENOMEM;
-      t->pre_tids = calloc(MAX_FREEZE, sizeof(*t->pre_tids));
-      t->pre_states = calloc(MAX_FREEZE, 1);
-      if (!t->pre_tids || !t->pre_states) {
+      /* only blocking mode holds threads: 5 KiB a target otherwise unused */
+      if (st->blocking) {
+        t->pre_tids = calloc(MAX_FREEZE, sizeof(*t->pre_tids));
+        t->pre_states = calloc(MAX_FREEZE, 1);
+      }
+      if (st->blocking && (!t->pre_tids || !t->pre_states)) {
         free(t->pre_tids);
         free(t->pre_states);
         free(t);
@@ -474,25 +483,46 @@ static int py_add_targets(void *state, const struct pp_target *tg, size_t n) {
   return 0;
 }
 
-static int py_tick(void *state, uint64_t now) {
-  struct state *st = state;
-  st->now_ns = now;
-  /* ticks that came late (the agent or this plugin was too slow) are
-   * samples the targets missed */
-  uint64_t missed = 0;
-  if (st->last_tick_ns && now - st->last_tick_ns > st->interval_ns + st->interval_ns / 2)
-    missed = (now - st->last_tick_ns) / st->interval_ns - 1;
-  st->last_tick_ns = now;
-  int locates = 0; /* a burst of new processes must not stall sampling */
+static void sample_round(struct state *st, uint64_t missed) {
   for (size_t i = 0; i < st->ntargets; i++) {
     struct target *t = st->targets[i];
-    if (t->status == T_PENDING && now >= t->next_try_ns && locates++ < 8) try_locate(st, t);
-    if (t->status != T_READY) continue;
-    if (now >= t->next_check_ns) check_identity(st, t);
     if (t->status != T_READY) continue;
     t->missed += missed;
     sample_target(st, t);
   }
+}
+
+/* The host calls tick() at the plugin's rate but drops its phase after a
+ * late tick (it never bursts), and on a busy machine the wake-up after
+ * each 100 us timer is often late: at 10 kHz that lost 3-30% of the
+ * samples. The plugin keeps its own schedule (due_ns) instead: a tick that
+ * finds the schedule one interval or more behind takes one extra sample
+ * (at most CATCHUP_PER_TICK in all), so short delays are made up; a stall
+ * longer than CATCHUP_MAX intervals is dropped and counted as missed. */
+#define CATCHUP_PER_TICK 2
+#define CATCHUP_MAX 4
+
+static int py_tick(void *state, uint64_t now) {
+  struct state *st = state;
+  st->now_ns = now;
+  uint64_t missed = 0, iv = st->interval_ns;
+  if (!st->due_ns || now > st->due_ns + CATCHUP_MAX * iv) {
+    if (st->due_ns) missed = (now - st->due_ns) / iv; /* samples given up */
+    st->due_ns = now;
+  }
+  int locates = 0; /* a burst of new processes must not stall sampling */
+  for (size_t i = 0; i < st->ntargets; i++) {
+    struct target *t = st->targets[i];
+    if (t->status == T_PENDING && now >= t->next_try_ns && locates++ < 8) try_locate(st, t);
+    if (t->status == T_READY && now >= t->next_check_ns) check_identity(st, t);
+  }
+  /* the host decides when a tick happens: always one sample */
+  for (int round = 0; round < CATCHUP_PER_TICK; round++) {
+    sample_round(st, round == 0 ? missed : 0);
+    st->due_ns += iv;
+    if (st->due_ns > now) break;
+  }
+  if (st->due_ns > now + iv) st->due_ns = now + iv; /* never run ahead of the host */
   return 0;
 }
 
@@ -575,7 +605,9 @@ static const struct pp_plugin descriptor = {
     PP_PLUGIN_HEADER,
     .name = "python",
     .version = "0.1.0",
-    .description = "CPython 2.7 and 3.6-3.13 stacks read from outside the process",
+    .description =
+        "CPython 2.7 and 3.6-3.13 stacks read from outside the process (3.14: "
+        "implemented from the reference, tested on a synthetic image only)",
     .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_PTRACE | PP_CAP_ARCH_X86_64 |
                     PP_CAP_ARCH_AARCH64,
     .match_exe = exe_patterns,

@@ -5,8 +5,9 @@
  * with process_vm_readv (no code runs in the target, nothing is written to
  * it). One concept per file:
  *   offsets.c    per-version struct layouts, and 3.13+ _Py_DebugOffsets
+ *   identity.c   what tells an exec'd image from the one we located
  *   locate.c     finding the interpreter: module, version, anchors
- *   linetable.c  every line-table format (2.7 .. 3.13)
+ *   linetable.c  every line-table format (2.7 .. 3.14)
  *   codecache.c  code object -> name/file/line table, bounded, by address
  *   walk.c       interpreters, threads, frames of one process
  *   aggregate.c  per-session stack table and string interning
@@ -30,6 +31,10 @@
 #define PY_NAME_MAX 1024             /* bytes of UTF-8 kept per name/file name */
 #define PY_LINETABLE_MAX 65536       /* larger line tables: line = first line */
 #define PY_CHUNK_COPY_MAX (1u << 20) /* bytes of 3.11+ data stack copied per thread */
+#define PY_CHUNK_SLACK 2048          /* prefetched past the last top of the data stack */
+/* Frames of the first thread that live outside its data stack (3.12/3.13
+ * entry frames on the C stack, one per nested activation) prefetched. */
+#define PY_SPEC_FRAMES 4
 
 /* Line-table formats (linetable.c). */
 enum py_lt_format {
@@ -76,16 +81,26 @@ struct py_offsets {
   uint32_t fr_back, fr_code, fr_lasti, fr_owner, fr_read;
   uint32_t co_filename, co_name, co_qualname, co_firstlineno, co_linetable;
   uint32_t co_code_adaptive, co_read;
-  bool lasti_is_index; /* 3.10: f_lasti counts instructions (x2 = bytes) */
-  bool skip_owner3;    /* 3.12+: frames owned by the C stack / interpreter */
+  uint32_t is_code_gen;     /* 3.14+: interp->_code_object_generation; 0: none */
+  bool lasti_is_index;      /* 3.10: f_lasti counts instructions (x2 = bytes) */
+  bool skip_owner3;         /* 3.12+: frames owned by the C stack / interpreter */
+  bool code_tagged;         /* 3.14+: f_executable is a tagged _PyStackRef */
+  bool needs_debug_offsets; /* 3.14+: no static table, _Py_DebugOffsets only */
+  uint8_t owner_max;        /* 3.11+: highest frame owner value that exists */
 };
 
 /* Offsets for a version; 0 or -ENOTSUP. */
 int python_offsets_for(int major, int minor, int micro, struct py_offsets *out);
 /* 3.13+: overrides *out from the target's _Py_DebugOffsets (first bytes of
- * _PyRuntime). 0, or -EINVAL if the struct does not look right. */
+ * _PyRuntime), parsed with the layout of the minor it names. 0; -ENOTSUP
+ * for a free-threaded build; -EINVAL if the struct does not look right
+ * (unknown minor, sizes that do not fit the offsets, len too short). */
 int python_offsets_from_debug(const uint8_t *dbg, size_t len, struct py_offsets *out);
-#define PY_DEBUG_OFFSETS_READ 584
+#define PY_DEBUG_OFFSETS_READ 760 /* the largest layout known (3.14) */
+/* Fixed buffers the walker reads one struct into. */
+#define PY_TSTATE_READ_MAX 512
+#define PY_FRAME_READ_MAX 128
+#define PY_CODE_READ_MAX 256
 
 /* Line of bytecode position addrq (bytes for <= 3.10, code units for
  * 3.11+); firstlineno when the table says nothing. Never reads beyond len. */
@@ -108,17 +123,49 @@ struct py_proc {
     uint32_t tid;
   } tids[32];
   uint32_t ntids;
-  char module[64]; /* basename of the file that holds CPython */
+  /* Where the last sample found the first interpreter, its first thread's
+   * state, that thread's 3.11 cframe and its data-stack chunk: the next
+   * sample reads all of them in one system call and checks every address
+   * against what it then reads (walk.c, "prefetch"). 0: unknown. */
+  struct {
+    uint64_t interp, ts, cframe, chunk_lo;
+    uint32_t chunk_len, nframes;
+    uint64_t frames[PY_SPEC_FRAMES]; /* frames outside the chunk (C stack) */
+  } spec;
+  uint64_t code_gen[4]; /* 3.14+: _code_object_generation per interpreter */
+  uint32_t code_epoch;  /* bumped when any of them moves (codecache.c) */
+  char module[64];      /* basename of the file that holds CPython */
 };
 
+/* locate.c: 3.13+, once _PyRuntime is found at runtime and the first
+ * len bytes of it (its _Py_DebugOffsets) are copied to dbg: version,
+ * offsets and the interpreter anchor. 0, or -ENOTSUP with why set
+ * (unknown minor, pre-release 3.14, free-threaded build, offsets that do
+ * not fit together), or -EINVAL (no debug offsets). */
+int python_setup_from_debug(struct py_proc *p, uint64_t runtime, const uint8_t *dbg, size_t len,
+                            char *why, size_t whylen);
+/* The interpreter list head must point to an interpreter whose first thread
+ * points back at it (py-spy's and austin's validation). 0; -ENOENT while
+ * the interpreter is not initialised; other -errno. */
+int python_validate(struct py_proc *p);
 /* locate.c: finds CPython in pid. 0; -ENOTSUP (why says which version);
  * -ENOENT (no interpreter yet); other -errno. */
 int python_locate(uint32_t pid, struct py_proc *p, char *why, size_t whylen);
 
+/* identity.c: what changes when a pid exec()s. */
+struct py_image_id {
+  uint64_t start_time, start_code, start_stack; /* /proc/PID/stat 22, 26, 28 */
+  uint64_t exe_dev, exe_ino;
+};
+/* 0, -ESRCH (gone, a zombie, or exiting: no memory left) or -errno. */
+int python_image_id(uint32_t pid, struct py_image_id *id);
+bool python_image_same(const struct py_image_id *a, const struct py_image_id *b);
+
 /* codecache.c ---------------------------------------------------------- */
 struct py_code {
   uint32_t pid;
-  uint32_t gen; /* cache generation it was validated in */
+  uint32_t gen;   /* cache generation it was validated in */
+  uint32_t epoch; /* py_proc.code_epoch it was validated in */
   uint64_t addr;
   uint64_t last_used;
   uint64_t fp; /* fingerprint of the identifying fields, to re-validate */

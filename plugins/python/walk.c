@@ -34,6 +34,14 @@ struct py_walker {
   uint8_t *pages; /* PAGE_SLOTS pages */
   uint64_t page_addr[PAGE_SLOTS];
   uint32_t npages, next_page;
+  /* Read by this sample's prefetch, valid until the sample ends: the
+   * thread state at pre_ts, the current frame of the cframe at pre_cframe,
+   * and pre_chunk_len bytes of data stack at pre_chunk_lo (in chunk). */
+  uint8_t pre_ts_buf[PY_TSTATE_READ_MAX];
+  uint64_t pre_ts, pre_cframe, pre_frame, pre_chunk_lo;
+  uint32_t pre_chunk_len, pre_nframes;
+  uint64_t pre_frame_addr[PY_SPEC_FRAMES];
+  uint8_t pre_frame_buf[PY_SPEC_FRAMES][PY_FRAME_READ_MAX];
 };
 
 struct py_walker *python_walker_new(uint32_t max_depth) {
@@ -108,7 +116,7 @@ int python_discover_tid_offset(struct py_proc *p) {
     return -EFAULT;
   /* The main thread's tid equals the (namespace) pid, so the word holding
    * the pid in its struct pthread is the tid field (austin's method). */
-  uint8_t ts_buf[512];
+  uint8_t ts_buf[PY_TSTATE_READ_MAX];
   int32_t block[400];
   int best = -1;
   for (int n = 0; ts && walk_plausible(ts) && n < 256; n++) {
@@ -190,13 +198,19 @@ static int read_frame(struct py_walker *w, const struct py_proc *p, const uint8_
     memcpy(out, chunk + (addr - c_lo), n);
     return 0;
   }
+  for (uint32_t i = 0; i < w->pre_nframes; i++) {
+    if (w->pre_frame_addr[i] == addr) {
+      memcpy(out, w->pre_frame_buf[i], n);
+      return 0;
+    }
+  }
   return read_paged(w, (pid_t)p->pid, addr, out, n);
 }
 
 /* Walks one thread's frames into w->frames. Returns the frame count or
  * -errno; *truncated when max_depth stopped it. */
 static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecache *cc,
-                       const uint8_t *ts, bool *truncated) {
+                       const uint8_t *ts, bool first, bool *truncated) {
   const struct py_offsets *o = &p->off;
   pid_t pid = (pid_t)p->pid;
   uint64_t frame = 0;
@@ -207,8 +221,13 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
     uint64_t cframe = walk_rd64(ts, o->ts_cframe);
     if (!cframe) return 0;
     if (!walk_plausible(cframe)) return -EINVAL;
-    int rc = pp_remote_read(pid, cframe + o->cf_current, &frame, 8);
-    if (rc < 0) return rc;
+    if (cframe == w->pre_cframe) {
+      frame = w->pre_frame;
+    } else {
+      int rc = pp_remote_read(pid, cframe + o->cf_current, &frame, 8);
+      if (rc < 0) return rc;
+    }
+    if (first) p->spec.cframe = cframe;
   }
   if (!frame) return 0; /* not running Python: an empty stack */
 
@@ -217,14 +236,27 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
   if (o->ts_chunk) {
     uint64_t lo = walk_rd64(ts, o->ts_chunk), hi = walk_rd64(ts, o->ts_top);
     if (walk_plausible(lo) && hi > lo + 24 && hi - lo <= PY_CHUNK_COPY_MAX && frame >= lo &&
-        frame < hi && pp_remote_read(pid, lo, w->chunk, (size_t)(hi - lo)) == 0) {
+        frame < hi &&
+        ((lo == w->pre_chunk_lo && hi - lo <= w->pre_chunk_len) ||
+         pp_remote_read(pid, lo, w->chunk, (size_t)(hi - lo)) == 0)) {
       chunk = w->chunk;
       c_lo = lo, c_hi = hi;
+      if (first) {
+        /* next time read a little past today's top (calls push frames),
+         * never past the chunk's own size (its header: previous, size) */
+        uint64_t len = hi - lo + PY_CHUNK_SLACK, size = walk_rd64(w->chunk, 8);
+        if (size >= hi - lo && len > size) len = size;
+        if (len > PY_CHUNK_COPY_MAX) len = PY_CHUNK_COPY_MAX;
+        p->spec.chunk_lo = lo;
+        p->spec.chunk_len = (uint32_t)len;
+      }
     }
   }
 
-  uint8_t fb[128];
+  uint8_t fb[PY_FRAME_READ_MAX];
   if (o->fr_read > sizeof(fb)) return -EINVAL;
+  uint64_t spec_frames[PY_SPEC_FRAMES];
+  uint32_t nspec = 0;
   w->npages = 0; /* pages are a snapshot of this walk only */
   struct brent b = {.saved = 0, .power = 1, .lam = 0};
   uint32_t n = 0, steps = 0;
@@ -237,16 +269,24 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
     }
     int rc = read_frame(w, p, chunk, c_lo, c_hi, frame, fb);
     if (rc < 0) return rc;
+    if (first && !(chunk && frame >= c_lo && frame < c_hi) && nspec < PY_SPEC_FRAMES)
+      spec_frames[nspec++] = frame;
     uint64_t code = walk_rd64(fb, o->fr_code);
     uint64_t back = walk_rd64(fb, o->fr_back);
     if (o->walk != PY_WALK_FRAMEOBJ) {
       uint8_t owner = fb[o->fr_owner];
-      if (o->skip_owner3 && owner >= 3) { /* C-stack shim / entry frame */
+      /* owner 3 is the C-stack shim (3.12/3.13) or the interpreter's entry
+       * frame (3.14); anything above the version's highest owner is a frame
+       * torn or reused under us */
+      if (owner > o->owner_max) return -EINVAL;
+      if (o->skip_owner3 && owner >= 3) {
         frame = back;
         continue;
       }
-      if (owner > 4) return -EINVAL;
     }
+    /* 3.14: a _PyStackRef; deferred/immortal references set the low bit,
+     * and objects are 8-aligned, so clearing 2 bits is safe either way */
+    if (o->code_tagged) code &= ~(uint64_t)3;
     int err = 0;
     struct py_code *e = python_code_get(cc, p, code, &err);
     if (!e) return err ? err : -EINVAL;
@@ -265,7 +305,72 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
     n++;
     frame = back;
   }
+  if (first) {
+    memcpy(p->spec.frames, spec_frames, nspec * sizeof(spec_frames[0]));
+    p->spec.nframes = nspec;
+  }
   return (int)n;
+}
+
+/* 3.14+: the interpreter counts code objects freed. When the count moved,
+ * any cached code object of this process may have been freed and its
+ * address reused, so cached entries are re-validated before their next use
+ * (the cache compares its epoch). Sub-interpreters past the first few only
+ * get the once-per-session re-validation. */
+static void note_code_generation(struct py_proc *p, uint32_t ni, uint64_t gen) {
+  if (ni >= sizeof(p->code_gen) / sizeof(p->code_gen[0])) return;
+  if (p->code_gen[ni] != gen) {
+    p->code_gen[ni] = gen;
+    p->code_epoch++;
+  }
+}
+
+/* At kHz rates the cost of a sample is its system calls (each one a
+ * round trip through the kernel's page-table walk of the target), not the
+ * copying. Steady state, the addresses a sample needs barely change: the
+ * interpreter, its first thread state, the 3.11 cframe, the data-stack
+ * chunk. They are read together with the interpreter list head in one
+ * process_vm_readv, and each is used only if the chain read from the
+ * target leads to the same address again (walk_thread, python_sample);
+ * otherwise that read is made as usual. One system call per sample instead
+ * of four (3.12+, one thread). false when there is nothing to guess from
+ * or the guess failed; *interp is then to be read again. */
+static bool prefetch(struct py_walker *w, struct py_proc *p, uint32_t lo, uint32_t hi,
+                     uint64_t *interp, uint8_t *ib, uint64_t *code_gen) {
+  const struct py_offsets *o = &p->off;
+  w->pre_ts = w->pre_cframe = w->pre_frame = w->pre_chunk_lo = 0;
+  w->pre_chunk_len = w->pre_nframes = 0;
+  if (!p->spec.interp) return false;
+  struct pp_remote_iov iov[6 + PY_SPEC_FRAMES];
+  size_t k = 0;
+  iov[k++] = (struct pp_remote_iov){p->interp_head, interp, 8};
+  iov[k++] = (struct pp_remote_iov){p->spec.interp + lo, ib, hi - lo};
+  if (o->is_code_gen)
+    iov[k++] = (struct pp_remote_iov){p->spec.interp + o->is_code_gen, code_gen, 8};
+  if (p->spec.ts) iov[k++] = (struct pp_remote_iov){p->spec.ts, w->pre_ts_buf, o->ts_read};
+  if (p->spec.cframe && o->walk == PY_WALK_CFRAME)
+    iov[k++] = (struct pp_remote_iov){p->spec.cframe + o->cf_current, &w->pre_frame, 8};
+  if (p->spec.chunk_lo && p->spec.chunk_len > 24 && p->spec.chunk_len <= PY_CHUNK_COPY_MAX)
+    iov[k++] = (struct pp_remote_iov){p->spec.chunk_lo, w->chunk, p->spec.chunk_len};
+  uint32_t nf = p->spec.nframes <= PY_SPEC_FRAMES ? p->spec.nframes : 0;
+  if (o->fr_read > PY_FRAME_READ_MAX) nf = 0;
+  for (uint32_t i = 0; i < nf; i++)
+    iov[k++] = (struct pp_remote_iov){p->spec.frames[i], w->pre_frame_buf[i], o->fr_read};
+  if (pp_remote_readv((pid_t)p->pid, iov, k) < 0 || *interp != p->spec.interp) {
+    /* moved or unmapped: no guessing until a sample has read it afresh */
+    memset(&p->spec, 0, sizeof(p->spec));
+    *interp = 0;
+    return false;
+  }
+  w->pre_ts = p->spec.ts;
+  if (o->walk == PY_WALK_CFRAME) w->pre_cframe = p->spec.cframe;
+  if (p->spec.chunk_lo && p->spec.chunk_len > 24 && p->spec.chunk_len <= PY_CHUNK_COPY_MAX) {
+    w->pre_chunk_lo = p->spec.chunk_lo;
+    w->pre_chunk_len = p->spec.chunk_len;
+  }
+  memcpy(w->pre_frame_addr, p->spec.frames, nf * sizeof(p->spec.frames[0]));
+  w->pre_nframes = nf;
+  return true;
 }
 
 int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *cc,
@@ -274,9 +379,17 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
   const struct py_offsets *o = &p->off;
   pid_t pid = (pid_t)p->pid;
   memset(res, 0, sizeof(*res));
-  uint64_t interp = 0;
-  int rc = pp_remote_read(pid, p->interp_head, &interp, 8);
-  if (rc < 0) return res->err = rc;
+  uint32_t lo = o->is_next < o->is_tstate_head ? o->is_next : o->is_tstate_head;
+  uint32_t hi = (o->is_next > o->is_tstate_head ? o->is_next : o->is_tstate_head) + 8;
+  uint8_t ib[128];
+  if (hi - lo > sizeof(ib) || o->ts_read > sizeof(w->pre_ts_buf)) return res->err = -EINVAL;
+  uint64_t interp = 0, code_gen = 0;
+  bool have_ib = prefetch(w, p, lo, hi, &interp, ib, &code_gen);
+  int rc;
+  if (!have_ib) {
+    rc = pp_remote_read(pid, p->interp_head, &interp, 8);
+    if (rc < 0) return res->err = rc;
+  }
   if (!interp) return 0; /* finalising: nothing to sample */
 
   uint64_t holder = 0;
@@ -287,18 +400,25 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
     if (!holder && o->gil_kind != PY_GIL_INTERP_PTR) return 0;
   }
 
-  uint8_t ts[512];
+  uint8_t ts[PY_TSTATE_READ_MAX];
   if (o->ts_read > sizeof(ts)) return res->err = -EINVAL;
-  uint32_t lo = o->is_next < o->is_tstate_head ? o->is_next : o->is_tstate_head;
-  uint32_t hi = (o->is_next > o->is_tstate_head ? o->is_next : o->is_tstate_head) + 8;
-  uint8_t ib[128];
-  if (hi - lo > sizeof(ib)) return res->err = -EINVAL;
 
   struct brent bi = {0, 1, 0};
   for (int ni = 0; interp && ni < PY_MAX_INTERPS; ni++) {
     if (!walk_plausible(interp) || brent_seen(&bi, interp)) return res->err = -ELOOP;
-    rc = pp_remote_read(pid, interp + lo, ib, hi - lo);
+    if (ni == 0 && have_ib) {
+      rc = 0; /* prefetched */
+    } else if (o->is_code_gen) {
+      /* one system call for the list fields and the generation word */
+      struct pp_remote_iov iov[2] = {{interp + lo, ib, hi - lo},
+                                     {interp + o->is_code_gen, &code_gen, 8}};
+      rc = pp_remote_readv(pid, iov, 2);
+    } else {
+      rc = pp_remote_read(pid, interp + lo, ib, hi - lo);
+    }
     if (rc < 0) return res->err = rc;
+    if (ni == 0) p->spec.interp = interp;
+    if (o->is_code_gen) note_code_generation(p, (uint32_t)ni, code_gen);
     uint64_t next_interp = walk_rd64(ib, o->is_next - lo);
     uint64_t t = walk_rd64(ib, o->is_tstate_head - lo);
     if (filter == PY_GIL_THREAD && ni > 0 && o->gil_kind == PY_GIL_INTERP_PTR &&
@@ -308,8 +428,14 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
     for (uint32_t nt = 0; t; nt++) {
       if (nt >= PY_MAX_THREADS || !walk_plausible(t) || brent_seen(&bt, t))
         return res->err = -ELOOP;
-      rc = pp_remote_read(pid, t, ts, o->ts_read);
-      if (rc < 0) return res->err = rc;
+      bool first = ni == 0 && nt == 0;
+      if (t == w->pre_ts) {
+        memcpy(ts, w->pre_ts_buf, o->ts_read);
+      } else {
+        rc = pp_remote_read(pid, t, ts, o->ts_read);
+        if (rc < 0) return res->err = rc;
+      }
+      if (first) p->spec.ts = t;
       uint64_t next = walk_rd64(ts, o->ts_next);
       if (walk_rd64(ts, o->ts_interp) != interp) return res->err = -EINVAL; /* torn or garbage */
       res->threads++;
@@ -324,14 +450,22 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
         continue;
       }
       bool truncated = false;
-      int n = walk_thread(w, p, cc, ts, &truncated);
+      int n = walk_thread(w, p, cc, ts, first, &truncated);
+      if (n < 0) {
+        /* the retry must see fresh memory, and the next sample must not
+         * guess from a walk that failed */
+        w->pre_ts = w->pre_cframe = w->pre_chunk_lo = 0;
+        w->pre_chunk_len = w->pre_nframes = 0;
+        memset(&p->spec, 0, sizeof(p->spec));
+      }
       if (n < 0 && pp_remote_read(pid, t, ts, o->ts_read) == 0 &&
           walk_rd64(ts, o->ts_interp) == interp) {
         /* a running thread moved under us (a frame was freed or reused):
          * one fresh attempt, then the thread's sample counts as failed */
-        n = walk_thread(w, p, cc, ts, &truncated);
+        n = walk_thread(w, p, cc, ts, first, &truncated);
       }
       if (n < 0) {
+        if (first) memset(&p->spec, 0, sizeof(p->spec)); /* the retry may have set some */
         res->failed++;
         if (!res->err) res->err = n;
       } else if (n > 0) {

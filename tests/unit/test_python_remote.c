@@ -180,11 +180,11 @@ static void cycles(void) {
 /* Versions and builds that must be refused rather than guessed. */
 static void refusals(void) {
   struct py_offsets o;
-  CHECK_EQ_INT(python_offsets_for(3, 14, 0, &o), -ENOTSUP);
+  CHECK_EQ_INT(python_offsets_for(3, 15, 0, &o), -ENOTSUP);
   CHECK_EQ_INT(python_offsets_for(3, 5, 0, &o), -ENOTSUP);
   CHECK_EQ_INT(python_offsets_for(2, 6, 0, &o), -ENOTSUP);
   CHECK_EQ_INT(python_offsets_for(4, 0, 0, &o), -ENOTSUP);
-  for (int m = 6; m <= 13; m++)
+  for (int m = 6; m <= 14; m++)
     CHECK_EQ_INT(python_offsets_for(3, m, 0, &o), 0);
   /* _Py_DebugOffsets: 3.13.0 values (reference §1.7), then broken copies */
   uint8_t d[PY_DEBUG_OFFSETS_READ];
@@ -192,11 +192,42 @@ static void refusals(void) {
   memcpy(d, "xdebugpy", 8);
   uint64_t v = 0x030D00F0;
   memcpy(d + 8, &v, 8);
-  const uint64_t fields[][2] = {{40, 632},   {64, 7264},  {72, 7344}, {112, 16},  {120, 7752},
-                                {136, 7768}, {144, 7760}, {168, 8},   {176, 16},  {184, 72},
-                                {192, 152},  {200, 160},  {208, 232}, {224, 80},  {232, 8},
-                                {240, 0},    {248, 56},   {264, 70},  {280, 112}, {288, 120},
-                                {296, 128},  {304, 136},  {312, 68},  {344, 200}, {560, 40}};
+  const uint64_t fields[][2] = {{40, 632},
+                                {64, 7264},
+                                {72, 7344},
+                                {112, 16},
+                                {120, 7752},
+                                {136, 7768},
+                                {144, 7760},
+                                {168, 8},
+                                {176, 16},
+                                {184, 72},
+                                {192, 152},
+                                {200, 160},
+                                {208, 232},
+                                {224, 80},
+                                {232, 8},
+                                {240, 0},
+                                {248, 56},
+                                {264, 70},
+                                {280, 112},
+                                {288, 120},
+                                {296, 128},
+                                {304, 136},
+                                {312, 68},
+                                {344, 200},
+                                {560, 40},
+                                /* sizes the parser checks the offsets against */
+                                {24, 283320},
+                                {48, 194968},
+                                {152, 304},
+                                {272, 208},
+                                {352, 16},
+                                {360, 8},
+                                {520, 16},
+                                {528, 32},
+                                {544, 32},
+                                {552, 16}};
   for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
     memcpy(d + fields[i][0], &fields[i][1], 8);
   python_offsets_for(3, 13, 0, &o);
@@ -222,6 +253,10 @@ static void refusals(void) {
   bad[0] = 'X'; /* cookie */
   CHECK_EQ_INT(python_offsets_from_debug(bad, sizeof(bad), &fromdbg), -EINVAL);
   CHECK_EQ_INT(python_offsets_from_debug(d, 100, &fromdbg), -EINVAL); /* short */
+  memcpy(bad, d, sizeof(bad));
+  uint64_t small = 100;
+  memcpy(bad + 152, &small, 8); /* thread_state.size below its fields */
+  CHECK_EQ_INT(python_offsets_from_debug(bad, sizeof(bad), &fromdbg), -EINVAL);
 }
 
 int main(void) {

@@ -1,0 +1,490 @@
+/*
+ * CPython 3.13 and 3.14 process images, walked by the plugin's own code.
+ *
+ * No 3.14 build exists on this machine, so 3.14 support is proven on a
+ * synthetic image (tests/unit/python_image.c) built in this process and
+ * read back with process_vm_readv on our own pid: the same calls the plugin
+ * makes on a real target, from python_setup_from_debug() (version, layout
+ * and offsets out of _Py_DebugOffsets) through python_validate() to
+ * python_sample() (interpreter, threads, data-stack chunk, frames, code
+ * cache, strings, line tables). The 3.14 facts in the image (debug-offset
+ * positions, 88-byte frames with owner at 74, tagged _PyStackRef
+ * executables, FRAME_OWNED_BY_INTERPRETER = 3, code_object_generation) are
+ * the reference's (cpython-remote.md), not measured.
+ *
+ * The approach itself is checked on 3.13, which does exist here: a real
+ * python3.13 is started, located and sampled; its real _Py_DebugOffsets
+ * must hold the reference's 3.13.0 values at the positions the image
+ * builder uses, and a synthetic 3.13 image built from those real values
+ * and the real stack's names and lines must walk to exactly the stack the
+ * real process gave.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../../plugins/python/codecache.c"
+#include "../../plugins/python/linetable.c"
+#include "../../plugins/python/locate.c"
+#include "../../plugins/python/offsets.c"
+#include "../../plugins/python/walk.c"
+#include "python_image.c"
+#include "testlib.h"
+
+#define MAX_FRAMES 48
+
+struct triple_out {
+  char name[64], file[512];
+  int line;
+};
+
+struct collected {
+  uint32_t stacks;
+  uint32_t tids[4];
+  uint32_t n; /* frames of the last stack delivered */
+  struct triple_out f[MAX_FRAMES];
+};
+
+static void collect(void *ctx, uint32_t tid, const struct py_frame_ref *frames, uint32_t n,
+                    bool truncated) {
+  (void)truncated;
+  struct collected *c = ctx;
+  if (c->stacks < 4) c->tids[c->stacks] = tid;
+  c->stacks++;
+  c->n = n < MAX_FRAMES ? n : MAX_FRAMES;
+  for (uint32_t i = 0; i < c->n; i++) {
+    snprintf(c->f[i].name, sizeof(c->f[i].name), "%s", frames[i].code->name);
+    snprintf(c->f[i].file, sizeof(c->f[i].file), "%s", frames[i].code->file);
+    c->f[i].line = frames[i].line;
+  }
+}
+
+/* One sample of p into c; returns python_sample's rc. */
+static int sample(struct py_proc *p, struct py_codecache *cc, enum py_thread_filter filter,
+                  struct collected *c, struct py_sample_result *res) {
+  struct py_walker *w = python_walker_new(64);
+  memset(c, 0, sizeof(*c));
+  int rc = python_sample(w, p, cc, filter, NULL, collect, c, res);
+  python_walker_free(w);
+  return rc;
+}
+
+/* The proc as locate would leave it for an image: debug offsets copied
+ * from the image's _PyRuntime with a real remote read. */
+static int attach_image(struct img *m, struct py_proc *p, char *why, size_t whylen) {
+  memset(p, 0, sizeof(*p));
+  p->pid = p->ns_pid = (uint32_t)getpid();
+  p->pthread_tid_off = -1;
+  uint8_t dbg[PY_DEBUG_OFFSETS_READ];
+  int rc = pp_remote_read((pid_t)p->pid, m->runtime, dbg, sizeof(dbg));
+  if (rc < 0) return rc;
+  rc = python_setup_from_debug(p, m->runtime, dbg, sizeof(dbg), why, whylen);
+  if (rc < 0) return rc;
+  p->pycode_type = m->code_type; /* locate takes it from the ELF symbol */
+  return python_validate(p);
+}
+
+/* Frames of one synthetic stack, leaf first. */
+struct want {
+  const char *name, *file;
+  int first, line;
+};
+
+/* Builds the stack of `want` (leaf first) in thread ts: every frame in the
+ * thread's data-stack chunk (copied in one read) except the leaf's caller,
+ * which lives outside it like a generator's frame (read on its own); an
+ * interpreter-owned entry frame under the
+ * outermost frame and one in the middle (a C call re-entering Python).
+ * tag: low bits set on every other executable (3.14 _PyStackRef). */
+static uint64_t build_stack(struct img *m, uint8_t *ts, const struct want *want, size_t n,
+                            uint64_t tag, uint64_t *codes) {
+  uint8_t *slot = img_chunk(m, ts, 16384);
+  size_t step = m->val.fr_size + 32; /* frame + its localsplus */
+  uint64_t none_ref = m->none | tag;
+  /* outermost first: entry frame, then the frames root to leaf */
+  uint8_t *entry = slot;
+  img_frame(m, entry, none_ref, 0, 0, 3);
+  uint64_t prev = img_addr(entry);
+  slot += step;
+  for (size_t k = n; k-- > 0;) {
+    const struct want *w = &want[k];
+    int lines[2] = {w->first, w->line};
+    uint64_t code = img_code(m, img_cstr(m, w->name), img_cstr(m, w->name), img_cstr(m, w->file),
+                             w->first, lines, 2);
+    codes[k] = code;
+    uint8_t *f = k == 1 ? img_alloc(m, step) : slot;
+    uint64_t exec_ref = code | ((k & 1) ? tag : 0);
+    /* code unit 8..15 is on w->line (unit 0..7 on the first line) */
+    img_frame(m, f, exec_ref, prev, img_instr(m, code, 8 + (unsigned)k % 8), 0);
+    prev = img_addr(f);
+    if (k != 1) slot += step;
+    if (k == n / 2) { /* an entry frame between two Python frames */
+      img_frame(m, slot, none_ref, prev, 0, 3);
+      prev = img_addr(slot);
+      slot += step;
+    }
+  }
+  img_put64(ts, m->val.ts_chunk + 8, img_addr(slot)); /* datastack_top */
+  img_put64(ts, m->val.ts_current_frame, prev);
+  return prev;
+}
+
+static void check_stack(const struct collected *c, const struct want *want, size_t n) {
+  CHECK_EQ_INT(c->n, n);
+  for (size_t i = 0; i < n && i < c->n; i++) {
+    CHECK_EQ_STR(c->f[i].name, want[i].name);
+    CHECK_EQ_STR(c->f[i].file, want[i].file);
+    CHECK_EQ_INT(c->f[i].line, want[i].line);
+  }
+}
+
+/* ---- 3.14 ------------------------------------------------------------- */
+
+static const struct want STACK_314[] = {
+    {"Klass.m\xc3\xa9thode", "app.py", 40, 44}, /* non-ASCII qualname (UCS1) */
+    {"inner", "app.py", 30, 33},
+    {"middle", "lib/util.py", 10, 12},
+    {"outer", "lib/util.py", 1, 2},
+    {"<module>", "app.py", 1, 50},
+};
+#define N314 (sizeof(STACK_314) / sizeof(STACK_314[0]))
+
+static void image_314(void) {
+  struct img m;
+  img_init(&m, &IMG_POS_314, &IMG_VAL_314, 0x030E00F0, 4u << 20);
+  uint8_t *main_ts = img_thread(&m, 4242);
+  uint8_t *idle_ts = img_thread(&m, 4243); /* no Python frame: empty stack */
+  (void)idle_ts;
+  uint64_t codes[N314];
+  /* Klass.méthode is given as UTF-8 above; the target holds Latin-1 */
+  build_stack(&m, main_ts, STACK_314, N314, 1, codes);
+  static const uint8_t latin1[] = "Klass.m\xe9thode";
+  uint64_t q = img_str(&m, latin1, sizeof(latin1) - 1, 1);
+  img_put64((uint8_t *)(uintptr_t)codes[0], m.val.co_qualname, q);
+
+  struct py_proc p;
+  char why[160] = "";
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), 0);
+  CHECK_EQ_STR(p.version, "3.14.0");
+  CHECK_EQ_INT(p.off.fr_read >= 75, 1); /* owner at 74 is read */
+  CHECK_EQ_INT(p.off.fr_owner, 74);
+  CHECK_EQ_INT(p.off.is_tstate_head, 7360);
+  CHECK_EQ_INT(p.off.co_code_adaptive, 208);
+  CHECK_EQ_INT(p.off.is_code_gen, 7904);
+  CHECK(p.off.code_tagged);
+
+  struct py_codecache *cc = python_codecache_new(64);
+  struct collected c;
+  struct py_sample_result res;
+  CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+  CHECK_EQ_INT(res.threads, 2);
+  CHECK_EQ_INT(res.failed, 0);
+  CHECK_EQ_INT(c.stacks, 1); /* the idle thread has no frame */
+  CHECK_EQ_INT(c.tids[0], 4242);
+  check_stack(&c, STACK_314, N314);
+
+  /* tag bits 3 (the 3.15 width) are cleared as well */
+  build_stack(&m, main_ts, STACK_314, N314, 3, codes);
+  img_put64((uint8_t *)(uintptr_t)codes[0], m.val.co_qualname, q);
+  CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+  check_stack(&c, STACK_314, N314);
+
+  /* gil mode: only the holder, when the GIL is locked */
+  uint8_t *is = img_interp(&m);
+  img_put64(is, m.val.is_gil_holder, img_addr(main_ts));
+  img_put32(is, m.val.is_gil_locked, 1);
+  CHECK_EQ_INT(sample(&p, cc, PY_GIL_THREAD, &c, &res), 0);
+  CHECK_EQ_INT(c.stacks, 1);
+  CHECK_EQ_INT(c.tids[0], 4242);
+  img_put64(is, m.val.is_gil_holder, img_addr(idle_ts));
+  CHECK_EQ_INT(sample(&p, cc, PY_GIL_THREAD, &c, &res), 0);
+  CHECK_EQ_INT(c.stacks, 0);
+
+  /* A code object freed and another allocated at its address: without a
+   * new session the cache only notices through code_object_generation. */
+  uint64_t inner = codes[1];
+  img_put64((uint8_t *)(uintptr_t)inner, m.val.co_qualname, img_cstr(&m, "replaced"));
+  CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+  CHECK_EQ_STR(c.f[1].name, "inner"); /* generation unchanged: cached entry */
+  uint64_t gen;
+  memcpy(&gen, is + m.val.is_code_gen, 8);
+  img_put64(is, m.val.is_code_gen, gen + 1);
+  CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+  CHECK_EQ_STR(c.f[1].name, "replaced");
+
+  /* owner 4 (CSTACK) is never assigned in 3.14: a frame saying so is
+   * torn or garbage, and the sample fails rather than skip it */
+  uint64_t leaf;
+  memcpy(&leaf, main_ts + m.val.ts_current_frame, 8);
+  ((uint8_t *)(uintptr_t)leaf)[m.val.fr_owner] = 4;
+  CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+  CHECK_EQ_INT(res.failed, 1);
+  CHECK_EQ_INT(c.stacks, 0);
+  ((uint8_t *)(uintptr_t)leaf)[m.val.fr_owner] = 0;
+
+  python_codecache_free(cc);
+  free(m.arena);
+}
+
+/* The prefetch reads, in one system call, what the last sample found at
+ * the addresses it found it (walk.c). A stack that grew in place past the
+ * part of the chunk that was prefetched must be read again, not cut at the
+ * old top; one that shrank is served from the prefetched copy. */
+static void prefetch_grown_stack(void) {
+  struct img m;
+  img_init(&m, &IMG_POS_314, &IMG_VAL_314, 0x030E00F0, 4u << 20);
+  uint8_t *ts = img_thread(&m, 4242);
+  uint64_t codes[N314];
+  build_stack(&m, ts, STACK_314, N314, 1, codes);
+  static const uint8_t latin1[] = "Klass.m\xe9thode"; /* as image_314() */
+  img_put64((uint8_t *)(uintptr_t)codes[0], m.val.co_qualname,
+            img_str(&m, latin1, sizeof(latin1) - 1, 1));
+  struct py_proc p;
+  char why[160] = "";
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), 0);
+  struct py_codecache *cc = python_codecache_new(64);
+  struct collected c;
+  struct py_sample_result res;
+  CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+  check_stack(&c, STACK_314, N314);
+  CHECK_EQ_INT(p.spec.ts == img_addr(ts), 1);
+  uint64_t lo, top, leaf;
+  memcpy(&lo, ts + m.val.ts_chunk, 8);
+  memcpy(&top, ts + m.val.ts_chunk + 8, 8);
+  memcpy(&leaf, ts + m.val.ts_current_frame, 8);
+  CHECK_EQ_INT(p.spec.chunk_lo == lo && p.spec.chunk_len == top - lo + PY_CHUNK_SLACK, 1);
+  CHECK_EQ_INT(p.spec.nframes, 1); /* the frame built outside the chunk */
+
+  /* frames pushed at the top, further than the prefetched slack */
+  size_t step = m.val.fr_size + 32;
+  enum { MORE = 24 };
+  CHECK_EQ_INT(MORE * step > PY_CHUNK_SLACK, 1);
+  int lines[2] = {60, 61};
+  uint64_t code = img_code(&m, img_cstr(&m, "pushed"), img_cstr(&m, "pushed"),
+                           img_cstr(&m, "deep.py"), 60, lines, 2);
+  uint64_t old_top = top, old_leaf = leaf;
+  for (int i = 0; i < MORE; i++) {
+    img_frame(&m, (uint8_t *)(uintptr_t)top, code, leaf, img_instr(&m, code, 8), 0);
+    leaf = top;
+    top += step;
+  }
+  img_put64(ts, m.val.ts_chunk + 8, top);
+  img_put64(ts, m.val.ts_current_frame, leaf);
+  CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+  CHECK_EQ_INT(res.failed, 0);
+  CHECK_EQ_INT(c.n, MORE + N314);
+  for (int i = 0; i < MORE && i < (int)c.n; i++) {
+    CHECK_EQ_STR(c.f[i].name, "pushed");
+    CHECK_EQ_INT(c.f[i].line, 61);
+  }
+  for (size_t i = 0; i < N314 && MORE + i < c.n; i++)
+    CHECK_EQ_STR(c.f[MORE + i].name, STACK_314[i].name);
+  CHECK_EQ_INT(p.spec.chunk_len == top - lo + PY_CHUNK_SLACK, 1);
+
+  /* and popped again: the longer prefetched copy holds it */
+  img_put64(ts, m.val.ts_chunk + 8, old_top);
+  img_put64(ts, m.val.ts_current_frame, old_leaf);
+  CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+  check_stack(&c, STACK_314, N314);
+
+  /* a torn leaf read through the prefetch fails the sample and drops the
+   * guesses; the next sample reads everything afresh */
+  ((uint8_t *)(uintptr_t)old_leaf)[m.val.fr_owner] = 9;
+  CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+  CHECK_EQ_INT(res.failed, 1);
+  CHECK_EQ_INT(p.spec.chunk_lo, 0);
+  ((uint8_t *)(uintptr_t)old_leaf)[m.val.fr_owner] = 0;
+  CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+  check_stack(&c, STACK_314, N314);
+  CHECK_EQ_INT(p.spec.chunk_lo, lo);
+
+  python_codecache_free(cc);
+  free(m.arena);
+}
+
+/* 3.14 builds that must be refused, each with its reason. */
+static void refusals_314(void) {
+  struct img m;
+  struct py_proc p;
+  char why[160];
+  img_init(&m, &IMG_POS_314, &IMG_VAL_314, 0x030E00F0, 1u << 20);
+  img_thread(&m, 1);
+  uint8_t *rt = (uint8_t *)(uintptr_t)m.runtime;
+
+  img_put64(rt, 16, 1); /* free-threaded (3.14t) */
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), -ENOTSUP);
+  CHECK_CONTAINS(why, "free-threaded");
+  img_put64(rt, 16, 0);
+
+  img_put64(rt, 8, 0x030E00A5); /* 3.14.0a5 */
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), -ENOTSUP);
+  CHECK_CONTAINS(why, "pre-release");
+  img_put64(rt, 8, 0x030F00F0); /* 3.15: layout unknown */
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), -ENOTSUP);
+  CHECK_CONTAINS(why, "3.15");
+  img_put64(rt, 8, 0x030E01C1); /* 3.14.1rc1 is accepted */
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), 0);
+  CHECK_EQ_STR(p.version, "3.14.1rc1");
+  img_put64(rt, 8, 0x030E00F0);
+
+  img_put64(rt, IMG_POS_314.fr_size, 80); /* a 3.13-sized frame */
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), -ENOTSUP);
+  CHECK_CONTAINS(why, "unexpected _Py_DebugOffsets");
+  img_put64(rt, IMG_POS_314.fr_size, 88);
+  img_put64(rt, IMG_POS_314.ts_native_tid, 400); /* beyond thread_state.size */
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), -ENOTSUP);
+  img_put64(rt, IMG_POS_314.ts_native_tid, 160);
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), 0);
+
+  /* a 3.13-shaped struct claiming to be 3.14 */
+  struct img m13;
+  img_init(&m13, &IMG_POS_313, &IMG_VAL_3130, 0x030E00F0, 1u << 20);
+  img_thread(&m13, 1);
+  CHECK_EQ_INT(attach_image(&m13, &p, why, sizeof(why)), -ENOTSUP);
+  free(m13.arena);
+  free(m.arena);
+}
+
+/* ---- 3.13: the approach checked against a real interpreter ------------ */
+
+static const char *find_python313(void) {
+  static const char *const paths[] = {"/root/.pyenv/versions/3.13.0/bin/python3.13",
+                                      "/usr/bin/python3.13", "/usr/local/bin/python3.13"};
+  for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+    if (access(paths[i], X_OK) == 0) return paths[i];
+  return NULL;
+}
+
+/* Starts workload.py nested (idle leaf: a stable stack) and waits for its
+ * "ready" line. */
+static pid_t start_workload(const char *exe) {
+  const char *src = getenv("PP_SOURCE_DIR");
+  char script[4096];
+  snprintf(script, sizeof(script), "%s/tests/workloads/python/workload.py", src ? src : ".");
+  int fds[2];
+  if (pipe(fds) < 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    execl(exe, exe, script, "nested", "60", "idle", (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  char buf[16];
+  ssize_t n = read(fds[0], buf, sizeof(buf));
+  close(fds[0]);
+  if (pid < 0 || n < 5 || memcmp(buf, "ready", 5) != 0) return -1;
+  usleep(300000); /* into its stable idle stack */
+  return pid;
+}
+
+static void real_vs_image_313(void) {
+  const char *exe = find_python313();
+  if (!exe) {
+    printf("SKIPPED part: no python3.13 on this machine to check the image against\n");
+    return;
+  }
+  pid_t pid = start_workload(exe);
+  CHECK(pid > 0);
+  if (pid <= 0) return;
+  struct py_proc real;
+  char why[160] = "";
+  int rc = -1;
+  for (int i = 0; i < 20 && rc != 0; i++) {
+    rc = python_locate((uint32_t)pid, &real, why, sizeof(why));
+    if (rc != 0) usleep(100000);
+  }
+  CHECK_EQ_INT(rc, 0);
+  uint8_t blob[PY_DEBUG_OFFSETS_READ];
+  if (rc == 0) rc = pp_remote_read(pid, real.runtime, blob, sizeof(blob));
+  CHECK_EQ_INT(rc, 0);
+  struct collected want_c;
+  struct py_sample_result res;
+  struct py_codecache *cc = python_codecache_new(64);
+  if (rc == 0) {
+    /* the real process, through the real path */
+    CHECK_EQ_INT(sample(&real, cc, PY_ALL_THREADS, &want_c, &res), 0);
+    CHECK_EQ_INT(res.failed, 0);
+    CHECK_EQ_INT(want_c.stacks, 1);
+    CHECK(want_c.n >= 6);
+    CHECK_EQ_STR(want_c.f[0].name, "spin");
+    CHECK_EQ_STR(want_c.f[want_c.n - 1].name, "<module>");
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  if (rc != 0 || want_c.n < 6) {
+    python_codecache_free(cc);
+    return;
+  }
+
+  /* The real debug offsets at the builder's 3.13 positions hold the
+   * reference's 3.13.0 values: positions and values are right for 3.13. */
+  img_values real_vals = img_values_from_blob(&IMG_POS_313, blob);
+  CHECK_EQ_INT(memcmp(blob, "xdebugpy", 8), 0);
+#define SAME_AS_REF(f) CHECK_EQ_INT(real_vals.f, IMG_VAL_3130.f);
+  SAME_AS_REF(rt_interp_head)
+  SAME_AS_REF(is_next)
+  SAME_AS_REF(is_threads_head)
+  SAME_AS_REF(is_ceval_gil)
+  SAME_AS_REF(is_gil_state)
+  SAME_AS_REF(is_gil_locked) SAME_AS_REF(is_gil_holder) SAME_AS_REF(ts_size) SAME_AS_REF(ts_next)
+      SAME_AS_REF(ts_interp) SAME_AS_REF(ts_current_frame) SAME_AS_REF(ts_thread_id)
+          SAME_AS_REF(ts_native_tid) SAME_AS_REF(ts_chunk) SAME_AS_REF(fr_size)
+              SAME_AS_REF(fr_previous) SAME_AS_REF(fr_executable) SAME_AS_REF(fr_instr_ptr)
+                  SAME_AS_REF(fr_owner) SAME_AS_REF(co_size) SAME_AS_REF(co_filename)
+                      SAME_AS_REF(co_name) SAME_AS_REF(co_qualname) SAME_AS_REF(co_linetable)
+                          SAME_AS_REF(co_firstlineno) SAME_AS_REF(co_adaptive) SAME_AS_REF(ob_size)
+                              SAME_AS_REF(ob_type) SAME_AS_REF(bytes_ob_size)
+                                  SAME_AS_REF(bytes_ob_sval) SAME_AS_REF(uni_state)
+                                      SAME_AS_REF(uni_length) SAME_AS_REF(uni_ascii_size)
+#undef SAME_AS_REF
+      /* the plugin parsed the same offsets out of the real process */
+      CHECK_EQ_INT(real.off.is_tstate_head, real_vals.is_threads_head);
+  CHECK_EQ_INT(real.off.ts_frame, real_vals.ts_current_frame);
+  CHECK_EQ_INT(real.off.fr_owner, real_vals.fr_owner);
+  CHECK_EQ_INT(real.off.co_code_adaptive, real_vals.co_adaptive);
+  CHECK(!real.off.code_tagged);
+  CHECK_EQ_INT(real.off.is_code_gen, 0);
+
+  /* A synthetic 3.13 image with the real values and the real stack's
+   * names and lines walks to exactly what the real process gave. */
+  struct want want[MAX_FRAMES];
+  for (uint32_t i = 0; i < want_c.n; i++)
+    want[i] = (struct want){want_c.f[i].name, want_c.f[i].file, 1, want_c.f[i].line};
+  struct img m;
+  img_init(&m, &IMG_POS_313, &real_vals, 0x030D00F0, 2u << 20);
+  uint8_t *rt = (uint8_t *)(uintptr_t)m.runtime;
+  uint8_t *ts = img_thread(&m, (uint32_t)pid);
+  uint64_t codes[MAX_FRAMES];
+  build_stack(&m, ts, want, want_c.n, 0, codes);
+  struct py_proc p;
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), 0);
+  CHECK_EQ_STR(p.version, "3.13.0");
+  struct collected got;
+  struct py_codecache *cc2 = python_codecache_new(64);
+  CHECK_EQ_INT(sample(&p, cc2, PY_ALL_THREADS, &got, &res), 0);
+  CHECK_EQ_INT(got.n, want_c.n);
+  for (uint32_t i = 0; i < got.n && i < want_c.n; i++) {
+    CHECK_EQ_STR(got.f[i].name, want_c.f[i].name);
+    CHECK_EQ_STR(got.f[i].file, want_c.f[i].file);
+    CHECK_EQ_INT(got.f[i].line, want_c.f[i].line);
+  }
+  /* and the same image claiming 3.14 is refused: the layouts differ */
+  img_put64(rt, 8, 0x030E00F0);
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), -ENOTSUP);
+  python_codecache_free(cc2);
+  python_codecache_free(cc);
+  free(m.arena);
+}
+
+int main(void) {
+  image_314();
+  prefetch_grown_stack();
+  refusals_314();
+  real_vs_image_313();
+  return pp_test_finish("test_python_synthetic");
+}
