@@ -138,18 +138,18 @@ class Churn(threading.Thread):
 PERF_NAME_FILES_MAX = 512
 
 
-def is_elf(pid, target):
-    """True when the descriptor behind target (a /proc/PID/fd/N path) is an ELF file."""
+def is_elf(path):
+    """True when the descriptor behind path (a /proc/PID/fd/N link) is an ELF file."""
     try:
-        with open(target, "rb") as f:
+        with open(path, "rb") as f:
             return f.read(4) == b"\x7fELF"
     except OSError:
         return False
 
 
 def mapped_files():
-    """(dev, ino) of every file mapped by a process we can see (the soak's
-    pid namespace: its own processes)."""
+    """Inode numbers of every file mapped by a process we can see (the
+    soak's pid namespace: its own processes)."""
     keys = set()
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -183,7 +183,7 @@ class FdSample:
             c = self.by_proc.setdefault(comm, {})
             for fd, t, key in procstat.fd_targets(pid):
                 c[t] = c.get(t, 0) + 1
-                if comm == "pp-perf" and key and is_elf(pid, "/proc/%d/fd/%s" % (pid, fd)):
+                if comm == "pp-perf" and key and is_elf("/proc/%d/fd/%s" % (pid, fd)):
                     self.symfiles += 1
                     if maps is None:
                         maps = mapped_files()
