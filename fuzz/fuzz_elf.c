@@ -2,12 +2,15 @@
  * Fuzz target: ELF facts and symbol tables (core/support/elf_symbols.c), the
  * code that opens every object a profiled process maps. Reads the input both
  * as a file (fd, as perf's dso loader does) and from memory (as the vDSO is),
- * then looks up addresses and file offsets taken from the input.
+ * then looks up addresses and file offsets taken from the input, and asks
+ * its GNU hash table for exported names (core/support/elf_exports.c, how the
+ * nodejs plugin recognises Node).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz_input.h"
+#include "support/elf_exports.h"
 #include "support/elf_symbols.h"
 
 static void probe(const struct pp_elf_info *info, const struct pp_elf_symtab *t,
@@ -54,6 +57,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   t = NULL;
   if (pp_elf_load(fd, 0, &info, NULL) == 0) probe(&info, NULL, data, size);
+  static const char *const exported[] = {"napi_module_register", "_ZN2v87Isolate10GetCurrentEv",
+                                         "malloc", ""};
+  unsigned found = 0;
+  if (pp_elf_exports(fd, exported, 4, &found) == 0 && (found >> 4)) abort();
   /* from memory: libelf wants a writable, suitably aligned image */
   void *copy = malloc(size ? size : 1);
   if (!copy) abort();

@@ -12,6 +12,7 @@ mapped while reading their symbols) and Pss (shared pages split between
 the processes mapping them, from smaps_rollup).
 """
 import os
+import stat
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -88,6 +89,44 @@ def fd_count(pid):
         return len(os.listdir("/proc/%d/fd" % pid))
     except OSError:
         return 0
+
+
+def fd_targets(pid):
+    """What each open descriptor of pid names, normalised so two instants
+    compare: "socket", "pipe", "anon_inode:[perf_event]", a file path
+    (prefixed "file:" for regular files), /proc/1234/task/1235/stat as
+    /proc/N/task/N/stat.
+    Returns (fd, target, (dev, ino) or None) per descriptor."""
+    out = []
+    base = "/proc/%d/fd" % pid
+    try:
+        fds = os.listdir(base)
+    except OSError:
+        return out
+    for fd in fds:
+        try:
+            t = os.readlink(os.path.join(base, fd))
+        except OSError:
+            continue
+        key = None
+        if t.startswith("socket:"):
+            t = "socket"
+        elif t.startswith("pipe:"):
+            t = "pipe"
+        elif t.startswith("/"):
+            try:
+                st = os.stat(os.path.join(base, fd))
+                if stat.S_ISREG(st.st_mode):
+                    key = (st.st_dev, st.st_ino)
+            except OSError:
+                pass
+            parts = t.split("/")
+            if len(parts) > 2 and parts[1] == "proc":
+                t = "/".join("N" if x.isdigit() else x for x in parts)
+            if key and not t.startswith("/proc/"):
+                t = "file:" + t
+        out.append((fd, t, key))
+    return out
 
 
 def comm(pid):

@@ -19,7 +19,8 @@ void pp_kallsyms_free(struct pp_kallsyms *k);
 /* Name of the symbol containing addr, or NULL below the first symbol or
  * more than max_gap bytes past the last symbol's start. *start (optional)
  * gets the symbol address; *module (optional) gets the module name or NULL
- * for the core kernel. */
+ * for the core kernel. A "__pfx_" name is rebuilt in a per-thread buffer,
+ * valid until the thread's next lookup. */
 const char *pp_kallsyms_lookup(const struct pp_kallsyms *k, uint64_t addr, uint64_t *start,
                                const char **module);
 

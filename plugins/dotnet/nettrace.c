@@ -43,7 +43,12 @@ struct dotnet_nt {
   uint32_t expected_sample_ns;
   uint32_t trace_version;
 
-  struct nt_meta *meta; /* indexed by metadata id */
+  /* Indexed by metadata id, grown to the highest id seen (ids are dense
+   * small integers, a few hundred per stream) up to lim.max_metadata: a
+   * table sized for the limit up front and wiped at every stream made
+   * 512 KiB resident per session, two sessions per .NET process. */
+  struct nt_meta *meta;
+  uint32_t meta_cap;
 
   uint8_t *stack_bytes; /* IPs of the cached stacks */
   uint32_t stack_used;
@@ -184,10 +189,9 @@ struct dotnet_nt *dotnet_nt_new(const struct dotnet_nt_limits *lim, dotnet_nt_ev
   p->ctx = ctx;
   p->cap = 64 * 1024;
   p->buf = malloc(p->cap);
-  p->meta = calloc(p->lim.max_metadata, sizeof(*p->meta));
   p->stack_bytes = malloc(p->lim.max_stack_bytes);
   p->stacks = malloc((size_t)p->lim.max_stacks * sizeof(*p->stacks));
-  if (!p->buf || !p->meta || !p->stack_bytes || !p->stacks) {
+  if (!p->buf || !p->stack_bytes || !p->stacks) {
     dotnet_nt_free(p);
     return NULL;
   }
@@ -204,7 +208,7 @@ void dotnet_nt_reset(struct dotnet_nt *p) {
   p->pointer_size = 8;
   p->qpc_freq = p->sync_qpc = 0;
   p->expected_sample_ns = 0;
-  memset(p->meta, 0, p->lim.max_metadata * sizeof(*p->meta));
+  if (p->meta) memset(p->meta, 0, p->meta_cap * sizeof(*p->meta));
   p->stack_used = p->nstacks = p->stack_base = 0;
 }
 
@@ -252,6 +256,21 @@ static const char *const provider_names[] = {
     [DOTNET_PROV_RUNDOWN] = "Microsoft-Windows-DotNETRuntimeRundown",
 };
 
+/* Makes room for metadata id `id` (< lim.max_metadata). Metadata events
+ * come once per event type, not per sample, so growing here is rare. */
+static int meta_grow(struct dotnet_nt *p, uint32_t id) {
+  uint64_t ncap = p->meta_cap ? p->meta_cap : 256;
+  while (ncap <= id)
+    ncap *= 2;
+  if (ncap > p->lim.max_metadata) ncap = p->lim.max_metadata;
+  struct nt_meta *g = realloc(p->meta, (size_t)ncap * sizeof(*g));
+  if (!g) return -ENOMEM;
+  memset(g + p->meta_cap, 0, (size_t)(ncap - p->meta_cap) * sizeof(*g));
+  p->meta = g;
+  p->meta_cap = (uint32_t)ncap;
+  return 0;
+}
+
 static void define_metadata(struct dotnet_nt *p, const uint8_t *payload, uint32_t len) {
   struct cur c = {payload, payload + len, false};
   uint32_t id = rd_u32(&c);
@@ -275,6 +294,7 @@ static void define_metadata(struct dotnet_nt *p, const uint8_t *payload, uint32_
   }
   p->stats.metadata++;
   if (id == 0 || id >= p->lim.max_metadata) return; /* not tracked: events stay anonymous */
+  if (id >= p->meta_cap && meta_grow(p, id) < 0) return;
   uint8_t prov = DOTNET_PROV_OTHER;
   for (uint8_t i = 1; i < sizeof(provider_names) / sizeof(provider_names[0]); i++)
     if (strcmp(provider, provider_names[i]) == 0) prov = i;
@@ -342,7 +362,7 @@ static void parse_event_block(struct dotnet_nt *p, const uint8_t *body, uint32_t
       continue;
     }
     p->stats.events++;
-    if (meta_id >= p->lim.max_metadata || !p->meta[meta_id].known) continue;
+    if (meta_id >= p->meta_cap || !p->meta[meta_id].known) continue;
     const struct nt_meta *m = &p->meta[meta_id];
     if (m->provider == DOTNET_PROV_OTHER) continue;
     struct dotnet_nt_event ev = {.provider = m->provider,

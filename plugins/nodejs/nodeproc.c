@@ -9,6 +9,8 @@
  */
 #include "nodeproc.h"
 
+#include "support/elf_exports.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -46,9 +48,12 @@ static ssize_t read_bounded(const char *path, char *buf, size_t cap) {
   return (ssize_t)n;
 }
 
-/* 1 if the ELF file exports both symbols Node is known by. */
-static int elf_has_node_symbols(int fd) {
-  static const char *const want[] = {"napi_module_register", "_ZN2v87Isolate10GetCurrentEv"};
+static const char *const node_symbols[] = {"napi_module_register", "_ZN2v87Isolate10GetCurrentEv"};
+
+/* Walks every dynamic symbol: only for files without a GNU hash table,
+ * since it maps the file and touches all of .dynsym and .dynstr. */
+static int elf_walk_node_symbols(int fd) {
+  const char *const *want = node_symbols;
   if (elf_version(EV_CURRENT) == EV_NONE) return 0;
   Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
   if (!e) return 0;
@@ -72,6 +77,14 @@ static int elf_has_node_symbols(int fd) {
   }
   elf_end(e);
   return found == 3;
+}
+
+/* 1 if the ELF file exports both symbols Node is known by. */
+static int elf_has_node_symbols(int fd) {
+  unsigned found = 0;
+  int rc = pp_elf_exports(fd, node_symbols, 2, &found);
+  if (rc == -ENOTSUP) return elf_walk_node_symbols(fd);
+  return rc == 0 && found == 3;
 }
 
 /* Verdicts of elf_has_node_symbols() per file. Walking libnode's dynamic

@@ -5,6 +5,7 @@
  * chunking, truncated at every length and fuzzed; the stream is untrusted
  * input, so no mutation may crash or read out of bounds (run under ASan in
  * the sanitizer build). */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,6 +257,31 @@ static void test_methods_and_agg(void) {
   dotnet_agg_clear(a);
   pos = 0;
   CHECK_EQ_INT(dotnet_agg_next(a, &pos, &e), 0);
+  dotnet_agg_free(a);
+
+  /* the table starts small and grows: 5000 stacks (several doublings),
+   * each seen twice, keep their counts; past the limit they are dropped */
+  a = dotnet_agg_new(5000, 5000 * 2);
+  for (int round = 0; round < 2; round++)
+    for (uint64_t i = 0; i < 5000; i++) {
+      uint64_t ips[2] = {i, i * 7 + 1};
+      CHECK_EQ_INT(dotnet_agg_add(a, (uint32_t)(i % 5), ips, 2, i + 1), 0);
+    }
+  pos = n = 0;
+  int wrong = 0;
+  while (dotnet_agg_next(a, &pos, &e)) {
+    n++;
+    if (e.nips != 2 || e.count != 2 * (e.ips[0] + 1) || e.tid != e.ips[0] % 5) wrong++;
+  }
+  CHECK_EQ_INT(n, 5000);
+  CHECK_EQ_INT(wrong, 0);
+  CHECK_EQ_INT(dotnet_agg_total(a), 5000ull * 5001);
+  uint64_t extra[2] = {99999, 1};
+  CHECK_EQ_INT(dotnet_agg_add(a, 1, extra, 2, 1), -ENOSPC);
+  dotnet_agg_clear(a);
+  pos = 0;
+  CHECK_EQ_INT(dotnet_agg_next(a, &pos, &e), 0);
+  CHECK_EQ_INT(dotnet_agg_add(a, 1, extra, 2, 1), 0); /* room again after a clear */
   dotnet_agg_free(a);
 }
 

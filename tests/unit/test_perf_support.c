@@ -80,17 +80,32 @@ static void test_kallsyms(void) {
   snprintf(path, sizeof(path), "%s/kallsyms", tmpdir);
   const char *text =
       "ffffffff81000000 T _stext\n"
+      "ffffffff810000f0 t __pfx_do_one\n"
       "ffffffff81000100 t do_one\n"
       "ffffffff81000200 D some_data\n"
+      "ffffffff810002f0 T __pfx_lonely\n"
       "garbage line\n"
       "ffffffff81000300 T do_two\n"
+      "ffffffffc0000ff0 t __pfx_ext4_fill_super\t[ext4]\n"
       "ffffffffc0001000 t ext4_fill_super\t[ext4]\n"
       "ffffffffc0002000 t ext4_other\t[ext4]\n"
-      "ffffffffc0100000 t xfs_thing\t[xfs]\n";
+      "ffffffffc00ffff0 t __pfx_xfs_thing\t[ext4]\n"
+      "ffffffffc0100000 t xfs_thing\t[xfs]\n"
+      "ffffffffc01ffff0 t __pfx_\n";
   write_file(path, text, strlen(text));
   struct pp_kallsyms *k = NULL;
   CHECK_EQ_INT(pp_kallsyms_load(path, &k), 0);
-  CHECK_EQ_INT(pp_kallsyms_count(k), 6);
+  CHECK_EQ_INT(pp_kallsyms_count(k), 11);
+  /* padding symbols: shared with the function they pad, or on their own
+   * when the next line is another function, module or nothing */
+  CHECK_EQ_STR(pp_kallsyms_lookup(k, 0xffffffff810000f8ull, NULL, NULL), "__pfx_do_one");
+  CHECK_EQ_STR(pp_kallsyms_lookup(k, 0xffffffff810002f8ull, NULL, NULL), "__pfx_lonely");
+  const char *pmod = NULL;
+  CHECK_EQ_STR(pp_kallsyms_lookup(k, 0xffffffffc0000ff8ull, NULL, &pmod), "__pfx_ext4_fill_super");
+  CHECK_EQ_STR(pmod, "ext4");
+  CHECK_EQ_STR(pp_kallsyms_lookup(k, 0xffffffffc00ffff8ull, NULL, &pmod), "__pfx_xfs_thing");
+  CHECK_EQ_STR(pmod, "ext4");
+  CHECK_EQ_STR(pp_kallsyms_lookup(k, 0xffffffffc01ffff8ull, NULL, NULL), "__pfx_");
   uint64_t start = 0;
   const char *mod = "x";
   CHECK_EQ_STR(pp_kallsyms_lookup(k, 0xffffffff81000150ull, &start, &mod), "do_one");
