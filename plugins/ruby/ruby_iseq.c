@@ -151,6 +151,28 @@ static int read_path(const struct ruby_target *t, uint64_t pathobj, char *buf, s
   return ruby_read_string(t, rel, buf, cap);
 }
 
+/* String id of an iseq's path into *f (RUBY_NO_ID: the path is empty);
+ * -errno if unreadable. Every iseq of a file shares one path object: kept
+ * per (pid, path object), so the first samples of a process read each
+ * file's path once, not its two or three objects again for every method of
+ * the file. Kept in the C-method cache, which is forgotten every session:
+ * the object is alive while an iseq just read points to it, and a session
+ * bounds how long a freed and reused address could go unnoticed. Tag 2:
+ * never a method entry's key (1), and an ID's has k1 0. */
+#define PATH_CACHE_TAG 2
+static int path_id(struct ruby_state *st, struct ruby_target *t, uint64_t pathobj, uint32_t *f) {
+  *f = ruby_cache_get(&st->cfunc_cache, t->pid, pathobj, PATH_CACHE_TAG);
+  if (*f != RUBY_NO_ID) return 0;
+  char path[RUBY_STR_MAX];
+  int len = read_path(t, pathobj, path, sizeof(path));
+  if (len < 0) return len;
+  if (len == 0) return 0; /* no path: a frame without a file */
+  *f = ruby_strings_intern(&st->strings, path, (size_t)len);
+  if (*f == RUBY_NO_ID) return -ENOSPC;
+  ruby_cache_put(&st->cfunc_cache, t->pid, pathobj, PATH_CACHE_TAG, *f);
+  return 0;
+}
+
 /* Frame id (line 0) carrying the label and path of an iseq body. Label
  * and path belong to the body: keyed by the body and the label object's
  * addresses (tagged odd: never a pc), both from the body just read, so a
@@ -160,12 +182,10 @@ static uint32_t body_name(struct ruby_state *st, struct ruby_target *t, uint64_t
   uint64_t label_obj = rd64(b + BODY_LABEL);
   uint32_t id = ruby_cache_get(&st->iseq_cache, t->pid, body, label_obj | 1);
   if (id != RUBY_NO_ID) return id;
-  char label[RUBY_STR_MAX], path[RUBY_STR_MAX];
+  char label[RUBY_STR_MAX];
   if (ruby_read_string(t, label_obj, label, sizeof(label)) <= 0) return RUBY_NO_ID;
-  if (read_path(t, rd64(b + BODY_PATHOBJ), path, sizeof(path)) < 0) return RUBY_NO_ID;
-  uint32_t n = ruby_strings_intern(&st->strings, label, strlen(label));
-  uint32_t f = path[0] ? ruby_strings_intern(&st->strings, path, strlen(path)) : RUBY_NO_ID;
-  if (n == RUBY_NO_ID || (path[0] && f == RUBY_NO_ID)) return RUBY_NO_ID;
+  uint32_t n = ruby_strings_intern(&st->strings, label, strlen(label)), f;
+  if (n == RUBY_NO_ID || path_id(st, t, rd64(b + BODY_PATHOBJ), &f) < 0) return RUBY_NO_ID;
   struct ruby_frame fr = {.name = n, .file = f, .line = 0, .kind = PP_FRAME_RUBY};
   id = ruby_frames_add(&st->frames, &fr);
   if (id != RUBY_NO_ID) ruby_cache_put(&st->iseq_cache, t->pid, body, label_obj | 1, id);
