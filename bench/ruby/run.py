@@ -13,7 +13,10 @@ N Ruby processes (default 10) each do the same fixed amount of CPU work
                 10 ms of a thread's CPU time, as stackprof's cpu mode
   idle         the agent for as long on N sleeping Ruby processes: its
                 fixed cost (housekeeping, sessions), so the cost per
-                sample beyond it can be told apart
+                sample beyond it can be told apart. The window ends
+                before the sleepers exit; their exits (the samples of
+                Ruby's own teardown, dropping their alarms) are printed
+                apart, as they are a per-process cost, not a per-second one
 CPU times come from wait4() rusage: of every Ruby process, and of the agent
 including its plugin worker. On a shared box the CPU time of a fixed
 amount of work varies by several percent between runs, more than
@@ -149,7 +152,9 @@ def phase_polyprof(a, idle=0.0, hz=100, warmup=0):
     os.mkdir(plugdir)
     os.symlink(os.path.join(a.build, "plugins", "ruby.so"), os.path.join(plugdir, "ruby.so"))
     env = dict(os.environ, PP_BENCH_GATE="1", PP_BENCH_WARMUP=str(warmup if not idle else 0))
-    cmd = ["ruby", "-e", "$stdin.gets; sleep %.2f" % idle] if idle else ["ruby", WORKLOAD, str(a.iters)]
+    # idle targets sleep past the window: it measures the agent beside
+    # sleeping processes, not their exits (those are reported apart)
+    cmd = ["ruby", "-e", "$stdin.gets; sleep %.2f" % (idle + 1.0)] if idle else ["ruby", WORKLOAD, str(a.iters)]
     procs = [subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
              for _ in range(a.procs)]
     log = os.path.join(tmp, "pp.log")
@@ -177,9 +182,18 @@ def phase_polyprof(a, idle=0.0, hz=100, warmup=0):
     for p in procs:
         p.stdin.write("go\n")
         p.stdin.close()
-    cpu, _ = reap(procs)
-    wall = time.monotonic() - t0
-    core1, work1 = agent_cpu_ns(agent.pid)
+    exit_cost = 0.0
+    if idle:
+        time.sleep(idle)
+        core1, work1 = agent_cpu_ns(agent.pid)
+        wall = time.monotonic() - t0
+        cpu, _ = reap(procs)
+        core2, work2 = agent_cpu_ns(agent.pid)
+        exit_cost = ((core2 - core1) + (work2 - work1)) / 1e9
+    else:
+        cpu, _ = reap(procs)
+        wall = time.monotonic() - t0
+        core1, work1 = agent_cpu_ns(agent.pid)
     os.kill(agent.pid, signal.SIGTERM)  # not Popen.send_signal: it would reap the agent
     os.wait4(agent.pid, 0)
     samples = periods = wakeups = 0
@@ -192,7 +206,7 @@ def phase_polyprof(a, idle=0.0, hz=100, warmup=0):
         wakeups += counters.get("wakeups", 0)
     shutil.rmtree(tmp, ignore_errors=True)
     agent_cpu = ((core1 - core0) + (work1 - work0)) / 1e9
-    return cpu, samples, agent_cpu, wall, periods, wakeups, (work1 - work0) / 1e9
+    return cpu, samples, agent_cpu, wall, periods, wakeups, (work1 - work0) / 1e9, exit_cost
 
 
 def main():
@@ -230,10 +244,10 @@ def main():
         print("round %d: base %.2f s | stackprof %.2f s, %d samples | stackprof-hi %.2f s, %d samples"
               " | polyprof targets %.2f s + agent %.4f s (worker %.4f s), %d samples (%d CPU periods,"
               " %d wake-ups) in %.1f s | agent on idle targets %.4f s (worker %.4f s) in %.1f s"
-              " | polyprof at %d Hz: agent %.4f s, %d samples in %.1f s"
+              " (their exits: agent %.4f s) | polyprof at %d Hz: agent %.4f s, %d samples in %.1f s"
               % (r + 1, base[-1][0], sp[-1][0], sp[-1][1], hi[-1][0], hi[-1][1], pp[-1][0], pp[-1][2],
                  pp[-1][6], pp[-1][1], pp[-1][4], pp[-1][5], pp[-1][3], idle[-1][2], idle[-1][6],
-                 idle[-1][3], a.pp_hi_hz, pphi[-1][2], pphi[-1][1], pphi[-1][3]), flush=True)
+                 idle[-1][3], idle[-1][7], a.pp_hi_hz, pphi[-1][2], pphi[-1][1], pphi[-1][3]), flush=True)
     print("host load at the end: %.1f %.1f %.1f (1, 5, 15 min)" % os.getloadavg(), flush=True)
     med = statistics.median
     b = med(x[0] for x in base)
@@ -256,22 +270,29 @@ def main():
           % (1e6 * pp_agent / max(pp_samples, 1), 1e6 * med(x[6] for x in pp) / max(pp_samples, 1)))
     print("polyprof added CPU at 100 Hz (agent)  %8.3f s  (target CPU difference %.3f s, noise)"
           % (pp_agent, pp_diff))
-    pp_marginal = med((x[2] - y[2]) / max(x[1], 1) for x, y in zip(pp, idle))
+    # every polyprof window ends with its targets' exits: subtracted with
+    # the idle fixed cost, as they are no cost per sample
+    pp_marginal = med((x[2] - y[2] - y[7]) / max(x[1], 1) for x, y in zip(pp, idle))
     pp_fixed = med(y[2] / max(y[3], 0.1) for y in idle)
+    pp_exits = med(y[7] for y in idle)
     print("polyprof fixed cost (idle targets)    %8.2f ms per second of wall time, %d targets"
-          % (1e3 * pp_fixed, a.procs))
+          " (worker %.2f ms/s; their exits %.2f ms in all)"
+          % (1e3 * pp_fixed, a.procs, 1e3 * med(y[6] / max(y[3], 0.1) for y in idle),
+             1e3 * pp_exits))
     print("polyprof cost per sample beyond that  %8.1f us" % (1e6 * pp_marginal))
     print("ratio stackprof/polyprof added CPU    %8.2f  (target, issue 7: less added CPU in total, i.e. > 1: %s)"
           % (sp_added / pp_agent if pp_agent > 0 else float("inf"), "met" if pp_agent < sp_added else "NOT met"))
     # the same method as stackprof's figure: the per-sample cost where it
     # stands out (high rate: warm caches, as stackprof's 5 kHz run has),
     # times the samples at 100 Hz, plus the agent's fixed cost over the
-    # wall time of the 100 Hz run
-    pp_hi_cost = med((x[2] - pp_fixed * x[3]) / max(x[1], 1) for x in pphi)
-    pp_est = pp_hi_cost * pp_samples + pp_fixed * med(x[3] for x in pp)
-    print("polyprof cost per sample (hi rate)    %8.1f us  (%d Hz: %d samples; agent CPU less its fixed cost)"
+    # wall time of the 100 Hz run and the targets' exits
+    pp_hi_cost = med((x[2] - pp_fixed * x[3] - pp_exits) / max(x[1], 1) for x in pphi)
+    pp_est = pp_hi_cost * pp_samples + pp_fixed * med(x[3] for x in pp) + pp_exits
+    print("polyprof cost per sample (hi rate)    %8.1f us  (%d Hz: %d samples; agent CPU less its fixed cost"
+          " and exits)"
           % (1e6 * pp_hi_cost, a.pp_hi_hz, med(x[1] for x in pphi)))
-    print("polyprof added CPU at 100 Hz (est.)   %8.3f s  (per sample (hi rate) x samples + fixed cost x wall)"
+    print("polyprof added CPU at 100 Hz (est.)   %8.3f s  (per sample (hi rate) x samples + fixed cost x wall"
+          " + exits)"
           % pp_est)
     print("ratio stackprof/polyprof, estimated   %8.2f  (both estimated the same way; > 1: polyprof adds less)"
           % (sp_added / pp_est if pp_est > 0 else float("inf")))

@@ -165,6 +165,16 @@ int pp_proc_start_time(uint32_t pid, uint64_t *start_time) {
   return stat_field_u64(after, 22, start_time);
 }
 
+int pp_proc_start_state(uint32_t pid, uint64_t *start_time, char *state) {
+  char path[64], buf[1024];
+  const char *after;
+  proc_path(path, sizeof(path), pid, "stat");
+  int rc = stat_fields(path, buf, sizeof(buf), &after);
+  if (rc < 0) return rc;
+  *state = after[0];
+  return stat_field_u64(after, 22, start_time);
+}
+
 bool pp_proc_file_predates(uint32_t pid, const struct stat *sb) {
   uint64_t ticks;
   long hz = sysconf(_SC_CLK_TCK);

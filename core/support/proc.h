@@ -25,6 +25,9 @@ int pp_proc_cmdline(uint32_t pid, char *buf, size_t cap, size_t *len);
 int pp_proc_ns_pid(uint32_t pid, uint32_t *ns_pid);
 /* field 22 of /proc/PID/stat, clock ticks since boot */
 int pp_proc_start_time(uint32_t pid, uint64_t *start_time);
+/* Both of the above from one read of /proc/PID/stat (a liveness check that
+ * also sees zombies). */
+int pp_proc_start_state(uint32_t pid, uint64_t *start_time, char *state);
 /* Which file the process runs: device and inode of /proc/PID/exe folded
  * into one number, 0 if unknown (kernel thread, gone). An exec keeps pid and
  * start time; this changes with it (one stat, no read). */

@@ -188,7 +188,8 @@ void ruby_target_release(struct ruby_state *st, struct ruby_target *t);
  * its CPU time; registered in epfd (if >= 0) with `key`. 0 or -errno. */
 int ruby_cpuclock_open(struct ruby_thread *th, uint32_t tid, uint64_t period_ns, int epfd,
                        uint64_t key);
-void ruby_cpuclock_close(struct ruby_thread *th, int epfd);
+/* Closes the alarm (and takes it out of the epoll set). */
+void ruby_cpuclock_close(struct ruby_thread *th);
 /* Overflows since the previous call (consumes them). */
 uint64_t ruby_cpuclock_drain(struct ruby_thread *th);
 /* 0 if alarms work in this process (tried on the calling thread). */

@@ -49,7 +49,7 @@ static int open_task_clock(uint32_t tid, uint64_t period_ns) {
 int ruby_cpuclock_probe(uint64_t period_ns) {
   struct ruby_thread th = {.pfd = -1};
   int rc = ruby_cpuclock_open(&th, (uint32_t)syscall(SYS_gettid), period_ns, -1, 0);
-  ruby_cpuclock_close(&th, -1);
+  ruby_cpuclock_close(&th);
   return rc;
 }
 
@@ -78,9 +78,12 @@ int ruby_cpuclock_open(struct ruby_thread *th, uint32_t tid, uint64_t period_ns,
   return 0;
 }
 
-void ruby_cpuclock_close(struct ruby_thread *th, int epfd) {
+void ruby_cpuclock_close(struct ruby_thread *th) {
   if (th->pfd < 0) return;
-  if (epfd >= 0) epoll_ctl(epfd, EPOLL_CTL_DEL, th->pfd, NULL);
+  /* No EPOLL_CTL_DEL: the fd is never duplicated, so once the ring (which
+   * holds the file too) is unmapped, close() drops the last reference and
+   * the kernel takes it out of the epoll set: a system call less for every
+   * thread and process that ends. */
   if (th->ring) munmap(th->ring, 2 * page_size());
   close(th->pfd);
   th->pfd = -1;

@@ -151,21 +151,55 @@ static int read_path(const struct ruby_target *t, uint64_t pathobj, char *buf, s
   return ruby_read_string(t, rel, buf, cap);
 }
 
+/* Paths read while learning one batch of iseqs. Every iseq of a file
+ * shares one path object, so the first sample of a process, which meets
+ * all its iseqs at once, reads each file's path once instead of its two
+ * or three objects again for every method of the file. Only within one
+ * batch, read at one moment: across samples GC compaction may move a path
+ * and give its old address to another file's path. */
+struct path_memo {
+  uint64_t obj[ROUND];
+  uint32_t id[ROUND];
+  uint32_t n;
+};
+
+/* String id of an iseq's path into *f (RUBY_NO_ID: the path is empty);
+ * -errno if unreadable. */
+static int path_id(struct ruby_state *st, struct ruby_target *t, struct path_memo *memo,
+                   uint64_t pathobj, uint32_t *f) {
+  for (uint32_t i = 0; i < memo->n; i++)
+    if (memo->obj[i] == pathobj) {
+      *f = memo->id[i];
+      return 0;
+    }
+  char path[RUBY_STR_MAX];
+  int len = read_path(t, pathobj, path, sizeof(path));
+  if (len < 0) return len;
+  *f = RUBY_NO_ID; /* no path: a frame without a file */
+  if (len > 0) {
+    *f = ruby_strings_intern(&st->strings, path, (size_t)len);
+    if (*f == RUBY_NO_ID) return -ENOSPC;
+  }
+  if (memo->n < ROUND) {
+    memo->obj[memo->n] = pathobj;
+    memo->id[memo->n++] = *f;
+  }
+  return 0;
+}
+
 /* Frame id (line 0) carrying the label and path of an iseq body. Label
  * and path belong to the body: keyed by the body and the label object's
  * addresses (tagged odd: never a pc), both from the body just read, so a
  * body freed and its address reused does not inherit the old name. */
-static uint32_t body_name(struct ruby_state *st, struct ruby_target *t, uint64_t body,
-                          const unsigned char *b) {
+static uint32_t body_name(struct ruby_state *st, struct ruby_target *t, struct path_memo *memo,
+                          uint64_t body, const unsigned char *b) {
   uint64_t label_obj = rd64(b + BODY_LABEL);
   uint32_t id = ruby_cache_get(&st->iseq_cache, t->pid, body, label_obj | 1);
   if (id != RUBY_NO_ID) return id;
-  char label[RUBY_STR_MAX], path[RUBY_STR_MAX];
+  char label[RUBY_STR_MAX];
   if (ruby_read_string(t, label_obj, label, sizeof(label)) <= 0) return RUBY_NO_ID;
-  if (read_path(t, rd64(b + BODY_PATHOBJ), path, sizeof(path)) < 0) return RUBY_NO_ID;
-  uint32_t n = ruby_strings_intern(&st->strings, label, strlen(label));
-  uint32_t f = path[0] ? ruby_strings_intern(&st->strings, path, strlen(path)) : RUBY_NO_ID;
-  if (n == RUBY_NO_ID || (path[0] && f == RUBY_NO_ID)) return RUBY_NO_ID;
+  uint32_t n = ruby_strings_intern(&st->strings, label, strlen(label)), f;
+  if (n == RUBY_NO_ID || path_id(st, t, memo, rd64(b + BODY_PATHOBJ), &f) < 0) return RUBY_NO_ID;
   struct ruby_frame fr = {.name = n, .file = f, .line = 0, .kind = PP_FRAME_RUBY};
   id = ruby_frames_add(&st->frames, &fr);
   if (id != RUBY_NO_ID) ruby_cache_put(&st->iseq_cache, t->pid, body, label_obj | 1, id);
@@ -192,11 +226,13 @@ static int learn_iseqs(struct ruby_state *st, struct ruby_target *t, const uint6
   }
   rc = read_pieces(t, iov, m, ok);
   if (rc < 0) return rc;
+  struct path_memo memo;
+  memo.n = 0;
   for (uint32_t k = 0; k < m; k++) {
     if (!ok[k]) continue;
     struct ruby_lines ln;
     ruby_lines_parse(t, b[k], BODY_READ, &ln); /* no table: lines fall back to the first */
-    uint32_t name = body_name(st, t, body[which[k]], b[k]);
+    uint32_t name = body_name(st, t, &memo, body[which[k]], b[k]);
     if (name != RUBY_NO_ID) iseq_put(&st->iseqs, t->pid, need[which[k]], name, &ln);
   }
   return 0;
@@ -212,18 +248,27 @@ struct pc_job {
   uint32_t id;
 };
 
-/* Lines of the jobs' pcs: the entry indexes in one batched read, the line
- * numbers in another. */
+/* Line tables this small (insn-info entries, bytes) are read whole in the
+ * same batched read as the entry indexes, so a pc first seen in a small
+ * method -- most of them -- costs one read, not two. */
+#define ENTRIES_WHOLE_MAX 256
+
+/* Lines of the jobs' pcs: the entry indexes in one batched read (with the
+ * whole entry table of small iseqs), the line numbers of the others in
+ * another. */
 static int find_lines(struct ruby_target *t, struct pc_job *job, uint32_t n) {
-  struct pp_remote_iov iov[ROUND];
-  bool ok[ROUND];
+  struct pp_remote_iov iov[2 * ROUND];
+  bool ok[2 * ROUND];
   unsigned char succ[ROUND][SUCC_READ_MAX];
-  uint32_t len[ROUND], m = 0, which[ROUND];
+  unsigned char ents[ROUND][ENTRIES_WHOLE_MAX];
+  uint32_t len[ROUND], elen[ROUND], m = 0, which[2 * ROUND];
+  bool is_ents[2 * ROUND];
   int32_t line[ROUND];
+  const uint64_t esize = (uint64_t)t->L->ii_entry_size;
   for (uint32_t i = 0; i < n; i++) {
     const struct ruby_lines *ln = &job[i].ent->lines;
     job[i].line = 0;
-    len[i] = 0;
+    len[i] = elen[i] = 0;
     int64_t pos = ruby_lines_pos(ln, job[i].pc);
     if (pos < 0) continue;
     job[i].pos = (uint64_t)pos;
@@ -235,16 +280,30 @@ static int find_lines(struct ruby_target *t, struct pc_job *job, uint32_t n) {
     ruby_lines_succ_read(ln, job[i].pos, &addr, &len[i]);
     if (len[i]) {
       iov[m] = (struct pp_remote_iov){.addr = addr, .buf = succ[i], .len = len[i]};
+      is_ents[m] = false;
+      which[m++] = i;
+    }
+    /* nentries is bounded by ruby_lines_parse, so the product cannot wrap */
+    if (esize && (uint64_t)ln->nentries * esize <= ENTRIES_WHOLE_MAX) {
+      elen[i] = (uint32_t)((uint64_t)ln->nentries * esize);
+      iov[m] = (struct pp_remote_iov){.addr = ln->entries, .buf = ents[i], .len = elen[i]};
+      is_ents[m] = true;
       which[m++] = i;
     }
   }
   int rc = read_pieces(t, iov, m, ok);
   if (rc < 0) return rc;
-  bool got[ROUND];
-  for (uint32_t i = 0; i < n; i++)
+  bool got[ROUND], got_ents[ROUND];
+  for (uint32_t i = 0; i < n; i++) {
     got[i] = len[i] == 0;
-  for (uint32_t k = 0; k < m; k++)
-    got[which[k]] = ok[k];
+    got_ents[i] = false;
+  }
+  for (uint32_t k = 0; k < m; k++) {
+    if (is_ents[k])
+      got_ents[which[k]] = ok[k];
+    else
+      got[which[k]] = ok[k];
+  }
   m = 0;
   for (uint32_t i = 0; i < n; i++) {
     if (!got[i] || job[i].line || t->L->line_kind == RUBY_LINES_POSITIONS) continue;
@@ -253,6 +312,13 @@ static int find_lines(struct ruby_target *t, struct pc_job *job, uint32_t n) {
     uint64_t at =
         ruby_lines_entry_line(t, ln, ruby_lines_succ_index(ln, job[i].pos, succ[i], len[i]));
     if (!at) continue;
+    uint64_t off = at - ln->entries; /* at lies in the table: entry_line bounds the index */
+    if (got_ents[i] && off + sizeof(int32_t) <= elen[i]) {
+      int32_t v;
+      memcpy(&v, ents[i] + off, sizeof(v));
+      if (v > 0) job[i].line = (uint32_t)v;
+      continue;
+    }
     iov[m] = (struct pp_remote_iov){.addr = at, .buf = &line[m], .len = sizeof(line[m])};
     which[m++] = i;
   }

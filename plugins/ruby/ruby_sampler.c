@@ -60,15 +60,20 @@ void ruby_target_release(struct ruby_state *st, struct ruby_target *t) {
   ruby_iseqs_forget_pid(&st->iseqs, t->pid);
 }
 
+static void mark_gone(struct ruby_state *st, struct ruby_target *t) {
+  t->state = RUBY_T_GONE;
+  ruby_threads_close(st, t);
+}
+
 static bool still_there(struct ruby_state *st, struct ruby_target *t) {
   uint64_t start = 0;
   char state = '?';
   /* a zombie keeps its pid and start time until reaped, but has no memory
-   * left to read: it is gone for us */
-  if (st->host->proc_start_time(st->host, t->pid, &start) < 0 || start != t->start_time ||
-      (pp_proc_state(t->pid, 0, &state) == 0 && (state == 'Z' || state == 'X'))) {
-    t->state = RUBY_T_GONE;
-    ruby_threads_close(st, t);
+   * left to read: it is gone for us. One read of /proc/PID/stat answers
+   * both (every target that exits passes here) */
+  if (pp_proc_start_state(t->pid, &start, &state) < 0 || start != t->start_time || state == 'Z' ||
+      state == 'X') {
+    mark_gone(st, t);
     return false;
   }
   return true;
@@ -97,7 +102,7 @@ static void sync_alarms(struct ruby_state *st, struct ruby_target *t) {
              strerror(-rc));
   }
   for (uint32_t i = 0; i < t->nthreads; i++)
-    ruby_cpuclock_close(&t->threads[i], st->epfd);
+    ruby_cpuclock_close(&t->threads[i]);
   t->cpuclock = false;
 }
 
@@ -206,9 +211,17 @@ static void on_alarm(struct ruby_state *st, uint64_t key, uint32_t events) {
       st->alarms_total += n;
       if (events & (EPOLLHUP | EPOLLERR)) {
         /* the thread ended (its event hangs up): its rb_thread_t may be
-         * freed already, so no sample; drop the alarm now, the thread list
-         * catches up at the next housekeeping */
-        ruby_cpuclock_close(th, st->epfd);
+         * freed already, so no sample. The main thread ending is the
+         * process exiting (Ruby's main thread calls exit(); a leader that
+         * left alone makes the process a zombie, which still_there() calls
+         * gone too): the target is done, without a list read that would
+         * fail and a /proc look. Another thread: drop its alarm now, the
+         * thread list catches up at the next housekeeping */
+        if (th->tid == t->pid) {
+          mark_gone(st, t);
+          return;
+        }
+        ruby_cpuclock_close(th);
         list_stale(st, t);
         return;
       }
@@ -450,6 +463,6 @@ void ruby_sampler_stop(struct ruby_state *st) {
     pthread_join(st->thread, NULL);
     st->thread_started = false;
   }
-  /* the alarms are closed by the caller's target_release (epfd still
-   * open for their EPOLL_CTL_DEL); the loop's own fds go last */
+  /* the alarms are closed by the caller's target_release; the loop's own
+   * fds go last */
 }

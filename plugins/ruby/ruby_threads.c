@@ -179,7 +179,7 @@ static void thread_close(struct ruby_state *st, struct ruby_thread *th) {
   if (th->fd >= 0) close(th->fd);
   if (th->stat_fd >= 0) close(th->stat_fd);
   th->fd = th->stat_fd = -1;
-  ruby_cpuclock_close(th, st->epfd);
+  ruby_cpuclock_close(th);
 }
 
 void ruby_threads_close(struct ruby_state *st, struct ruby_target *t) {

@@ -1,6 +1,7 @@
 /* pp_profile: interning, aggregation, pid records, clear/reuse. */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "output/col.h"
@@ -123,6 +124,24 @@ static void test_proc_self(void) {
   char state = 0;
   CHECK_EQ_INT(pp_proc_state(self, 0, &state), 0);
   CHECK_EQ_INT(state, 'R');
+  /* start time and state in one read, as the ruby plugin's exit check uses
+   * them: the same answers as the two calls above, and a zombie is seen */
+  uint64_t st2 = 0;
+  state = 0;
+  CHECK_EQ_INT(pp_proc_start_state(self, &st2, &state), 0);
+  CHECK(st2 == st);
+  CHECK_EQ_INT(state, 'R');
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  CHECK(child > 0);
+  for (int i = 0; i < 500 && state != 'Z'; i++) {
+    usleep(2000);
+    CHECK_EQ_INT(pp_proc_start_state((uint32_t)child, &st2, &state), 0);
+  }
+  CHECK_EQ_INT(state, 'Z');
+  CHECK(st2 >= st);
+  waitpid(child, NULL, 0);
+  CHECK(pp_proc_start_state((uint32_t)child, &st2, &state) < 0);
   uint64_t rss = 0;
   CHECK_EQ_INT(pp_proc_rss_kb(self, &rss), 0);
   CHECK(rss > 100);
