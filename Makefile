@@ -46,7 +46,7 @@ run: build
 
 # The sanitizer pass runs first and the normal build last, so the final
 # summary printed is the full suite's.
-test: test-deps build asan fuzz-build
+test: test-deps format-check build asan fuzz-build
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j 2 -R "^unit\.|^integration\.test_agent_"
 	ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j 1 -L fuzz
@@ -67,7 +67,7 @@ deb:
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
-format-check:
+format-check: test-deps
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
 clean:

@@ -12,10 +12,10 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <stdbool.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -279,20 +279,21 @@ static const img_values IMG_VAL_314 = {
 /* Fields the plugin reads, as (name, offset of the member in the struct):
  * used to copy values out of a real target's debug offsets and to write
  * them into an image, by position. */
+/* One field list, kept as a block. */
+// clang-format off
 #define IMG_FIELDS(X)                                                                              \
-  X(rt_size)                                                                                       \
-  X(rt_finalizing) X(rt_interp_head) X(is_size) X(is_id) X(is_next) X(is_threads_head)             \
-      X(is_threads_main) X(is_gc) X(is_modules) X(is_sysdict) X(is_builtins) X(is_ceval_gil)       \
-          X(is_gil_state) X(is_gil_enabled) X(is_gil_locked) X(is_gil_holder) X(is_code_gen)       \
-              X(is_tlbc_gen) X(ts_size) X(ts_prev) X(ts_next) X(ts_interp) X(ts_current_frame)     \
-                  X(ts_thread_id) X(ts_native_tid) X(ts_chunk) X(ts_status) X(fr_size)             \
-                      X(fr_previous) X(fr_executable) X(fr_instr_ptr) X(fr_localsplus) X(fr_owner) \
-                          X(fr_stackpointer) X(fr_tlbc_index) X(co_size) X(co_filename) X(co_name) \
-                              X(co_qualname) X(co_linetable) X(co_firstlineno) X(co_argcount)      \
-                                  X(co_localsplusnames) X(co_localspluskinds) X(co_adaptive)       \
-                                      X(co_tlbc) X(ob_size) X(ob_type) X(bytes_size)               \
-                                          X(bytes_ob_size) X(bytes_ob_sval) X(uni_size)            \
-                                              X(uni_state) X(uni_length) X(uni_ascii_size)
+  X(rt_size) X(rt_finalizing) X(rt_interp_head) X(is_size) X(is_id) X(is_next)                     \
+  X(is_threads_head) X(is_threads_main) X(is_gc) X(is_modules) X(is_sysdict)                       \
+  X(is_builtins) X(is_ceval_gil) X(is_gil_state) X(is_gil_enabled) X(is_gil_locked)                \
+  X(is_gil_holder) X(is_code_gen) X(is_tlbc_gen) X(ts_size) X(ts_prev) X(ts_next)                  \
+  X(ts_interp) X(ts_current_frame) X(ts_thread_id) X(ts_native_tid) X(ts_chunk)                    \
+  X(ts_status) X(fr_size) X(fr_previous) X(fr_executable) X(fr_instr_ptr)                          \
+  X(fr_localsplus) X(fr_owner) X(fr_stackpointer) X(fr_tlbc_index) X(co_size)                      \
+  X(co_filename) X(co_name) X(co_qualname) X(co_linetable) X(co_firstlineno)                       \
+  X(co_argcount) X(co_localsplusnames) X(co_localspluskinds) X(co_adaptive) X(co_tlbc)             \
+  X(ob_size) X(ob_type) X(bytes_size) X(bytes_ob_size) X(bytes_ob_sval) X(uni_size)                \
+  X(uni_state) X(uni_length) X(uni_ascii_size)
+// clang-format on
 
 /* Values of a real debug-offsets blob read at the given positions. */
 static img_values img_values_from_blob(const struct img_positions *pos, const uint8_t *blob) {

@@ -425,25 +425,43 @@ static void real_vs_image_313(void) {
    * reference's 3.13.0 values: positions and values are right for 3.13. */
   img_values real_vals = img_values_from_blob(&IMG_POS_313, blob);
   CHECK_EQ_INT(memcmp(blob, "xdebugpy", 8), 0);
-#define SAME_AS_REF(f) CHECK_EQ_INT(real_vals.f, IMG_VAL_3130.f);
-  SAME_AS_REF(rt_interp_head)
-  SAME_AS_REF(is_next)
-  SAME_AS_REF(is_threads_head)
-  SAME_AS_REF(is_ceval_gil)
-  SAME_AS_REF(is_gil_state)
-  SAME_AS_REF(is_gil_locked) SAME_AS_REF(is_gil_holder) SAME_AS_REF(ts_size) SAME_AS_REF(ts_next)
-      SAME_AS_REF(ts_interp) SAME_AS_REF(ts_current_frame) SAME_AS_REF(ts_thread_id)
-          SAME_AS_REF(ts_native_tid) SAME_AS_REF(ts_chunk) SAME_AS_REF(fr_size)
-              SAME_AS_REF(fr_previous) SAME_AS_REF(fr_executable) SAME_AS_REF(fr_instr_ptr)
-                  SAME_AS_REF(fr_owner) SAME_AS_REF(co_size) SAME_AS_REF(co_filename)
-                      SAME_AS_REF(co_name) SAME_AS_REF(co_qualname) SAME_AS_REF(co_linetable)
-                          SAME_AS_REF(co_firstlineno) SAME_AS_REF(co_adaptive) SAME_AS_REF(ob_size)
-                              SAME_AS_REF(ob_type) SAME_AS_REF(bytes_ob_size)
-                                  SAME_AS_REF(bytes_ob_sval) SAME_AS_REF(uni_state)
-                                      SAME_AS_REF(uni_length) SAME_AS_REF(uni_ascii_size)
+#define SAME_AS_REF(f) CHECK_EQ_INT(real_vals.f, IMG_VAL_3130.f)
+  SAME_AS_REF(rt_interp_head);
+  SAME_AS_REF(is_next);
+  SAME_AS_REF(is_threads_head);
+  SAME_AS_REF(is_ceval_gil);
+  SAME_AS_REF(is_gil_state);
+  SAME_AS_REF(is_gil_locked);
+  SAME_AS_REF(is_gil_holder);
+  SAME_AS_REF(ts_size);
+  SAME_AS_REF(ts_next);
+  SAME_AS_REF(ts_interp);
+  SAME_AS_REF(ts_current_frame);
+  SAME_AS_REF(ts_thread_id);
+  SAME_AS_REF(ts_native_tid);
+  SAME_AS_REF(ts_chunk);
+  SAME_AS_REF(fr_size);
+  SAME_AS_REF(fr_previous);
+  SAME_AS_REF(fr_executable);
+  SAME_AS_REF(fr_instr_ptr);
+  SAME_AS_REF(fr_owner);
+  SAME_AS_REF(co_size);
+  SAME_AS_REF(co_filename);
+  SAME_AS_REF(co_name);
+  SAME_AS_REF(co_qualname);
+  SAME_AS_REF(co_linetable);
+  SAME_AS_REF(co_firstlineno);
+  SAME_AS_REF(co_adaptive);
+  SAME_AS_REF(ob_size);
+  SAME_AS_REF(ob_type);
+  SAME_AS_REF(bytes_ob_size);
+  SAME_AS_REF(bytes_ob_sval);
+  SAME_AS_REF(uni_state);
+  SAME_AS_REF(uni_length);
+  SAME_AS_REF(uni_ascii_size);
 #undef SAME_AS_REF
-      /* the plugin parsed the same offsets out of the real process */
-      CHECK_EQ_INT(real.off.is_tstate_head, real_vals.is_threads_head);
+  /* the plugin parsed the same offsets out of the real process */
+  CHECK_EQ_INT(real.off.is_tstate_head, real_vals.is_threads_head);
   CHECK_EQ_INT(real.off.ts_frame, real_vals.ts_current_frame);
   CHECK_EQ_INT(real.off.fr_owner, real_vals.fr_owner);
   CHECK_EQ_INT(real.off.co_code_adaptive, real_vals.co_adaptive);
