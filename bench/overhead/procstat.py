@@ -13,6 +13,7 @@ the processes mapping them, from smaps_rollup).
 """
 import os
 import stat
+import time
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -148,3 +149,21 @@ class Snapshot:
         self.pss = sum(v["pss"] for v in self.per.values())
         self.anon = sum(v["anon"] for v in self.per.values())
         self.fds = sum(v["fds"] for v in self.per.values())
+
+
+def wait_with_peak(pid, poll_s=0.05):
+    """Waits for a child; returns (exit status, CPU seconds, peak RSS KiB).
+
+    wait4's ru_maxrss cannot be used for a child of a Python harness: the
+    kernel carries the pre-exec address space's high-water mark (the
+    harness's own RSS, shared through vfork) into the child's maxrss. The
+    child's own VmHWM, polled until it exits, has only its own pages."""
+    peak = 0
+    while True:
+        hwm = status_kib(pid, "VmHWM")
+        if hwm:
+            peak = max(peak, hwm)
+        done, status, ru = os.wait4(pid, os.WNOHANG)
+        if done:
+            return status, ru.ru_utime + ru.ru_stime, peak
+        time.sleep(poll_s)

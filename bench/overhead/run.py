@@ -14,8 +14,9 @@ mode for N sessions, and measures it from /proc:
 
 In the same run, side by side, perf's own pipeline as gProfiler runs it:
 `perf record -F <rate> -a -g -m 129 -o FILE -- sleep <duration>` then
-`perf script -F +pid -i FILE`, once per session; its CPU and peak RSS come
-from wait4. Prints one line per figure with the ratio.
+`perf script -F +pid -i FILE`, once per session; its CPU comes from wait4,
+its peak RSS from its own VmHWM polled until it exits (wait4's ru_maxrss
+would carry this Python harness's RSS). Prints one line per figure with the ratio.
 
   bench/overhead/run.py [--sessions 4] [--duration 60] [--rates 11,100] [--build DIR]
 
@@ -62,9 +63,9 @@ class PerfPeer(threading.Thread):
     def _run(self, cmd, stdout):
         p = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.DEVNULL)
         self.procs.append(p)
-        _, status, ru = os.wait4(p.pid, 0)
+        status, cpu, peak_kib = procstat.wait_with_peak(p.pid)
         p.returncode = status
-        return ru.ru_utime + ru.ru_stime, ru.ru_maxrss
+        return cpu, peak_kib
 
     def run(self):
         data = os.path.join(self.work, "perf.data")

@@ -15,7 +15,6 @@ Needs root, the linux-perf package and a C compiler. Standard library only.
 import argparse
 import os
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -26,33 +25,36 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
 
 
-def child_usage():
-    r = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.ru_utime + r.ru_stime
+sys.path.insert(0, os.path.join(HERE, "..", "overhead"))
+import procstat  # noqa: E402
 
 
 def run_measured(cmd, **kw):
-    """Runs cmd; returns (cpu seconds, peak RSS KiB, completed process)."""
-    before = child_usage()
-    # wait4 gives the RSS of this child alone (RUSAGE_CHILDREN keeps a max
-    # over all children ever reaped)
+    """Runs cmd; returns (cpu seconds, peak RSS KiB, completed process).
+    The peak is the child's own VmHWM (procstat.wait_with_peak says why not
+    wait4's ru_maxrss)."""
     p = subprocess.Popen(cmd, **kw)
-    _, status, ru = os.wait4(p.pid, 0)
+    status, cpu, peak = procstat.wait_with_peak(p.pid)
     p.returncode = os.waitstatus_to_exitcode(status)
-    cpu = ru.ru_utime + ru.ru_stime
-    del before
-    return cpu, ru.ru_maxrss, p
+    return cpu, peak, p
 
 
 def run_pair(cmd_a, cmd_b):
     """Runs two commands side by side; returns ((cpu s, peak RSS KiB), (cpu s, peak RSS KiB))."""
-    pa = subprocess.Popen(cmd_a, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    pb = subprocess.Popen(cmd_b, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs = [subprocess.Popen(c, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for c in (cmd_a, cmd_b)]
+    peak = {p.pid: 0 for p in procs}
     out = {}
-    for p in (pa, pb):
-        _, _, ru = os.wait4(p.pid, 0)
-        out[p.pid] = (ru.ru_utime + ru.ru_stime, ru.ru_maxrss)
-    return out[pa.pid], out[pb.pid]
+    while len(out) < len(procs):
+        for p in procs:
+            if p.pid in out:
+                continue
+            peak[p.pid] = max(peak[p.pid], procstat.status_kib(p.pid, "VmHWM"))
+            done, _, ru = os.wait4(p.pid, os.WNOHANG)
+            if done:
+                out[p.pid] = (ru.ru_utime + ru.ru_stime, peak[p.pid])
+        time.sleep(0.05)
+    return out[procs[0].pid], out[procs[1].pid]
 
 
 LEAF = {}

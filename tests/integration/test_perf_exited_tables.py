@@ -34,7 +34,7 @@ WAVE = 20
 BURN_MS = "20"
 SESSION_S = 4
 SESSIONS = 6
-PAD_FUNCS = 700
+PAD_FUNCS = 3000  # 16 bytes per symbol in the plugin: ~48 KiB of table per copy
 PAD_NAME = "pad_symbol_%04d_standing_for_a_real_program_s_code"
 
 tmp = pputil.tempdir("ppperf-exited-")
