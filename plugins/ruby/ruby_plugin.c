@@ -253,9 +253,8 @@ static void target_extras(struct ruby_state *st, struct pp_sink *sink, struct ru
 static int snapshot_locked(struct ruby_state *st, struct pp_sink *sink) {
   const struct pp_host *h = st->host;
   struct pp_frame *frames = (struct pp_frame *)st->cfp_buf; /* max_depth*64 bytes >= frames */
-  for (size_t i = 0; i < st->stacks.cap; i++) {
+  for (size_t i = 0; i < st->stacks.used; i++) {
     const struct ruby_stack *s = &st->stacks.v[i];
-    if (!s->used) continue;
     uint32_t n = 0;
     for (uint32_t k = 0; k < s->n && n < (uint32_t)st->max_depth; k++) {
       const struct ruby_frame *f = &st->frames.v[st->stacks.ids[s->off + k]];

@@ -198,13 +198,24 @@ void ruby_cache_forget_pid(struct ruby_cache *c, uint32_t pid) {
 
 /* ---- stacks ---- */
 
+/* Frame ids a word at a time: a deep stack is hashed on every sample. */
+static uint64_t hash_ids(uint32_t pid, const uint32_t *ids, uint32_t n) {
+  uint64_t h = mix(pid ^ ((uint64_t)n << 32));
+  for (uint32_t i = 0; i < n; i++)
+    h = (h ^ ids[i]) * 0x9e3779b97f4a7c15ull;
+  return mix(h);
+}
+
 int ruby_stacks_init(struct ruby_stacks *st, size_t cap, size_t ids_cap) {
   memset(st, 0, sizeof(*st));
-  st->cap = pow2_at_least(cap);
+  if (cap > UINT32_MAX / 2) cap = UINT32_MAX / 2;
+  st->cap = cap;
+  st->nslots = pow2_at_least(cap + cap / 3 + 1);
   st->ids_cap = ids_cap;
-  st->v = calloc(st->cap, sizeof(*st->v));
+  st->v = malloc(st->cap * sizeof(*st->v));
+  st->slots = calloc(st->nslots, sizeof(*st->slots));
   st->ids = malloc(ids_cap * sizeof(*st->ids));
-  if (!st->v || !st->ids) {
+  if (!st->v || !st->slots || !st->ids) {
     ruby_stacks_free(st);
     return -ENOMEM;
   }
@@ -213,31 +224,33 @@ int ruby_stacks_init(struct ruby_stacks *st, size_t cap, size_t ids_cap) {
 
 void ruby_stacks_free(struct ruby_stacks *st) {
   free(st->v);
+  free(st->slots);
   free(st->ids);
   memset(st, 0, sizeof(*st));
 }
 
 void ruby_stacks_clear(struct ruby_stacks *st) {
-  memset(st->v, 0, st->cap * sizeof(*st->v));
+  if (st->used) memset(st->slots, 0, st->nslots * sizeof(*st->slots));
   st->used = 0;
   st->ids_used = 0;
 }
 
 int ruby_stacks_add(struct ruby_stacks *st, uint32_t pid, const uint32_t *ids, uint32_t n,
                     uint64_t count) {
-  uint64_t h = fnv(ids, n * sizeof(*ids), fnv(&pid, sizeof(pid), FNV0));
-  size_t mask = st->cap - 1;
-  for (size_t pos = h & mask, probes = 0; probes < st->cap; pos = (pos + 1) & mask, probes++) {
-    struct ruby_stack *e = &st->v[pos];
-    if (!e->used) {
-      if (st->used + 1 > st->cap / 4 * 3 || st->ids_used + n > st->ids_cap) return -ENOSPC;
+  uint64_t h = hash_ids(pid, ids, n);
+  size_t mask = st->nslots - 1;
+  for (size_t pos = h & mask, probes = 0; probes < st->nslots; pos = (pos + 1) & mask, probes++) {
+    uint32_t slot = st->slots[pos];
+    if (slot == 0) {
+      if (st->used >= st->cap || st->ids_used + n > st->ids_cap) return -ENOSPC;
       memcpy(st->ids + st->ids_used, ids, n * sizeof(*ids));
-      *e = (struct ruby_stack){
-          .hash = h, .count = count, .pid = pid, .off = (uint32_t)st->ids_used, .n = n, .used = 1};
+      st->v[st->used] = (struct ruby_stack){
+          .hash = h, .count = count, .pid = pid, .off = (uint32_t)st->ids_used, .n = n};
+      st->slots[pos] = (uint32_t)++st->used;
       st->ids_used += n;
-      st->used++;
       return 0;
     }
+    struct ruby_stack *e = &st->v[slot - 1];
     if (e->hash == h && e->pid == pid && e->n == n &&
         memcmp(st->ids + e->off, ids, n * sizeof(*ids)) == 0) {
       e->count += count;

@@ -47,14 +47,19 @@ struct ruby_cache {
   uint64_t clears;
 };
 
-/* Aggregated stacks of the current session. */
+/* Aggregated stacks of the current session: v[0..used) in the order first
+ * seen, found through a small index of slots (entry + 1, 0 = empty). A new
+ * stack touches the next entry, not a random one of a large table: the
+ * first session's samples would otherwise each fault in a fresh page. */
 struct ruby_stack {
   uint64_t hash, count;
-  uint32_t pid, off, n, used;
+  uint32_t pid, off, n;
 };
 struct ruby_stacks {
   struct ruby_stack *v;
   size_t cap, used;
+  uint32_t *slots;
+  size_t nslots;
   uint32_t *ids; /* frame ids of all stacks, leaf first */
   size_t ids_cap, ids_used;
 };

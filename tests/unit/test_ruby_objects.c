@@ -275,11 +275,26 @@ static void test_tables(void) {
   CHECK_EQ_INT(st.used, 2);
   CHECK_EQ_INT(ruby_stacks_add(&st, 10, s2, 2, 1), -ENOSPC); /* ids arena: 7 */
   uint64_t total = 0;
-  for (size_t i = 0; i < st.cap; i++)
-    if (st.v[i].used) total += st.v[i].count;
+  for (size_t i = 0; i < st.used; i++)
+    total += st.v[i].count;
   CHECK_EQ_INT(total, 4);
   ruby_stacks_clear(&st);
   CHECK_EQ_INT(ruby_stacks_add(&st, 10, s2, 2, 1), 0);
+  ruby_stacks_free(&st);
+
+  /* exactly cap distinct stacks, then full; the order first seen is kept */
+  CHECK_EQ_INT(ruby_stacks_init(&st, 5, 100), 0);
+  for (uint32_t i = 0; i < 5; i++)
+    CHECK_EQ_INT(ruby_stacks_add(&st, 7, &i, 1, i + 1), 0);
+  uint32_t six = 6;
+  CHECK_EQ_INT(ruby_stacks_add(&st, 7, &six, 1, 1), -ENOSPC);
+  uint32_t two = 2;
+  CHECK_EQ_INT(ruby_stacks_add(&st, 7, &two, 1, 10), 0); /* known: still counted */
+  CHECK_EQ_INT(st.used, 5);
+  for (uint32_t i = 0; i < 5; i++) {
+    CHECK_EQ_INT(st.ids[st.v[i].off], i);
+    CHECK_EQ_INT(st.v[i].count, i == 2 ? 13 : i + 1);
+  }
   ruby_stacks_free(&st);
 }
 
