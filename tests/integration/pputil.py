@@ -23,6 +23,7 @@ TEST_PLUGIN_DIR = os.environ.get("PP_TEST_PLUGIN_DIR", os.path.join(BUILD, "test
 SKIP = 77
 _checks = []
 failures = []
+_tempdirs = []
 
 
 def skip(reason):
@@ -43,11 +44,21 @@ def check(cond, what):
 
 def finish():
     print("%d passed, %d failed" % (len(_checks) - len(failures), len(failures)))
+    if failures or os.environ.get("PP_KEEP_TMP"):
+        if _tempdirs:
+            print("temporary directories kept: %s" % " ".join(_tempdirs))
+    else:
+        # a test that passed leaves nothing behind (a failed or crashed
+        # one keeps its logs and profiles for inspection)
+        for d in _tempdirs:
+            shutil.rmtree(d, ignore_errors=True)
     sys.exit(1 if failures else 0)
 
 
 def tempdir(prefix="pptest-"):
+    """A fresh directory, removed by finish() if the test passes."""
     d = tempfile.mkdtemp(prefix=prefix)
+    _tempdirs.append(d)
     return d
 
 
