@@ -49,7 +49,7 @@ run: build
 test: test-deps format-check build asan fuzz-build
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j 2 -R "^unit\.|^integration\.test_agent_"
-	ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j 1 -L fuzz
+	ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j $(JOBS) -L fuzz
 	ctest --test-dir $(BUILD) --output-on-failure -j 1 --repeat until-pass:2 -E "$$(scripts/known-failing-regex)"
 
 test-fast: build
