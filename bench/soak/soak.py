@@ -14,9 +14,11 @@ workers, printed as one line. At the end it asserts:
     each side the mean of up to five one-minute samples (the last ones of
     the warm-up, the last ones of the run), so one session's transient
     does not decide;
-  - no fd growth: the fewest fds open in the last five samples is not above
-    the fewest in the last five of the warm-up (the count moves with the
-    short-lived targets attached at that instant; a leak raises the floor).
+  - no fd growth: for every process of the agent's tree, the fewest fds
+    it had open over the last five minutes is not above the fewest over
+    the last five minutes of the warm-up, counted every 5 s (the count
+    moves with the short-lived targets attached at that instant; a leak
+    raises the floor). The per-minute line prints the tree's total.
     The perf worker's ELF files are counted apart: a symbol table reads its
     names from its file and holds the descriptor while a live process maps
     the file (perf.symbol_cache_mb's tables; at most 512, or a quarter of
@@ -193,6 +195,48 @@ class FdSample:
                     self.other += 1
 
 
+class FdFloor(threading.Thread):
+    """Descriptors of every process of the agent's tree, per process, every
+    few seconds, all but the perf worker's symbol files. Short-lived targets
+    hold descriptors in the workers while they live (an inspector socket, a
+    diagnostics socket, a thread's stat file or CPU-time alarm), and about
+    three of them are alive at any instant; one look a minute nearly always
+    catches some, so the floor of five such looks moved by one or two with
+    which runtimes happened to be alive. Every 5 s, a five-minute window has
+    60 looks per process, among them instants with no short-lived target of
+    that worker's runtime alive: each process's floor is then its own
+    standing descriptors, and a leak in any one process raises it."""
+
+    def __init__(self, root, t0, every=5.0):
+        super().__init__(daemon=True)
+        self.root, self.t0, self.every = root, t0, every
+        self.samples = []  # (minutes since t0, {comm: descriptors})
+        self.stop = False
+
+    def run(self):
+        while not self.stop:
+            counts = {}
+            for pid in procstat.tree(self.root):
+                comm = procstat.comm(pid)
+                n = 0
+                for fd, _t, key in procstat.fd_targets(pid):
+                    if not (comm == "pp-perf" and key and is_elf("/proc/%d/fd/%s" % (pid, fd))):
+                        n += 1
+                counts[comm] = counts.get(comm, 0) + n
+            self.samples.append(((time.monotonic() - self.t0) / 60.0, counts))
+            time.sleep(self.every)
+
+    def floors(self, lo, hi):
+        """{comm: (fewest descriptors, looks)} over the looks in minutes (lo, hi]."""
+        out = {}
+        for m, counts in self.samples:
+            if lo < m <= hi:
+                for comm, n in counts.items():
+                    f, k = out.get(comm, (n, 0))
+                    out[comm] = (min(f, n), k + 1)
+        return out
+
+
 def fd_diff(a, b):
     """Lines naming the descriptors that differ between two FdSamples."""
     out = []
@@ -233,6 +277,8 @@ def main():
         t0 = time.monotonic()
         agent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         churn.start()
+        fdfloor = FdFloor(agent.pid, t0)
+        fdfloor.start()
         warm = 10.0 if a.minutes >= 20 else a.minutes / 2.0
         samples = []  # (minute, rss KiB, pss KiB, fds, nprocs, perf symbol files, other fds)
         fdsamples = {}  # minute -> FdSample
@@ -261,6 +307,7 @@ def main():
             if minute >= a.minutes:
                 break
         elapsed = time.monotonic() - t0
+        fdfloor.stop = True
         churn.kill()
         if ok:
             ref = [x for x in samples if x[0] <= warm][-5:] or samples[:1]
@@ -281,8 +328,22 @@ def main():
             print("fds but the perf worker's symbol files: floor %d / peak %d at the end of warm-up, floor %d / "
                   "peak %d at the end of the run"
                   % (ref_oth, max(x[6] for x in ref), end_oth, max(x[6] for x in end)))
-            ok &= check(end_oth <= ref_oth, "no fd growth: floor %d at the end <= %d after warm-up (all but the "
-                        "perf worker's symbol files)" % (end_oth, ref_oth))
+            last_min = samples[-1][0]
+            fl_ref = fdfloor.floors(max(0.0, warm - 5), warm)
+            fl_end = fdfloor.floors(max(warm, last_min - 5), last_min)
+            print("fds per process, all but the perf worker's symbol files, floor over the looks every %g s "
+                  "(minutes %g-%g -> %g-%g):" % (fdfloor.every, max(0.0, warm - 5), warm,
+                                                  max(warm, last_min - 5), last_min))
+            grew = []
+            for comm in sorted(set(fl_ref) | set(fl_end)):
+                (fr, kr), (fe, ke) = fl_ref.get(comm, (0, 0)), fl_end.get(comm, (0, 0))
+                print("  %-10s %3d (%d looks) -> %3d (%d looks)" % (comm, fr, kr, fe, ke))
+                if kr and ke and fe > fr:
+                    grew.append("%s %d -> %d" % (comm, fr, fe))
+            ok &= check(fl_ref and fl_end and not grew,
+                        "no fd growth: no process's descriptor floor rose (sum %d -> %d)%s"
+                        % (sum(f for f, _ in fl_ref.values()), sum(f for f, _ in fl_end.values()),
+                           (": " + ", ".join(grew)) if grew else ""))
             sym_ref, sym_end = ref[-1][5], end[-1][5]
             last = fdsamples[end[-1][0]]
             print("perf worker's symbol files: %d at minute %d, %d at minute %d (max %d over the run); at the end "
