@@ -55,6 +55,10 @@ def count(stacks, script, fn):
     return sum(c for fr, c, _ in py.stacks_in(stacks, script) if any(n.endswith(fn) for n, _, _ in fr))
 
 
+# Session lengths: 4 s at 200 Hz give the split ~800 samples (the binomial
+# spread of a 75 % share is then ~1.5 points against the +-5 allowed) and
+# 3 s at 100 Hz give the busy threads ~300 each; every second here is paid
+# once per interpreter (ten in CI), so they are no longer than that.
 for label, exe, ver in chosen:
     procs = []
     try:
@@ -67,7 +71,7 @@ for label, exe, ver in chosen:
         # hundreds was seen on the 2-CPU dev VM) a session can see only a
         # few scheduler slices of the target, whatever the sample count.
         for attempt in range(3):
-            r, header, cpu_split, log = py.profile([p.pid], "--python-mode", "cpu", duration=6,
+            r, header, cpu_split, log = py.profile([p.pid], "--python-mode", "cpu", duration=4,
                                                    freq=200)
             three = count(cpu_split, split_script, "three_parts")
             one = count(cpu_split, split_script, "one_part")
@@ -91,7 +95,7 @@ for label, exe, ver in chosen:
         gil_pid = procs[2].pid
         for mode in ("cpu", "wall", "gil"):
             before = r_time_ns(gil_pid)
-            r, header, stacks, log = py.profile(pids, "--python-mode", mode, duration=4, freq=100)
+            r, header, stacks, log = py.profile(pids, "--python-mode", mode, duration=3, freq=100)
             if mode == "cpu":
                 after = r_time_ns(gil_pid)
                 delta = {t: after[t] - before.get(t, 0) for t in after}
