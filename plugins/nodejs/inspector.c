@@ -208,9 +208,19 @@ static int start_profiler(struct nodejs_state *st, struct nodejs_target *t, uint
     json_t *on = json_pack("{s:b}", "enabled", 1);
     char e2[200] = "";
     if (nodejs_cdp_call(&t->cdp, "NodeRuntime.notifyWhenWaitingForDisconnect", on, NULL, e2,
-                        sizeof(e2), deadline) < 0)
+                        sizeof(e2), deadline) < 0) {
       NODEJS_LOG(st, PP_LOG_DEBUG, "pid %u: no exit notification (%s): it exits at detach", t->pid,
                  e2[0] ? e2 : "no reply");
+    } else if (!t->cdp.exit_pending) {
+      /* A program that finished before the request was handled was not
+       * told to anyone and now waits for us with no event coming. Its JS
+       * context is gone by then (destroyed, or closed to calls), so even
+       * evaluating a literal fails: that is the sign to let it go. */
+      json_t *v = NULL;
+      if (nodejs_cdp_evaluate(&t->cdp, "0", &v, NULL, 0, deadline) == -EREMOTEIO)
+        t->cdp.exit_pending = 1;
+      json_decref(v);
+    }
     json_decref(on);
   }
   if (rc < 0)
@@ -264,6 +274,7 @@ static int connect_port(struct nodejs_state *st, struct nodejs_target *t, uint16
                         const char *wspath, int work) {
   uint64_t deadline = nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS;
   uint64_t max_msg = (uint64_t)st->max_profile_mb << 20;
+  t->cdp.exit_pending = 0;
   int rc = nodejs_ws_open(&t->cdp.ws, t->pid, port, wspath, max_msg, deadline);
   if (rc < 0) {
     snprintf(t->reason, sizeof(t->reason), "WebSocket to the inspector on port %u: %s", port,
@@ -498,10 +509,13 @@ void nodejs_close_session(struct nodejs_state *st, struct nodejs_target *t, uint
  * other_sessions): the main thread waits for our answer to Node's close
  * frame. So every tick drains whatever arrived without waiting; a close
  * frame or EOF drops our session at once, and profiling is retried later. */
-static int is_exit_event(const char *m, size_t l);
 static void let_target_exit(struct nodejs_state *st, struct nodejs_target *t);
 
 static void watch_live(struct nodejs_state *st, struct nodejs_target *t) {
+  if (t->cdp.exit_pending) { /* seen while waiting for a reply */
+    let_target_exit(st, t);
+    return;
+  }
   struct pollfd p = {.fd = t->cdp.ws.fd, .events = POLLIN};
   if (p.fd < 0 || poll(&p, 1, 0) <= 0) return;
   int rc = 0;
@@ -509,7 +523,7 @@ static void watch_live(struct nodejs_state *st, struct nodejs_target *t) {
     const char *m;
     size_t l;
     rc = nodejs_ws_recv(&t->cdp.ws, &m, &l, nodejs_now_ns() + 20 * MS);
-    if (rc == 0 && is_exit_event(m, l)) { /* the one event we asked for */
+    if (rc == 0 && nodejs_cdp_note_event(&t->cdp, m, l)) { /* the one event we asked for */
       let_target_exit(st, t);
       return;
     }
@@ -606,22 +620,14 @@ int nodejs_snapshot_target(struct nodejs_state *st, struct nodejs_target *t, str
  * and its last samples still reach the next snapshot. */
 void nodejs_watch_exit(struct nodejs_state *st, struct nodejs_target *t) {
   if (t->state != T_LIVE || t->cdp.ws.fd < 0) return;
-  int waiting = 0;
+  int waiting = t->cdp.exit_pending;         /* seen while waiting for a reply */
   for (int i = 0; i < 16 && !waiting; i++) { /* bounded: a chatty peer cannot hold the tick */
     const char *m;
     size_t l;
     if (nodejs_ws_recv(&t->cdp.ws, &m, &l, 0) < 0) return; /* nothing yet, or gone: snapshot sees */
-    waiting = is_exit_event(m, l);
+    waiting = nodejs_cdp_note_event(&t->cdp, m, l);
   }
   if (waiting) let_target_exit(st, t);
-}
-
-static int is_exit_event(const char *m, size_t l) {
-  json_t *j = json_loadb(m, l, 0, NULL);
-  const char *method = json_string_value(json_object_get(j, "method"));
-  int waiting = method && strcmp(method, "NodeRuntime.waitingForDisconnect") == 0;
-  json_decref(j);
-  return waiting;
 }
 
 static void let_target_exit(struct nodejs_state *st, struct nodejs_target *t) {
