@@ -31,7 +31,12 @@ workers, printed as one line. At the end it asserts:
     agent logged, each non-empty, and no stall: a session lasts the
     duration plus its snapshot and write (a few seconds), so at least
     elapsed / (1.25 x duration) - 1 sessions. The mean session length is
-    printed; worker restarts, warnings and errors in the log are counted.
+    printed; worker restarts, warnings and errors in the log are counted;
+  - no target held: every short-lived process exits on its own within
+    HELD_S (each runs about 3 s; a JVM or .NET start-up at nice 19 on a
+    loaded host takes longer, never minutes). A profiler that keeps a
+    finished process from exiting (Node waits at exit for an attached
+    inspector session) fails here; the longest life per runtime is printed.
 
   bench/soak/soak.py [--minutes 60] [--duration 60] [--build DIR]
 
@@ -78,12 +83,19 @@ RARE = {  # heavy start-up: every 30th tick
 }
 
 
+# a short-lived process alive this long has been kept from exiting
+HELD_S = 300
+
+
 class Churn(threading.Thread):
     def __init__(self, wl):
         super().__init__(daemon=True)
         self.stop = False
         self.started = {}
-        self.live = []
+        self.live = []  # (runtime, Popen, start time)
+        self.t0 = time.monotonic()
+        self.longest = {}  # runtime -> (longest life seen (s), started at (s into the run))
+        self.held = []  # (runtime, pid, seconds): alive past HELD_S
         w = wl
         w.native = workloads.build_native(w.work)
         try:
@@ -105,13 +117,14 @@ class Churn(threading.Thread):
         if not cmd or not cmd[0]:
             return
         try:
-            self.live.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                              preexec_fn=lambda: os.nice(19), env=env))
+            self.live.append((name, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                                     preexec_fn=lambda: os.nice(19), env=env), time.monotonic()))
             self.started[name] = self.started.get(name, 0) + 1
         except OSError:
             pass
 
     def run(self):
+        self.t0 = time.monotonic()
         names = itertools.cycle(sorted(CHURN))
         for tick in itertools.count():
             if self.stop:
@@ -125,15 +138,34 @@ class Churn(threading.Thread):
             if tick % 10 == 0:
                 for _ in range(20):
                     self._start("true", ["/bin/true"])
-            self.live = [p for p in self.live if p.poll() is None]
+            self._reap()
             time.sleep(1)
+
+    def _reap(self):
+        now, live = time.monotonic(), []
+        for name, p, t0 in self.live:
+            age = now - t0
+            if p.poll() is None and age <= HELD_S:
+                live.append((name, p, t0))
+                continue
+            if p.poll() is None:
+                self.held.append((name, p.pid, age))
+                p.kill()
+                p.wait()
+            if age > self.longest.get(name, (0.0, 0.0))[0]:
+                self.longest[name] = (age, t0 - self.t0)
+        self.live = live
 
     def kill(self):
         self.stop = True
-        for p in self.live:
+        if self.is_alive() and threading.current_thread() is not self:
+            self.join(timeout=10)
+        self._reap()
+        for name, p, t0 in self.live:
             if p.poll() is None:
                 p.kill()
             p.wait()
+        self.live = []
 
 
 # perf plugin: descriptors held by symbol tables (plugins/perf/dso.c NAME_FILES_MAX)
@@ -375,6 +407,10 @@ def main():
             print("log: %d lines mentioning a restart, %d warnings, %d errors" % (
                 restarts, text.count("WARNING"), text.count("ERROR")))
             print("churn started: %s" % ", ".join("%s %d" % kv for kv in sorted(churn.started.items())))
+            print("churn: longest life per runtime: %s" % ", ".join(
+                "%s %.1f s (started at %.0f s)" % (k, a, t) for k, (a, t) in sorted(churn.longest.items())))
+            ok &= check(not churn.held, "no target held: no short-lived process alive after %d s%s" % (
+                HELD_S, (": " + ", ".join("%s pid %d (%.0f s)" % h for h in churn.held[:10])) if churn.held else ""))
     finally:
         if churn:
             churn.kill()
