@@ -37,6 +37,7 @@ struct proc_entry {
   enum pp_runtime rt;
   bool unsettled; /* exe switched but argv not laid out yet: read again */
   bool meta_done;
+  bool gone;         /* seen exited at the end of a session */
   json_t *core_meta; /* NULL: nothing to report */
 };
 
@@ -223,6 +224,30 @@ static json_t *pid_metadata(struct pp_enricher *en, const struct pp_pid_rec *rec
   return pp_app_metadata_merge(core, plugin_md);
 }
 
+/* An exited process is kept for one more session, since a plugin may hand
+ * over its last stacks a snapshot late (a Node program let go at exit),
+ * then dropped: under churn the cache otherwise filled with thousands of
+ * dead processes (~36 KiB of the core's RSS a minute in the soak). */
+static bool drop_exited(const void *key, size_t key_len, void *value, void *ctx) {
+  (void)ctx;
+  struct proc_entry *e = value;
+  struct pp_lru_pid_key k;
+  if (key_len != sizeof(k)) return false;
+  memcpy(&k, key, sizeof(k));
+  if (!e) return !pp_proc_same_process(k.pid, k.start_time);
+  if (pp_proc_same_process(k.pid, k.start_time)) {
+    e->gone = false;
+    return false;
+  }
+  if (e->gone) return true;
+  e->gone = true;
+  return false;
+}
+
+static void forget_exited(struct pp_enricher *en) {
+  pp_lru_remove_if(en->procs, drop_exited, NULL);
+}
+
 int pp_enrich(struct pp_enricher *en, struct pp_profile *merged, json_t *app_meta_list,
               json_t *containers) {
   if (!en || !merged) return -EINVAL;
@@ -281,6 +306,7 @@ int pp_enrich(struct pp_enricher *en, struct pp_profile *merged, json_t *app_met
     }
   }
   pp_lru_free(seen);
+  forget_exited(en);
   return rc;
 }
 

@@ -39,7 +39,8 @@ void pp_enricher_free(struct pp_enricher *e);
  * app_meta_list gets the header's "application_metadata" array (element 0
  * null, one entry per distinct metadata object); containers gets the
  * "containers" array (names seen this session). Both are json arrays owned by
- * the caller. 0 or -errno. */
+ * the caller. 0 or -errno. Called once per session: it then forgets the
+ * processes that had already exited at the previous call. */
 int pp_enrich(struct pp_enricher *e, struct pp_profile *merged, json_t *app_meta_list,
               json_t *containers);
 

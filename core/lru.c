@@ -160,6 +160,21 @@ bool pp_lru_remove(struct pp_lru *c, const void *key, size_t key_len) {
   return true;
 }
 
+size_t pp_lru_remove_if(struct pp_lru *c, pp_lru_drop_fn drop, void *ctx) {
+  if (!c || !drop) return 0;
+  size_t n = 0;
+  struct lru_entry *e = c->tail;
+  while (e) {
+    struct lru_entry *prev = e->prev;
+    if (drop(e->key, e->key_len, e->value, ctx)) {
+      drop_entry(c, e);
+      n++;
+    }
+    e = prev;
+  }
+  return n;
+}
+
 void pp_lru_clear(struct pp_lru *c) {
   if (!c) return;
   struct lru_entry *e = c->head;

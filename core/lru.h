@@ -36,6 +36,12 @@ int pp_lru_put(struct pp_lru *c, const void *key, size_t key_len, void *value);
 
 /* Remove a key (freeing its value). True if it was present. */
 bool pp_lru_remove(struct pp_lru *c, const void *key, size_t key_len);
+
+/* Remove every entry for which drop(key, key_len, value, ctx) is true
+ * (freeing its value), oldest first; the others keep their recency.
+ * Returns how many were removed. drop must not touch the cache. */
+typedef bool (*pp_lru_drop_fn)(const void *key, size_t key_len, void *value, void *ctx);
+size_t pp_lru_remove_if(struct pp_lru *c, pp_lru_drop_fn drop, void *ctx);
 void pp_lru_clear(struct pp_lru *c);
 
 size_t pp_lru_count(const struct pp_lru *c);

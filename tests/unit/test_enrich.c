@@ -605,6 +605,44 @@ static void test_exec_refreshes(void) {
   pp_enricher_free(en);
 }
 
+/* What was learnt about a process that exited serves the session it exited
+ * in and the next one (late stacks), then it is forgotten. */
+static void test_forget_exited(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sleep", "sleep", "30", (char *)NULL);
+    _exit(127);
+  }
+  char comm[64] = "";
+  for (int i = 0; i < 500 && strcmp(comm, "sleep") != 0; i++) {
+    usleep(10000);
+    pp_proc_comm((uint32_t)pid, comm, sizeof(comm));
+  }
+  uint64_t start = start_of(pid);
+  struct pp_enrich_opts opts = {.appids = true, .cache_size = 64};
+  struct pp_enricher *en = pp_enricher_new(&opts);
+  struct pp_profile *p = pp_profile_new();
+  pp_enrich_remember(en, (uint32_t)pid, start);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  /* the session it exited in: learnt while alive */
+  add_pid(p, pid, start);
+  CHECK_EQ_INT(pp_enrich(en, p, NULL, NULL), 0);
+  CHECK_EQ_STR(COMM(p, pid), "sleep");
+  /* the next session: still known (seen gone once) */
+  pp_profile_clear(p);
+  add_pid(p, pid, start);
+  CHECK_EQ_INT(pp_enrich(en, p, NULL, NULL), 0);
+  CHECK_EQ_STR(COMM(p, pid), "sleep");
+  /* forgotten after that */
+  pp_profile_clear(p);
+  add_pid(p, pid, start);
+  CHECK_EQ_INT(pp_enrich(en, p, NULL, NULL), 0);
+  CHECK(COMM(p, pid) == NULL);
+  pp_profile_free(p);
+  pp_enricher_free(en);
+}
+
 int main(void) {
   snprintf(tmp, sizeof(tmp), "/tmp/pp_test_enrich.XXXXXX");
   if (!mkdtemp(tmp)) return 2;
@@ -613,6 +651,7 @@ int main(void) {
   test_libpython();
   test_exec_refreshes();
   test_containers();
+  test_forget_exited();
   char cmd[PATH_MAX + 16];
   snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
   if (system(cmd) != 0) fprintf(stderr, "cleanup of %s failed\n", tmp);

@@ -118,8 +118,44 @@ static void test_random(void) {
   pp_lru_free(c);
 }
 
+static bool drop_odd(const void *key, size_t key_len, void *value, void *ctx) {
+  (void)key;
+  (void)key_len;
+  (*(int *)ctx)++;
+  return *(int *)value % 2 != 0;
+}
+
+static void test_remove_if(void) {
+  freed = 0;
+  struct pp_lru *c = pp_lru_new(8, count_free);
+  const char *keys[] = {"a", "b", "c", "d", "e", "f"};
+  for (int i = 0; i < 6; i++)
+    pp_lru_put_str(c, keys[i], boxed(i));
+  pp_lru_get(c, "a", 1); /* a most recent: f e d c b a -> a f e d c b */
+  int calls = 0;
+  CHECK_EQ_INT(pp_lru_remove_if(c, drop_odd, &calls), 3); /* b, d, f */
+  CHECK_EQ_INT(calls, 6);
+  CHECK_EQ_INT(freed, 3);
+  CHECK_EQ_INT(pp_lru_count(c), 3);
+  CHECK(pp_lru_lookup_str(c, "b", NULL) == false);
+  CHECK(pp_lru_lookup_str(c, "f", NULL) == false);
+  /* the survivors keep their order: c is the oldest, then e, then a */
+  pp_lru_put_str(c, "x", boxed(10));
+  pp_lru_put_str(c, "y", boxed(12));
+  pp_lru_put_str(c, "z", boxed(14));
+  pp_lru_put_str(c, "w", boxed(16));
+  pp_lru_put_str(c, "v", boxed(18));
+  pp_lru_put_str(c, "u", boxed(20)); /* 9th entry: evicts c */
+  CHECK(pp_lru_lookup_str(c, "c", NULL) == false);
+  CHECK(pp_lru_lookup_str(c, "e", NULL) == true);
+  CHECK_EQ_INT(pp_lru_remove_if(c, NULL, NULL), 0);
+  CHECK_EQ_INT(pp_lru_remove_if(NULL, drop_odd, &calls), 0);
+  pp_lru_free(c);
+}
+
 int main(void) {
   test_basic();
+  test_remove_if();
   test_pid_keys();
   test_random();
   return pp_test_finish("test_lru");
