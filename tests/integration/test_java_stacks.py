@@ -34,9 +34,12 @@ for name, extra, nthreads in (("c2", [], 3), ("c1", ["-XX:TieredStopAtLevel=1"],
 
 try:
     out_dir = os.path.join(work, "prof")
+    # only this test's JVMs: another HotCold JVM on the host (the soak's
+    # churn runs the same class) would share the appid these checks select by
+    mine = "%d,%d" % (procs["c2"].pid, procs["c1"].pid)
     # 250 Hz: enough samples for the 3:1 check on a busy shared CI machine
     res = pputil.run_agent(out_dir, plugins, "-f", "250", "--app-id-args-filter", "-XX:TieredStopAtLevel=.*",
-                           "--java-min-age-ms", "500", duration=15)
+                           "--java-min-age-ms", "500", "--pids", mine, duration=15)
     pputil.check(res.returncode == 0, "agent exits 0 (rc %d: %s)" % (res.returncode, res.stderr[-500:]))
     header, stacks = pputil.parse_col(os.path.join(out_dir, "last_profile.col"))
 
@@ -86,7 +89,7 @@ try:
 
     # thread names as first frame
     out_dir2 = os.path.join(work, "prof2")
-    res = pputil.run_agent(out_dir2, plugins, "-f", "50", "--java-collect-thread-names", duration=3)
+    res = pputil.run_agent(out_dir2, plugins, "-f", "50", "--java-collect-thread-names", "--pids", mine, duration=3)
     _, stacks2 = pputil.parse_col(os.path.join(out_dir2, "last_profile.col"))
     comms = set(f[2] for f, _ in stacks2)
     pputil.check(any(c.startswith("worker-") for c in comms), "--java-collect-thread-names: worker-N frames (%s)" % sorted(comms)[:6])
