@@ -242,6 +242,14 @@ static int move_off_default_port(struct nodejs_state *st, struct nodejs_target *
       "(() => { const i = typeof process.getBuiltinModule === 'function' ? "
       "process.getBuiltinModule('inspector') : require('inspector');"
       " setImmediate(() => { i.close(); i.open(0, '127.0.0.1', false); }); return 'ok'; })()";
+  /* The listeners before the move: the reopened inspector is the one
+   * socket not among them. Listed after the move instead, the new port
+   * was sometimes there already (Node reopens from a setImmediate, often
+   * before the drain below sees EOF); it then looked like someone else's
+   * inspector, was used as such and left open at stop (seen under load in
+   * test_nodejs_http, _netns and _port_move). */
+  struct nodejs_listener before[NODEJS_MAX_PRE];
+  int nb = nodejs_listeners(t->pid, before, NODEJS_MAX_PRE);
   json_t *v = NULL;
   char err[200] = "";
   int rc = nodejs_cdp_evaluate(&t->cdp, expr, &v, err, sizeof(err), deadline);
@@ -261,8 +269,8 @@ static int move_off_default_port(struct nodejs_state *st, struct nodejs_target *
   nodejs_ws_close(&t->cdp.ws, 1);
   if (rc < 0) return rc;
   t->moved = 1;
-  int n = nodejs_listeners(t->pid, t->pre, NODEJS_MAX_PRE);
-  t->npre = n > 0 ? n : 0;
+  t->npre = nb > 0 ? nb : 0;
+  if (t->npre) memcpy(t->pre, before, (size_t)t->npre * sizeof(before[0]));
   t->state = T_WAIT;
   t->deadline_ns = nodejs_now_ns() + (uint64_t)st->attach_timeout_s * 1000 * MS;
   return 0;
