@@ -554,6 +554,11 @@ int nodejs_ws_recv(struct nodejs_ws *ws, const char **msg, size_t *len, uint64_t
   }
 }
 
+int nodejs_ws_send_close(struct nodejs_ws *ws, uint64_t deadline_ns) {
+  if (ws->fd < 0) return -ENOTCONN;
+  return send_frame(ws, NODEJS_WS_OP_CLOSE, "", 0, deadline_ns);
+}
+
 void nodejs_ws_close(struct nodejs_ws *ws, int send_close) {
   if (ws->fd >= 0) {
     if (send_close) send_frame(ws, NODEJS_WS_OP_CLOSE, "", 0, nodejs_now_ns() + 200000000ull);
