@@ -229,6 +229,18 @@ static int start_profiler(struct nodejs_state *st, struct nodejs_target *t, uint
   return rc;
 }
 
+/* Reads (and drops) what Node sends until it closes the session, for at
+ * most ms: dropping our socket while Node's inspector thread still writes
+ * its close frame crashes Node 20 (SIGSEGV in
+ * WsHandler::OnCloseFrameWritten). */
+static void drain_until_closed(struct nodejs_ws *ws, uint64_t ms) {
+  const char *m;
+  size_t l;
+  uint64_t until = nodejs_now_ns() + ms * MS;
+  while (nodejs_now_ns() < until && nodejs_ws_recv(ws, &m, &l, nodejs_now_ns() + 500 * MS) == 0) {
+  }
+}
+
 /* Node opens a SIGUSR1 inspector on 127.0.0.1:9229, so a second Node process
  * in the same network namespace could not open its own while ours stays
  * open for the whole run. Right after attaching, the inspector we opened is
@@ -259,12 +271,7 @@ static int move_off_default_port(struct nodejs_state *st, struct nodejs_target *
      * it while Node's inspector thread writes its close frame to us crashes
      * Node 20 (SIGSEGV in WsHandler::OnCloseFrameWritten, seen in the system
      * test). Reading until EOF, as the detach path does, avoids the race. */
-    const char *m;
-    size_t l;
-    uint64_t until = nodejs_now_ns() + 2000 * MS;
-    while (nodejs_now_ns() < until &&
-           nodejs_ws_recv(&t->cdp.ws, &m, &l, nodejs_now_ns() + 500 * MS) == 0) {
-    }
+    drain_until_closed(&t->cdp.ws, 2000);
   }
   nodejs_ws_close(&t->cdp.ws, 1);
   if (rc < 0) return rc;
@@ -649,14 +656,8 @@ static void let_target_exit(struct nodejs_state *st, struct nodejs_target *t) {
    * crashed Node 20 at exit (SIGSEGV, once in CI11's test_nodejs_exit_race;
    * the same race as in move_off_default_port): ask to close, then read
    * until Node has closed, bounded. */
-  if (nodejs_ws_send_close(&t->cdp.ws, nodejs_now_ns() + 200 * MS) == 0) {
-    const char *m;
-    size_t l;
-    uint64_t until = nodejs_now_ns() + 1000 * MS;
-    while (nodejs_now_ns() < until &&
-           nodejs_ws_recv(&t->cdp.ws, &m, &l, nodejs_now_ns() + 500 * MS) == 0) {
-    }
-  }
+  if (nodejs_ws_send_close(&t->cdp.ws, nodejs_now_ns() + 200 * MS) == 0)
+    drain_until_closed(&t->cdp.ws, 1000);
   nodejs_ws_close(&t->cdp.ws, 0);
   marker_set(st, t, 0); /* its inspector goes away with it */
   t->we_opened = 0;

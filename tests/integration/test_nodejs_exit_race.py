@@ -13,7 +13,6 @@ until the agent stopped. Real node, real agent; checked: the process exits
 within seconds with status 0 in a 60 s session, the log says why, and the
 worker then holds no TCP socket.
 """
-import glob
 import os
 import sys
 import time
@@ -42,14 +41,7 @@ def worker_of(agent_pid):
 
 def tcp_sockets(pid):
     """TCP connections (any state) the process holds a descriptor of."""
-    inodes = set()
-    for fd in glob.glob("/proc/%d/fd/*" % pid):
-        try:
-            link = os.readlink(fd)
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
+    inodes = n._socket_inodes(pid)
     held = []
     for name in ("tcp", "tcp6"):
         with open("/proc/%d/net/%s" % (pid, name)) as f:
