@@ -219,11 +219,36 @@ static int describe(uint32_t pid, const unsigned char *fb, struct fn_entry *e) {
   return 0;
 }
 
+/* Whether current is ed, about to be taken from a window just read, or
+ * one of the n frames above it taken before. */
+static int on_chain(const struct php_walker *w, uint32_t n, uint64_t ed, uint64_t current) {
+  if (current == ed) return 1;
+  for (uint32_t i = 0; i < n; i++)
+    if (w->raw[i].ed == current) return 1;
+  return 0;
+}
+
 /* Follows prev_execute_data from ed, reading the VM stack a window at a
- * time (the first may come already read). Returns the number of frames (> 0) or a negative
- * PHP_WALK_ code; *truncated when max_depth stopped it. */
+ * time (the first may come already read, with current_execute_data read
+ * after it: first_after). Returns the number of frames (> 0) or a negative
+ * PHP_WALK_ code; *truncated when max_depth stopped it.
+ *
+ * The target runs on while its stack is copied, and the worker can be
+ * preempted for milliseconds on a loaded host, even inside one
+ * process_vm_readv between two of its pieces. The frames of a call that has
+ * returned stay in memory: a leaf read at the start and a window read after
+ * it returned shows the leftover frame above its caller's slot, which by
+ * then holds another call (md5 under heavy_a: both called from the same
+ * loop). So current_execute_data is read just before and just after every
+ * window, in the same system call, and both must be the first frame taken
+ * from that window or a frame above it (a callee of it, still running);
+ * otherwise the sample is torn. The leaf returning or calling deeper across
+ * a window costs a sample; a busy target is usually in the first window,
+ * read in one piece with the leaf. */
 static int collect(struct php_walker *w, uint32_t pid, const struct php_layout *L, uint64_t ed,
-                   uint64_t lo, uint64_t hi, int *truncated) {
+                   uint64_t eg_ced, uint64_t lo, uint64_t hi, uint64_t first_after,
+                   int *truncated) {
+  if (first_after != ed) lo = hi = 0; /* moved while it was read: read it again */
   uint32_t n = 0; /* the window holds [lo, hi) (empty: lo == hi) */
   *truncated = 0;
   while (ed) {
@@ -235,15 +260,20 @@ static int collect(struct php_walker *w, uint32_t pid, const struct php_layout *
     if (ed < lo || hi < L->ed_size || ed > hi - L->ed_size) {
       uint64_t end = ed + L->ed_size;
       if (end < ed) return -PHP_WALK_TORN;
-      uint64_t start = end > VM_WINDOW ? end - VM_WINDOW : 0;
-      int rc = pp_remote_read(pid, start, w->window, (size_t)(end - start));
+      uint64_t start = end > VM_WINDOW ? end - VM_WINDOW : 0, before = 0, after = 0;
+      struct pp_remote_iov iov[3] = {{eg_ced, &before, sizeof(before)},
+                                     {start, w->window, (size_t)(end - start)},
+                                     {eg_ced, &after, sizeof(after)}};
+      int rc = start ? pp_remote_readv(pid, iov, 3) : -EFAULT;
       if (rc < 0 && rc != -ESRCH && rc != -EPERM) {
         /* the frame is near the start of a mapping (a fiber's or a
          * generator's frame, or an odd allocator): that frame alone */
         start = ed;
-        rc = pp_remote_read(pid, ed, w->window, L->ed_size);
+        iov[1] = (struct pp_remote_iov){ed, w->window, L->ed_size};
+        rc = pp_remote_readv(pid, iov, 3);
       }
       if (rc < 0) return n ? -PHP_WALK_TORN : -map_err(rc);
+      if (!on_chain(w, n, ed, before) || !on_chain(w, n, ed, after)) return -PHP_WALK_TORN;
       lo = start;
       hi = end;
     }
@@ -327,20 +357,21 @@ static uint32_t frame_line(struct php_walker *w, const struct php_layout *L,
 
 /* current_execute_data, and the VM stack window that held the previous
  * sample's leaf, in one system call: a busy process is usually still
- * there or in a caller of it (same window), or one call deeper. The
- * window is copied after current_execute_data, as a separate read would
- * be. Sets *lo == *hi when no window came with it. */
+ * there or in a caller of it (same window), or one call deeper. *after is
+ * current_execute_data read again after the window (collect says why).
+ * Sets *lo == *hi when no window came with it. */
 static int read_current(uint32_t pid, struct php_attach *a, struct php_walker *w, uint64_t *ed,
-                        uint64_t *lo, uint64_t *hi) {
+                        uint64_t *lo, uint64_t *hi, uint64_t *after) {
   const struct php_layout *L = a->layout;
   uint64_t eg_ced = a->eg_addr + L->eg_current_execute_data;
   *lo = *hi = 0;
   if (a->last_leaf) {
     uint64_t end = a->last_leaf + L->ed_size + VM_ABOVE;
     uint64_t start = end > VM_WINDOW ? end - VM_WINDOW : 0;
-    struct pp_remote_iov iov[2] = {{eg_ced, ed, sizeof(*ed)},
-                                   {start, w->window, (size_t)(end - start)}};
-    int rc = pp_remote_readv(pid, iov, start ? 2 : 1);
+    struct pp_remote_iov iov[3] = {{eg_ced, ed, sizeof(*ed)},
+                                   {start, w->window, (size_t)(end - start)},
+                                   {eg_ced, after, sizeof(*after)}};
+    int rc = pp_remote_readv(pid, iov, start ? 3 : 1);
     if (rc == 0) {
       if (start) {
         *lo = start;
@@ -357,14 +388,15 @@ static int read_current(uint32_t pid, struct php_attach *a, struct php_walker *w
 int php_walk(struct php_walker *w, uint32_t pid, struct php_attach *a,
              const struct php_frame **frames, uint32_t *nframes) {
   const struct php_layout *L = a->layout;
-  uint64_t ed = 0, lo, hi;
-  int rc = read_current(pid, a, w, &ed, &lo, &hi);
+  uint64_t ed = 0, lo, hi, after = 0;
+  int rc = read_current(pid, a, w, &ed, &lo, &hi, &after);
   if (rc < 0) return map_err(rc);
   a->last_leaf = (ed & 7) ? 0 : ed;
   if (!ed) return PHP_WALK_IDLE;
 
   int truncated;
-  int got = collect(w, pid, L, ed, lo, hi, &truncated);
+  int got =
+      collect(w, pid, L, ed, a->eg_addr + L->eg_current_execute_data, lo, hi, after, &truncated);
   if (got < 0) return -got;
   uint32_t n = (uint32_t)got;
   rc = read_functions(w, pid, L, n);

@@ -2,9 +2,10 @@
  * The php plugin's stack walker and aggregator on synthetic PHP 8.2
  * structures built in this process's own memory (process_vm_readv on
  * ourselves): names, classes, files, executing lines, internal frames, a
- * leaf whose saved opline is not its own, a stack deeper than one read, and
- * hostile input (a cycle, a bad function type, an absurd string length, a
- * NULL function, a depth beyond the cap).
+ * leaf whose saved opline is not its own, a stack deeper than one read, the
+ * target moving on between two reads of one stack, and hostile input (a
+ * cycle, a bad function type, an absurd string length, a NULL function, a
+ * depth beyond the cap).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -17,7 +18,25 @@
 /* the plugin's sources, compiled in: their symbols are static or php_ */
 #include "../../plugins/php/php_agg.c"
 #include "../../plugins/php/php_layout.c"
+#include "support/remote.h"
+
+/* The target running on while the worker is between two system calls: a
+ * test sets move_slot, and the walker's readv, after move_skip more calls,
+ * first stores move_to there (current_execute_data changing under it). */
+static uint64_t *move_slot, move_to;
+static int move_skip;
+static int readv_moving(pid_t pid, const struct pp_remote_iov *iov, size_t n) {
+  if (move_slot && move_skip > 0) {
+    move_skip--;
+  } else if (move_slot) {
+    memcpy(move_slot, &move_to, sizeof(move_to));
+    move_slot = NULL;
+  }
+  return pp_remote_readv(pid, iov, n);
+}
+#define pp_remote_readv readv_moving
 #include "../../plugins/php/php_walk.c"
+#undef pp_remote_readv
 
 struct zstr {
   uint64_t refcount, h, len;
@@ -183,6 +202,58 @@ static void deep_stack(const struct php_layout *L, struct php_attach *a) {
   put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
 }
 
+/* The walker names the leaf in one system call and reads the VM stack below
+ * it in the next; a target that ran on in between must not give a stack
+ * mixing two call chains (seen under load: the stale frame left in the
+ * leaf's slot, shown under a caller of another chain). */
+static void moved_between_reads(const struct php_layout *L, struct php_attach *a,
+                                struct php_walker *w) {
+  const struct php_frame *f = NULL;
+  uint32_t n = 0;
+  uint64_t *slot = (uint64_t *)(void *)(eg + L->eg_current_execute_data);
+  /* another chain's frame is current by the window read: dropped */
+  put64(ed[3], L->ed_func, (uintptr_t)fn_method);
+  move_to = (uintptr_t)ed[3];
+  move_slot = slot;
+  a->last_leaf = 0; /* so the leaf's window is a read of its own */
+  CHECK_EQ_INT(php_walk(w, getpid(), a, &f, &n), PHP_WALK_TORN);
+  /* idle by then: dropped */
+  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
+  move_to = 0;
+  move_slot = slot;
+  a->last_leaf = 0;
+  CHECK_EQ_INT(php_walk(w, getpid(), a, &f, &n), PHP_WALK_TORN);
+  /* returned to its caller before its own frame was read: that frame may
+   * be a leftover by then, dropped */
+  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
+  move_to = (uintptr_t)ed[1];
+  move_slot = slot;
+  a->last_leaf = 0;
+  CHECK_EQ_INT(php_walk(w, getpid(), a, &f, &n), PHP_WALK_TORN);
+  /* returned to its caller after: the caller's window (ed[1] lies above
+   * the leaf's) is read while the caller runs, kept */
+  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
+  move_to = (uintptr_t)ed[1];
+  move_slot = slot;
+  move_skip = 1;
+  a->last_leaf = 0;
+  CHECK_EQ_INT(php_walk(w, getpid(), a, &f, &n), PHP_WALK_OK);
+  CHECK(n == 3 && strcmp(f[0].name, "usleep") == 0 && strcmp(f[2].name, "<main>") == 0);
+  /* returned two frames down by the caller's window: dropped */
+  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
+  move_to = (uintptr_t)ed[2];
+  move_slot = slot;
+  move_skip = 1;
+  a->last_leaf = 0;
+  CHECK_EQ_INT(php_walk(w, getpid(), a, &f, &n), PHP_WALK_TORN);
+  /* nothing moved: kept */
+  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
+  a->last_leaf = 0;
+  CHECK_EQ_INT(php_walk(w, getpid(), a, &f, &n), PHP_WALK_OK);
+  CHECK_EQ_INT(n, 3);
+  memset(ed[3], 0, sizeof(ed[3]));
+}
+
 int main(void) {
   const struct php_layout *L = php_layout_find(8, 2);
   CHECK(L != NULL);
@@ -215,6 +286,7 @@ int main(void) {
 
   leaf_lines(L, &a, w);
   deep_stack(L, &a);
+  moved_between_reads(L, &a, w);
 
   /* aggregation: the same stack twice is one entry with count 2 */
   build(L);
