@@ -14,19 +14,25 @@ workers, printed as one line. At the end it asserts:
     each side the mean of up to five one-minute samples (the last ones of
     the warm-up, the last ones of the run), so one session's transient
     does not decide;
-  - no fd growth: for every process of the agent's tree, the fewest fds
-    it had open over the last five minutes is not above the fewest over
-    the last five minutes of the warm-up, counted every 5 s (the count
-    moves with the short-lived targets attached at that instant; a leak
-    raises the floor). The per-minute line prints the tree's total.
-    The perf worker's ELF files are counted apart: a symbol table reads its
-    names from its file and holds the descriptor while a live process maps
-    the file (perf.symbol_cache_mb's tables; at most 512, or a quarter of
+  - no fd growth: for every process of the agent's tree, the fewest
+    standing descriptors it had open over the last five minutes is not
+    above the fewest over the last five minutes of the warm-up, counted
+    every 5 s. Standing: all but two kinds, counted apart.
+    Descriptors bound to a live target (target_fds.py): a worker holds a
+    thread's stat file or a connection to a target while the target lives,
+    and under churn some target is alive at every instant; each is tied to
+    its process (the stat file still reads, the connection's other end is
+    held by a live process), so a leaked one, whose target is gone, stays
+    standing and raises the floor.
+    The perf worker's ELF files: a symbol table reads its names from its
+    file and holds the descriptor while a live process maps the file
+    (perf.symbol_cache_mb's tables; at most 512, or a quarter of
     RLIMIT_NOFILE), so that count rises as samples reach more of the long-
     lived processes' libraries, then stays. It must stay under the cap, and
     the held files must be mapped by a process (a leaked descriptor names a
-    file nobody maps); the floor of every other descriptor must not rise.
-    What changed between the two windows is printed per process;
+    file nobody maps).
+    The per-minute line prints the tree's total and the three counts; what
+    changed between the two windows is printed per process;
   - every session written: as many profile_*.col files as sessions the
     agent logged, each non-empty, and no stall: a session lasts the
     duration plus its snapshot and write (a few seconds), so at least
@@ -59,6 +65,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(SRC, "bench", "overhead"))
 import procstat  # noqa: E402
+import target_fds  # noqa: E402
 import workloads  # noqa: E402
 
 MODES = ["--nodejs-mode", "inspector", "--php-mode", "phpspy", "--dotnet-mode", "dotnet-trace"]
@@ -203,59 +210,75 @@ def mapped_files():
 
 
 class FdSample:
-    """Descriptors of the agent's tree at one instant, split into the perf
-    worker's symbol files (ELF files it holds) and everything else."""
+    """Descriptors of the agent's tree at one instant, each in one of three
+    sets: the perf worker's symbol files (ELF files it holds), descriptors
+    bound to a live target (target_fds: a thread's stat file, a connection
+    whose other end a live process holds), and the standing rest.
+    maps: check each symbol file is mapped by a process (the per-minute look;
+    the 5-s looks skip it)."""
 
-    def __init__(self, root):
-        self.by_proc = {}  # comm -> {target: count}
+    def __init__(self, root, maps=False):
+        pids = procstat.tree(root)
+        binder = target_fds.Binder(pids)
+        self.by_proc = {}  # comm -> {target: count}, every descriptor
+        self.standing = {}  # comm -> descriptors neither symbol file nor bound
+        self.bound = {}  # comm -> descriptors bound to a live target
         self.symfiles = 0
         self.symfiles_unmapped = []
-        self.other = 0
-        maps = None
-        for pid in procstat.tree(root):
+        mapped = None
+        for pid in pids:
             comm = procstat.comm(pid)
             c = self.by_proc.setdefault(comm, {})
+            self.standing.setdefault(comm, 0)
             for fd, t, key in procstat.fd_targets(pid):
                 c[t] = c.get(t, 0) + 1
                 if comm == "pp-perf" and key and is_elf("/proc/%d/fd/%s" % (pid, fd)):
                     self.symfiles += 1
-                    if maps is None:
-                        maps = mapped_files()
-                    if key[1] not in maps:
-                        self.symfiles_unmapped.append(t)
+                    if maps:
+                        if mapped is None:
+                            mapped = mapped_files()
+                        if key[1] not in mapped:
+                            self.symfiles_unmapped.append(t)
+                    continue
+                try:
+                    link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+                except OSError:
+                    continue  # closed since the listing
+                if binder.bound(pid, fd, link):
+                    self.bound[comm] = self.bound.get(comm, 0) + 1
                 else:
-                    self.other += 1
+                    self.standing[comm] += 1
+
+    @property
+    def other(self):
+        return sum(self.standing.values())
 
 
 class FdFloor(threading.Thread):
-    """Descriptors of every process of the agent's tree, per process, every
-    few seconds, all but the perf worker's symbol files. Short-lived targets
-    hold descriptors in the workers while they live (an inspector socket, a
-    diagnostics socket, a thread's stat file or CPU-time alarm), and about
-    three of them are alive at any instant; one look a minute nearly always
-    catches some, so the floor of five such looks moved by one or two with
-    which runtimes happened to be alive. Every 5 s, a five-minute window has
-    60 looks per process, among them instants with no short-lived target of
-    that worker's runtime alive: each process's floor is then its own
-    standing descriptors, and a leak in any one process raises it."""
+    """The standing descriptors (FdSample) of every process of the agent's
+    tree, per process, every few seconds. Short-lived targets hold
+    descriptors in the workers while they live, and about three of them are
+    alive at any instant, so a look a minute at the total moved by one or two
+    with which runtimes happened to be alive. Two things set them apart: the
+    descriptors positively bound to a live target are not counted
+    (target_fds), and each process's floor is taken over a look every 5 s
+    (60 looks in five minutes), which also covers the bound descriptors
+    target_fds cannot tie to a process (the ruby worker's perf_event alarms).
+    A leak in any one process raises its floor."""
 
     def __init__(self, root, t0, every=5.0):
         super().__init__(daemon=True)
         self.root, self.t0, self.every = root, t0, every
-        self.samples = []  # (minutes since t0, {comm: descriptors})
+        self.samples = []  # (minutes since t0, {comm: standing descriptors})
+        self.bound_peak = {}  # comm -> most descriptors bound to live targets at one look
         self.stop = False
 
     def run(self):
         while not self.stop:
-            counts = {}
-            for pid in procstat.tree(self.root):
-                comm = procstat.comm(pid)
-                n = 0
-                for fd, _t, key in procstat.fd_targets(pid):
-                    if not (comm == "pp-perf" and key and is_elf("/proc/%d/fd/%s" % (pid, fd))):
-                        n += 1
-                counts[comm] = counts.get(comm, 0) + n
-            self.samples.append(((time.monotonic() - self.t0) / 60.0, counts))
+            s = FdSample(self.root)
+            for comm, n in s.bound.items():
+                self.bound_peak[comm] = max(n, self.bound_peak.get(comm, 0))
+            self.samples.append(((time.monotonic() - self.t0) / 60.0, s.standing))
             time.sleep(self.every)
 
     def floors(self, lo, hi):
@@ -329,12 +352,14 @@ def main():
             ncol = len(glob.glob(os.path.join(out, "profile_*.col")))
             with open("/proc/loadavg") as f:
                 la = f.read().split()[0]
-            fs = FdSample(agent.pid)
+            fs = FdSample(agent.pid, maps=True)
             fdsamples[minute] = fs
             samples.append((minute, s.rss, s.pss, s.fds, len(s.pids), fs.symfiles, fs.other))
-            print("minute %3d: RSS %.1f MiB, PSS %.1f MiB, fds %d (perf symbol files %d, other %d), processes %d, "
+            print("minute %3d: RSS %.1f MiB, PSS %.1f MiB, fds %d (perf symbol files %d, bound to live targets %d, "
+                  "standing %d), processes %d, "
                   "sessions written %d, load %s"
-                  % (minute, s.rss / 1024.0, s.pss / 1024.0, s.fds, fs.symfiles, fs.other, len(s.pids), ncol, la),
+                  % (minute, s.rss / 1024.0, s.pss / 1024.0, s.fds, fs.symfiles, sum(fs.bound.values()), fs.other,
+                     len(s.pids), ncol, la),
                   flush=True)
             if minute >= a.minutes:
                 break
@@ -357,13 +382,14 @@ def main():
             print("fds: floor %d / peak %d at the end of warm-up, floor %d / peak %d at the end of the run"
                   % (ref_fds, max(x[3] for x in ref), end_fds, max(x[3] for x in end)))
             ref_oth, end_oth = min(x[6] for x in ref), min(x[6] for x in end)
-            print("fds but the perf worker's symbol files: floor %d / peak %d at the end of warm-up, floor %d / "
+            print("standing fds (all but the perf worker's symbol files and those bound to live targets): floor %d / "
+                  "peak %d at the end of warm-up, floor %d / "
                   "peak %d at the end of the run"
                   % (ref_oth, max(x[6] for x in ref), end_oth, max(x[6] for x in end)))
             last_min = samples[-1][0]
             fl_ref = fdfloor.floors(max(0.0, warm - 5), warm)
             fl_end = fdfloor.floors(max(warm, last_min - 5), last_min)
-            print("fds per process, all but the perf worker's symbol files, floor over the looks every %g s "
+            print("standing fds per process, floor over the looks every %g s "
                   "(minutes %g-%g -> %g-%g):" % (fdfloor.every, max(0.0, warm - 5), warm,
                                                   max(warm, last_min - 5), last_min))
             grew = []
@@ -372,6 +398,8 @@ def main():
                 print("  %-10s %3d (%d looks) -> %3d (%d looks)" % (comm, fr, kr, fe, ke))
                 if kr and ke and fe > fr:
                     grew.append("%s %d -> %d" % (comm, fr, fe))
+            print("descriptors bound to live targets, most at one look over the run: %s" % (", ".join(
+                "%s %d" % kv for kv in sorted(fdfloor.bound_peak.items())) or "none"))
             ok &= check(fl_ref and fl_end and not grew,
                         "no fd growth: no process's descriptor floor rose (sum %d -> %d)%s"
                         % (sum(f for f, _ in fl_ref.values()), sum(f for f, _ in fl_end.values()),
