@@ -6,8 +6,8 @@ debugger to disconnect..."). The plugin asks Node to announce that moment
 (NodeRuntime.notifyWhenWaitingForDisconnect) and then takes the profile and
 disconnects. Checked with a real node process (finishing.js, 8 s of work)
 inside a 30 s session: it exits well before the session ends, with status
-0, and the session's .col holds its finishingWork frames. (Node 20 still
-prints "Waiting for the debugger to disconnect..." before it is let go.)
+0, and the session's .col holds its frames. (Node 20 still prints "Waiting
+for the debugger to disconnect..." before it is let go.)
 """
 import os
 import sys
@@ -50,8 +50,12 @@ try:
         err = f.read()
     print("node stderr: " + err.replace("\n", " | "))
     u.check(got >= 1, "the session is written (%d)" % got)
-    mine = sum(c for f, c in stacks if any(x.startswith("finishingWork (") for x in f))
-    u.check(mine > 0, "its finishingWork frames are in the profile (%d samples)" % mine)
+    # its own functions (finishingWork, burn): V8 sometimes inlines
+    # finishingWork into burn, and its profile then names burn alone (seen
+    # once: 688 samples under burn, none under finishingWork)
+    mine = sum(c for f, c in stacks if any(x.startswith(("finishingWork (", "burn (")) and "/finishing.js:" in x
+                                          for x in f))
+    u.check(mine > 0, "its frames (finishingWork, burn) are in the profile (%d samples)" % mine)
     u.check("exiting; session closed" in agent.log_text(), "the log says the session was closed for it")
 finally:
     if agent:
