@@ -249,7 +249,7 @@ static int collect(struct php_walker *w, uint32_t pid, const struct php_layout *
                    uint64_t eg_ced, uint64_t lo, uint64_t hi, uint64_t first_after,
                    int *truncated) {
   if (first_after != ed) lo = hi = 0; /* moved while it was read: read it again */
-  uint32_t n = 0; /* the window holds [lo, hi) (empty: lo == hi) */
+  uint32_t n = 0;                     /* the window holds [lo, hi) (empty: lo == hi) */
   *truncated = 0;
   while (ed) {
     if (n == w->max_depth) {
