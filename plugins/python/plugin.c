@@ -289,6 +289,15 @@ static void thaw(const struct held *held, uint32_t n) {
 
 /* ---- targets ------------------------------------------------------------ */
 
+/* A target that exited stays until the snapshot, so its last stacks are
+ * emitted; its threads' stat files are of no use any more and go now (under
+ * churn they were a dozen descriptors of dead processes before each
+ * snapshot). */
+static void mark_gone(struct target *t) {
+  t->status = T_GONE;
+  close_all_fds(t);
+}
+
 static void reset_target(struct state *st, struct target *t) {
   close_all_fds(t);
   python_codecache_forget_pid(st->cc, t->pid);
@@ -320,7 +329,7 @@ static void try_locate(struct state *st, struct target *t) {
     return;
   }
   if (rc == -ESRCH) {
-    t->status = T_GONE;
+    mark_gone(t);
     return;
   }
   if (t->attempts >= LOCATE_ATTEMPTS) {
@@ -343,7 +352,7 @@ static void check_identity(struct state *st, struct target *t) {
   struct py_image_id now;
   if (python_image_id(t->pid, &now) < 0 || now.start_time != t->start_time) {
     LOG(st, PP_LOG_INFO, "pid %u: exited; stopped sampling it", t->pid);
-    t->status = T_GONE;
+    mark_gone(t);
     return;
   }
   if (!python_image_same(&now, &t->image)) {
@@ -371,7 +380,7 @@ static void sample_target(struct state *st, struct target *t) {
     t->failed++;
     if (rc == -ESRCH) {
       LOG(st, PP_LOG_INFO, "pid %u: exited; stopped sampling it", t->pid);
-      t->status = T_GONE;
+      mark_gone(t);
     } else if (st->now_ns - t->last_check_ns >= FAILED_CHECK_NS) {
       /* the usual cause of a sample that cannot be read is an exec: find
        * out now rather than fail every sample until the periodic check */
