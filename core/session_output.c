@@ -5,9 +5,6 @@
  * cannot be written is logged and the others are still written.
  */
 #include <errno.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +18,7 @@
 #include "output/html.h"
 #include "output/pending.h"
 #include "session_debug.h"
+#include "support/heap.h"
 #include "support/proc.h"
 #include "upload/publish.h"
 
@@ -78,18 +76,6 @@ static bool format_enabled(const struct pp_config *cfg, const char *name) {
   for (size_t i = 0; i < cfg->output_format_count; i++)
     if (strcmp(cfg->output_formats[i], name) == 0) return true;
   return false;
-}
-
-/* Writing a session takes buffers of a megabyte or more (the .col writer's
- * frame buffer, the HTML), freed right after. glibc raises its mmap
- * threshold after the first such free, so the next ones come from the heap
- * and their pages stay resident among long-lived blocks: the core's RSS
- * crept up ~20 KiB a minute in the one-hour soak while its heap (massif)
- * stayed flat. A trim once a session gives those pages back. */
-static void release_heap(void) {
-#ifdef __GLIBC__
-  malloc_trim(0);
-#endif
 }
 
 void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
@@ -272,5 +258,5 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
   json_decref(app_meta);
   json_decref(containers);
   json_decref(plugin_stats);
-  release_heap();
+  pp_release_heap();
 }

@@ -9,9 +9,6 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +19,7 @@
 #include "ipc.h"
 #include "log.h"
 #include "profile_codec.h"
+#include "support/heap.h"
 #include "worker_loop.h"
 
 struct wloop {
@@ -194,15 +192,6 @@ static int do_add_targets(struct wloop *l, const uint8_t *p, uint32_t len) {
   return rc ? reply_failed(l, rc, "add_targets") : reply(l, 0, NULL);
 }
 
-/* The snapshot's transient buffers (encode, plugin tables) would otherwise
- * stay resident in the heap (see release_heap in core/session_output.c):
- * trimmed once a session, in every plugin's worker, after the reply. */
-static void release_heap(void) {
-#ifdef __GLIBC__
-  malloc_trim(0);
-#endif
-}
-
 static int do_snapshot(struct wloop *l) {
   int rc = -EPROTO;
   char msg[700] = "not started";
@@ -246,7 +235,7 @@ static int do_snapshot(struct wloop *l) {
   int s = send_msg(l, PP_MSG_PROFILE, l->out.data, l->out.len);
   /* Do not keep a huge encode buffer around between snapshots. */
   if (l->out.cap > (8u << 20)) pp_wbuf_free(&l->out);
-  release_heap();
+  pp_release_heap();
   return s;
 }
 

@@ -11,9 +11,6 @@
  * same samples; per process the deeper one).
  */
 #include <errno.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +21,7 @@
 #include <asm/perf_regs.h>
 
 #include "perf.h"
+#include "support/heap.h"
 #include "support/proc.h"
 
 static const char *const mode_choices[] = {"fp", "dwarf", "smart", NULL};
@@ -598,16 +596,6 @@ static int perf_tick(void *state, uint64_t now_ns) {
   return 0;
 }
 
-/* glibc keeps freed memory in the heap (and raises its mmap threshold
- * after a large free, so later tables come from the heap too): without a
- * trim, RSS stays at the high-water mark of the largest table set ever
- * held. Once per session, only after tables were dropped. */
-static void release_heap(void) {
-#ifdef __GLIBC__
-  malloc_trim(0);
-#endif
-}
-
 static int perf_snapshot(void *state, struct pp_sink *sink) {
   struct perf_state *st = state;
   const struct pp_host *h = st->host;
@@ -640,8 +628,10 @@ static int perf_snapshot(void *state, struct pp_sink *sink) {
   size_t before = st->dsos.bytes;
   perf_procs_reap(st, true);
   size_t freed = before - st->dsos.bytes;
-  /* free() keeps the pages in the heap; hand them back so RSS follows */
-  if (freed) release_heap();
+  /* free() keeps the pages in the heap; hand them back now, whatever hosts
+   * the plugin (the worker loop trims after every snapshot too; the
+   * in-process harness of test_perf_exited_tables does not) */
+  if (freed) pp_release_heap();
 
   h->add_counter(sink, "samples", st->samples);
   h->add_counter(sink, "lost_samples", st->lost);
