@@ -259,7 +259,8 @@ static int move_off_default_port(struct nodejs_state *st, struct nodejs_target *
    * was sometimes there already (Node reopens from a setImmediate, often
    * before the drain below sees EOF); it then looked like someone else's
    * inspector, was used as such and left open at stop (seen under load in
-   * test_nodejs_http, _netns and _port_move). */
+   * test_nodejs_http, _netns and _port_move). Into a copy, stored on
+   * success only: the caller may be walking t->pre (try_listeners). */
   struct nodejs_listener before[NODEJS_MAX_PRE];
   int nb = nodejs_listeners(t->pid, before, NODEJS_MAX_PRE);
   json_t *v = NULL;

@@ -561,7 +561,7 @@ int nodejs_ws_send_close(struct nodejs_ws *ws, uint64_t deadline_ns) {
 
 void nodejs_ws_close(struct nodejs_ws *ws, int send_close) {
   if (ws->fd >= 0) {
-    if (send_close) send_frame(ws, NODEJS_WS_OP_CLOSE, "", 0, nodejs_now_ns() + 200000000ull);
+    if (send_close) nodejs_ws_send_close(ws, nodejs_now_ns() + 200000000ull);
     close(ws->fd);
   }
   ws->fd = -1;

@@ -74,9 +74,9 @@ int nodejs_ws_send_text(struct nodejs_ws *ws, const char *text, size_t len, uint
  * call; it is NUL-terminated. Pings are ignored (Node drops a client that
  * answers with a pong); a close frame or EOF is -ECONNRESET. */
 int nodejs_ws_recv(struct nodejs_ws *ws, const char **msg, size_t *len, uint64_t deadline_ns);
-/* Sends a close frame (best effort, when send_close) and closes the socket. */
 /* Sends a close frame and leaves the socket open (to read until EOF). */
 int nodejs_ws_send_close(struct nodejs_ws *ws, uint64_t deadline_ns);
+/* Sends a close frame (best effort, when send_close) and closes the socket. */
 void nodejs_ws_close(struct nodejs_ws *ws, int send_close);
 
 uint64_t nodejs_now_ns(void);
