@@ -572,8 +572,7 @@ static int py_snapshot(void *state, struct pp_sink *sink) {
   /* forget processes that are gone; their last stacks were emitted above */
   for (size_t i = 0; i < st->ntargets;) {
     struct target *t = st->targets[i];
-    if (t->status == T_GONE) {
-      close_all_fds(t);
+    if (t->status == T_GONE) { /* its stat files went with the exit (mark_gone) */
       python_codecache_forget_pid(st->cc, t->pid);
       free(t->pre_tids);
       free(t->pre_states);
