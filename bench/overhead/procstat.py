@@ -97,7 +97,8 @@ def fd_targets(pid):
     compare: "socket", "pipe", "anon_inode:[perf_event]", a file path
     (prefixed "file:" for regular files), /proc/1234/task/1235/stat as
     /proc/N/task/N/stat.
-    Returns (fd, target, (dev, ino) or None) per descriptor."""
+    Returns (fd, target, (dev, ino) or None, the link as read) per
+    descriptor."""
     out = []
     base = "/proc/%d/fd" % pid
     try:
@@ -106,7 +107,7 @@ def fd_targets(pid):
         return out
     for fd in fds:
         try:
-            t = os.readlink(os.path.join(base, fd))
+            t = link = os.readlink(os.path.join(base, fd))
         except OSError:
             continue
         key = None
@@ -126,7 +127,7 @@ def fd_targets(pid):
                 t = "/".join("N" if x.isdigit() else x for x in parts)
             if key and not t.startswith("/proc/"):
                 t = "file:" + t
-        out.append((fd, t, key))
+        out.append((fd, t, key, link))
     return out
 
 

@@ -230,7 +230,7 @@ class FdSample:
             comm = procstat.comm(pid)
             c = self.by_proc.setdefault(comm, {})
             self.standing.setdefault(comm, 0)
-            for fd, t, key in procstat.fd_targets(pid):
+            for fd, t, key, link in procstat.fd_targets(pid):
                 c[t] = c.get(t, 0) + 1
                 if comm == "pp-perf" and key and is_elf("/proc/%d/fd/%s" % (pid, fd)):
                     self.symfiles += 1
@@ -240,10 +240,6 @@ class FdSample:
                         if key[1] not in mapped:
                             self.symfiles_unmapped.append(t)
                     continue
-                try:
-                    link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-                except OSError:
-                    continue  # closed since the listing
                 if binder.bound(pid, fd, link):
                     self.bound[comm] = self.bound.get(comm, 0) + 1
                 else:
