@@ -17,6 +17,24 @@ sys.path.insert(0, os.path.dirname(__file__))
 import pputil as u  # noqa: E402
 
 
+def children_of(ppid, comm):
+    """Pids of the processes named comm whose parent is ppid."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                st = f.read()
+        except OSError:
+            continue
+        name = st[st.index("(") + 1:st.rindex(")")]
+        parent = int(st[st.rindex(")") + 2:].split()[1])
+        if parent == ppid and name == comm:
+            out.append(int(d))
+    return out
+
+
 class Agent:
     """A continuous agent (`-c`) writing to out_dir, with its own config."""
 
@@ -71,20 +89,7 @@ class Agent:
     def children(self, comm):
         """Pids of the agent's child processes named comm (workers are
         "pp-<plugin>")."""
-        out = []
-        for d in os.listdir("/proc"):
-            if not d.isdigit():
-                continue
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    st = f.read()
-            except OSError:
-                continue
-            name = st[st.index("(") + 1:st.rindex(")")]
-            ppid = int(st[st.rindex(")") + 2:].split()[1])
-            if ppid == self.proc.pid and name == comm:
-                out.append(int(d))
-        return out
+        return children_of(self.proc.pid, comm)
 
     def stop(self):
         """SIGTERM, wait; returns the exit code (kills it after 60 s)."""

@@ -19,24 +19,9 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "workloads", "nodejs"))
+import faultutil as fu  # noqa: E402
 import nodetest as n  # noqa: E402
 import pputil as u  # noqa: E402
-
-
-def worker_of(agent_pid):
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open("/proc/%s/stat" % d) as f:
-                st = f.read()
-        except OSError:
-            continue
-        comm = st[st.index("(") + 1:st.rindex(")")]
-        ppid = int(st[st.rindex(")") + 2:].split()[1])
-        if comm == "pp-nodejs" and ppid == agent_pid:
-            return int(d)
-    return None
 
 
 def tcp_sockets(pid):
@@ -80,7 +65,7 @@ try:
     u.check(node.returncode == 0, "its exit status is 0 (%s)" % node.returncode)
     log = agent.log_text()
     u.check("exiting; session closed" in log, "the log says the session was closed for it")
-    worker = worker_of(agent.p.pid)
+    worker = (fu.children_of(agent.p.pid, "pp-nodejs") or [None])[0]
     u.check(worker is not None, "the nodejs worker runs (%s)" % worker)
     held = tcp_sockets(worker) if worker else ["no worker"]
     end = time.time() + 3

@@ -202,6 +202,19 @@ static void deep_stack(const struct php_layout *L, struct php_attach *a) {
   put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
 }
 
+/* One walk from the leaf ed[0], its window read on its own, where
+ * current_execute_data becomes `to` just before the walker's readv number
+ * skip (counting from 0); skip < 0: nothing moves. */
+static int walk_moving(const struct php_layout *L, struct php_attach *a, struct php_walker *w,
+                       uint64_t to, int skip, const struct php_frame **f, uint32_t *n) {
+  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
+  move_to = to;
+  move_skip = skip;
+  move_slot = skip < 0 ? NULL : (uint64_t *)(void *)(eg + L->eg_current_execute_data);
+  a->last_leaf = 0; /* so the leaf's window is a read of its own */
+  return php_walk(w, getpid(), a, f, n);
+}
+
 /* The walker names the leaf in one system call and reads the VM stack below
  * it in the next; a target that ran on in between must not give a stack
  * mixing two call chains (seen under load: the stale frame left in the
@@ -210,47 +223,24 @@ static void moved_between_reads(const struct php_layout *L, struct php_attach *a
                                 struct php_walker *w) {
   const struct php_frame *f = NULL;
   uint32_t n = 0;
-  uint64_t *slot = (uint64_t *)(void *)(eg + L->eg_current_execute_data);
-  /* another chain's frame is current by the window read: dropped */
   put64(ed[3], L->ed_func, (uintptr_t)fn_method);
-  move_to = (uintptr_t)ed[3];
-  move_slot = slot;
-  a->last_leaf = 0; /* so the leaf's window is a read of its own */
-  CHECK_EQ_INT(php_walk(w, getpid(), a, &f, &n), PHP_WALK_TORN);
+  /* another chain's frame is current by the window read: dropped */
+  CHECK_EQ_INT(walk_moving(L, a, w, (uintptr_t)ed[3], 0, &f, &n), PHP_WALK_TORN);
   /* idle by then: dropped */
-  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
-  move_to = 0;
-  move_slot = slot;
-  a->last_leaf = 0;
-  CHECK_EQ_INT(php_walk(w, getpid(), a, &f, &n), PHP_WALK_TORN);
+  CHECK_EQ_INT(walk_moving(L, a, w, 0, 0, &f, &n), PHP_WALK_TORN);
   /* returned to its caller before its own frame was read: that frame may
    * be a leftover by then, dropped */
-  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
-  move_to = (uintptr_t)ed[1];
-  move_slot = slot;
-  a->last_leaf = 0;
-  CHECK_EQ_INT(php_walk(w, getpid(), a, &f, &n), PHP_WALK_TORN);
+  CHECK_EQ_INT(walk_moving(L, a, w, (uintptr_t)ed[1], 0, &f, &n), PHP_WALK_TORN);
   /* returned to its caller after: the caller's window (ed[1] lies above
    * the leaf's) is read while the caller runs, kept */
-  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
-  move_to = (uintptr_t)ed[1];
-  move_slot = slot;
-  move_skip = 1;
-  a->last_leaf = 0;
-  CHECK_EQ_INT(php_walk(w, getpid(), a, &f, &n), PHP_WALK_OK);
+  CHECK_EQ_INT(walk_moving(L, a, w, (uintptr_t)ed[1], 1, &f, &n), PHP_WALK_OK);
   CHECK(n == 3 && strcmp(f[0].name, "usleep") == 0 && strcmp(f[2].name, "<main>") == 0);
   /* returned two frames down by the caller's window: dropped */
-  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
-  move_to = (uintptr_t)ed[2];
-  move_slot = slot;
-  move_skip = 1;
-  a->last_leaf = 0;
-  CHECK_EQ_INT(php_walk(w, getpid(), a, &f, &n), PHP_WALK_TORN);
+  CHECK_EQ_INT(walk_moving(L, a, w, (uintptr_t)ed[2], 1, &f, &n), PHP_WALK_TORN);
   /* nothing moved: kept */
-  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
-  a->last_leaf = 0;
-  CHECK_EQ_INT(php_walk(w, getpid(), a, &f, &n), PHP_WALK_OK);
+  CHECK_EQ_INT(walk_moving(L, a, w, 0, -1, &f, &n), PHP_WALK_OK);
   CHECK_EQ_INT(n, 3);
+  put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
   memset(ed[3], 0, sizeof(ed[3]));
 }
 
