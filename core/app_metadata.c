@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "metadata.h"
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 
 #define MAX_PHDRS 4096
 #define MAX_NOTE_BYTES (64 * 1024)

@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "enrich.h"
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 
 #define MAX_ARGS 4096
 #define MAX_PATH_TEXT 8192 /* resolved paths longer than this are hostile */

@@ -12,7 +12,7 @@
 
 #include "rootless.h"
 #include "session.h"
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 #include "worker_exe.h"
 
 static void print_caps(FILE *out, uint64_t caps) {

@@ -22,7 +22,7 @@
 #include "log.h"
 #include "lru.h"
 #include "metadata.h"
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 
 #define CMDLINE_CAP (128 * 1024)
 #define CGROUP_CAP (64 * 1024)

@@ -14,7 +14,7 @@
 
 #include "log.h"
 #include "rootless.h"
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 
 /* Truncating copy (snprintf("%s") makes GCC warn about the truncation we
  * want). */

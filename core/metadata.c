@@ -28,7 +28,7 @@
 #include <cpuid.h>
 #endif
 
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 
 #define UNKNOWN "unknown"
 

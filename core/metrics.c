@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "metadata.h"
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 
 struct pp_metrics {
   bool have_cpu;

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 
 void pp_rootless_user_dir(char *out, size_t cap) {
   const char *xdg = getenv("XDG_RUNTIME_DIR");

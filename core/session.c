@@ -21,7 +21,7 @@
 #include "pidfile.h"
 #include "rootless.h"
 #include "sd_notify.h"
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 #include "upload/uploader.h"
 
 /* --- signals ------------------------------------------------------------ */

@@ -18,8 +18,8 @@
 #include "output/html.h"
 #include "output/pending.h"
 #include "session_debug.h"
-#include "support/heap.h"
-#include "support/proc.h"
+#include "polyprof/kit/heap.h"
+#include "polyprof/kit/proc.h"
 #include "upload/publish.h"
 
 /* A runtime plugin that lost its data: every pid it was covering gets an

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 
 #define RECHECK_MIN_S 1
 #define RECHECK_MAX_S 600

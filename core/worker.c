@@ -54,7 +54,7 @@
 #include "log.h"
 #include "profile_codec.h"
 #include "supervisor.h"
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 #include "worker_exe.h"
 #include "worker_loop.h"
 

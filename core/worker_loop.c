@@ -19,7 +19,7 @@
 #include "ipc.h"
 #include "log.h"
 #include "profile_codec.h"
-#include "support/heap.h"
+#include "polyprof/kit/heap.h"
 #include "worker_loop.h"
 
 struct wloop {

@@ -1,17 +1,17 @@
 /*
- * Fuzz target: ELF facts and symbol tables (core/support/elf_symbols.c), the
+ * Fuzz target: ELF facts and symbol tables (sdk/elf_symbols.c), the
  * code that opens every object a profiled process maps. Reads the input both
  * as a file (fd, as perf's dso loader does) and from memory (as the vDSO is),
  * then looks up addresses and file offsets taken from the input, and asks
- * its GNU hash table for exported names (core/support/elf_exports.c, how the
+ * its GNU hash table for exported names (sdk/elf_exports.c, how the
  * nodejs plugin recognises Node).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz_input.h"
-#include "support/elf_exports.h"
-#include "support/elf_symbols.h"
+#include "polyprof/kit/elf_exports.h"
+#include "polyprof/kit/elf_symbols.h"
 
 static void probe(const struct pp_elf_info *info, const struct pp_elf_symtab *t,
                   const uint8_t *data, size_t size) {

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "fuzz_input.h"
-#include "support/jitdump.h"
+#include "polyprof/kit/jitdump.h"
 
 static void probe(const struct pp_jitdump *j, const uint8_t *data, size_t size) {
   const struct pp_perfmap *m = pp_jitdump_map(j);

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "fuzz_input.h"
-#include "support/kallsyms.h"
+#include "polyprof/kit/kallsyms.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char path[64];

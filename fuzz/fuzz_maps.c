@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "fuzz_input.h"
-#include "support/maps.h"
+#include "polyprof/kit/maps.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* single line parser on a NUL-terminated copy, with a 4-byte path buffer */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "fuzz_input.h"
-#include "support/perfmap.h"
+#include "polyprof/kit/perfmap.h"
 
 static void probe(const struct pp_perfmap *m, const uint8_t *data, size_t size) {
   uint64_t start;

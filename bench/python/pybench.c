@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "../../plugins/python/python.h"
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 
 static double now_s(void) {
   struct timespec ts;

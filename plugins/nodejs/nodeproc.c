@@ -9,7 +9,7 @@
  */
 #include "nodeproc.h"
 
-#include "support/elf_exports.h"
+#include "polyprof/kit/elf_exports.h"
 
 #include <dirent.h>
 #include <errno.h>

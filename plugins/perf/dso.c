@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "perf.h"
-#include "support/maps.h"
+#include "polyprof/kit/maps.h"
 
 #define UNWIND_SECTION_MAX (64u << 20) /* refuse absurd .eh_frame sizes */
 #define VDSO_KEY 0xfffffffffffffff1ull

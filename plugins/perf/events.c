@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "perf.h"
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 
 #define SCRATCH_SIZE 65536 /* header.size is 16 bits */
 

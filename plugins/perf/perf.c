@@ -21,8 +21,8 @@
 #include <asm/perf_regs.h>
 
 #include "perf.h"
-#include "support/heap.h"
-#include "support/proc.h"
+#include "polyprof/kit/heap.h"
+#include "polyprof/kit/proc.h"
 
 static const char *const mode_choices[] = {"fp", "dwarf", "smart", NULL};
 

@@ -26,10 +26,10 @@
 
 #include "idmap.h"
 #include "polyprof/plugin.h"
-#include "support/elf_symbols.h"
-#include "support/jitdump.h"
-#include "support/kallsyms.h"
-#include "support/perfmap.h"
+#include "polyprof/kit/elf_symbols.h"
+#include "polyprof/kit/jitdump.h"
+#include "polyprof/kit/kallsyms.h"
+#include "polyprof/kit/perfmap.h"
 
 #define PERF_MAX_FRAMES 256 /* frames kept per stack (kernel + user) */
 #define PERF_COMM_LEN 16

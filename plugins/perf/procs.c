@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "perf.h"
-#include "support/maps.h"
-#include "support/proc.h"
+#include "polyprof/kit/maps.h"
+#include "polyprof/kit/proc.h"
 
 void perf_procs_init(struct perf_procs *t, size_t max_procs, size_t max_maps) {
   memset(t, 0, sizeof(*t));

@@ -19,8 +19,8 @@
 #include <sys/stat.h>
 
 #include "perf.h"
-#include "support/demangle.h"
-#include "support/proc.h"
+#include "polyprof/kit/demangle.h"
+#include "polyprof/kit/proc.h"
 
 #define KEY_KERNEL (1ull << 62)
 #define KEY_JIT (2ull << 62)

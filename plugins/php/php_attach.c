@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "php.h"
-#include "support/remote.h"
+#include "polyprof/kit/remote.h"
 
 #define BIN_CACHE 32
 #define SCAN_CHUNK (1u << 20)

@@ -42,7 +42,7 @@
 #include <string.h>
 
 #include "php.h"
-#include "support/remote.h"
+#include "polyprof/kit/remote.h"
 
 #define ZSTR_LEN_OFF 16
 #define ZSTR_VAL_OFF 24

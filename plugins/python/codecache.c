@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "python.h"
-#include "support/remote.h"
+#include "polyprof/kit/remote.h"
 
 #define WAYS 4
 

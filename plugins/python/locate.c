@@ -20,8 +20,8 @@
 #include <sys/stat.h>
 
 #include "python.h"
-#include "support/proc.h"
-#include "support/remote.h"
+#include "polyprof/kit/proc.h"
+#include "polyprof/kit/remote.h"
 
 enum {
   SYM_RUNTIME,

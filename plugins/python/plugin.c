@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "python.h"
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 
 #define MAX_STAT_FDS 64 /* cached /proc/.../stat fds per target */
 #define LOCATE_RETRY_NS 250000000ull

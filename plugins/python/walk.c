@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "python.h"
-#include "support/remote.h"
+#include "polyprof/kit/remote.h"
 
 /* <= 3.10 frames are heap objects, one read each; but frames of nearby
  * calls usually share pages (free lists, pymalloc arenas), so whole pages

@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "ruby.h"
-#include "support/proc.h"
-#include "support/remote.h"
+#include "polyprof/kit/proc.h"
+#include "polyprof/kit/remote.h"
 
 enum { SYM_VERSION, SYM_VM_PTR, SYM_EC_PTR, SYM_GLOBAL_SYMBOLS, SYM_GLOBAL_SYMBOLS_OLD, SYM_COUNT };
 static const char *const sym_names[SYM_COUNT] = {"ruby_version", "ruby_current_vm_ptr",

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "ruby.h"
-#include "support/remote.h"
+#include "polyprof/kit/remote.h"
 
 #define ISEQ_BODY 16
 #define BODY_PATHOBJ 64

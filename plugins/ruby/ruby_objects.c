@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "ruby.h"
-#include "support/remote.h"
+#include "polyprof/kit/remote.h"
 
 #define T_MASK 0x1fu
 #define T_STRING 0x05u

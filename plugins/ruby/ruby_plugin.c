@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include "ruby.h"
-#include "support/proc.h"
-#include "support/remote.h"
+#include "polyprof/kit/proc.h"
+#include "polyprof/kit/remote.h"
 
 static const char *const mode_choices[] = {"rbspy", NULL};
 static const char *const thread_ids_choices[] = {"auto", "pthread", NULL};

@@ -29,8 +29,8 @@
 #include <unistd.h>
 
 #include "ruby.h"
-#include "support/proc.h"
-#include "support/remote.h"
+#include "polyprof/kit/proc.h"
+#include "polyprof/kit/remote.h"
 
 #define ATTACH_RETRY_NS 200000000ull
 /* Thread lists are re-read every 50 ms while threads come and go (a new

@@ -30,8 +30,8 @@
 #include <unistd.h>
 
 #include "ruby.h"
-#include "support/proc.h"
-#include "support/remote.h"
+#include "polyprof/kit/proc.h"
+#include "polyprof/kit/remote.h"
 
 #define MAX_TASKS_SCANNED 4096
 

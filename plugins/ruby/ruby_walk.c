@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "ruby.h"
-#include "support/remote.h"
+#include "polyprof/kit/remote.h"
 
 #define CFP_PC 0
 #define CFP_ISEQ 16

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "polyprof/plugin.h"
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 
 #define MAX_OPTS 64
 

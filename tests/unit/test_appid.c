@@ -15,7 +15,7 @@
 
 #include "appid.h"
 #include "enrich.h"
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 #include "testlib.h"
 
 static char tmp[PATH_MAX];

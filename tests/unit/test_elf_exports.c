@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "support/elf_exports.h"
+#include "polyprof/kit/elf_exports.h"
 #include "testlib.h"
 
 static char tmpdir[] = "/tmp/pp-elf-exports-XXXXXX";

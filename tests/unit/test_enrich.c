@@ -24,7 +24,7 @@
 #include "enrich.h"
 #include "metadata.h"
 #include "profile.h"
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 #include "testlib.h"
 
 #define A(...) ((const char *const[]){__VA_ARGS__, NULL})

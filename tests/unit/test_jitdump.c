@@ -1,9 +1,9 @@
 /*
- * Unit tests of the jitdump reader (core/support/jitdump.c) on hand-built
+ * Unit tests of the jitdump reader (sdk/jitdump.c) on hand-built
  * dumps: code loads and moves, records it skips, a tail still being
  * written, broken sizes and headers, the byte budget, incremental reads of a
  * growing file in small chunks, and opening through a process's root
- * without following links (core/support/open_beneath.c).
+ * without following links (sdk/open_beneath.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "support/jitdump.h"
-#include "support/open_beneath.h"
+#include "polyprof/kit/jitdump.h"
+#include "polyprof/kit/open_beneath.h"
 #include "testlib.h"
 
 static char tmpdir[] = "/tmp/pp-jitdump-XXXXXX";

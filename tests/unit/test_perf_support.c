@@ -13,11 +13,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "support/demangle.h"
-#include "support/elf_symbols.h"
-#include "support/kallsyms.h"
-#include "support/maps.h"
-#include "support/perfmap.h"
+#include "polyprof/kit/demangle.h"
+#include "polyprof/kit/elf_symbols.h"
+#include "polyprof/kit/kallsyms.h"
+#include "polyprof/kit/maps.h"
+#include "polyprof/kit/perfmap.h"
 #include "testlib.h"
 
 static char tmpdir[] = "/tmp/pp-perf-support-XXXXXX";

@@ -18,7 +18,7 @@
 /* the plugin's sources, compiled in: their symbols are static or php_ */
 #include "../../plugins/php/php_agg.c"
 #include "../../plugins/php/php_layout.c"
-#include "support/remote.h"
+#include "polyprof/kit/remote.h"
 
 /* The target running on while the worker is between two system calls: a
  * test sets move_slot, and the walker's readv, after move_skip more calls,

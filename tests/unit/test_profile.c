@@ -6,7 +6,7 @@
 
 #include "output/col.h"
 #include "profile.h"
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 #include "testlib.h"
 
 static void test_intern_and_aggregate(void) {

@@ -7,7 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "support/remote.h"
+#include "polyprof/kit/remote.h"
 #include "testlib.h"
 
 /* The child inherits these at the same addresses (fork). */

@@ -5,7 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 #include "targets.h"
 #include "testlib.h"
 

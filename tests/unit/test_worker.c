@@ -18,7 +18,7 @@
 #include "host.h"
 #include "log.h"
 #include "supervisor.h"
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 #include "testlib.h"
 
 static struct pp_plugin_info *infos;

@@ -2,7 +2,7 @@
  * Demangling through libiberty's cplus_demangle (the GNU implementation perf
  * and binutils use), linked statically from libiberty-dev.
  */
-#include "support/demangle.h"
+#include "polyprof/kit/demangle.h"
 
 #include <libiberty/demangle.h>
 #include <stdlib.h>

@@ -3,7 +3,7 @@
  * comm or cmdline is whatever the process wrote), so every read is capped and
  * every parse tolerates garbage.
  */
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 
 #include <errno.h>
 #include <fcntl.h>

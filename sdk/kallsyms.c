@@ -12,7 +12,7 @@
  * 1.6 MB of names): such an entry shares the name of the function it pads
  * and is flagged, and its name is rebuilt at lookup.
  */
-#include "support/kallsyms.h"
+#include "polyprof/kit/kallsyms.h"
 
 #include <errno.h>
 #include <stdbool.h>

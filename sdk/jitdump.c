@@ -14,7 +14,7 @@
  *     3 CODE_CLOSE nothing follows
  *     2 DEBUG_INFO, 4 UNWINDING_INFO and ids added later are skipped by size.
  */
-#include "support/jitdump.h"
+#include "polyprof/kit/jitdump.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,8 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "support/open_beneath.h"
-#include "support/proc.h"
+#include "polyprof/kit/open_beneath.h"
+#include "polyprof/kit/proc.h"
 
 #define JITDUMP_MAGIC 0x4A695444u
 #define HEADER_MIN 40u

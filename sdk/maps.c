@@ -1,7 +1,7 @@
 /*
  * /proc/PID/maps reader. See maps.h.
  */
-#include "support/maps.h"
+#include "polyprof/kit/maps.h"
 
 #include <errno.h>
 #include <stdio.h>

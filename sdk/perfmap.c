@@ -1,7 +1,7 @@
 /*
  * perf-<pid>.map loader. See perfmap.h.
  */
-#include "support/perfmap.h"
+#include "polyprof/kit/perfmap.h"
 
 #include <errno.h>
 #include <fcntl.h>

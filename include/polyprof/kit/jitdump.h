@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "support/perfmap.h"
+#include "polyprof/kit/perfmap.h"
 
 struct pp_jitdump;
 

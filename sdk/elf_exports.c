@@ -8,7 +8,7 @@
  * The file is untrusted: every offset and count is checked against the
  * file and section sizes before it is read.
  */
-#include "support/elf_exports.h"
+#include "polyprof/kit/elf_exports.h"
 
 #include <elf.h>
 #include <errno.h>

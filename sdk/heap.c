@@ -1,4 +1,4 @@
-#include "support/heap.h"
+#include "polyprof/kit/heap.h"
 
 #include <stdlib.h> /* before the test below: defines __GLIBC__ on glibc */
 #ifdef __GLIBC__

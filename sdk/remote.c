@@ -1,7 +1,7 @@
 /*
  * Remote memory reads and runtime symbol lookup (see remote.h).
  */
-#include "support/remote.h"
+#include "polyprof/kit/remote.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "support/proc.h"
+#include "polyprof/kit/proc.h"
 
 #define PAGE 4096u
 

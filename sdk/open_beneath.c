@@ -1,7 +1,7 @@
 /*
  * Component-by-component open without following links. See open_beneath.h.
  */
-#include "support/open_beneath.h"
+#include "polyprof/kit/open_beneath.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -2,7 +2,7 @@
  * ELF symbols, build-ids, debuglinks and Go versions through libelf. See
  * elf_symbols.h.
  */
-#include "support/elf_symbols.h"
+#include "polyprof/kit/elf_symbols.h"
 
 #include <errno.h>
 #include <fcntl.h>
