@@ -2,15 +2,15 @@
  * Fuzz target: ELF facts and symbol tables (sdk/elf_symbols.c), the
  * code that opens every object a profiled process maps. Reads the input both
  * as a file (fd, as perf's dso loader does) and from memory (as the vDSO is),
- * then looks up addresses and file offsets taken from the input, and asks
- * its GNU hash table for exported names (sdk/elf_exports.c, how the
- * nodejs plugin recognises Node).
+ * then looks up addresses and file offsets taken from the input, and looks
+ * names up (sdk/elf_lookup.c: the GNU hash table, then the symbol walk), as
+ * the runtime plugins find an interpreter's globals.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fuzz_input.h"
-#include "polyprof/kit/elf_exports.h"
+#include "polyprof/kit/elf_lookup.h"
 #include "polyprof/kit/elf_symbols.h"
 
 static void probe(const struct pp_elf_info *info, const struct pp_elf_symtab *t,
@@ -59,8 +59,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (pp_elf_load(fd, 0, &info, NULL) == 0) probe(&info, NULL, data, size);
   static const char *const exported[] = {"napi_module_register", "_ZN2v87Isolate10GetCurrentEv",
                                          "malloc", ""};
-  unsigned found = 0;
-  if (pp_elf_exports(fd, exported, 4, &found) == 0 && (found >> 4)) abort();
+  uint64_t values[4], sizes[4];
+  int n = pp_elf_lookup_symbols(fd, exported, 4, PP_ELF_EXPORTED_ONLY, values, sizes);
+  if (n > 4) abort();
+  n = pp_elf_lookup_symbols(fd, exported, 4, 0, values, NULL);
+  if (n > 4) abort();
+  uint64_t sv, ss;
+  pp_elf_find_section(fd, ".data", &sv, &ss);
+  pp_elf_load_bias(fd, 0x400000, &sv);
   /* from memory: libelf wants a writable, suitably aligned image */
   void *copy = malloc(size ? size : 1);
   if (!copy) abort();

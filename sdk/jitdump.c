@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "polyprof/kit/open_beneath.h"
+#include "polyprof/kit/target_files.h"
 #include "polyprof/kit/proc.h"
 
 #define JITDUMP_MAGIC 0x4A695444u
@@ -295,7 +295,8 @@ int pp_jitdump_read_fd(struct pp_jitdump *d, int fd, size_t chunk) {
 
 int pp_jitdump_update(struct pp_jitdump *d, uint32_t pid, const char *path) {
   if (d->status != 0) return d->status < 0 ? d->status : 0;
-  int fd = pp_open_in_proc_root(pid, path);
+  /* written by the target: must be its own file */
+  int fd = pp_target_open(pid, path, 0, NULL, NULL, NULL, 0);
   if (fd < 0) return fd;
   struct stat st;
   if (fstat(fd, &st) < 0) {

@@ -9,14 +9,12 @@
  */
 #include "nodeproc.h"
 
-#include "polyprof/kit/elf_exports.h"
+#include "polyprof/kit/elf_lookup.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,41 +48,10 @@ static ssize_t read_bounded(const char *path, char *buf, size_t cap) {
 
 static const char *const node_symbols[] = {"napi_module_register", "_ZN2v87Isolate10GetCurrentEv"};
 
-/* Walks every dynamic symbol: only for files without a GNU hash table,
- * since it maps the file and touches all of .dynsym and .dynstr. */
-static int elf_walk_node_symbols(int fd) {
-  const char *const *want = node_symbols;
-  if (elf_version(EV_CURRENT) == EV_NONE) return 0;
-  Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-  if (!e) return 0;
-  int found = 0;
-  Elf_Scn *scn = NULL;
-  while ((scn = elf_nextscn(e, scn)) && found != 3) {
-    GElf_Shdr sh;
-    if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_DYNSYM || !sh.sh_entsize) continue;
-    Elf_Data *d = elf_getdata(scn, NULL);
-    if (!d) continue;
-    size_t count = sh.sh_size / sh.sh_entsize;
-    if (count > 10u << 20) continue; /* not a sane executable */
-    for (size_t i = 0; i < count && found != 3; i++) {
-      GElf_Sym s;
-      if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF) continue;
-      const char *name = elf_strptr(e, sh.sh_link, s.st_name);
-      if (!name) continue;
-      for (int w = 0; w < 2; w++)
-        if (strcmp(name, want[w]) == 0) found |= 1 << w;
-    }
-  }
-  elf_end(e);
-  return found == 3;
-}
-
 /* 1 if the ELF file exports both symbols Node is known by. */
 static int elf_has_node_symbols(int fd) {
-  unsigned found = 0;
-  int rc = pp_elf_exports(fd, node_symbols, 2, &found);
-  if (rc == -ENOTSUP) return elf_walk_node_symbols(fd);
-  return rc == 0 && found == 3;
+  uint64_t values[2];
+  return pp_elf_lookup_symbols(fd, node_symbols, 2, PP_ELF_EXPORTED_ONLY, values, NULL) == 2;
 }
 
 /* Verdicts of elf_has_node_symbols() per file. Walking libnode's dynamic

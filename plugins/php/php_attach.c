@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "php.h"
+#include "polyprof/kit/elf_lookup.h"
 #include "polyprof/kit/remote.h"
 
 #define BIN_CACHE 32
@@ -44,14 +45,9 @@ static unsigned cache_next;
 static const char marker[] = "X-Powered-By: PHP/";
 
 /* Finds "X-Powered-By: PHP/M.m" in the file. 0 or -ENOENT. */
-static int scan_version(const char *path, int *major, int *minor) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
+static int scan_version(int fd, int *major, int *minor) {
   char *buf = malloc(SCAN_CHUNK + 64);
-  if (!buf) {
-    close(fd);
-    return -ENOMEM;
-  }
+  if (!buf) return -ENOMEM;
   size_t keep = 0;
   uint64_t off = 0;
   int rc = -ENOENT;
@@ -81,14 +77,13 @@ static int scan_version(const char *path, int *major, int *minor) {
   }
 out:
   free(buf);
-  close(fd);
   return rc;
 }
 
-static void fill_fact(struct bin_fact *f, const char *path) {
+static void fill_fact(struct bin_fact *f, int fd, const char *path) {
   static const char *const names[] = {"executor_globals", "executor_globals_offset"};
   uint64_t vals[2] = {0, 0};
-  int n = pp_elf_lookup_symbols(path, names, vals, NULL, 2);
+  int n = pp_elf_lookup_symbols(fd, names, 2, 0, vals, NULL);
   if (n < 0) {
     f->err = n;
     snprintf(f->reason, sizeof(f->reason), "cannot read ELF %.80s: %s", path, strerror(-n));
@@ -105,7 +100,7 @@ static void fill_fact(struct bin_fact *f, const char *path) {
     return;
   }
   f->eg_vaddr = vals[0];
-  int rc = scan_version(path, &f->major, &f->minor);
+  int rc = scan_version(fd, &f->major, &f->minor);
   if (rc < 0) {
     f->err = rc;
     snprintf(f->reason, sizeof(f->reason),
@@ -113,9 +108,9 @@ static void fill_fact(struct bin_fact *f, const char *path) {
   }
 }
 
-static const struct bin_fact *lookup(const char *path) {
+static const struct bin_fact *lookup(int fd, const char *path) {
   struct stat st;
-  if (stat(path, &st) < 0) return NULL;
+  if (fstat(fd, &st) < 0) return NULL;
   for (unsigned i = 0; i < BIN_CACHE; i++)
     if (cache[i].used && cache[i].dev == st.st_dev && cache[i].ino == st.st_ino &&
         cache[i].mtime == st.st_mtime)
@@ -126,7 +121,7 @@ static const struct bin_fact *lookup(const char *path) {
   f->dev = st.st_dev;
   f->ino = st.st_ino;
   f->mtime = st.st_mtime;
-  fill_fact(f, path);
+  fill_fact(f, fd, path);
   return f;
 }
 
@@ -134,16 +129,21 @@ int php_attach_process(uint32_t pid, const char *exe_basename, struct php_attach
                        size_t reason_len) {
   struct pp_module m;
   /* mod_php / embed SAPI: the interpreter lives in the library */
-  int rc = pp_find_module(pid, "libphp*.so*", &m);
-  if (rc == -ENOENT) rc = pp_find_module(pid, exe_basename, &m);
+  char why[256] = "";
+  int rc = pp_find_module(pid, "libphp*.so*", &m, why, sizeof(why));
+  if (rc == -ENOENT) rc = pp_find_module(pid, exe_basename, &m, why, sizeof(why));
   if (rc < 0) {
-    snprintf(reason, reason_len, "no PHP module mapped (%s)", strerror(-rc));
+    if (why[0])
+      snprintf(reason, reason_len, "%s", why);
+    else
+      snprintf(reason, reason_len, "no PHP module mapped (%s)", strerror(-rc));
     return rc;
   }
-  const struct bin_fact *f = lookup(m.open_path);
+  const struct bin_fact *f = lookup(m.fd, m.path);
+  pp_module_close(&m);
   if (!f) {
     rc = -errno;
-    snprintf(reason, reason_len, "cannot stat %.100s: %s", m.open_path, strerror(errno));
+    snprintf(reason, reason_len, "cannot stat %.100s: %s", m.path, strerror(errno));
     return rc;
   }
   if (f->err) {

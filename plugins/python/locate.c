@@ -21,6 +21,7 @@
 
 #include "python.h"
 #include "polyprof/kit/proc.h"
+#include "polyprof/kit/elf_lookup.h"
 #include "polyprof/kit/remote.h"
 
 enum {
@@ -72,7 +73,7 @@ static int scan_version(const char *buf, size_t len, int *maj, int *min, int *mi
 
 static int bss_scan(uint32_t pid, const struct pp_module *m, int *maj, int *min, int *mic) {
   uint64_t vaddr = 0, size = 0;
-  if (pp_elf_find_section(m->open_path, ".bss", &vaddr, &size) < 0) return -ENOENT;
+  if (pp_elf_find_section(m->fd, ".bss", &vaddr, &size) < 0) return -ENOENT;
   if (size > (16u << 20)) size = 16u << 20;
   char *buf = malloc(65536 + 32);
   if (!buf) return -ENOMEM;
@@ -134,9 +135,9 @@ static struct elf_entry {
 } elf_cache[ELF_CACHE];
 static unsigned elf_cache_n, elf_cache_next;
 
-static int elf_facts(const char *path, uint64_t *v, uint64_t *section) {
+static int elf_facts(int fd, uint64_t *v, uint64_t *section) {
   struct stat sb;
-  if (stat(path, &sb) < 0) return -errno;
+  if (fstat(fd, &sb) < 0) return -errno;
   for (unsigned i = 0; i < elf_cache_n; i++) {
     struct elf_entry *e = &elf_cache[i];
     if (e->dev == sb.st_dev && e->ino == sb.st_ino && e->size == sb.st_size &&
@@ -146,10 +147,10 @@ static int elf_facts(const char *path, uint64_t *v, uint64_t *section) {
       return 0;
     }
   }
-  int found = pp_elf_lookup_symbols(path, sym_names, v, NULL, SYM_COUNT);
+  int found = pp_elf_lookup_symbols(fd, sym_names, SYM_COUNT, 0, v, NULL);
   if (found < 0) return found;
   uint64_t secsize = 0;
-  if (pp_elf_find_section(path, ".PyRuntime", section, &secsize) < 0) *section = 0;
+  if (pp_elf_find_section(fd, ".PyRuntime", section, &secsize) < 0) *section = 0;
   struct elf_entry *e = &elf_cache[elf_cache_next];
   elf_cache_next = (elf_cache_next + 1) % ELF_CACHE;
   if (elf_cache_n < ELF_CACHE) elf_cache_n++;
@@ -203,7 +204,7 @@ int python_setup_from_debug(struct py_proc *p, uint64_t runtime, const uint8_t *
 static int try_module(uint32_t pid, const struct pp_module *m, struct py_proc *p, char *why,
                       size_t whylen) {
   uint64_t v[SYM_COUNT], section = 0;
-  int rc0 = elf_facts(m->open_path, v, &section);
+  int rc0 = elf_facts(m->fd, v, &section);
   if (rc0 < 0) return rc0;
   uint64_t runtime = v[SYM_RUNTIME] ? m->bias + v[SYM_RUNTIME] : section ? m->bias + section : 0;
   if (!runtime && !v[SYM_INTERP_HEAD] && !v[SYM_TSTATE_CURRENT] && !v[SYM_INTERP_HEAD_FN] &&
@@ -288,8 +289,9 @@ int python_locate(uint32_t pid, struct py_proc *p, char *why, size_t whylen) {
 
   struct pp_module *m = malloc(sizeof(*m));
   if (!m) return -ENOMEM;
-  int rc = pp_find_module(pid, "libpython*.so*", m);
+  int rc = pp_find_module(pid, "libpython*.so*", m, why, whylen);
   if (rc == 0) rc = try_module(pid, m, p, why, whylen);
+  pp_module_close(m);
   if (rc == -ENOENT || rc == -ENOEXEC) {
     /* static build (Debian's python3, uwsgi with embedded Python) */
     char exe[PATH_MAX];
@@ -302,8 +304,9 @@ int python_locate(uint32_t pid, struct py_proc *p, char *why, size_t whylen) {
     base = base ? base + 1 : exe;
     char *del = strstr(base, " (deleted)");
     if (del) *del = '\0';
-    int r2 = pp_find_module(pid, base, m);
+    int r2 = pp_find_module(pid, base, m, why, whylen);
     if (r2 == 0) r2 = try_module(pid, m, p, why, whylen);
+    pp_module_close(m);
     if (r2 != -ENOENT || rc != -ENOENT) rc = r2;
   }
   free(m);

@@ -14,6 +14,7 @@
 
 #include "ruby.h"
 #include "polyprof/kit/proc.h"
+#include "polyprof/kit/elf_lookup.h"
 #include "polyprof/kit/remote.h"
 
 enum { SYM_VERSION, SYM_VM_PTR, SYM_EC_PTR, SYM_GLOBAL_SYMBOLS, SYM_GLOBAL_SYMBOLS_OLD, SYM_COUNT };
@@ -37,7 +38,7 @@ static bool heap_ptr(uint64_t a) {
  * the executable (looked at first) wins over libruby, as in rbspy. */
 static void lookup_in(const struct pp_module *m, uint64_t *addr) {
   uint64_t vals[SYM_COUNT] = {0};
-  if (pp_elf_lookup_symbols(m->open_path, sym_names, vals, NULL, SYM_COUNT) <= 0) return;
+  if (pp_elf_lookup_symbols(m->fd, sym_names, SYM_COUNT, 0, vals, NULL) <= 0) return;
   for (int i = 0; i < SYM_COUNT; i++)
     if (!addr[i] && vals[i]) addr[i] = vals[i] + m->bias;
 }
@@ -48,7 +49,7 @@ static void lookup_in(const struct pp_module *m, uint64_t *addr) {
  * IDs '*' and '+' (their serials are their characters). */
 static uint64_t scan_global_symbols(struct ruby_target *t, const struct pp_module *m) {
   uint64_t vaddr = 0, size = 0;
-  if (pp_elf_find_section(m->open_path, ".data", &vaddr, &size) < 0 || size < 32) return 0;
+  if (pp_elf_find_section(m->fd, ".data", &vaddr, &size) < 0 || size < 32) return 0;
   if (size > DATA_SCAN_MAX) size = DATA_SCAN_MAX;
   unsigned char *buf = malloc(size);
   if (!buf) return 0;
@@ -101,6 +102,10 @@ static int find_running_ec(struct ruby_target *t) {
   return -ENOENT;
 }
 
+static int attach_modules(struct ruby_state *st, struct ruby_target *t, const char *exe,
+                          const struct pp_module *exe_mod, int have_exe,
+                          const struct pp_module *lib_mod, int have_lib);
+
 int ruby_attach(struct ruby_state *st, struct ruby_target *t) {
   t->attach_tries++;
   char exe[PATH_MAX] = "";
@@ -117,16 +122,26 @@ int ruby_attach(struct ruby_state *st, struct ruby_target *t) {
   pattern[j] = '\0';
 
   static struct pp_module exe_mod, lib_mod; /* large (PATH_MAX): not on the stack */
-  int have_exe = pp_find_module(t->pid, pattern, &exe_mod) == 0;
-  int have_lib = pp_find_module(t->pid, "libruby*.so*", &lib_mod) == 0;
+  int have_exe = pp_find_module(t->pid, pattern, &exe_mod, NULL, 0) == 0;
+  int have_lib = pp_find_module(t->pid, "libruby*.so*", &lib_mod, NULL, 0) == 0;
+  rc = attach_modules(st, t, exe, &exe_mod, have_exe, &lib_mod, have_lib);
+  pp_module_close(&exe_mod);
+  pp_module_close(&lib_mod);
+  return rc;
+}
+
+static int attach_modules(struct ruby_state *st, struct ruby_target *t, const char *exe,
+                          const struct pp_module *exe_mod, int have_exe,
+                          const struct pp_module *lib_mod, int have_lib) {
+  int rc;
   uint64_t addr[SYM_COUNT] = {0};
-  if (have_exe) lookup_in(&exe_mod, addr);
-  if (have_lib) lookup_in(&lib_mod, addr);
+  if (have_exe) lookup_in(exe_mod, addr);
+  if (have_lib) lookup_in(lib_mod, addr);
 
   if (!addr[SYM_VERSION]) {
     snprintf(t->reason, sizeof(t->reason),
              "Couldn't get ruby version: no ruby_version symbol in %.100s%s",
-             have_exe ? exe_mod.path : exe, have_lib ? " or libruby" : " (no libruby mapped)");
+             have_exe ? exe_mod->path : exe, have_lib ? " or libruby" : " (no libruby mapped)");
     return -EAGAIN;
   }
   char version[16] = "";
@@ -176,15 +191,15 @@ int ruby_attach(struct ruby_state *st, struct ruby_target *t) {
   if (st->cfunc_names) {
     t->global_symbols =
         addr[SYM_GLOBAL_SYMBOLS] ? addr[SYM_GLOBAL_SYMBOLS] : addr[SYM_GLOBAL_SYMBOLS_OLD];
-    if (!t->global_symbols && have_lib) t->global_symbols = scan_global_symbols(t, &lib_mod);
-    if (!t->global_symbols && have_exe) t->global_symbols = scan_global_symbols(t, &exe_mod);
+    if (!t->global_symbols && have_lib) t->global_symbols = scan_global_symbols(t, lib_mod);
+    if (!t->global_symbols && have_exe) t->global_symbols = scan_global_symbols(t, exe_mod);
   }
   ruby_threads_refresh(st, t);
   char via[48] = "";
   if (t->pthread_tid_off >= 0)
     snprintf(via, sizeof(via), ", tids via struct pthread +%d", t->pthread_tid_off);
   RUBY_LOG(st, PP_LOG_INFO, "pid %u: Ruby %s (%s), layout %s, C method names %s, %u thread(s)%s%s",
-           t->pid, version, have_lib ? lib_mod.path : exe_mod.path, t->L->series,
+           t->pid, version, have_lib ? lib_mod->path : exe_mod->path, t->L->series,
            t->global_symbols ? "resolved" : "unavailable", t->nthreads, via,
            t->per_thread ? "" : " (sampling the GVL holder only)");
   return 0;

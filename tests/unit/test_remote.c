@@ -1,12 +1,14 @@
 /* Remote reads and symbol lookup against a real child process. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "polyprof/kit/elf_lookup.h"
 #include "polyprof/kit/remote.h"
 #include "testlib.h"
 
@@ -52,30 +54,38 @@ int main(void) {
   /* libc in the child: the symbol address computed from the file plus the
    * load bias equals where the dynamic linker put it */
   struct pp_module m;
-  CHECK_EQ_INT(pp_find_module((uint32_t)child, "libc.so*", &m), 0);
+  CHECK_EQ_INT(pp_find_module((uint32_t)child, "libc.so*", &m, NULL, 0), 0);
+  CHECK(m.fd >= 0);
   CHECK(strstr(m.path, "libc.so") != NULL);
   CHECK(!m.is_exe);
   const char *names[] = {"getpid", "no_such_symbol_xyz"};
   uint64_t values[2], sizes[2];
-  CHECK_EQ_INT(pp_elf_lookup_symbols(m.open_path, names, values, sizes, 2), 1);
+  CHECK_EQ_INT(pp_elf_lookup_symbols(m.fd, names, 2, 0, values, sizes), 1);
   CHECK(values[1] == 0);
   void *real = dlsym(RTLD_DEFAULT, "getpid");
   CHECK_EQ_INT(m.bias + values[0], (uint64_t)(uintptr_t)real);
   uint64_t sv, ss;
-  CHECK_EQ_INT(pp_elf_find_section(m.open_path, ".dynsym", &sv, &ss), 0);
+  CHECK_EQ_INT(pp_elf_find_section(m.fd, ".dynsym", &sv, &ss), 0);
   CHECK(ss > 0);
-  CHECK_EQ_INT(pp_elf_find_section(m.open_path, ".no_such_section", &sv, &ss), -ENOENT);
+  CHECK_EQ_INT(pp_elf_find_section(m.fd, ".no_such_section", &sv, &ss), -ENOENT);
+  pp_module_close(&m);
+  CHECK_EQ_INT(m.fd, -1);
 
   /* the executable itself */
-  CHECK_EQ_INT(pp_find_module((uint32_t)child, "test_remote", &m), 0);
+  CHECK_EQ_INT(pp_find_module((uint32_t)child, "test_remote", &m, NULL, 0), 0);
   CHECK(m.is_exe);
+  /* a static symbol: not in .dynsym's hash table, found by the walk */
   const char *self_names[] = {"marker"};
-  CHECK_EQ_INT(pp_elf_lookup_symbols(m.open_path, self_names, values, NULL, 1), 1);
+  CHECK_EQ_INT(pp_elf_lookup_symbols(m.fd, self_names, 1, 0, values, NULL), 1);
   CHECK_EQ_INT(m.bias + values[0], (uint64_t)(uintptr_t)&marker);
-  CHECK_EQ_INT(pp_find_module((uint32_t)child, "libnothere*", &m), -ENOENT);
+  CHECK_EQ_INT(pp_elf_lookup_symbols(m.fd, self_names, 1, PP_ELF_EXPORTED_ONLY, values, NULL), 0);
+  pp_module_close(&m);
+  CHECK_EQ_INT(pp_find_module((uint32_t)child, "libnothere*", &m, NULL, 0), -ENOENT);
 
   /* garbage is not an ELF file */
-  CHECK_EQ_INT(pp_elf_lookup_symbols("/proc/self/status", names, values, NULL, 1), -ENOEXEC);
+  int notelf = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+  CHECK_EQ_INT(pp_elf_lookup_symbols(notelf, names, 1, 0, values, NULL), -ENOEXEC);
+  close(notelf);
 
   kill(child, SIGKILL);
   waitpid(child, NULL, 0);

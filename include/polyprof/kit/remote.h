@@ -8,13 +8,15 @@
  * and is hostile: reads are bounded here as well as by the callers, and a
  * failed or partial read is an error, never a half-filled buffer.
  */
-#ifndef PP_SUPPORT_REMOTE_H
-#define PP_SUPPORT_REMOTE_H
+#ifndef POLYPROF_KIT_REMOTE_H
+#define POLYPROF_KIT_REMOTE_H
 
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "polyprof/kit/target_files.h"
 
 #define PP_REMOTE_MAX_READ (16u << 20) /* no single read is larger */
 
@@ -35,28 +37,23 @@ int pp_remote_readv(pid_t pid, const struct pp_remote_iov *iov, size_t n);
  * does not fail. Returns its length or -errno. */
 ssize_t pp_remote_read_str(pid_t pid, uint64_t addr, char *buf, size_t cap);
 
-/* A file mapped into a process. */
+/* A file mapped into a process, opened through the kit's safe target-root
+ * access (target_files.h). */
 struct pp_module {
-  char path[PATH_MAX];           /* as the target names it (from /proc/PID/maps) */
-  char open_path[PATH_MAX + 64]; /* how the agent opens it: /proc/PID/root/... */
-  uint64_t start, end;           /* lowest start, highest end of its mappings */
-  uint64_t bias;                 /* runtime address = ELF vaddr + bias */
-  int is_exe;                    /* it is /proc/PID/exe */
+  char path[PATH_MAX];    /* as the target names it (from /proc/PID/maps) */
+  uint64_t start, end;    /* lowest start, highest end of its mappings */
+  uint64_t bias;          /* runtime address = ELF vaddr + bias */
+  int is_exe;             /* it is /proc/PID/exe */
+  int fd;                 /* the file, read-only; pp_module_close() closes it */
+  struct pp_file_id id;   /* device and inode from the maps */
 };
 
 /* First mapped file whose basename matches the fnmatch pattern (pass the
- * exe's basename to get the executable). Computes the load bias from the
- * file's program headers. 0, -ENOENT if none, or -errno. */
-int pp_find_module(uint32_t pid, const char *pattern, struct pp_module *m);
-
-/* Looks up symbols by exact name in .symtab then .dynsym of an ELF file.
- * values[i] = st_value (0 if not found), sizes[i] = st_size (sizes may be
- * NULL). Returns how many were found, or -errno for an unreadable or
- * malformed file. */
-int pp_elf_lookup_symbols(const char *path, const char *const *names, uint64_t *values,
-                          uint64_t *sizes, size_t n);
-
-/* vaddr and size of a named section (e.g. ".PyRuntime"). 0 or -ENOENT. */
-int pp_elf_find_section(const char *path, const char *name, uint64_t *vaddr, uint64_t *size);
+ * exe's basename to get the executable): opened (m->fd) with the identity
+ * check, its load bias computed from its program headers. 0, -ENOENT if
+ * none, or -errno; reason (optional) says why a file was refused. */
+int pp_find_module(uint32_t pid, const char *pattern, struct pp_module *m, char *reason,
+                   size_t cap);
+void pp_module_close(struct pp_module *m);
 
 #endif
