@@ -2,8 +2,8 @@
  * Symbol demangling for C++ (Itanium ABI) and Rust (legacy and v0), giving
  * the names perf prints by default: no parameter lists, no Rust hashes.
  */
-#ifndef PP_SUPPORT_DEMANGLE_H
-#define PP_SUPPORT_DEMANGLE_H
+#ifndef POLYPROF_KIT_DEMANGLE_H
+#define POLYPROF_KIT_DEMANGLE_H
 
 #include <stddef.h>
 

@@ -9,8 +9,8 @@
  * offset and length read here is checked against it. A malformed file is
  * refused, never a crash.
  */
-#ifndef PP_SUPPORT_ELF_SYMBOLS_H
-#define PP_SUPPORT_ELF_SYMBOLS_H
+#ifndef POLYPROF_KIT_ELF_SYMBOLS_H
+#define POLYPROF_KIT_ELF_SYMBOLS_H
 
 #include <stddef.h>
 #include <stdint.h>

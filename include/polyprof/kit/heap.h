@@ -1,6 +1,6 @@
 /* Giving the process's free heap pages back to the kernel. */
-#ifndef PP_SUPPORT_HEAP_H
-#define PP_SUPPORT_HEAP_H
+#ifndef POLYPROF_KIT_HEAP_H
+#define POLYPROF_KIT_HEAP_H
 
 /* Once a session, after its transient buffers are freed (the core's .col
  * frame buffer and HTML, a worker's snapshot encode and plugin tables).

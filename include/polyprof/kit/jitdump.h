@@ -12,8 +12,8 @@
  * record still being written is left for the next update, which reads from
  * where the previous one stopped.
  */
-#ifndef PP_SUPPORT_JITDUMP_H
-#define PP_SUPPORT_JITDUMP_H
+#ifndef POLYPROF_KIT_JITDUMP_H
+#define POLYPROF_KIT_JITDUMP_H
 
 #include <stddef.h>
 #include <stdint.h>

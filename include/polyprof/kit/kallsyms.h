@@ -2,8 +2,8 @@
  * Kernel symbols from /proc/kallsyms (core kernel and loaded modules), as a
  * sorted table for address lookups by binary search.
  */
-#ifndef PP_SUPPORT_KALLSYMS_H
-#define PP_SUPPORT_KALLSYMS_H
+#ifndef POLYPROF_KIT_KALLSYMS_H
+#define POLYPROF_KIT_KALLSYMS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -3,8 +3,8 @@
  * process we do not control (paths are whatever it mapped, including
  * newlines in file names), so lines are length-capped and parsed strictly.
  */
-#ifndef PP_SUPPORT_MAPS_H
-#define PP_SUPPORT_MAPS_H
+#ifndef POLYPROF_KIT_MAPS_H
+#define POLYPROF_KIT_MAPS_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -4,8 +4,8 @@
  * by Node (--perf-basic-prof), the JVM agents, LuaJIT, .NET... The file
  * belongs to the profiled process, so it is size-capped and parsed strictly.
  */
-#ifndef PP_SUPPORT_PERFMAP_H
-#define PP_SUPPORT_PERFMAP_H
+#ifndef POLYPROF_KIT_PERFMAP_H
+#define POLYPROF_KIT_PERFMAP_H
 
 #include <stddef.h>
 #include <stdint.h>

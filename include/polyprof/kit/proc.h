@@ -3,8 +3,8 @@
  * process and is treated as hostile: reads are size-capped, strings are
  * NUL-terminated and truncated, numbers are range-checked.
  */
-#ifndef PP_SUPPORT_PROC_H
-#define PP_SUPPORT_PROC_H
+#ifndef POLYPROF_KIT_PROC_H
+#define POLYPROF_KIT_PROC_H
 
 #include <stdbool.h>
 #include <stddef.h>
