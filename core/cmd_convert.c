@@ -13,10 +13,10 @@
 #include <jansson.h>
 
 #include "cmd_tools.h"
+#include "metadata.h"
 #include "output/col.h"
+#include "output/formats.h"
 #include "output/html.h"
-#include "output/pprof.h"
-#include "output/speedscope.h"
 #include "profile.h"
 
 #define MAX_COL (1u << 30)
@@ -52,27 +52,21 @@ struct pp_profile *pp_cmd_load_col(const char *path, char **header_json) {
   return p;
 }
 
-static const char *default_ext(const char *fmt) {
-  if (!strcmp(fmt, "html")) return ".html";
-  if (!strcmp(fmt, "pprof")) return ".pb.gz";
-  if (!strcmp(fmt, "speedscope")) return ".speedscope.json";
-  return ".col";
-}
-
 int pp_cmd_convert(struct pp_config *cfg, const char *const *operands, size_t n) {
-  if (n != 1 || !cfg->convert_to) {
+  const struct pp_output_format *fmt = pp_output_format_find(cfg->convert_to);
+  if (n != 1 || !fmt) {
     fprintf(stderr,
             "polyprof: usage: polyprof convert IN.col --to html|pprof|speedscope|col "
             "[-o OUT]\n");
     return 2;
   }
-  const char *in = operands[0], *fmt = cfg->convert_to;
+  const char *in = operands[0];
   char outbuf[4096];
   const char *out = cfg->output_dir;
   if (!out) {
     size_t l = strlen(in);
     if (l > 4 && !strcmp(in + l - 4, ".col")) l -= 4;
-    snprintf(outbuf, sizeof(outbuf), "%.*s%s", (int)l, in, default_ext(fmt));
+    snprintf(outbuf, sizeof(outbuf), "%.*s%s", (int)l, in, fmt->ext);
     out = outbuf;
   }
   char *header = NULL;
@@ -84,24 +78,24 @@ int pp_cmd_convert(struct pp_config *cfg, const char *const *operands, size_t n)
   int rc = f ? 0 : -errno;
   time_t start = header_time(header, "start_time"), end = header_time(header, "end_time");
   if (!end) end = header_time(header, "current_time");
-  if (f && !strcmp(fmt, "html")) {
-    char st[32] = "", et[32] = "";
-    if (start) pp_speedscope_time(start, st, sizeof(st));
-    if (end) pp_speedscope_time(end, et, sizeof(et));
-    struct pp_html_info hi = {.title = in,
-                              .start_time = st,
-                              .end_time = et,
-                              .duration_s = start && end > start ? (double)(end - start) : 0,
-                              .hostname = ""};
-    rc = pp_html_write(f, p, &hi);
-  } else if (f && !strcmp(fmt, "pprof")) {
-    struct pp_pprof_info pi = {.start = start, .end = end, .frequency = 0};
-    rc = pp_pprof_write(f, p, &pi);
-  } else if (f && !strcmp(fmt, "speedscope")) {
-    rc = pp_speedscope_write(f, p, in);
-  } else if (f) {
-    rc = pp_col_write(f, p, header, NULL);
-  }
+  char st[32] = "", et[32] = "";
+  if (start) pp_iso_time(start, st, sizeof(st));
+  if (end) pp_iso_time(end, et, sizeof(et));
+  struct pp_html_info hi = {.title = in,
+                            .start_time = st,
+                            .end_time = et,
+                            .duration_s = start && end > start ? (double)(end - start) : 0,
+                            .hostname = ""};
+  /* the header is kept as it was read: a converted .col is the input's */
+  struct pp_output_input oin = {
+      .profile = p,
+      .header_json = header,
+      .html = &hi,
+      .start = start,
+      .end = end,
+      .name = in,
+  };
+  if (f) rc = fmt->write(f, &oin);
   if (f && fclose(f) != 0 && rc == 0) rc = -errno;
   if (rc == 0 && rename(tmp, out) < 0) rc = -errno;
   if (rc < 0) {

@@ -16,6 +16,7 @@
 
 #include "config.h"
 #include "config_alloc.h"
+#include "output/formats.h"
 
 #ifndef POLYPROF_PLUGIN_DIR
 #define POLYPROF_PLUGIN_DIR "/usr/lib/polyprof/plugins"
@@ -52,10 +53,8 @@ struct core_key {
 #define FIELD(f) offsetof(struct pp_config, f)
 
 static const char *const profiling_modes[] = {"cpu", NULL};
-static const char *const formats[] = {"col", "html", "pprof", "speedscope", NULL};
 static const char *const isolations[] = {"worker", "inline", NULL};
 static const char *const pyroscope_formats[] = {"folded", "pprof", NULL};
-static const char *const convert_formats[] = {"col", "html", "pprof", "speedscope", NULL};
 
 static const struct core_key keys[] = {
     {"profiling.frequency", KT_INT, FIELD(frequency), 0, 1, 10000, NULL, NULL, 0},
@@ -71,8 +70,8 @@ static const struct core_key keys[] = {
      NULL, 0},
     {"output.flamegraph", KT_BOOL, FIELD(flamegraph), 0, 0, 0, NULL, NULL, 0},
     {"output.debug_plugin_totals", KT_BOOL, FIELD(debug_plugin_totals), 0, 0, 0, NULL, NULL, 0},
-    {"output.formats", KT_ENUMS, FIELD(output_formats), FIELD(output_format_count), 0, 0, formats,
-     "format", 0},
+    {"output.formats", KT_ENUMS, FIELD(output_formats), FIELD(output_format_count), 0, 0,
+     pp_output_format_names, "format", 0},
     {"enrichment.application_identifiers", KT_BOOL, FIELD(app_identifiers), 0, 0, 0, NULL, NULL, 0},
     {"enrichment.container_names", KT_BOOL, FIELD(container_names), 0, 0, 0, NULL, NULL, 0},
     {"enrichment.application_metadata", KT_BOOL, FIELD(application_metadata), 0, 0, 0, NULL, NULL,
@@ -120,7 +119,7 @@ static const struct core_key keys[] = {
     {"enrichment.cloud_metadata", KT_BOOL, FIELD(cloud_metadata), 0, 0, 0, NULL, NULL, 0},
     {"enrichment.cloud_metadata_url", KT_STRING, FIELD(cloud_metadata_url), 0, 0, 0, NULL, NULL,
      KF_EMPTY_IS_NULL},
-    {"output.convert_to", KT_ENUM, FIELD(convert_to), 0, 0, 0, convert_formats, "format", 0},
+    {"output.convert_to", KT_ENUM, FIELD(convert_to), 0, 0, 0, pp_output_format_names, "format", 0},
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 

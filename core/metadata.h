@@ -1,8 +1,9 @@
 /*
- * The .col header (line 0 JSON) and its "metadata" object: system facts
+ * The facts behind the .col header's "metadata" object: system facts
  * computed once at start (kernel, CPUs, memory, hostname, OS, libc, agent
- * version, spawn time...) plus per-session fields; host metrics cpu_avg /
- * mem_avg. Key order and names follow gprofiler-internals.md §2.2-2.3.
+ * version, spawn time...) and host metrics cpu_avg / mem_avg. Key names
+ * follow gProfiler's (docs/formats.md); the header itself, with the
+ * per-session fields, is built by output/col_header.h.
  */
 #ifndef PP_METADATA_H
 #define PP_METADATA_H
@@ -26,18 +27,6 @@ void pp_metrics_sample(struct pp_metrics *m);
 /* Averages since the last call (cpu % of all CPUs, mem % used); resets. */
 void pp_metrics_session(struct pp_metrics *m, double *cpu_avg, double *mem_avg);
 
-struct pp_header_args {
-  const struct pp_config *cfg;
-  json_t *system_metadata; /* from pp_metadata_system (borrowed) */
-  json_t *containers;      /* borrowed */
-  json_t *app_meta_list;   /* borrowed */
-  double cpu_avg, mem_avg; /* < 0: null */
-  time_t start_time, end_time;
-  json_t *plugin_stats; /* polyprof extension, borrowed, may be NULL */
-};
-
-/* Build the header object in gProfiler's key order; caller owns it. */
-json_t *pp_col_header(const struct pp_header_args *a);
 /* json_dumps in Python json.dumps style (", " / ": ", ASCII-escaped). */
 char *pp_json_dumps_python(const json_t *j);
 /* "2026-11-22T03:50:00" */

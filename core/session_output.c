@@ -14,12 +14,13 @@
 #include "log.h"
 #include "merge.h"
 #include "output/col.h"
+#include "output/col_header.h"
 #include "output/files.h"
+#include "output/formats.h"
 #include "output/html.h"
-#include "output/pending.h"
-#include "session_debug.h"
 #include "polyprof/kit/heap.h"
 #include "polyprof/kit/proc.h"
+#include "session_debug.h"
 #include "upload/publish.h"
 
 /* A runtime plugin that lost its data: every pid it was covering gets an
@@ -51,31 +52,34 @@ static uint64_t hwm_kb(pid_t pid) {
 }
 
 struct write_ctx {
-  struct pp_agent *a;
-  const char *header;
-  const struct pp_html_info *html;
+  const struct pp_output_format *fmt;
+  const struct pp_output_input *in;
 };
 
-static int write_col(FILE *f, void *vctx) {
-  struct write_ctx *c = vctx;
-  const struct pp_config *cfg = c->a->cfg;
-  struct pp_col_opts o = {
-      .app_metadata_prefix = cfg->application_metadata,
-      .container_prefix = true,
-      .appids = cfg->app_identifiers,
-  };
-  return pp_col_write(f, c->a->merged, c->header, &o);
+static int write_format(FILE *f, void *vctx) {
+  const struct write_ctx *c = vctx;
+  return c->fmt->write(f, c->in);
 }
 
-static int write_html(FILE *f, void *vctx) {
-  struct write_ctx *c = vctx;
-  return pp_html_write(f, c->a->merged, c->html);
-}
-
-static bool format_enabled(const struct pp_config *cfg, const char *name) {
+static bool format_enabled(const struct pp_config *cfg, const struct pp_output_format *fmt) {
+  /* --no-flamegraph turns the HTML off even when output.formats lists it */
+  if (!strcmp(fmt->name, "html") && !cfg->flamegraph) return false;
   for (size_t i = 0; i < cfg->output_format_count; i++)
-    if (strcmp(cfg->output_formats[i], name) == 0) return true;
+    if (strcmp(cfg->output_formats[i], fmt->name) == 0) return true;
   return false;
+}
+
+/* Every configured format of this session into the output directory, in
+ * table order; each one written or kept is independent of the others.
+ * wrote[i] says whether pp_output_formats[i] reached the directory. */
+static void write_formats(struct pp_agent *a, const char *stem, const struct pp_output_input *in,
+                          bool wrote[PP_OUTPUT_FORMAT_COUNT]) {
+  for (size_t i = 0; i < PP_OUTPUT_FORMAT_COUNT; i++) {
+    const struct pp_output_format *fmt = &pp_output_formats[i];
+    struct write_ctx wc = {.fmt = fmt, .in = in};
+    wrote[i] = format_enabled(a->cfg, fmt) &&
+               pp_agent_output_file(a, stem, fmt->ext, fmt->last_link, write_format, &wc) == 0;
+  }
 }
 
 void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
@@ -148,8 +152,7 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
       .end_time = t->end,
       .plugin_stats = plugin_stats,
   };
-  json_t *header = pp_col_header(&ha);
-  char *header_text = header ? pp_json_dumps_python(header) : NULL;
+  char *header_text = pp_col_header_text(&ha);
 
   char start_iso[32], end_iso[32], host[256] = "", title[320];
   pp_iso_time(t->start, start_iso, sizeof(start_iso));
@@ -174,27 +177,35 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
   char stem[64];
   pp_output_stem(stem_time, stem, sizeof(stem));
 
-  char written[2][4200];
-  int nwritten = 0;
+  bool wrote[PP_OUTPUT_FORMAT_COUNT] = {false};
   if (cfg->output_dir && header_text) {
-    struct write_ctx wc = {.a = a, .header = header_text, .html = &hi};
+    struct pp_col_opts col = {
+        .app_metadata_prefix = cfg->application_metadata,
+        .container_prefix = true,
+        .appids = cfg->app_identifiers,
+    };
+    char name[128];
+    snprintf(name, sizeof(name), "polyprof %s", end_iso);
+    struct pp_output_input in = {
+        .profile = a->merged,
+        .header_json = header_text,
+        .col = &col,
+        .html = &hi,
+        .start = t->start,
+        .end = t->end,
+        .frequency = cfg->frequency,
+        .name = name,
+    };
     pp_agent_flush_pending(a);
-    if (format_enabled(cfg, "col") &&
-        pp_agent_output_file(a, stem, ".col", "last_profile.col", write_col, &wc) == 0)
-      snprintf(written[nwritten++], sizeof(written[0]), "%s/%s.col", cfg->output_dir, stem);
-    if (cfg->flamegraph && format_enabled(cfg, "html") &&
-        pp_agent_output_file(a, stem, ".html", "last_flamegraph.html", write_html, &wc) == 0)
-      snprintf(written[nwritten++], sizeof(written[0]), "%s/%s.html", cfg->output_dir, stem);
+    write_formats(a, stem, &in, wrote);
     if (cfg->debug_plugin_totals) pp_agent_write_plugin_totals(a, stem);
   }
 
-  /* extra formats and uploads (core/upload/publish.c), after the local
-   * .col/.html so a dead server never costs the local files */
+  /* uploads (core/upload/publish.c), after the local files so a dead
+   * server never costs them */
   if (header_text) {
     struct pp_publish_args pa = {
         .cfg = cfg,
-        .agent = a,
-        .stem = stem,
         .uploader = a->uploader,
         .merged = a->merged,
         .header_text = header_text,
@@ -250,11 +261,12 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
          pp_profile_stack_count(a->merged), pp_profile_pid_count(a->merged), per_plugin,
          core_s + worker_s, 100.0 * (core_s + worker_s) / dur, core_s, worker_s,
          (double)core_hwm / 1024.0, (double)worker_hwm / 1024.0);
-  for (int i = 0; i < nwritten; i++)
-    pp_log(PP_LOG_INFO, "polyprof", "wrote %s", written[i]);
+  for (size_t i = 0; i < PP_OUTPUT_FORMAT_COUNT; i++)
+    if (wrote[i])
+      pp_log(PP_LOG_INFO, "polyprof", "wrote %s/%s%s", cfg->output_dir, stem,
+             pp_output_formats[i].ext);
 
   free(header_text);
-  json_decref(header);
   json_decref(app_meta);
   json_decref(containers);
   json_decref(plugin_stats);

@@ -1,5 +1,5 @@
 /*
- * Output files (gprofiler-internals.md §2.1): <dir>/profile_<UTC end>.<ext>,
+ * Output files (docs/formats.md): <dir>/profile_<UTC end>.<ext>,
  * a "last_*" symlink to the newest one, and --rotating-output.
  *
  * Crash safety: readers only ever see complete files, because data goes to
@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "output/formats.h"
 #include "polyprof/plugin.h" /* PP_PRINTF */
 
 static int set_err(char *err, size_t errlen, int rc, const char *fmt, ...) PP_PRINTF(4, 5);
@@ -101,10 +102,9 @@ void pp_output_stem(time_t end, char *buf, size_t len) {
 }
 
 static bool stem_taken(const char *dir, const char *stem) {
-  static const char *const exts[] = {".col", ".html", ".pb.gz", ".speedscope.json"};
   char path[4096];
-  for (size_t i = 0; i < sizeof(exts) / sizeof(exts[0]); i++) {
-    snprintf(path, sizeof(path), "%s/%s%s", dir, stem, exts[i]);
+  for (size_t i = 0; i < PP_OUTPUT_FORMAT_COUNT; i++) {
+    snprintf(path, sizeof(path), "%s/%s%s", dir, stem, pp_output_formats[i].ext);
     if (access(path, F_OK) == 0) return true;
   }
   return false;

@@ -20,7 +20,7 @@ int pp_output_check_dir(const char *dir, char *err, size_t errlen);
 void pp_output_stem(time_t end, char *buf, size_t len);
 
 /* The stem of a session's files: pp_output_stem, with "_2", "_3"... added
- * when <dir>/<stem>.col or .html already exists, so a session ending in the
+ * when a file of any output format already has that stem, so a session ending in the
  * same second as the previous one (a signal right after a session end)
  * never overwrites it. */
 void pp_output_session_stem(const char *dir, time_t end, char *buf, size_t len);

@@ -7,7 +7,7 @@
 #include "output/col.h"
 #include "output/pprof.h"
 #include "output/profile.pb-c.h"
-#include "upload/http.h"
+#include "support/gzip.h"
 
 typedef Perftools__Profiles__Profile PProfile;
 typedef Perftools__Profiles__Sample PSample;

@@ -9,18 +9,10 @@
 
 #include <stddef.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "profile.h"
 
 /* name: the file's "name" (e.g. "polyprof 2026-11-22T03:50:00"). 0 or -errno. */
 int pp_speedscope_write(FILE *f, const struct pp_profile *p, const char *name);
-
-/* "2026-11-22T03:50:00" (UTC). */
-void pp_speedscope_time(time_t t, char *buf, size_t len);
-
-/* JSON string literal of n bytes (quotes included) to f; invalid UTF-8
- * becomes U+FFFD. Shared with the other JSON writers of this folder. */
-void pp_json_put_string(FILE *f, const char *s, size_t n);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * libcurl POST/GET helpers and gzip for the uploaders (see http.h).
+ * libcurl POST/GET helpers for the uploaders (see http.h).
  *
  * libcurl is dlopen()ed on the first request instead of linked: with its
  * dependencies (TLS, Kerberos, LDAP, SSH, IDN... about 30 libraries, some
@@ -19,7 +19,6 @@
 #include <time.h>
 
 #include <curl/curl.h>
-#include <zlib.h>
 
 #include "upload/http.h"
 
@@ -219,77 +218,6 @@ int pp_http_get(const char *url, const char *const *headers, const struct pp_htt
 void pp_http_result_free(struct pp_http_result *res) {
   free(res->body);
   res->body = NULL;
-}
-
-int pp_gzip(const void *in, size_t len, int level, unsigned char **out, size_t *out_len) {
-  z_stream z;
-  memset(&z, 0, sizeof(z));
-  if (deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return -ENOMEM;
-  size_t cap = deflateBound(&z, (uLong)len) + 32;
-  unsigned char *b = malloc(cap);
-  if (!b) {
-    deflateEnd(&z);
-    return -ENOMEM;
-  }
-  z.next_in = (Bytef *)in;
-  z.avail_in = (uInt)len;
-  z.next_out = b;
-  z.avail_out = (uInt)cap;
-  int rc = deflate(&z, Z_FINISH);
-  size_t n = z.total_out;
-  deflateEnd(&z);
-  if (rc != Z_STREAM_END) {
-    free(b);
-    return -EIO;
-  }
-  *out = b;
-  *out_len = n;
-  return 0;
-}
-
-int pp_gunzip(const void *in, size_t len, size_t max_out, char **out, size_t *out_len) {
-  z_stream z;
-  memset(&z, 0, sizeof(z));
-  if (inflateInit2(&z, 15 + 32) != Z_OK) return -ENOMEM;
-  size_t cap = len * 4 + 1024, n = 0;
-  if (cap > max_out + 1) cap = max_out + 1;
-  char *b = malloc(cap + 1);
-  int rc = Z_OK;
-  z.next_in = (Bytef *)in;
-  z.avail_in = (uInt)len;
-  while (b) {
-    z.next_out = (Bytef *)b + n;
-    z.avail_out = (uInt)(cap - n);
-    rc = inflate(&z, Z_NO_FLUSH);
-    n = z.total_out;
-    if (rc == Z_STREAM_END || (rc != Z_OK && rc != Z_BUF_ERROR)) break;
-    if (rc == Z_BUF_ERROR && z.avail_in == 0) break;
-    if (n > max_out) break;
-    if (n == cap) {
-      cap *= 2;
-      char *nb = realloc(b, cap + 1);
-      if (!nb) {
-        free(b);
-        b = NULL;
-        break;
-      }
-      b = nb;
-    }
-  }
-  inflateEnd(&z);
-  if (!b) return -ENOMEM;
-  if (n > max_out) {
-    free(b);
-    return -EFBIG;
-  }
-  if (rc != Z_STREAM_END) {
-    free(b);
-    return -EINVAL;
-  }
-  b[n] = '\0';
-  *out = b;
-  *out_len = n;
-  return 0;
 }
 
 void pp_http_redact_url(const char *url, char *out, size_t len) {

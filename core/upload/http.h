@@ -51,11 +51,6 @@ void pp_http_global_init(void);
  * as %XX (what curl_easy_escape does). malloc'd, NULL if out of memory. */
 char *pp_url_escape(const char *s);
 
-/* gzip (RFC 1952) of len bytes at level (1-9). *out malloc'd. 0 or -ENOMEM. */
-int pp_gzip(const void *in, size_t len, int level, unsigned char **out, size_t *out_len);
-/* Inverse, bounded to max_out bytes (-EFBIG beyond). 0 or -errno. */
-int pp_gunzip(const void *in, size_t len, size_t max_out, char **out, size_t *out_len);
-
 /* A URL for logs: query values of key/token replaced by "<redacted>". */
 void pp_http_redact_url(const char *url, char *out, size_t len);
 

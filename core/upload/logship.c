@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "metadata.h"
+#include "support/gzip.h"
 #include "upload/http.h"
 #include "upload/logship.h"
 

@@ -1,15 +1,11 @@
-/* Extra output formats, studio upload and Pyroscope push of one session. */
+/* Studio upload, Pyroscope push and log batch of one session. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "agent.h"
 #include "log.h"
 #include "output/col.h"
-#include "output/files.h"
-#include "output/pprof.h"
-#include "output/speedscope.h"
 #include "upload/publish.h"
 #include "upload/pyroscope.h"
 #include "upload/uploader.h"
@@ -34,50 +30,8 @@ char *pp_publish_col_text(const struct pp_config *cfg, const struct pp_profile *
   return buf;
 }
 
-static bool format_on(const struct pp_config *cfg, const char *name) {
-  for (size_t i = 0; i < cfg->output_format_count; i++)
-    if (strcmp(cfg->output_formats[i], name) == 0) return true;
-  return false;
-}
-
-struct fmt_ctx {
-  const struct pp_publish_args *a;
-};
-
-static int write_pprof(FILE *f, void *vctx) {
-  const struct pp_publish_args *a = ((struct fmt_ctx *)vctx)->a;
-  struct pp_pprof_info info = {.start = a->start, .end = a->end, .frequency = a->cfg->frequency};
-  return pp_pprof_write(f, a->merged, &info);
-}
-
-static int write_speedscope(FILE *f, void *vctx) {
-  const struct pp_publish_args *a = ((struct fmt_ctx *)vctx)->a;
-  char name[128], iso[32];
-  pp_speedscope_time(a->end, iso, sizeof(iso));
-  snprintf(name, sizeof(name), "polyprof %s", iso);
-  return pp_speedscope_write(f, a->merged, name);
-}
-
 void pp_publish_session(const struct pp_publish_args *a) {
   const struct pp_config *cfg = a->cfg;
-  if (cfg->output_dir) {
-    char stem[64];
-    struct fmt_ctx fc = {.a = a};
-    if (a->stem)
-      snprintf(stem, sizeof(stem), "%s", a->stem);
-    else
-      pp_output_stem(a->end, stem, sizeof(stem));
-    if (format_on(cfg, "pprof")) {
-      if (pp_agent_output_file(a->agent, stem, ".pb.gz", "last_profile.pb.gz", write_pprof, &fc) ==
-          0)
-        pp_log(PP_LOG_INFO, "polyprof", "wrote %s/%s.pb.gz", cfg->output_dir, stem);
-    }
-    if (format_on(cfg, "speedscope")) {
-      if (pp_agent_output_file(a->agent, stem, ".speedscope.json", "last_profile.speedscope.json",
-                               write_speedscope, &fc) == 0)
-        pp_log(PP_LOG_INFO, "polyprof", "wrote %s/%s.speedscope.json", cfg->output_dir, stem);
-    }
-  }
   if (!a->uploader) return;
   if (cfg->upload) {
     size_t len = 0;

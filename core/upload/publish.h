@@ -1,8 +1,8 @@
 /*
- * The per-session hand-off from the output stage (session_output.c) to what
- * issue 10 adds: the pprof / speedscope files when output.formats asks for
- * them, the studio upload and the Pyroscope push. Called after the .col and
- * .html are written; never fails the session (problems are logged).
+ * The per-session hand-off from the output stage (session_output.c) to the
+ * remote destinations: the studio upload, the Pyroscope push and the log
+ * batch. Called after the local files are written; never fails the session
+ * (problems are logged).
  */
 #ifndef PP_UPLOAD_PUBLISH_H
 #define PP_UPLOAD_PUBLISH_H
@@ -13,12 +13,9 @@
 #include "profile.h"
 
 struct pp_uploader;
-struct pp_agent;
 
 struct pp_publish_args {
   const struct pp_config *cfg;
-  struct pp_agent *agent;       /* files go through pp_agent_output_file (kept if refused) */
-  const char *stem;             /* file name stem of this session; NULL: from end */
   struct pp_uploader *uploader; /* may be NULL */
   const struct pp_profile *merged;
   const char *header_text; /* .col line-0 JSON */

@@ -9,7 +9,8 @@
 #include <jansson.h>
 
 #include "metadata.h"
-#include "output/speedscope.h"
+#include "support/gzip.h"
+#include "support/json_string.h"
 #include "upload/studio.h"
 
 static void put_avg(FILE *f, double v) {

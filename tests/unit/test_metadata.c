@@ -11,6 +11,7 @@
 
 #include "config.h"
 #include "metadata.h"
+#include "output/col_header.h"
 #include "testlib.h"
 
 static const char *python(void) {
@@ -357,6 +358,10 @@ static void test_header(void) {
                                      "polyprof"};
   check_keys(h, keys, sizeof(keys) / sizeof(keys[0]), "header");
   char *text = pp_json_dumps_python(h);
+  /* the text the .col writer gets is that object, dumped the same way */
+  char *line = pp_col_header_text(&a);
+  CHECK_EQ_STR(line, text);
+  free(line);
   CHECK_CONTAINS(text,
                  "{\"containers\": [\"web\", \"db\"], \"container_names_enabled\": true, "
                  "\"metadata\": {\"cloud_provider\": \"unknown\", \"agent_version\": \"");

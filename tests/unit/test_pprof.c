@@ -6,8 +6,8 @@
 #include "output/pprof.h"
 #include "output/profile.pb-c.h"
 #include "profile.h"
+#include "support/gzip.h"
 #include "testlib.h"
-#include "upload/http.h"
 
 static const char *S(const Perftools__Profiles__Profile *p, int64_t i) {
   return i >= 0 && (size_t)i < p->n_string_table ? p->string_table[i] : "<bad index>";

@@ -1,5 +1,5 @@
 /* Spool: atomic entries, age order, cap with oldest-first eviction, private
- * directory; gzip round trip and URL redaction of the HTTP helpers. */
+ * directory; URL redaction and random ids of the HTTP helpers. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -74,20 +74,6 @@ int main(void) {
   s = pp_spool_open(sub, 1000, err, sizeof(err));
   CHECK(s != NULL && stat(sub, &st) == 0 && (st.st_mode & 0777) == 0700);
   pp_spool_free(s);
-
-  /* gzip round trip, bounded gunzip */
-  const char *text = "hello hello hello hello hello";
-  unsigned char *gz;
-  size_t gzlen;
-  CHECK_EQ_INT(pp_gzip(text, strlen(text), 6, &gz, &gzlen), 0);
-  CHECK(gz[0] == 0x1f && gz[1] == 0x8b);
-  char *plain;
-  size_t plen;
-  CHECK_EQ_INT(pp_gunzip(gz, gzlen, 1000, &plain, &plen), 0);
-  CHECK_EQ_STR(plain, text);
-  free(plain);
-  CHECK_EQ_INT(pp_gunzip(gz, gzlen, 5, &plain, &plen), -EFBIG);
-  free(gz);
 
   char red[256];
   pp_http_redact_url("https://h/api/v2/profiles?key=SECRET&service=s&token=T2", red, sizeof(red));
