@@ -112,6 +112,7 @@ static void attach(struct pp_target_table *tt, struct pp_target_entry *t, uint64
     t->state = PP_TARGET_ATTACHED;
     t->last_error = 0;
     t->attached_ns = now;
+    if (tt->cfg.liveness_ns) due(tt, now + tt->cfg.liveness_ns);
     return;
   }
   /* a refusal leaves nothing held */
@@ -214,6 +215,22 @@ void pp_target_table_gone(struct pp_target_table *tt, struct pp_target_entry *t)
   t->state = PP_TARGET_GONE;
 }
 
+void pp_target_table_reattach(struct pp_target_table *tt, struct pp_target_entry *t) {
+  PP_DEBUG(tt->host, "pid %u: new program image: looking again", t->pid);
+  reset(tt, t, t->start_time, pp_proc_exe_id(t->pid));
+  attach(tt, t, pp_clock_ns());
+}
+
+/* Liveness of an attached target: gone, or exec'd into another file. */
+static void check_live(struct pp_target_table *tt, struct pp_target_entry *t) {
+  if (!alive(t)) {
+    pp_target_table_gone(tt, t);
+    return;
+  }
+  uint64_t exe_id = pp_proc_exe_id(t->pid);
+  if (exe_id && t->exe_id && exe_id != t->exe_id) pp_target_table_reattach(tt, t);
+}
+
 void pp_target_table_poll(struct pp_target_table *tt, uint64_t now_ns) {
   if (!tt->next_due_ns || now_ns < tt->next_due_ns) return;
   tt->next_due_ns = 0;
@@ -226,8 +243,8 @@ void pp_target_table_poll(struct pp_target_table *tt, uint64_t now_ns) {
         attach(tt, t, now_ns);
       else
         due(tt, t->next_try_ns);
-    } else if (liveness && t->state == PP_TARGET_ATTACHED && !alive(t)) {
-      pp_target_table_gone(tt, t);
+    } else if (liveness && t->state == PP_TARGET_ATTACHED) {
+      check_live(tt, t);
     }
   }
   if (tt->cfg.liveness_ns) due(tt, tt->last_liveness_ns + tt->cfg.liveness_ns);
@@ -239,7 +256,10 @@ void pp_target_table_report(struct pp_target_table *tt, struct pp_sink *sink) {
   size_t keep = 0;
   for (size_t i = 0; i < tt->n; i++) {
     struct pp_target_entry *t = tt->v[i];
-    if (t->state != PP_TARGET_GONE && !alive(t)) pp_target_table_gone(tt, t);
+    if (t->state == PP_TARGET_ATTACHED)
+      check_live(tt, t);
+    else if (t->state != PP_TARGET_GONE && !alive(t))
+      pp_target_table_gone(tt, t);
     switch (t->state) {
     case PP_TARGET_ATTACHED:
       attached++;

@@ -199,10 +199,14 @@ static void test_exec(void) {
   }
   close(go[0]);
   usleep(50000);
-  struct plugin pl = {0};
+  struct plugin pl = {0}, polled = {0};
   struct pp_target_table *tt = pp_target_table_new(&fake_host, &ops, &pl, NULL);
+  /* a second table that checks liveness itself (no re-announcement) */
+  struct pp_target_table_config live = {.liveness_ns = 1};
+  struct pp_target_table *tp = pp_target_table_new(&fake_host, &ops, &polled, &live);
   struct pp_target g = target_of(p);
   pp_target_table_add(tt, &g, 1);
+  pp_target_table_add(tp, &g, 1);
   CHECK_EQ_INT(pl.attaches, 1);
   pp_target_table_add(tt, &g, 1);
   CHECK_EQ_INT(pl.attaches, 1); /* same image */
@@ -215,6 +219,14 @@ static void test_exec(void) {
   CHECK_EQ_INT(pl.attaches, 2);
   CHECK_EQ_INT(pl.releases, 1);
   CHECK_EQ_INT(pp_target_table_find(tt, (uint32_t)p)->attempts, 1);
+  pp_target_table_poll(tp, pp_clock_ns() + 1000);
+  CHECK_EQ_INT(polled.attaches, 2);
+  CHECK_EQ_INT(polled.releases, 1);
+  /* and a reattach the plugin asks for */
+  pp_target_table_reattach(tp, pp_target_table_find(tp, (uint32_t)p));
+  CHECK_EQ_INT(polled.attaches, 3);
+  CHECK_EQ_INT(polled.data_live, 1);
+  pp_target_table_free(tp);
   pp_target_table_free(tt);
   reap(p);
 }

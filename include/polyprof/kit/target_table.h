@@ -82,7 +82,9 @@ struct pp_target_table_config {
   uint32_t retry_attempts;   /* attach() calls before giving up (0: 12) */
   uint64_t retry_first_ns;   /* first retry after this (0: 250 ms), doubling... */
   uint64_t retry_max_ns;     /* ...up to this (0: 10 s) */
-  uint64_t liveness_ns;      /* poll() checks each attached target this often (0: only at report) */
+  uint64_t liveness_ns;      /* poll() checks each attached target this often (0: only at
+                              * report): exit, pid reuse, and exec (a new executable file,
+                              * then released and attached again) */
 };
 
 struct pp_target_table;
@@ -103,6 +105,11 @@ void pp_target_table_poll(struct pp_target_table *tt, uint64_t now_ns);
 
 /* The plugin saw the process exit (-ESRCH from a read): released now. */
 void pp_target_table_gone(struct pp_target_table *tt, struct pp_target_entry *t);
+
+/* The plugin saw a new program image in the process (an exec it noticed
+ * itself, e.g. by its memory layout): its state is released and it is
+ * attached again now, as after an exec re-announcement. */
+void pp_target_table_reattach(struct pp_target_table *tt, struct pp_target_entry *t);
 
 /* snapshot(): checks that every target is still the process it was
  * (releasing the gone ones), reports each non-profiled target's status to
