@@ -8,13 +8,15 @@
  *   nginx;[thread-state S];do_epoll_wait_[k]
  *
  * It needs neither perf nor ptrace attach, which makes it a good sample of
- * the plugin ABI (include/polyprof/plugin.h): declared options and modes,
- * declarative target matching, a host-driven tick, a bounded aggregation
- * table with no allocation per sample, per-pid metadata / status / appid,
- * counters, and logging through the host. docs/plugin-sdk.md walks through it.
+ * a runtime plugin built on the kit (include/polyprof/kit.h), exactly as a
+ * third-party plugin is: declared options whose defaults live only in the
+ * options table, declarative target matching, the kit's target table (one
+ * lifecycle: attach, retry, exec, exit, statuses), its stack table (bounded,
+ * no allocation per sample once warm), per-pid metadata and appid, counters,
+ * and logging through the host. docs/plugin-sdk.md walks through it.
  *
- * It depends on nothing but libc and the public header, as a third-party
- * plugin would.
+ * It builds from the installed polyprof-dev alone:
+ *   cc -shared -fPIC example.c $(pkg-config --cflags --libs polyprof-plugin)
  */
 #include <dirent.h>
 #include <errno.h>
@@ -25,25 +27,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "polyprof/plugin.h"
+#include "polyprof/kit.h"
 
 #define COMM_LEN 16
 #define WCHAN_LEN 64
 
-/* One aggregated observation: this thread name of this pid was in this state
- * waiting in this kernel function, `count` times. */
-struct entry {
-  uint32_t pid;
-  uint32_t used;
-  char comm[COMM_LEN];
-  char wchan[WCHAN_LEN];
-  char state;
-  uint64_t count;
-};
-
+/* What the plugin keeps per target process (the table's t->data). */
 struct target {
-  uint32_t pid;
-  uint64_t start_time;
   uint32_t threads; /* seen at the last tick */
   int error;        /* errno of the last failed read, 0 if fine */
 };
@@ -53,14 +43,9 @@ struct state {
   bool include_running;
   bool tag_appid;
   char only_states[32]; /* empty: every state */
-  int64_t frequency;
-
-  struct entry *table; /* open addressing, capacity = max_entries (power of two) */
-  size_t cap, used;
-  uint64_t dropped, samples, vanished;
-
-  struct target *targets;
-  size_t ntargets, targets_cap;
+  struct pp_target_table *targets;
+  struct pp_stack_table *stacks;
+  uint64_t samples;
 };
 
 static const char *const mode_choices[] = {"states", NULL};
@@ -100,106 +85,65 @@ static const struct pp_option options[] = {
      .help = "set the appid of each process to 'example: <comm>'"},
 };
 
-#define LOG(st, lvl, ...) (st)->host->log((st)->host, (lvl), __VA_ARGS__)
+/* The target table's attach(): a closer look at a process it was handed.
+ * Everything it needs is readable /proc, so the only failure is a process
+ * that is already gone (-ESRCH: the table forgets it). */
+static int example_attach(void *plugin, struct pp_target_entry *t) {
+  (void)plugin;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%u/task", t->pid);
+  if (access(path, R_OK) != 0) return errno == ENOENT ? -ESRCH : -errno;
+  t->data = calloc(1, sizeof(struct target));
+  return t->data ? 0 : -ENOMEM;
+}
+
+static void example_release(void *plugin, struct pp_target_entry *t) {
+  (void)plugin;
+  free(t->data); /* nothing else is held per target: no descriptor stays open */
+}
+
+static const struct pp_target_ops target_ops = {example_attach, example_release};
 
 static int example_init(const struct pp_host *host, void **out) {
   if (host->abi_major != PP_ABI_MAJOR || !PP_HOST_HAS(host, scratch_dir)) return -ENOTSUP;
   struct state *st = calloc(1, sizeof(*st));
   if (!st) return -ENOMEM;
   st->host = host;
-
-  int b = 1;
-  if (host->config_bool(host, "include_running", &b) == 0) st->include_running = b;
-  b = 0;
-  if (host->config_bool(host, "tag_appid", &b) == 0) st->tag_appid = b;
+  st->include_running = pp_opt_bool(host, PP_OPTIONS(options), "include_running");
+  st->tag_appid = pp_opt_bool(host, PP_OPTIONS(options), "tag_appid");
   const char *const *items = NULL;
   size_t n = 0;
   if (host->config_list(host, "only_states", &items, &n) == 0) {
     for (size_t i = 0; i < n && i + 1 < sizeof(st->only_states); i++)
       st->only_states[i] = items[i][0];
   }
-  int64_t max_entries = 65536;
-  host->config_int(host, "max_entries", &max_entries);
-  host->config_int(host, "frequency", &st->frequency);
-
-  st->cap = 16;
-  while (st->cap < (size_t)max_entries)
-    st->cap *= 2;
-  st->table = calloc(st->cap, sizeof(*st->table));
-  if (!st->table) {
+  struct pp_stack_table_limits lim = {
+      .max_stacks = (size_t)pp_opt_int(host, PP_OPTIONS(options), "max_entries"), .max_depth = 2};
+  st->stacks = pp_stack_table_new(&lim);
+  st->targets = pp_target_table_new(host, &target_ops, st, NULL);
+  if (!st->stacks || !st->targets) {
+    pp_stack_table_free(st->stacks);
+    pp_target_table_free(st->targets);
     free(st);
     return -ENOMEM;
   }
-  LOG(st, PP_LOG_DEBUG, "aggregation table: %zu entries (%zu KiB)", st->cap,
-      st->cap * sizeof(struct entry) / 1024);
+  PP_DEBUG(host, "aggregation table: at most %zu stacks", lim.max_stacks);
   *out = st;
   return 0;
 }
 
 static int example_start(void *state, struct pp_session *session) {
   struct state *st = state;
-  if (st->frequency > 0) session->tick_interval_ns = 1000000000ull / (uint64_t)st->frequency;
-  LOG(st, PP_LOG_INFO, "sampling thread states every %.1f ms (mode %s)",
-      session->tick_interval_ns / 1e6, session->mode ? session->mode : "states");
+  int64_t hz = pp_opt_int(st->host, PP_OPTIONS(options), "frequency");
+  if (hz > 0) session->tick_interval_ns = 1000000000ull / (uint64_t)hz;
+  PP_INFO(st->host, "sampling thread states every %.1f ms (mode %s)",
+          session->tick_interval_ns / 1e6, session->mode ? session->mode : "states");
   return 0;
 }
 
 static int example_add_targets(void *state, const struct pp_target *t, size_t n) {
   struct state *st = state;
-  for (size_t i = 0; i < n; i++) {
-    /* the host may re-announce a pid that was reused by a new process */
-    size_t j;
-    for (j = 0; j < st->ntargets; j++)
-      if (st->targets[j].pid == t[i].pid) break;
-    if (j == st->ntargets) {
-      if (st->ntargets == st->targets_cap) {
-        size_t ncap = st->targets_cap ? st->targets_cap * 2 : 64;
-        struct target *g = realloc(st->targets, ncap * sizeof(*g));
-        if (!g) return -ENOMEM;
-        st->targets = g;
-        st->targets_cap = ncap;
-      }
-      st->ntargets++;
-    }
-    st->targets[j] = (struct target){.pid = t[i].pid, .start_time = t[i].start_time};
-  }
-  return 0;
-}
-
-static uint64_t hash_entry(uint32_t pid, const char *comm, char state, const char *wchan) {
-  uint64_t h = 1469598103934665603ull ^ pid;
-  for (const char *p = comm; *p; p++)
-    h = (h ^ (unsigned char)*p) * 1099511628211ull;
-  h = (h ^ (unsigned char)state) * 1099511628211ull;
-  for (const char *p = wchan; *p; p++)
-    h = (h ^ (unsigned char)*p) * 1099511628211ull;
-  return h;
-}
-
-static void count(struct state *st, uint32_t pid, const char *comm, char state, const char *wchan) {
-  size_t mask = st->cap - 1;
-  for (size_t pos = hash_entry(pid, comm, state, wchan) & mask, probes = 0; probes < st->cap;
-       pos = (pos + 1) & mask, probes++) {
-    struct entry *e = &st->table[pos];
-    if (!e->used) {
-      /* keep the table at most 3/4 full so probes stay short */
-      if (st->used + 1 > st->cap / 4 * 3) break;
-      e->used = 1;
-      e->pid = pid;
-      e->state = state;
-      snprintf(e->comm, sizeof(e->comm), "%s", comm);
-      snprintf(e->wchan, sizeof(e->wchan), "%s", wchan);
-      e->count = 1;
-      st->used++;
-      return;
-    }
-    if (e->pid == pid && e->state == state && strcmp(e->comm, comm) == 0 &&
-        strcmp(e->wchan, wchan) == 0) {
-      e->count++;
-      return;
-    }
-  }
-  st->dropped++;
+  return pp_target_table_add(st->targets, t, n);
 }
 
 /* Reads a small /proc file into buf; returns bytes or -errno. */
@@ -234,16 +178,24 @@ static void sample_thread(struct state *st, uint32_t pid, const char *tid) {
 
   snprintf(path, sizeof(path), "/proc/%u/task/%s/wchan", pid, tid);
   if (read_small(path, wchan, sizeof(wchan)) < 0 || strcmp(wchan, "0") == 0) wchan[0] = '\0';
-  count(st, pid, comm, state, wchan);
+  char state_frame[32];
+  snprintf(state_frame, sizeof(state_frame), "[thread-state %c]", state);
+  struct pp_frame frames[2]; /* leaf first */
+  uint32_t n = 0;
+  if (wchan[0]) frames[n++] = (struct pp_frame){.name = wchan, .kind = PP_FRAME_KERNEL};
+  frames[n++] = (struct pp_frame){.name = state_frame, .kind = PP_FRAME_PSEUDO};
+  pp_stack_table_add(st->stacks, pid, 0, comm, frames, n, 1);
   st->samples++;
 }
 
-static void sample_target(struct state *st, struct target *t) {
+static void sample_target(struct state *st, struct pp_target_entry *e) {
+  struct target *t = e->data;
   char path[64];
-  snprintf(path, sizeof(path), "/proc/%u/task", t->pid);
+  snprintf(path, sizeof(path), "/proc/%u/task", e->pid);
   DIR *d = opendir(path);
   if (!d) {
     t->error = errno;
+    if (errno == ENOENT) pp_target_table_gone(st->targets, e);
     return;
   }
   t->error = 0;
@@ -251,7 +203,7 @@ static void sample_target(struct state *st, struct target *t) {
   struct dirent *de;
   while ((de = readdir(d))) {
     if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
-    sample_thread(st, t->pid, de->d_name);
+    sample_thread(st, e->pid, de->d_name);
     t->threads++;
   }
   closedir(d);
@@ -259,86 +211,64 @@ static void sample_target(struct state *st, struct target *t) {
 
 static int example_tick(void *state, uint64_t now_ns) {
   struct state *st = state;
-  for (size_t i = 0; i < st->ntargets;) {
-    struct target *t = &st->targets[i];
-    uint64_t start = 0;
-    /* identity check: a vanished or reused pid is dropped, never sampled */
-    if (st->host->proc_start_time(st->host, t->pid, &start) < 0 || start != t->start_time) {
-      st->vanished++;
-      st->targets[i] = st->targets[--st->ntargets];
-      continue;
-    }
-    sample_target(st, t);
-    i++;
-  }
+  pp_target_table_poll(st->targets, now_ns);
+  struct pp_target_entry *e;
+  PP_TARGETS_FOREACH(st->targets, e, PP_TARGET_ATTACHED) sample_target(st, e);
   return 0;
 }
 
 static int example_snapshot(void *state, struct pp_sink *sink) {
   struct state *st = state;
   const struct pp_host *h = st->host;
-  for (size_t i = 0; i < st->cap; i++) {
-    struct entry *e = &st->table[i];
-    if (!e->used) continue;
-    char state_frame[32];
-    snprintf(state_frame, sizeof(state_frame), "[thread-state %c]", e->state);
-    struct pp_frame frames[2]; /* leaf first */
-    uint32_t n = 0;
-    if (e->wchan[0]) frames[n++] = (struct pp_frame){.name = e->wchan, .kind = PP_FRAME_KERNEL};
-    frames[n++] = (struct pp_frame){.name = state_frame, .kind = PP_FRAME_PSEUDO};
-    struct pp_sample s = {
-        .pid = e->pid, .comm = e->comm, .frames = frames, .nframes = n, .count = e->count};
-    h->emit(sink, &s);
-  }
-  for (size_t i = 0; i < st->ntargets; i++) {
-    struct target *t = &st->targets[i];
+  uint64_t dropped = pp_stack_table_dropped(st->stacks);
+  pp_stack_table_emit(st->stacks, h, sink);
+  struct pp_target_entry *e;
+  PP_TARGETS_FOREACH(st->targets, e, PP_TARGET_ATTACHED) {
+    struct target *t = e->data;
     if (t->error) {
       char reason[96];
-      snprintf(reason, sizeof(reason), "cannot read /proc/%u/task: %s", t->pid, strerror(t->error));
-      h->set_pid_status(sink, t->pid, PP_PID_ERROR, reason);
+      snprintf(reason, sizeof(reason), "cannot read /proc/%u/task: %s", e->pid, strerror(t->error));
+      h->set_pid_status(sink, e->pid, PP_PID_ERROR, reason);
       continue;
     }
     char meta[64];
     snprintf(meta, sizeof(meta), "{\"example_threads\": %u}", t->threads);
-    h->set_app_metadata(sink, t->pid, meta);
+    h->set_app_metadata(sink, e->pid, meta);
     if (st->tag_appid) {
       char comm[64], appid[96];
-      if (h->proc_comm(h, t->pid, comm, sizeof(comm)) == 0) {
+      if (h->proc_comm(h, e->pid, comm, sizeof(comm)) == 0) {
         snprintf(appid, sizeof(appid), "example: %s", comm);
-        h->set_appid(sink, t->pid, appid);
+        h->set_appid(sink, e->pid, appid);
       }
     }
   }
+  /* statuses of the targets not profiled, exits, counters */
+  pp_target_table_report(st->targets, sink);
   h->add_counter(sink, "samples", st->samples);
-  h->add_counter(sink, "dropped_entries", st->dropped);
-  h->add_counter(sink, "vanished_targets", st->vanished);
-  if (st->dropped)
-    LOG(st, PP_LOG_WARNING, "aggregation table full: %llu observations dropped (max_entries)",
-        (unsigned long long)st->dropped);
-  memset(st->table, 0, st->cap * sizeof(*st->table));
-  st->used = 0;
-  st->samples = st->dropped = st->vanished = 0;
+  if (dropped)
+    PP_WARNING(h, "aggregation table full: %llu observations dropped (max_entries)",
+               (unsigned long long)dropped);
+  st->samples = 0;
   return 0;
 }
 
 static int example_stop(void *state) {
-  struct state *st = state;
-  st->ntargets = 0;
+  (void)state;
   return 0;
 }
 
 static void example_fini(void *state) {
   struct state *st = state;
   if (!st) return;
-  free(st->table);
-  free(st->targets);
+  pp_target_table_free(st->targets);
+  pp_stack_table_free(st->stacks);
   free(st);
 }
 
 static const struct pp_plugin descriptor = {
     PP_PLUGIN_HEADER,
     .name = "example",
-    .version = "1.0.0",
+    .version = "1.1.0",
     .description = "thread states and kernel wait channels of every process (SDK sample)",
     .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS,
     .match_exe = match_all,

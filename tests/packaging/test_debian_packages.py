@@ -208,6 +208,8 @@ try:
             "polyprof-plugin-nodejs ships the perf-map addon")
     dev = contents("polyprof-dev")
     for f in ("./usr/include/polyprof/plugin.h", "./usr/lib/%s/pkgconfig/polyprof-plugin.pc" % multiarch,
+              "./usr/include/polyprof/kit.h", "./usr/include/polyprof/kit/target_table.h",
+              "./usr/lib/%s/libpolyprof-kit.a" % multiarch,
               "./usr/share/doc/polyprof-dev/plugin-sdk.md", "./usr/share/doc/polyprof-dev/examples/example.c",
               "./usr/share/doc/polyprof-dev/examples/Makefile"):
         u.check(f in dev, "polyprof-dev ships %s" % f)
