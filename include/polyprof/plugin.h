@@ -108,6 +108,20 @@ struct pp_sample {
   uint64_t count; /* number of samples this stack stands for */
 };
 
+/* What set_pid_status() says of a target for one session. A process that
+ * the plugin was handed and that yields no stack must get a status that
+ * says why, so the profile and the log never show a silent nothing:
+ *  - PP_PID_SKIPPED: the process cannot be profiled by this plugin as it is
+ *    (an unsupported version, a build without the symbols needed, a file
+ *    that failed the safe-access checks); retrying will not help until it
+ *    changes (exec). The writers replace its stacks with
+ *    "<comm>;[Profiling skipped: <reason>]".
+ *  - PP_PID_ERROR: profiling it failed (attach refused, reads failing); the
+ *    stacks become "<comm>;[Profiling error: <reason>]".
+ *  - PP_PID_OK: clears a status set earlier in the same session.
+ * A status holds for the session of the snapshot it was set in; set it
+ * again in every snapshot for as long as it is true. The reason is one
+ * line naming the cause (and the path or version involved). */
 enum pp_pid_status {
   PP_PID_OK = 0,
   PP_PID_ERROR = 1,   /* -> "[Profiling error: <reason>]" */
@@ -135,7 +149,32 @@ enum pp_log_level {
 
 /* A target handed to add_targets(). Fixed layout, never extended: a pid plus
  * its start time (clock ticks since boot, /proc/PID/stat field 22), which
- * together identify a process even when pids are reused. */
+ * together identify a process even when pids are reused.
+ *
+ * The target contract (the kit's target table, polyprof/kit/target_table.h,
+ * implements all of it):
+ *  - Identity: a target is (pid, start_time). The same pid announced with
+ *    another start time is a new process that reused the pid: drop all
+ *    state of the old one first.
+ *  - Exec re-announcement: a process that exec()s keeps its pid and start
+ *    time. The host re-reads every process's executable at session
+ *    boundaries and announces an exec'd process again, with the same pid
+ *    and start time, to every plugin its new image matches. A plugin must
+ *    then drop what it knew of the old image and look at the new one (a
+ *    shell that became Python is now Python; a Python that became
+ *    something else is no longer this plugin's).
+ *  - Session re-announcement: right after every start() the host announces
+ *    the whole current set again. The same pid, start time and image as
+ *    before change nothing.
+ *  - Exit: the host does not announce exits. A plugin notices them (ESRCH,
+ *    or a start time that no longer matches) and must then release every
+ *    descriptor, mapping and thread it holds for that process at once, not
+ *    at the next snapshot: a dead process must not pin anything.
+ *  - A plugin may refuse a target after a closer look (not its runtime:
+ *    silently; cannot be profiled: with a status, see pp_pid_status).
+ *  - Never signal, connect to or open anything of a target that is not
+ *    positively this process (pid and start time checked), and open a
+ *    target's files only through the kit's target_files.h. */
 struct pp_target {
   uint32_t pid;
   uint32_t reserved;
@@ -251,8 +290,9 @@ struct pp_plugin {
   int (*init)(const struct pp_host *host, void **state);
   int (*start)(void *state, struct pp_session *session);
   /* New processes. Called right after start() with the current set and then
-   * whenever the scan finds new matching processes. A plugin may ignore a pid
-   * after a closer look. */
+   * whenever the scan finds new matching processes, or an exec'd one again
+   * (see struct pp_target for the whole contract). A plugin may ignore a
+   * pid after a closer look. */
   int (*add_targets)(void *state, const struct pp_target *targets, size_t count);
   /* Optional (NULL): periodic work at session->tick_interval_ns. */
   int (*tick)(void *state, uint64_t now_ns);
