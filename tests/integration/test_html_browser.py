@@ -165,7 +165,18 @@ def renders(page):
     return page.eval("polyprof.state().render.count")
 
 
+def next_frame(page):
+    """Wait until the page has run two animation frames. An input event or a
+    scroll only schedules a render (and a scroll event is only dispatched at
+    the next frame), so the render an action asked for has run by the second
+    frame. Counting renders is not enough: one scheduled by an earlier
+    action may still be pending, and would bump the count before the
+    action's own render."""
+    page.eval("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(1))))")
+
+
 def wait_render(page, before):
+    next_frame(page)
     return page.wait_for(f"polyprof.state().render.count > {before}", 10)
 
 
@@ -324,6 +335,7 @@ def test_small(c, browser, tmp):
          page.eval("polyprof.state().zoom") == "com.acme.Worker.loop()V", "zoomTo(name)")
     page.key("Escape", "Escape", 27)
     c.ok(page.wait_for("polyprof.state().zoom === null", 5), "Esc resets the zoom")
+    next_frame(page)  # the reset's render, before measuring the unzoomed graph
 
     print("flame / icicle")
     canvas = page.eval("(() => { const r = document.getElementById('graph').getBoundingClientRect();"
@@ -338,7 +350,9 @@ def test_small(c, browser, tmp):
     c.ok(page.eval("polyprof.state().mode") == "icicle" and abs(root["y"] - canvas["top"]) < 2,
          "icicle: root row on top", repr(root))
     page.screenshot(os.path.join(SHOTS, "small-icicle.png"))
+    before = renders(page)
     page.click(x, y)
+    wait_render(page, before)  # the background check below reads the flame render
     c.ok(page.wait_for("polyprof.state().mode === 'flame'", 5), "toggle back to flame")
 
     print("theme")
