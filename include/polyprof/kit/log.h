@@ -7,7 +7,6 @@
 #define POLYPROF_KIT_LOG_H
 
 #include <stdint.h>
-#include <time.h>
 
 #include "polyprof/plugin.h"
 
@@ -20,17 +19,9 @@
 /* CLOCK_MONOTONIC in ns: the same clock as host->monotonic_ns, without a
  * call through the host (so code without a host, such as a sampler thread
  * or a benchmark, reads the same time). vDSO, async-signal-safe. */
-static inline uint64_t pp_clock_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+uint64_t pp_clock_ns(void);
 
 /* CLOCK_REALTIME in ns (wall-clock time for timestamps in metadata). */
-static inline uint64_t pp_clock_realtime_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+uint64_t pp_clock_realtime_ns(void);
 
 #endif

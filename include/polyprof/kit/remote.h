@@ -18,6 +18,7 @@
 
 #include "polyprof/kit/target_files.h"
 
+#define PP_PATH_MAX 4096               /* PATH_MAX of Linux, without needing POSIX feature macros */
 #define PP_REMOTE_MAX_READ (16u << 20) /* no single read is larger */
 
 /* Exactly len bytes from addr in pid, or -errno (-EFAULT: unmapped or
@@ -40,7 +41,7 @@ ssize_t pp_remote_read_str(pid_t pid, uint64_t addr, char *buf, size_t cap);
 /* A file mapped into a process, opened through the kit's safe target-root
  * access (target_files.h). */
 struct pp_module {
-  char path[PATH_MAX];    /* as the target names it (from /proc/PID/maps) */
+  char path[PP_PATH_MAX]; /* as the target names it (from /proc/PID/maps) */
   uint64_t start, end;    /* lowest start, highest end of its mappings */
   uint64_t bias;          /* runtime address = ELF vaddr + bias */
   int is_exe;             /* it is /proc/PID/exe */
