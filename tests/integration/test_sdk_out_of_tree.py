@@ -6,7 +6,11 @@ plugin's sources compiled with nothing but what that prefix holds
 runtime-plugin kit, no -I into the source tree), both with the plain
 compiler line and with the SDK's own Makefile. The agent loads the result
 with --example-mode states and its frames reach the profile. The installed
-pkg-config file carries the header's ABI version.
+pkg-config file carries the header's ABI version, and every installed
+header compiles on its own under strict C11.
+
+The tutorial of docs/plugin-sdk.md is built from the page's own listing the
+same way, and its frames are checked as the page shows them.
 """
 import os
 import re
@@ -48,6 +52,17 @@ for part in ("major", "minor"):
                          capture_output=True, text=True).stdout.strip()
     u.check(got == want, "pkg-config abi_%s %s == plugin.h's %s" % (part, got, want))
 
+# every installed header stands alone, without feature macros
+for root, _, files in os.walk(os.path.join(prefix, "include", "polyprof")):
+    for h in sorted(files):
+        rel = os.path.relpath(os.path.join(root, h), os.path.join(prefix, "include"))
+        probe = os.path.join(u.tempdir("ppsdk-hdr-"), "probe.c")
+        with open(probe, "w") as f:
+            f.write('#include "%s"\nint pp_probe_unused;\n' % rel)
+        r = subprocess.run(["cc", "-std=c11", "-Wall", "-Wextra", "-pedantic", "-Werror", "-c", probe, "-o",
+                            probe + ".o"] + [w for w in words if w.startswith("-I")], capture_output=True, text=True)
+        u.check(r.returncode == 0, "%s compiles alone under -std=c11 -pedantic: %s" % (rel, r.stderr[-500:]))
+
 # 1. the plain compiler line, from a directory outside the tree
 work = u.tempdir("ppsdk-build-")
 srcs = [os.path.join(u.SRC, "plugins", "example", f) for f in sorted(os.listdir(os.path.join(u.SRC, "plugins", "example")))
@@ -81,4 +96,36 @@ try:
             "the out-of-tree plugin's frames are in the profile: %s" % mine[:3])
 finally:
     u.kill(sleeper)
+
+# the tutorial, from the page's own listing
+with open(os.path.join(u.SRC, "docs", "plugin-sdk.md"), encoding="utf-8") as f:
+    page = f.read()
+m = re.search(r"<!-- tutorial: threads.c -->\n```c\n(.*?)```", page, re.S)
+u.check(m is not None, "docs/plugin-sdk.md has the tutorial listing")
+tut = u.tempdir("ppsdk-tutorial-")
+with open(os.path.join(tut, "threads.c"), "w") as f:
+    f.write(m.group(1) if m else "")
+r = subprocess.run(["cc", "-std=c11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wall", "-Wextra",
+                    "-Wno-unused-parameter", "-Werror", "-Wl,--no-undefined", "-o", "threads.so", "threads.c"] + words,
+                   cwd=tut, capture_output=True, text=True)
+u.check(r.returncode == 0, "the tutorial builds with the page's command: %s" % r.stderr[-1500:])
+busy = u.spawn([sys.executable, "-c", "while True: pass"])
+idle = u.spawn(["sleep", "300"])
+try:
+    time.sleep(0.3)
+    out = u.tempdir("ppsdk-tutorial-out-")
+    r = u.run_agent(out, u.plugin_dir_with(os.path.join(tut, "threads.so")), "--threads-mode", "cpu", "--pids",
+                    "%d,%d" % (busy.pid, idle.pid), "-f", "20", duration=3)
+    u.check(r.returncode == 0, "agent with the tutorial plugin exits 0: %s" % r.stderr[-800:])
+    _, stacks = u.parse_col(os.path.join(out, "last_profile.col"))
+    def count(comm, leaf):
+        return sum(c for f, c in stacks if f[2] == comm and f[-1] == leaf)
+    busy_comm = open("/proc/%d/comm" % busy.pid).read().strip()
+    on, off = count(busy_comm, "[on cpu]"), count(busy_comm, "[off cpu]")
+    u.check(on >= 20 and on > 3 * off, "the busy process is mostly [on cpu] (%d on, %d off)" % (on, off))
+    u.check(count("sleep", "[off cpu]") >= 20 and count("sleep", "[on cpu]") == 0,
+            "the sleeper is [off cpu] only: %s" % [(f, c) for f, c in stacks if f[2] == "sleep"])
+finally:
+    u.kill(busy)
+    u.kill(idle)
 u.finish()
