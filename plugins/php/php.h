@@ -1,20 +1,23 @@
 /*
  * Internal interface of the php plugin (not part of the plugin ABI).
  *
- *   php_layout.c  per-version struct offsets (data, from the reference table)
- *   php_attach.c  finds executor_globals and the PHP version of a process
+ *   php.c         descriptor, options table and vtable: sampling each target
+ *                 at every tick, the snapshot
+ *   php_attach.c  the target table's callbacks: whether a process is one of
+ *                 ours (proc_filter), which ELF holds executor_globals, the
+ *                 PHP version; per-binary facts cached
+ *   php_layout.c  per-version struct offsets (data, from phpspy's headers)
  *   php_walk.c    reads one call stack (current_execute_data chain)
- *   php_agg.c     bounded aggregation of identical stacks between snapshots
- *   php_plugin.c  the vtable: options, targets, tick, snapshot
  */
 #ifndef PP_PLUGIN_PHP_H
 #define PP_PLUGIN_PHP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "polyprof/plugin.h"
+#include "polyprof/kit.h"
 
 #define PHP_STR_MAX 256 /* names and paths are cut here, like phpspy's 255 bytes */
 #define PHP_NAME_MAX (2 * PHP_STR_MAX + 8) /* "Class::function" */
@@ -46,16 +49,35 @@ struct php_attach {
   uint64_t last_leaf; /* the previous sample's leaf frame: where to read the VM stack at once */
 };
 
-/* 0, or a negative errno with a one-line reason ("ZTS build...", "stripped..."). */
-int php_attach_process(uint32_t pid, const char *exe_basename, struct php_attach *out, char *reason,
-                       size_t reason_len);
-
-/* One frame as read from the target; strings point into the walker's buffers. */
-struct php_frame {
-  const char *name;
-  const char *file;
-  uint32_t line;
+/* A target's data in the target table (t->data). */
+struct php_target {
+  struct php_attach at;
+  char comm[16]; /* kept with its stacks: an FPM worker may be gone by the snapshot */
+  bool denied;   /* its memory cannot be read: reported as an error, not sampled */
 };
+
+/* The plugin's state. */
+struct php_state {
+  const struct pp_host *host;
+  const char *proc_filter; /* substring of comm or cmdline; NULL: every match */
+  uint32_t max_depth;
+  struct php_walker *walker;
+  struct pp_stack_table *stacks;
+  struct pp_target_table *targets;
+  uint64_t samples, idle, torn, truncated, gone, denied;
+  unsigned reported_versions[16]; /* major*100+minor already logged at info */
+  size_t nreported;
+};
+
+/* The executable names the descriptor matches (php.c). */
+extern const char *const php_match_exe[];
+
+/* Target table callbacks (plugin: the struct php_state). attach: 0, or
+ * PP_ATTACH_IGNORE (not a PHP process, or not the filter's), PP_ATTACH_SKIP
+ * (ZTS, stripped, unsupported version...), PP_ATTACH_FAIL (a file of the
+ * target refused), a negative errno (retry), with t->reason. */
+int php_attach_process(void *plugin, struct pp_target_entry *t);
+void php_release_target(void *plugin, struct pp_target_entry *t);
 
 struct php_walker; /* per-plugin buffers and the function cache */
 
@@ -77,21 +99,10 @@ enum php_walk_result {
   PHP_WALK_TRUNCATED = 5, /* OK, but max_depth was reached (frames hold the leaf side) */
 };
 
-/* Reads the stack of pid; on OK/TRUNCATED *frames (leaf first) and *n are
- * valid until the next call. Updates a->last_leaf. */
+/* Reads the stack of pid; on OK/TRUNCATED *frames (leaf first, kind
+ * PP_FRAME_PHP; strings in the walker's buffers) and *n are valid until
+ * the next call. Updates a->last_leaf. */
 int php_walk(struct php_walker *w, uint32_t pid, struct php_attach *a,
-             const struct php_frame **frames, uint32_t *n);
-
-/* Aggregation of (pid, stack) -> count in a fixed arena. */
-struct php_agg;
-struct php_agg *php_agg_new(size_t max_stacks, size_t arena_bytes, uint32_t max_depth);
-void php_agg_free(struct php_agg *g);
-/* 0, or -ENOSPC when the table or arena is full (the sample is dropped).
- * comm is kept with the stack: an FPM worker may be gone by the snapshot,
- * when the host can no longer read its name. */
-int php_agg_add(struct php_agg *g, uint32_t pid, const char *comm, const struct php_frame *f,
-                uint32_t n);
-/* Emits every stack through the host sink, then empties the table. */
-void php_agg_flush(struct php_agg *g, const struct pp_host *h, struct pp_sink *sink);
+             const struct pp_frame **frames, uint32_t *n);
 
 #endif

@@ -1,19 +1,24 @@
 /*
- * Attaching to a PHP process: which ELF holds executor_globals (libphp*.so
- * for mod_php/embed, otherwise the executable), where it is at run time, and
+ * Attaching to a PHP process (the target table's attach callback): whether
+ * it is one of ours, which ELF holds executor_globals (libphp*.so for
+ * mod_php/embed, otherwise the executable), where it is at run time, and
  * which PHP version (hence struct layout) the process runs.
  *
  * Nothing is executed (phpspy runs objdump/strings/awk): symbols come from
- * the ELF's .symtab/.dynsym through the support library, the version from
- * the "X-Powered-By: PHP/M.m" string every build carries. Files are opened
- * through /proc/PID/root so containers work. Results per binary (device,
- * inode) are cached because an FPM pool is many processes of one binary.
+ * the ELF's .symtab/.dynsym through the kit, the version from the
+ * "X-Powered-By: PHP/M.m" string every build carries. The file is the one
+ * the process maps, opened by pp_find_module inside the process's root with
+ * its identity (device, inode from the maps) checked, so a container's
+ * binary is found and a link, FIFO, device or mount planted at its path is
+ * never opened. Results per binary (device, inode, mtime) are cached
+ * because an FPM pool is many processes of one binary.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memmem */
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +26,6 @@
 #include <unistd.h>
 
 #include "php.h"
-#include "polyprof/kit/elf_lookup.h"
-#include "polyprof/kit/remote.h"
 
 #define BIN_CACHE 32
 #define SCAN_CHUNK (1u << 20)
@@ -125,36 +128,96 @@ static const struct bin_fact *lookup(int fd, const char *path) {
   return f;
 }
 
-int php_attach_process(uint32_t pid, const char *exe_basename, struct php_attach *out, char *reason,
-                       size_t reason_len) {
+/* phpspy -P in gProfiler's fork: a substring of comm, then of the command
+ * line (its NULs read as spaces). */
+static bool filter_match(const char *filter, uint32_t pid) {
+  char buf[4096];
+  size_t n = 0;
+  if (pp_proc_comm(pid, buf, sizeof(buf)) == 0 && strstr(buf, filter)) return true;
+  if (pp_proc_cmdline(pid, buf, sizeof(buf), &n) < 0 || n == 0) return false;
+  if (n >= sizeof(buf)) n = sizeof(buf) - 1;
+  for (size_t i = 0; i < n; i++)
+    if (buf[i] == '\0') buf[i] = ' ';
+  buf[n] = '\0';
+  return strstr(buf, filter) != NULL;
+}
+
+static bool exe_matches(const char *base) {
+  for (size_t i = 0; php_match_exe[i]; i++)
+    if (fnmatch(php_match_exe[i], base, 0) == 0) return true;
+  return false;
+}
+
+/* Which PHP a process runs and whether this repository ever checked that
+ * version's struct layout on a live process: once per version, at info for
+ * a checked layout and at warning for one taken from phpspy's headers alone
+ * (its stacks may be garbage). An FPM pool is many pids of one version. */
+static void report_version(struct php_state *st, uint32_t pid, const struct php_attach *a) {
+  unsigned key = (unsigned)a->major * 100u + (unsigned)a->minor;
+  for (size_t i = 0; i < st->nreported; i++)
+    if (st->reported_versions[i] == key) return;
+  if (st->nreported < sizeof(st->reported_versions) / sizeof(st->reported_versions[0]))
+    st->reported_versions[st->nreported++] = key;
+  if (a->layout->tested)
+    PP_INFO(st->host, "pid %u: PHP %d.%d (%s): struct layout tested on a live PHP %d.%d process",
+            pid, a->major, a->minor, a->module, a->major, a->minor);
+  else
+    PP_WARNING(st->host,
+               "pid %u: PHP %d.%d (%s): struct layout UNTESTED (offsets from phpspy's headers, "
+               "never checked on a live PHP %d.%d process); stacks may be wrong",
+               pid, a->major, a->minor, a->module, a->major, a->minor);
+}
+
+/* Finds executor_globals and the version in the module holding them.
+ * Returns 0, PP_ATTACH_* or a negative errno, with reason. */
+static int locate(uint32_t pid, struct php_attach *out, char *reason, size_t cap) {
+  char exe[4096] = "";
+  const char *base = NULL;
+  if (pp_proc_exe(pid, exe, sizeof(exe)) == 0) {
+    const char *slash = strrchr(exe, '/');
+    base = slash ? slash + 1 : exe;
+  }
   struct pp_module m;
   /* mod_php / embed SAPI: the interpreter lives in the library */
   char why[256] = "";
   int rc = pp_find_module(pid, "libphp*.so*", &m, why, sizeof(why));
-  if (rc == -ENOENT) rc = pp_find_module(pid, exe_basename, &m, why, sizeof(why));
-  if (rc < 0) {
-    if (why[0])
-      snprintf(reason, reason_len, "%s", why);
-    else
-      snprintf(reason, reason_len, "no PHP module mapped (%s)", strerror(-rc));
+  if (rc == -ENOENT) {
+    /* an exec into something else, or a process handed by pid alone:
+     * not ours, like the core's own matching */
+    if (!base || !exe_matches(base)) return PP_ATTACH_IGNORE;
+    why[0] = '\0';
+    rc = pp_find_module(pid, base, &m, why, sizeof(why));
+  }
+  if (rc == -ESRCH) {
+    snprintf(reason, cap, "process exited");
     return rc;
+  }
+  if (rc < 0) {
+    if (why[0]) {
+      /* the file at the mapped path was refused (not the inode mapped, not
+       * a regular file...) and the mapping's own file could not be opened */
+      snprintf(reason, cap, "%s", why);
+      return PP_ATTACH_FAIL;
+    }
+    snprintf(reason, cap, "cannot open the PHP module: %s", strerror(-rc));
+    return rc; /* still starting: retried */
   }
   const struct bin_fact *f = lookup(m.fd, m.path);
+  int e = errno;
   pp_module_close(&m);
   if (!f) {
-    rc = -errno;
-    snprintf(reason, reason_len, "cannot stat %.100s: %s", m.path, strerror(errno));
-    return rc;
+    snprintf(reason, cap, "cannot stat %.100s: %s", m.path, strerror(e));
+    return PP_ATTACH_FAIL;
   }
   if (f->err) {
-    snprintf(reason, reason_len, "%s", f->reason);
-    return f->err;
+    snprintf(reason, cap, "%s", f->reason);
+    return PP_ATTACH_SKIP; /* this binary will not change its mind */
   }
   const struct php_layout *l = php_layout_find(f->major, f->minor);
   if (!l) {
-    snprintf(reason, reason_len, "PHP %d.%d not supported (known: %s)", f->major, f->minor,
+    snprintf(reason, cap, "PHP %d.%d not supported (known: %s)", f->major, f->minor,
              php_layout_versions());
-    return -ENOTSUP;
+    return PP_ATTACH_SKIP;
   }
   out->eg_addr = f->eg_vaddr + m.bias;
   out->layout = l;
@@ -162,4 +225,37 @@ int php_attach_process(uint32_t pid, const char *exe_basename, struct php_attach
   out->minor = f->minor;
   snprintf(out->module, sizeof(out->module), "%.255s", m.path);
   return 0;
+}
+
+int php_attach_process(void *plugin, struct pp_target_entry *t) {
+  struct php_state *st = plugin;
+  if (st->proc_filter && !filter_match(st->proc_filter, t->pid)) return PP_ATTACH_IGNORE;
+  struct php_target *pt = calloc(1, sizeof(*pt));
+  if (!pt) {
+    snprintf(t->reason, sizeof(t->reason), "out of memory");
+    return -ENOMEM;
+  }
+  int rc = locate(t->pid, &pt->at, t->reason, sizeof(t->reason));
+  if (rc != 0) {
+    free(pt);
+    if (rc != PP_ATTACH_IGNORE && rc != -ESRCH)
+      PP_INFO(st->host, "pid %u: not profiling PHP: %s", t->pid, t->reason);
+    return rc;
+  }
+  if (pp_proc_comm(t->pid, pt->comm, sizeof(pt->comm)) < 0) pt->comm[0] = '\0';
+  /* a new process or image at this pid: nothing cached is its */
+  php_walker_forget_pid(st->walker, t->pid);
+  t->data = pt;
+  report_version(st, t->pid, &pt->at);
+  PP_DEBUG(st->host, "pid %u: PHP %d.%d, executor_globals at 0x%llx in %s", t->pid, pt->at.major,
+           pt->at.minor, (unsigned long long)pt->at.eg_addr, pt->at.module);
+  return 0;
+}
+
+void php_release_target(void *plugin, struct pp_target_entry *t) {
+  struct php_state *st = plugin;
+  /* cached names belong to this image: a reused pid must not see them */
+  php_walker_forget_pid(st->walker, t->pid);
+  free(t->data); /* no descriptor is held: the module's fd is closed at attach */
+  t->data = NULL;
 }

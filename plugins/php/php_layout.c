@@ -1,15 +1,15 @@
 /*
- * Struct offsets per PHP minor version (x86_64), from the table in
- * reference/php-ruby-remote.md §2.3 (phpspy's gdb-generated headers). Only
- * 8.2 was checked against a live process here (Debian 12's php8.2); the
- * others are taken from the table as data and flagged untested.
+ * Struct offsets per PHP minor version (x86_64), from phpspy's
+ * gdb-generated struct headers (one per PHP version). Only 8.2 was checked
+ * against a live process here (Debian 12's php8.2); the others are taken
+ * from those headers as data and flagged untested.
  *
- * op_array.last / opcodes are not in that table (phpspy never reads them):
+ * op_array.last / opcodes are not in those headers (phpspy never reads them):
  * they follow from the zend_op_array declaration of each series (7.0 has
  * this_var before last; 7.1-7.2 put last before opcodes; 7.3-8.1 have
  * cache_size, last_var, T, last, opcodes after the common part; 8.2+ moved
  * T (and 8.2 run_time_cache) into the common part), and each derivation is
- * consistent with the reference's last_var and vars offsets.
+ * consistent with the headers' last_var and vars offsets.
  * tests/unit/test_php_offsets.c pins every number.
  */
 #include "php.h"

@@ -82,7 +82,7 @@ struct php_walker {
   struct fn_entry *cache;
   size_t cache_mask;
   uint32_t max_depth;
-  struct php_frame *frames;
+  struct pp_frame *frames;
   char *text;            /* max_depth * (PHP_NAME_MAX + PHP_STR_MAX): this walk's strings */
   struct raw_frame *raw; /* max_depth */
   unsigned char *fbuf;   /* max_depth * OP_ARRAY_MAX: each frame's function */
@@ -386,7 +386,7 @@ static int read_current(uint32_t pid, struct php_attach *a, struct php_walker *w
 }
 
 int php_walk(struct php_walker *w, uint32_t pid, struct php_attach *a,
-             const struct php_frame **frames, uint32_t *nframes) {
+             const struct pp_frame **frames, uint32_t *nframes) {
   const struct php_layout *L = a->layout;
   uint64_t ed = 0, lo, hi, after = 0;
   int rc = read_current(pid, a, w, &ed, &lo, &hi, &after);
@@ -434,9 +434,10 @@ int php_walk(struct php_walker *w, uint32_t pid, struct php_attach *a,
     char *t = w->text + (size_t)i * (PHP_NAME_MAX + PHP_STR_MAX);
     memcpy(t, e->name, strlen(e->name) + 1);
     memcpy(t + PHP_NAME_MAX, e->file, strlen(e->file) + 1);
-    struct php_frame *f = &w->frames[i];
+    struct pp_frame *f = &w->frames[i];
     f->name = t;
     f->file = t + PHP_NAME_MAX;
+    f->kind = PP_FRAME_PHP;
     /* a line only for user code: C functions print phpspy's <internal>:-1 */
     f->line =
         type == ZEND_USER_FUNCTION

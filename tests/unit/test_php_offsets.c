@@ -1,12 +1,11 @@
 /* Pins every field of every PHP layout row (plugins/php/php_layout.c) to
- * the reference: ../shared/reference/php-ruby-remote.md §2.3 (phpspy's
- * gdb-generated headers per php-src tag; the 8.2 column also checked on a
- * live Debian 8.2.36 process). Written out here independently of the
+ * phpspy's gdb-generated struct headers (one per php-src tag; the 8.2 row
+ * also checked on a live Debian 8.2.36 process). Written out here independently of the
  * plugin's table, one version per line, so a typo in either fails.
  *
- * op_array.last / opcodes are not in the reference (phpspy never reads
+ * op_array.last / opcodes are not in those headers (phpspy never reads
  * them); their values come from each series' zend_op_array declaration and
- * are checked below against the reference's last_var and vars offsets,
+ * are checked below against the headers' last_var and vars offsets,
  * which sit right around them in every series. */
 #include <string.h>
 
@@ -15,7 +14,7 @@
 
 struct pinned {
   int major, minor;
-  /* reference §2.3 */
+  /* from phpspy's headers */
   int eg_current_execute_data, ed_opline, ed_func, ed_prev;
   int op_last_var, op_vars, op_filename, op_line_start, op_sizeof_copied;
   /* from the zend_op_array declarations */
@@ -67,7 +66,7 @@ static void check_row(const struct pinned *p) {
   CHECK(L->op_size <= p->op_sizeof_copied);
   CHECK(L->op_size <= 256); /* the walker's buffer per frame */
   /* last/opcodes where the declarations put them relative to the
-   * reference's fields: 7.0-7.2 "last, opcodes, last_var, T, vars";
+   * headers' fields: 7.0-7.2 "last, opcodes, last_var, T, vars";
    * 7.3-8.1 "last_var, T, last, opcodes"; 8.2+ (T in the common part)
    * "last_var, last, opcodes" */
   CHECK_EQ_INT(L->op_opcodes % 8, 0);

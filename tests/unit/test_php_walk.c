@@ -1,5 +1,6 @@
 /*
- * The php plugin's stack walker and aggregator on synthetic PHP 8.2
+ * The php plugin's stack walker, and its stacks in the kit's stack table,
+ * on synthetic PHP 8.2
  * structures built in this process's own memory (process_vm_readv on
  * ourselves): names, classes, files, executing lines, internal frames, a
  * leaf whose saved opline is not its own, a stack deeper than one read, the
@@ -16,9 +17,9 @@
 #include "testlib.h"
 
 /* the plugin's sources, compiled in: their symbols are static or php_ */
-#include "../../plugins/php/php_agg.c"
 #include "../../plugins/php/php_layout.c"
 #include "polyprof/kit/remote.h"
+#include "polyprof/kit/stack_table.h"
 
 /* The target running on while the worker is between two system calls: a
  * test sets move_slot, and the walker's readv, after move_skip more calls,
@@ -120,9 +121,16 @@ static int fake_emit(struct pp_sink *sink, const struct pp_sample *s) {
   return 0;
 }
 
+static int fake_counter(struct pp_sink *sink, const char *name, uint64_t delta) {
+  (void)sink;
+  (void)name;
+  (void)delta;
+  return 0;
+}
+
 /* The leaf is the method (ed[1]); returns the line it is shown at. */
 static uint32_t leaf_line(struct php_attach *a, struct php_walker *w, uint64_t opline) {
-  const struct php_frame *f = NULL;
+  const struct pp_frame *f = NULL;
   uint32_t n = 0;
   put64(ed[1], a->layout->ed_opline, opline);
   int rc = php_walk(w, getpid(), a, &f, &n);
@@ -158,7 +166,7 @@ static void leaf_lines(const struct php_layout *L, struct php_attach *a, struct 
   /* a caller's saved RETURN is believed (only a leaf's is a leftover) */
   put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
   put64(ed[1], L->ed_opline, (uintptr_t)ops_method[2]);
-  const struct php_frame *f = NULL;
+  const struct pp_frame *f = NULL;
   uint32_t n = 0;
   CHECK_EQ_INT(php_walk(w, getpid(), a, &f, &n), PHP_WALK_OK);
   CHECK(n == 3 && f[1].line == 41);
@@ -186,7 +194,7 @@ static void deep_stack(const struct php_layout *L, struct php_attach *a) {
     put64(e, L->ed_prev, bottom ? 0 : at[i + 1]);
   }
   put64(eg, L->eg_current_execute_data, at[0]);
-  const struct php_frame *f = NULL;
+  const struct pp_frame *f = NULL;
   uint32_t n = 0;
   CHECK_EQ_INT(php_walk(w, getpid(), a, &f, &n), PHP_WALK_OK);
   CHECK_EQ_INT(n, DEEP);
@@ -206,7 +214,7 @@ static void deep_stack(const struct php_layout *L, struct php_attach *a) {
  * current_execute_data becomes `to` just before the walker's readv number
  * skip (counting from 0); skip < 0: nothing moves. */
 static int walk_moving(const struct php_layout *L, struct php_attach *a, struct php_walker *w,
-                       uint64_t to, int skip, const struct php_frame **f, uint32_t *n) {
+                       uint64_t to, int skip, const struct pp_frame **f, uint32_t *n) {
   put64(eg, L->eg_current_execute_data, (uintptr_t)ed[0]);
   move_to = to;
   move_skip = skip;
@@ -221,7 +229,7 @@ static int walk_moving(const struct php_layout *L, struct php_attach *a, struct 
  * leaf's slot, shown under a caller of another chain). */
 static void moved_between_reads(const struct php_layout *L, struct php_attach *a,
                                 struct php_walker *w) {
-  const struct php_frame *f = NULL;
+  const struct pp_frame *f = NULL;
   uint32_t n = 0;
   put64(ed[3], L->ed_func, (uintptr_t)fn_method);
   /* another chain's frame is current by the window read: dropped */
@@ -252,7 +260,7 @@ int main(void) {
   build(L);
   struct php_attach a = {.eg_addr = (uintptr_t)eg, .layout = L, .major = 8, .minor = 2};
   struct php_walker *w = php_walker_new(64, 16);
-  const struct php_frame *f = NULL;
+  const struct pp_frame *f = NULL;
   uint32_t n = 0;
   pid_t me = getpid();
 
@@ -278,21 +286,25 @@ int main(void) {
   deep_stack(L, &a);
   moved_between_reads(L, &a, w);
 
-  /* aggregation: the same stack twice is one entry with count 2 */
+  /* aggregation in the stack table, as the plugin's tick does it: the same
+   * stack twice is one entry with count 2; the walker's frames are PHP */
   build(L);
   CHECK_EQ_INT(php_walk(w, me, &a, &f, &n), PHP_WALK_OK);
-  struct php_agg *g = php_agg_new(64, 1 << 16, 16);
-  CHECK_EQ_INT(php_agg_add(g, 42, "php-fpm", f, n), 0);
-  CHECK_EQ_INT(php_agg_add(g, 42, "php-fpm", f, n), 0);
-  CHECK_EQ_INT(php_agg_add(g, 43, "php-fpm", f, n), 0);
-  struct pp_host h = {.emit = fake_emit};
-  php_agg_flush(g, &h, NULL);
+  CHECK(n == 3 && f[0].kind == PP_FRAME_PHP && f[2].kind == PP_FRAME_PHP);
+  struct pp_stack_table *g =
+      pp_stack_table_new(&(struct pp_stack_table_limits){.max_stacks = 64, .max_depth = 16});
+  CHECK(g != NULL);
+  CHECK_EQ_INT(pp_stack_table_add(g, 42, 42, "php-fpm", f, n, 1), 0);
+  CHECK_EQ_INT(pp_stack_table_add(g, 42, 42, "php-fpm", f, n, 1), 0);
+  CHECK_EQ_INT(pp_stack_table_add(g, 43, 43, "php-fpm", f, n, 1), 0);
+  struct pp_host h = {.emit = fake_emit, .add_counter = fake_counter};
+  pp_stack_table_emit(g, &h, NULL);
   CHECK_EQ_INT(emitted, 2);
   CHECK_EQ_INT(emitted_count, 3);
   CHECK_EQ_STR(last_leaf, "usleep|<internal>:-1|0|php-fpm");
   emitted = 0;
-  php_agg_flush(g, &h, NULL);
-  CHECK_EQ_INT(emitted, 0); /* emptied by the flush */
+  pp_stack_table_emit(g, &h, NULL);
+  CHECK_EQ_INT(emitted, 0); /* emptied by the emit */
 
   /* idle: no current_execute_data */
   put64(eg, L->eg_current_execute_data, 0);
@@ -334,7 +346,7 @@ int main(void) {
   put64(eg, L->eg_current_execute_data, 0x1000);
   CHECK(php_walk(w, me, &a, &f, &n) != PHP_WALK_OK);
 
-  php_agg_free(g);
+  pp_stack_table_free(g);
   php_walker_free(w);
   return pp_test_finish("test_php_walk");
 }
