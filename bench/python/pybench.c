@@ -4,7 +4,8 @@
  *   pybench PID [SECONDS] [HZ] [wall|cpu|gil] [-v]
  *
  * Locates CPython in PID (timed), then samples it with the plugin's own
- * walker, code cache and aggregation, in wall mode (every thread), for
+ * walker and code cache into the kit's stack table (as the plugin does),
+ * in wall mode (every thread), for
  * SECONDS. HZ = 0 (default) samples back to back: the highest sustained
  * rate. Prints one line per figure: locate time, samples, failed samples,
  * achieved rate, CPU microseconds per sample (user + system of this
@@ -14,16 +15,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../../plugins/python/python.h"
+#include "polyprof/kit/log.h"
 #include "polyprof/kit/proc.h"
 
 static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
+  return (double)pp_clock_ns() / 1e9;
 }
 
 static double cpu_s(void) {
@@ -34,7 +33,8 @@ static double cpu_s(void) {
 }
 
 static uint64_t frames_seen;
-static struct py_agg *agg;
+static struct pp_stack_table *stacks;
+static struct pp_frame frames_buf[1024 + 1];
 static uint32_t g_pid;
 
 static int verbose;
@@ -54,7 +54,16 @@ static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *f, uint
   if (verbose)
     printf("stack of tid %u: %u frames, leaf %s:%d caller %s\n", tid, n, f[0].code->name, f[0].line,
            n > 1 ? f[1].code->name : "-");
-  python_agg_add(agg, g_pid, f, n, truncated);
+  /* what the plugin does with a stack (sampler.c) */
+  for (uint32_t i = 0; i < n && i < 1024; i++)
+    frames_buf[i] = (struct pp_frame){.name = f[i].code->name,
+                                      .file = f[i].code->file,
+                                      .line = f[i].line,
+                                      .kind = PP_FRAME_PYTHON};
+  if (n > 1024) n = 1024;
+  if (truncated)
+    frames_buf[n++] = (struct pp_frame){.name = "[Truncated Stack]", .kind = PP_FRAME_PYTHON_ERROR};
+  pp_stack_table_add(stacks, g_pid, 0, NULL, frames_buf, n, 1);
 }
 
 int main(int argc, char **argv) {
@@ -86,7 +95,11 @@ int main(int argc, char **argv) {
   printf("locate_ms %.2f (cpu %.2f)\n", (t1 - t0) * 1e3, (c1 - c0) * 1e3);
   struct py_codecache *cc = python_codecache_new(8192);
   struct py_walker *w = python_walker_new(1024);
-  agg = python_agg_new(65536, 65536 * 64, 16u << 20);
+  struct pp_stack_table_limits lim = {.max_stacks = 65536,
+                                      .max_string_bytes = 16u << 20,
+                                      .max_frame_refs = 8u << 20,
+                                      .max_depth = 1025};
+  stacks = pp_stack_table_new(&lim);
   uint64_t samples = 0, failed = 0;
   double start = now_s(), cstart = cpu_s(), next = start;
   while (now_s() - start < seconds) {

@@ -3,8 +3,12 @@
  * shared builds, the executable for static ones such as Debian's), which
  * version it is (read from the target's memory, never guessed from a file
  * name), and the anchors the sampler starts from (_PyRuntime or
- * interp_head). Files are opened through /proc/PID/root, so processes in
- * containers and private mount namespaces work (pp_find_module does that).
+ * interp_head). The file is the one the process maps, opened by
+ * pp_find_module through the kit's target-file access: resolved in the
+ * process's root (containers, private mount namespaces), the very inode
+ * its maps name (else the mapping's own file), never a link, FIFO, device
+ * or mount planted at its path. A refusal comes back with the kit's
+ * reason, for the target's status.
  *
  * Version, first hit wins:
  *   1. _Py_DebugOffsets.version (3.13+), at the start of _PyRuntime
@@ -19,10 +23,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "python.h"
-#include "polyprof/kit/proc.h"
 #include "polyprof/kit/elf_lookup.h"
+#include "polyprof/kit/proc.h"
 #include "polyprof/kit/remote.h"
+#include "python.h"
 
 enum {
   SYM_RUNTIME,
@@ -280,6 +284,16 @@ static int try_module(uint32_t pid, const struct pp_module *m, struct py_proc *p
   return python_validate(p);
 }
 
+/* An fnmatch pattern matching exactly `name`. */
+static void literal_pattern(const char *name, char *out, size_t cap) {
+  size_t k = 0;
+  for (const char *c = name; *c && k + 2 < cap; c++) {
+    if (strchr("*?[\\", *c)) out[k++] = '\\';
+    out[k++] = *c;
+  }
+  out[k] = '\0';
+}
+
 int python_locate(uint32_t pid, struct py_proc *p, char *why, size_t whylen) {
   memset(p, 0, sizeof(*p));
   p->pid = pid;
@@ -302,9 +316,11 @@ int python_locate(uint32_t pid, struct py_proc *p, char *why, size_t whylen) {
     }
     char *base = strrchr(exe, '/');
     base = base ? base + 1 : exe;
-    char *del = strstr(base, " (deleted)");
-    if (del) *del = '\0';
-    int r2 = pp_find_module(pid, base, m, why, whylen);
+    /* an executable replaced or removed since the exec is still mapped,
+     * under its old name with the same suffix in the maps */
+    char pattern[1024];
+    literal_pattern(base, pattern, sizeof(pattern));
+    int r2 = pp_find_module(pid, pattern, m, why, whylen);
     if (r2 == 0) r2 = try_module(pid, m, p, why, whylen);
     pp_module_close(m);
     if (r2 != -ENOENT || rc != -ENOENT) rc = r2;

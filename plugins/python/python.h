@@ -4,14 +4,18 @@
  * The plugin reads CPython's own data structures out of a running process
  * with process_vm_readv (no code runs in the target, nothing is written to
  * it). One concept per file:
+ *   python.c     descriptor, options table, vtable (init .. fini)
+ *   attach.c     the target table's attach/release callbacks: locating a
+ *                new process, identity checks (exit, exec), what a released
+ *                target leaves for the snapshot (version, counts, exec log)
+ *   sampler.c    the sampling loop: schedule, thread filter (modes),
+ *                blocking mode, stacks into the kit's stack table
  *   offsets.c    per-version struct layouts, and 3.13+ _Py_DebugOffsets
  *   identity.c   what tells an exec'd image from the one we located
  *   locate.c     finding the interpreter: module, version, anchors
  *   linetable.c  every line-table format (2.7 .. 3.14)
  *   codecache.c  code object -> name/file/line table, bounded, by address
  *   walk.c       interpreters, threads, frames of one process
- *   aggregate.c  per-session stack table and string interning
- *   plugin.c     descriptor, options, modes, tick/snapshot
  * Every byte read from the target is hostile: counts, lengths and pointers
  * are bounded and validated before use.
  */
@@ -23,6 +27,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "polyprof/kit/stack_table.h"
+#include "polyprof/kit/target_table.h"
+#include "polyprof/kit/thread_cpu.h"
 #include "polyprof/plugin.h"
 
 #define PY_MAX_THREADS 4096          /* thread-list walk cap (as py-spy, Tachyon) */
@@ -176,7 +183,6 @@ struct py_code {
   char *blob;
   int64_t memo_addrq[2]; /* last lines computed, so a hot frame costs nothing */
   int32_t memo_line[2];
-  uint32_t sid_session, name_sid, file_sid; /* aggregate.c interning */
 };
 
 struct py_codecache;
@@ -228,15 +234,73 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
 /* Maps a <= 3.10 pthread_t to the kernel tid (struct pthread scan). */
 int python_discover_tid_offset(struct py_proc *p);
 
-/* aggregate.c ----------------------------------------------------------- */
-struct py_agg;
-struct py_agg *python_agg_new(size_t max_stacks, size_t max_frames, size_t max_string_bytes);
-void python_agg_free(struct py_agg *a);
-/* Counts one stack of pid; false if a table is full (counted as dropped). */
-bool python_agg_add(struct py_agg *a, uint32_t pid, const struct py_frame_ref *frames, uint32_t n,
-                    bool truncated);
-/* Emits everything and clears the tables. */
-void python_agg_emit(struct py_agg *a, const struct pp_host *h, struct pp_sink *sink);
-uint64_t python_agg_dropped(struct py_agg *a);
+/* python.c, attach.c, sampler.c: the plugin's state --------------------- */
+
+#define PY_MAX_FREEZE 1024 /* threads held in blocking mode */
+/* An interpreter still starting has no version or anchors yet: looked for
+ * again every PY_LOCATE_RETRY_NS, PY_LOCATE_ATTEMPTS times (~3 s). */
+#define PY_LOCATE_RETRY_NS 250000000ull
+#define PY_LOCATE_ATTEMPTS 12
+#define PY_NS_MAP 256 /* namespace tids mapped per target */
+
+/* What the plugin holds for an attached target (its entry's data). */
+struct py_target {
+  struct py_proc proc;
+  struct py_image_id image;  /* of the image located (read before locating) */
+  struct pp_thread_cpu *cpu; /* cpu mode: its threads' kept-open stat files */
+  uint64_t next_check_ns, last_check_ns;
+  uint64_t samples, failed, missed, stacks, idle; /* this session */
+  bool exit_logged;
+  uint32_t ns_map[PY_NS_MAP][2]; /* pid namespace: ns tid -> host tid */
+  uint32_t nns;
+  uint64_t ns_rebuilt_ns;
+};
+
+/* A target released this session: what the snapshot still says of it
+ * (version metadata, efficiency line), and whether the next attach of the
+ * same process is after an exec. */
+struct py_released {
+  uint32_t pid;
+  uint64_t start_time;
+  char version[32], module[64];
+  uint64_t samples, failed, missed, stacks;
+  bool exec_pending; /* still running when released: an exec, logged at its next attach */
+};
+
+struct py_state {
+  const struct pp_host *host;
+  enum py_thread_filter filter;
+  bool blocking;
+  int64_t frequency;
+  uint32_t max_depth;
+  uint64_t interval_ns, due_ns; /* due_ns: when the next sample is due */
+  uint64_t now_ns;
+  struct pp_target_table *targets;
+  struct py_codecache *cc;
+  struct py_walker *walker;
+  struct pp_stack_table *stacks;
+  struct pp_frame *frames;     /* max_depth + 1: one stack being counted */
+  struct pp_target_entry *cur; /* target being sampled (callbacks) */
+  uint32_t *pre_tids;          /* blocking + cpu: states read before the */
+  char *pre_states;            /* threads were held (PY_MAX_FREEZE each) */
+  uint32_t npre;
+  struct py_released *released; /* this session's, bounded */
+  size_t nreleased, released_cap;
+};
+
+/* attach.c */
+int python_attach(void *plugin, struct pp_target_entry *t);
+void python_release(void *plugin, struct pp_target_entry *t);
+/* Did the process exit, get its pid reused, or exec a new image? */
+void python_check_identity(struct py_state *st, struct pp_target_entry *t);
+/* The sampler saw the process gone (-ESRCH). */
+void python_target_exited(struct py_state *st, struct pp_target_entry *t);
+/* Snapshot: version metadata and efficiency lines of the targets, attached
+ * and released this session; counters reset for the next session. */
+void python_report_targets(struct py_state *st, struct pp_sink *sink, uint64_t *samples,
+                           uint64_t *failed, uint64_t *missed);
+
+/* sampler.c */
+int python_tick(struct py_state *st, uint64_t now);
 
 #endif

@@ -1,0 +1,199 @@
+/*
+ * polyprof python plugin: the descriptor, its options and the vtable (see
+ * python.h for the map of the other files).
+ *
+ * The plugin reads CPython's own data structures out of a running process
+ * with process_vm_readv: no code runs in the target, nothing is written to
+ * it. Targets live in the kit's target table (attach.c), stacks in its
+ * stack table (sampler.c).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+
+#include "polyprof/kit/log.h"
+#include "polyprof/kit/options.h"
+#include "python.h"
+
+static const char *const mode_choices[] = {"cpu",   "wall",   "gil",    "auto",
+                                           "pyspy", "py-spy", "pyperf", NULL};
+static const char *const exe_patterns[] = {"python*", "uwsgi",   "gunicorn*",
+                                           "celery",  "uvicorn", NULL};
+static const char *const map_patterns[] = {"libpython*.so*", NULL};
+
+static const struct pp_option options[] = {
+    {.key = "mode",
+     .type = PP_OPT_ENUM,
+     .choices = mode_choices,
+     .default_value = "cpu",
+     .help = "cpu: running threads only; wall: every thread; gil: the GIL holder "
+             "(auto/pyspy/py-spy/pyperf = cpu)"},
+    {.key = "frequency",
+     .type = PP_OPT_INT,
+     .default_value = "0",
+     .min = 0,
+     .max = 10000,
+     .help = "samples per second per process; 0: the session frequency (10 kHz max)"},
+    {.key = "blocking",
+     .type = PP_OPT_BOOL,
+     .default_value = "false",
+     .help = "hold the target's threads (ptrace) while reading, for exact stacks"},
+    {.key = "code_cache_size",
+     .type = PP_OPT_INT,
+     .default_value = "8192",
+     .min = 64,
+     .max = 1 << 20,
+     .help = "code objects cached (name, file, line table), all targets"},
+    {.key = "max_depth",
+     .type = PP_OPT_INT,
+     .default_value = "1024",
+     .min = 1,
+     .max = PY_MAX_DEPTH_LIMIT,
+     .help = "frames kept per stack (deeper: [Truncated Stack])"},
+    {.key = "max_stacks",
+     .type = PP_OPT_INT,
+     .default_value = "65536",
+     .min = 256,
+     .max = 1 << 22,
+     .help = "distinct stacks kept per session (more: counted as dropped)"},
+};
+
+static void py_fini(void *state);
+
+static int py_init(const struct pp_host *host, void **out) {
+  if (host->abi_major != PP_ABI_MAJOR || !PP_HOST_HAS(host, scratch_dir)) return -ENOTSUP;
+  struct py_state *st = calloc(1, sizeof(*st));
+  if (!st) return -ENOMEM;
+  st->host = host;
+  st->blocking = pp_opt_bool(host, PP_OPTIONS(options), "blocking");
+  st->frequency = pp_opt_int(host, PP_OPTIONS(options), "frequency");
+  int64_t cache_size = pp_opt_int(host, PP_OPTIONS(options), "code_cache_size");
+  int64_t depth = pp_opt_int(host, PP_OPTIONS(options), "max_depth");
+  int64_t max_stacks = pp_opt_int(host, PP_OPTIONS(options), "max_stacks");
+  st->max_depth = (uint32_t)(depth < 1                    ? 1
+                             : depth > PY_MAX_DEPTH_LIMIT ? PY_MAX_DEPTH_LIMIT
+                                                          : depth);
+  st->cc = python_codecache_new((size_t)(cache_size > 0 ? cache_size : 64));
+  st->walker = python_walker_new(st->max_depth);
+  /* frames: room for every stack at a typical depth; one more frame than
+   * the walker keeps, for the [Truncated Stack] marker */
+  size_t stacks = (size_t)(max_stacks > 0 ? max_stacks : 256);
+  struct pp_stack_table_limits lim = {
+      .max_stacks = stacks,
+      .max_string_bytes = 16u << 20,
+      .max_frame_refs = stacks * 64 < (8u << 20) ? stacks * 64 : (8u << 20),
+      .max_depth = st->max_depth + 1,
+  };
+  st->stacks = pp_stack_table_new(&lim);
+  st->frames = malloc((st->max_depth + 1) * sizeof(*st->frames));
+  static const struct pp_target_ops ops = {.attach = python_attach, .release = python_release};
+  struct pp_target_table_config tc = {.retry_attempts = PY_LOCATE_ATTEMPTS,
+                                      .retry_first_ns = PY_LOCATE_RETRY_NS,
+                                      .retry_max_ns = PY_LOCATE_RETRY_NS};
+  st->targets = pp_target_table_new(host, &ops, st, &tc);
+  if (st->blocking) { /* only blocking mode holds threads */
+    st->pre_tids = calloc(PY_MAX_FREEZE, sizeof(*st->pre_tids));
+    st->pre_states = calloc(PY_MAX_FREEZE, 1);
+  }
+  if (!st->cc || !st->walker || !st->stacks || !st->frames || !st->targets ||
+      (st->blocking && (!st->pre_tids || !st->pre_states))) {
+    py_fini(st);
+    return -ENOMEM;
+  }
+  *out = st;
+  return 0;
+}
+
+static int py_start(void *state, struct pp_session *session) {
+  struct py_state *st = state;
+  const char *m = session->mode ? session->mode : "cpu";
+  st->filter = strcmp(m, "wall") == 0  ? PY_ALL_THREADS
+               : strcmp(m, "gil") == 0 ? PY_GIL_THREAD
+                                       : PY_RUNNING_THREADS;
+  if (st->frequency > 0) session->tick_interval_ns = 1000000000ull / (uint64_t)st->frequency;
+  if (!session->tick_interval_ns) session->tick_interval_ns = 1000000000ull / 11;
+  st->interval_ns = session->tick_interval_ns;
+  st->due_ns = 0;
+  /* At kHz rates the default 50 us timer slack of the thread that calls
+   * tick() (ours: start() runs on it) would eat a third of each interval. */
+  if (st->interval_ns < 2000000) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  PP_INFO(st->host, "sampling Python processes at %.0f Hz (mode %s%s%s)",
+          1e9 / (double)st->interval_ns, m,
+          st->filter == PY_RUNNING_THREADS && strcmp(m, "cpu") ? " = cpu" : "",
+          st->blocking ? ", blocking" : "");
+  return 0;
+}
+
+static int py_add_targets(void *state, const struct pp_target *tg, size_t n) {
+  struct py_state *st = state;
+  return pp_target_table_add(st->targets, tg, n);
+}
+
+static int py_tick(void *state, uint64_t now) {
+  return python_tick(state, now);
+}
+
+static int py_snapshot(void *state, struct pp_sink *sink) {
+  struct py_state *st = state;
+  const struct pp_host *h = st->host;
+  pp_stack_table_emit(st->stacks, h, sink);
+  uint64_t samples, failed, missed;
+  /* before the table's report, which removes what exited */
+  python_report_targets(st, sink, &samples, &failed, &missed);
+  pp_target_table_report(st->targets, sink);
+  uint64_t hits, misses, evictions;
+  python_codecache_stats(st->cc, &hits, &misses, &evictions);
+  h->add_counter(sink, "samples", samples);
+  h->add_counter(sink, "failed_samples", failed);
+  h->add_counter(sink, "missed_samples", missed);
+  h->add_counter(sink, "code_cache_misses", misses);
+  h->add_counter(sink, "code_cache_evictions", evictions);
+  python_codecache_new_gen(st->cc);
+  return 0;
+}
+
+static int py_stop(void *state) {
+  (void)state;
+  return 0;
+}
+
+static void py_fini(void *state) {
+  struct py_state *st = state;
+  if (!st) return;
+  pp_target_table_free(st->targets); /* releases every target: needs the code cache */
+  python_codecache_free(st->cc);
+  python_walker_free(st->walker);
+  pp_stack_table_free(st->stacks);
+  free(st->frames);
+  free(st->pre_tids);
+  free(st->pre_states);
+  free(st->released);
+  free(st);
+}
+
+static const struct pp_plugin descriptor = {
+    PP_PLUGIN_HEADER,
+    .name = "python",
+    .version = "0.1.0",
+    .description =
+        "CPython 2.7 and 3.6-3.13 stacks read from outside the process (3.14: "
+        "implemented from the reference, tested on a synthetic image only)",
+    .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_PTRACE | PP_CAP_ARCH_X86_64 |
+                    PP_CAP_ARCH_AARCH64,
+    .match_exe = exe_patterns,
+    .match_maps = map_patterns,
+    .options = options,
+    .option_count = sizeof(options) / sizeof(options[0]),
+    .init = py_init,
+    .start = py_start,
+    .add_targets = py_add_targets,
+    .tick = py_tick,
+    .snapshot = py_snapshot,
+    .stop = py_stop,
+    .fini = py_fini,
+};
+
+PP_EXPORT const struct pp_plugin *polyprof_plugin_entry(void) {
+  return &descriptor;
+}

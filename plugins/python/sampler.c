@@ -1,0 +1,215 @@
+/*
+ * The sampling loop: each tick samples every attached target once: every
+ * interpreter and thread is read with process_vm_readv while the target
+ * runs (or, with python.blocking, while its threads are held by
+ * PTRACE_INTERRUPT). Modes, as in CPython's profiling.sampling:
+ *   cpu  (default) only threads whose /proc/PID/task/TID/stat state is R,
+ *        so merged profiles mean CPU time; "auto", "pyspy", "py-spy" and
+ *        "pyperf" (gProfiler's values) are accepted as cpu
+ *   wall every thread, every sample
+ *   gil  only the thread that holds the GIL
+ * Stacks go into the kit's stack table, counted until the snapshot.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+
+#include "polyprof/kit/proc.h"
+#include "python.h"
+
+#define FAILED_CHECK_NS 20000000ull /* after a failed sample, at most this often */
+
+/* Namespace tid -> host tid, from NSpid of every task (rebuilt at most
+ * every 100 ms, when a tid is unknown). /proc/PID/task is the kernel's,
+ * not a file in the target's root. */
+static uint32_t host_tid(struct py_state *st, struct py_target *pt, uint32_t pid, uint32_t ns_tid) {
+  if (pt->proc.ns_pid == pid || ns_tid == 0) return ns_tid;
+  for (int pass = 0; pass < 2; pass++) {
+    for (uint32_t i = 0; i < pt->nns; i++)
+      if (pt->ns_map[i][0] == ns_tid) return pt->ns_map[i][1];
+    if (pass || st->now_ns - pt->ns_rebuilt_ns < 100000000ull) break;
+    pt->ns_rebuilt_ns = st->now_ns;
+    pt->nns = 0;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%u/task", pid);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    struct dirent *de;
+    while ((de = readdir(d)) && pt->nns < PY_NS_MAP) {
+      if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
+      char sp[300], buf[2048];
+      snprintf(sp, sizeof(sp), "/proc/%u/task/%.32s/status", pid, de->d_name);
+      if (pp_read_file(sp, buf, sizeof(buf), NULL) < 0) continue;
+      char *ns = strstr(buf, "NSpid:");
+      if (!ns) continue;
+      char *nl = strchr(ns, '\n');
+      if (nl) *nl = '\0';
+      char *last = strrchr(ns, '\t');
+      if (!last) continue;
+      pt->ns_map[pt->nns][0] = (uint32_t)strtoul(last + 1, NULL, 10);
+      pt->ns_map[pt->nns][1] = (uint32_t)strtoul(de->d_name, NULL, 10);
+      pt->nns++;
+    }
+    closedir(d);
+  }
+  return 0;
+}
+
+/* State letter of a host thread of the current target, 0 if gone. */
+static char thread_state(struct py_state *st, uint32_t tid) {
+  struct py_target *pt = st->cur->data;
+  if (!pt->cpu) pt->cpu = pp_thread_cpu_new(st->cur->pid, 64);
+  return pt->cpu ? pp_thread_cpu_state(pt->cpu, tid) : 'R';
+}
+
+static bool pred_running(void *ctx, uint32_t ns_tid) {
+  struct py_state *st = ctx;
+  struct py_target *pt = st->cur->data;
+  uint32_t tid = host_tid(st, pt, st->cur->pid, ns_tid);
+  if (!tid) return true; /* unknown tid (py-spy does the same): count it */
+  if (st->npre) {        /* blocking: threads are stopped now, use the states from before */
+    for (uint32_t i = 0; i < st->npre; i++)
+      if (st->pre_tids[i] == tid) return st->pre_states[i] == 'R';
+    return false;
+  }
+  char s = thread_state(st, tid);
+  if (s != 'R') pt->idle++;
+  return s == 'R';
+}
+
+static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *frames, uint32_t n,
+                     bool truncated) {
+  (void)tid;
+  struct py_state *st = ctx;
+  if (n == 0 || n > st->max_depth) return;
+  for (uint32_t i = 0; i < n; i++)
+    st->frames[i] = (struct pp_frame){.name = frames[i].code->name,
+                                      .file = frames[i].code->file,
+                                      .line = frames[i].line,
+                                      .kind = PP_FRAME_PYTHON};
+  /* the root side was cut off: say so, as PyPerf does */
+  if (truncated)
+    st->frames[n++] = (struct pp_frame){.name = "[Truncated Stack]", .kind = PP_FRAME_PYTHON_ERROR};
+  struct py_target *pt = st->cur->data;
+  if (pp_stack_table_add(st->stacks, st->cur->pid, 0, NULL, st->frames, n, 1) == 0) pt->stacks++;
+}
+
+/* ---- blocking mode ------------------------------------------------------ */
+
+/* A thread held in blocking mode, and the signal to hand back on detach
+ * (one that arrived while we were stopping it). */
+struct held {
+  uint32_t tid;
+  int sig;
+};
+
+/* Holds every thread of the current target with PTRACE_SEIZE +
+ * PTRACE_INTERRUPT (no signal is sent to the target). Returns how many
+ * were held. */
+static uint32_t freeze(struct py_state *st, struct held *held) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%u/task", st->cur->pid);
+  DIR *d = opendir(path);
+  if (!d) return 0;
+  uint32_t n = 0;
+  st->npre = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) && n < PY_MAX_FREEZE && st->npre < PY_MAX_FREEZE) {
+    if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
+    uint32_t tid = (uint32_t)strtoul(de->d_name, NULL, 10);
+    if (st->filter == PY_RUNNING_THREADS) { /* a held thread reads 't' */
+      st->pre_tids[st->npre] = tid;
+      st->pre_states[st->npre++] = thread_state(st, tid);
+    }
+    if (ptrace(PTRACE_SEIZE, tid, 0, 0) != 0) continue;
+    if (ptrace(PTRACE_INTERRUPT, tid, 0, 0) != 0) {
+      ptrace(PTRACE_DETACH, tid, 0, 0);
+      continue;
+    }
+    int status;
+    if (waitpid((pid_t)tid, &status, __WALL) < 0) {
+      ptrace(PTRACE_DETACH, tid, 0, 0);
+      continue;
+    }
+    held[n].tid = tid;
+    held[n].sig = WIFSTOPPED(status) && (status >> 16) != PTRACE_EVENT_STOP ? WSTOPSIG(status) : 0;
+    n++;
+  }
+  closedir(d);
+  return n;
+}
+
+static void thaw(const struct held *held, uint32_t n) {
+  for (uint32_t i = 0; i < n; i++)
+    ptrace(PTRACE_DETACH, held[i].tid, 0, (void *)(uintptr_t)held[i].sig);
+}
+
+/* ---- sampling ----------------------------------------------------------- */
+
+static void sample_target(struct py_state *st, struct pp_target_entry *t) {
+  static struct held held_buf[PY_MAX_FREEZE]; /* tick() never runs concurrently */
+  struct py_target *pt = t->data;
+  uint32_t held = 0;
+  st->cur = t;
+  if (st->blocking) held = freeze(st, held_buf);
+  struct py_sample_result res;
+  int rc =
+      python_sample(st->walker, &pt->proc, st->cc, st->filter, pred_running, on_stack, st, &res);
+  if (held) thaw(held_buf, held);
+  st->npre = 0;
+  pt->samples++;
+  if (rc < 0 || res.failed) {
+    pt->failed++;
+    if (rc == -ESRCH) {
+      python_target_exited(st, t);
+    } else if (st->now_ns - pt->last_check_ns >= FAILED_CHECK_NS) {
+      /* the usual cause of a sample that cannot be read is an exec: find
+       * out now rather than fail every sample until the periodic check */
+      python_check_identity(st, t);
+    }
+  }
+}
+
+static void sample_round(struct py_state *st, uint64_t missed) {
+  struct pp_target_entry *t;
+  PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
+    ((struct py_target *)t->data)->missed += missed;
+    sample_target(st, t);
+  }
+}
+
+/* The host calls tick() at the plugin's rate but drops its phase after a
+ * late tick (it never bursts), and on a busy machine the wake-up after
+ * each 100 us timer is often late: at 10 kHz that lost 3-30% of the
+ * samples. The plugin keeps its own schedule (due_ns) instead: a tick that
+ * finds the schedule one interval or more behind takes one extra sample
+ * (at most CATCHUP_PER_TICK in all), so short delays are made up; a stall
+ * longer than CATCHUP_MAX intervals is dropped and counted as missed. */
+#define CATCHUP_PER_TICK 2
+#define CATCHUP_MAX 4
+
+int python_tick(struct py_state *st, uint64_t now) {
+  st->now_ns = now;
+  uint64_t missed = 0, iv = st->interval_ns;
+  if (!st->due_ns || now > st->due_ns + CATCHUP_MAX * iv) {
+    if (st->due_ns) missed = (now - st->due_ns) / iv; /* samples given up */
+    st->due_ns = now;
+  }
+  pp_target_table_poll(st->targets, now); /* interpreters still starting */
+  struct pp_target_entry *t;
+  PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
+    if (now >= ((struct py_target *)t->data)->next_check_ns) python_check_identity(st, t);
+  }
+  /* the host decides when a tick happens: always one sample */
+  for (int round = 0; round < CATCHUP_PER_TICK; round++) {
+    sample_round(st, round == 0 ? missed : 0);
+    st->due_ns += iv;
+    if (st->due_ns > now) break;
+  }
+  if (st->due_ns > now + iv) st->due_ns = now + iv; /* never run ahead of the host */
+  return 0;
+}
