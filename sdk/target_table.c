@@ -221,6 +221,26 @@ void pp_target_table_reattach(struct pp_target_table *tt, struct pp_target_entry
   attach(tt, t, pp_clock_ns());
 }
 
+void pp_target_table_retry(struct pp_target_table *tt, struct pp_target_entry *t, int err,
+                           uint64_t delay_ns) {
+  if (t->state == PP_TARGET_GONE) return;
+  char reason[sizeof(t->reason)];
+  memcpy(reason, t->reason, sizeof(reason));
+  release(tt, t);
+  memcpy(t->reason, reason, sizeof(reason));
+  /* attached until now: a new cycle, its attempts counted afresh */
+  if (t->state == PP_TARGET_ATTACHED) t->attempts = 0;
+  t->attempts++;
+  t->state = PP_TARGET_PENDING;
+  t->last_error = err < 0 ? err : -EIO;
+  uint64_t wait = delay_ns ? delay_ns : tt->cfg.retry_first_ns;
+  for (uint32_t i = 1; !delay_ns && i < t->attempts && wait < tt->cfg.retry_max_ns; i++)
+    wait *= 2;
+  if (!delay_ns && wait > tt->cfg.retry_max_ns) wait = tt->cfg.retry_max_ns;
+  t->next_try_ns = pp_clock_ns() + wait;
+  due(tt, t->next_try_ns);
+}
+
 /* Liveness of an attached target: gone, or exec'd into another file. */
 static void check_live(struct pp_target_table *tt, struct pp_target_entry *t) {
   if (!alive(t)) {

@@ -250,10 +250,42 @@ static void test_many(void) {
   pp_target_table_free(tt);
 }
 
+/* A target the plugin loses after attaching it: pending with its reason,
+ * attached again after the delay asked for, as a new attach cycle. */
+static void test_retry(void) {
+  struct plugin pl = {0};
+  pid_t a = spawn_sleeper();
+  struct pp_target_table_config cfg = {.retry_attempts = 2};
+  struct pp_target_table *tt = pp_target_table_new(&fake_host, &ops, &pl, &cfg);
+  struct pp_target g = target_of(a);
+  pp_target_table_add(tt, &g, 1);
+  struct pp_target_entry *t = pp_target_table_find(tt, (uint32_t)a);
+  CHECK_EQ_INT(t->state, PP_TARGET_ATTACHED);
+  snprintf(t->reason, sizeof(t->reason), "session closed");
+  pp_target_table_retry(tt, t, -ECONNRESET, 20000000ull);
+  CHECK_EQ_INT(t->state, PP_TARGET_PENDING);
+  CHECK_EQ_INT(t->last_error, -ECONNRESET);
+  CHECK_EQ_INT(pl.data_live, 0);
+  fake_reset();
+  pp_target_table_report(tt, NULL);
+  CHECK_EQ_INT(fake.nstatus, 1);
+  CHECK_EQ_INT(fake.status[0], PP_PID_ERROR);
+  pp_target_table_poll(tt, pp_clock_ns());
+  CHECK_EQ_INT(t->state, PP_TARGET_PENDING); /* not before the delay */
+  usleep(30000);
+  pp_target_table_poll(tt, pp_clock_ns());
+  CHECK_EQ_INT(t->state, PP_TARGET_ATTACHED); /* attempts counted afresh */
+  CHECK_EQ_INT(pl.data_live, 1);
+  pp_target_table_free(tt);
+  CHECK_EQ_INT(pl.data_live, 0);
+  reap(a);
+}
+
 int main(void) {
   test_lifecycle();
   test_exhausted();
   test_exec();
+  test_retry();
   test_many();
   return pp_test_finish("test_target_table");
 }

@@ -111,6 +111,15 @@ void pp_target_table_gone(struct pp_target_table *tt, struct pp_target_entry *t)
  * attached again now, as after an exec re-announcement. */
 void pp_target_table_reattach(struct pp_target_table *tt, struct pp_target_entry *t);
 
+/* The plugin lost a target it had attached (its connection to the runtime
+ * was closed, a late step of an asynchronous attach failed): its state is
+ * released and it is pending again, its attach retried after delay_ns (0:
+ * the table's backoff), counted as an attempt of a new attach cycle.
+ * t->reason, set by the caller, is its error status meanwhile. err is a
+ * negative errno. */
+void pp_target_table_retry(struct pp_target_table *tt, struct pp_target_entry *t, int err,
+                           uint64_t delay_ns);
+
 /* snapshot(): checks that every target is still the process it was
  * (releasing the gone ones), reports each non-profiled target's status to
  * the sink, adds the counters "targets_attached", "targets_pending",
