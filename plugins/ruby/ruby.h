@@ -1,16 +1,19 @@
 /*
  * Internal interfaces of the ruby plugin. One concept per file:
- *   ruby_plugin.c   vtable, options, targets, snapshot
- *   ruby_sampler.c  the sampling thread: CPU alarms, ticks, housekeeping
- *   ruby_cpuclock.c per-thread CPU-time alarms (perf task-clock events)
- *   ruby_attach.c   finding the VM in a process and choosing the layout
- *   ruby_threads.c  Ruby threads, their tids and whether they are on CPU
- *   ruby_walk.c     control frames -> frame ids
- *   ruby_iseq.c     iseqs -> label, path, line of a pc (batched, cached)
- *   ruby_objects.c  RString / RArray / line table / C method names
- *   ruby_appid.c    appids of Ruby servers (puma, unicorn, sidekiq, rails)
- *   ruby_layout.c   per-version offsets
- *   ruby_tables.c   bounded caches and aggregation
+ *   ruby.c             descriptor, options, vtable (init/start/add/snapshot/stop)
+ *   ruby_attach.c      finding the VM in a process and choosing the layout; the
+ *                      target table's attach and release callbacks
+ *   ruby_sampler.c     the sampling thread: CPU alarms, ticks, housekeeping
+ *   ruby_cpuclock.c    per-thread CPU-time alarms (perf task-clock events)
+ *   ruby_threads.c     Ruby threads, their tids, and whether they are on CPU
+ *   ruby_walk.c        control frames -> frame ids
+ *   ruby_iseq.c        iseqs -> label, path, line of a pc (batched, cached)
+ *   ruby_objects.c     RString / RArray / line table / C method names
+ *   ruby_appid.c       appids of Ruby servers (puma, unicorn, sidekiq, rails)
+ *   ruby_layout.c      per-version offsets (ruby_layout.h)
+ *   ruby_frame_cache.c interned strings, distinct frames, frame caches
+ * Stacks are counted in the kit's stack table and targets live in the kit's
+ * target table (polyprof/kit.h).
  */
 #ifndef POLYPROF_RUBY_H
 #define POLYPROF_RUBY_H
@@ -20,16 +23,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "polyprof/kit/stack_table.h"
+#include "polyprof/kit/target_table.h"
+#include "polyprof/kit/thread_cpu.h"
 #include "polyprof/plugin.h"
 #include "ruby_layout.h"
-#include "ruby_tables.h"
 
 #define RUBY_MAX_THREADS_HARD 1024
 #define RUBY_STR_MAX 1024    /* longest label or path we keep */
 #define RUBY_PREFETCH_ENVS 4 /* C-frame envs read along with a thread's frames */
 
 /* C methods as rbspy's gProfiler fork prints them: the whole text, no
- * `_[rb]` suffix (gprofiler-internals.md §2.6), so they are native frames
+ * `_[rb]` suffix, so they are native frames
  * whose name carries the text -- the form the core's .col test expects. */
 #define RUBY_CFUNC_FMT "%s [c function] - (unknown):0"
 #define RUBY_CFUNC_UNKNOWN "(unknown) [c function] - (unknown):0"
@@ -37,23 +42,71 @@
 /* Hard limits on what the target may claim (rbspy uses the same bounds). */
 #define RUBY_MAX_VM_STACK_WORDS 3000000u
 
-enum ruby_target_state {
-  RUBY_T_NEW = 0,     /* not attached yet (maybe still loading) */
-  RUBY_T_OK = 1,      /* sampling */
-  RUBY_T_SKIPPED = 2, /* unsupported: reported once per session */
-  RUBY_T_ERROR = 3,   /* could not attach: reported once per session */
-  RUBY_T_GONE = 4,    /* exited or reused: removed at the next snapshot */
+/* ---- ruby_frame_cache.c: bounded tables, sized once at init from the
+ * config; a full table drops (and counts) instead of allocating ---- */
+
+#define RUBY_NO_ID UINT32_MAX
+
+/* Interned strings, referenced by 32-bit ids (offsets into one arena). */
+struct ruby_strings {
+  char *arena;
+  size_t arena_cap, arena_used;
+  uint32_t *slots; /* hash -> offset+1 (0 = empty) */
+  size_t nslots, used;
 };
 
+struct ruby_frame {
+  uint32_t name, file; /* string ids; file RUBY_NO_ID if none */
+  uint32_t line;
+  uint32_t kind;
+};
+
+/* Distinct frames, deduplicated, referenced by index. */
+struct ruby_frames {
+  struct ruby_frame *v;
+  size_t cap, n;
+  uint32_t *slots; /* hash -> index+1 */
+  size_t nslots;
+};
+
+/* (pid, key1, key2) -> frame id: iseq+pc for Ruby frames, method entry for
+ * C frames, ID for C function names. Cleared wholesale when full: cheaper
+ * than LRU bookkeeping on the hot path, and it refills in a few samples. */
+struct ruby_cache_ent {
+  uint64_t k1, k2;
+  uint32_t pid, val; /* val RUBY_NO_ID = empty */
+};
+struct ruby_cache {
+  struct ruby_cache_ent *v;
+  size_t cap, used;
+  uint64_t clears;
+};
+
+int ruby_strings_init(struct ruby_strings *s, size_t arena_bytes);
+void ruby_strings_free(struct ruby_strings *s);
+void ruby_strings_clear(struct ruby_strings *s);
+/* Interns len bytes; RUBY_NO_ID if the arena is full. */
+uint32_t ruby_strings_intern(struct ruby_strings *s, const char *str, size_t len);
+const char *ruby_strings_get(const struct ruby_strings *s, uint32_t id);
+
+int ruby_frames_init(struct ruby_frames *f, size_t cap);
+void ruby_frames_free(struct ruby_frames *f);
+void ruby_frames_clear(struct ruby_frames *f);
+uint32_t ruby_frames_add(struct ruby_frames *f, const struct ruby_frame *fr);
+
+int ruby_cache_init(struct ruby_cache *c, size_t cap);
+void ruby_cache_free(struct ruby_cache *c);
+void ruby_cache_clear(struct ruby_cache *c);
+uint32_t ruby_cache_get(const struct ruby_cache *c, uint32_t pid, uint64_t k1, uint64_t k2);
+void ruby_cache_put(struct ruby_cache *c, uint32_t pid, uint64_t k1, uint64_t k2, uint32_t val);
+/* Forgets every entry of a pid (the process is gone or was reused). */
+void ruby_cache_forget_pid(struct ruby_cache *c, uint32_t pid);
+
 struct ruby_thread {
-  uint64_t addr;    /* rb_thread_t */
-  uint32_t tid;     /* host tid (0: unknown) */
-  int fd;           /* open /proc/PID/task/TID/schedstat (or stat), -1 if none */
-  int stat_fd;      /* open .../stat for the state letter next to schedstat, -1 if none */
-  bool use_stat;    /* no schedstat: fall back to the state letter */
-  uint64_t runtime; /* ns on CPU at the last tick (schedstat) */
-  int pfd;          /* CPU alarm (ruby_cpuclock.c), -1 if none */
-  void *ring;       /* its mmapped ring */
+  uint64_t addr; /* rb_thread_t */
+  uint32_t tid;  /* host tid (0: unknown) */
+  int pfd;       /* CPU alarm (ruby_cpuclock.c), -1 if none */
+  void *ring;    /* its mmapped ring */
   /* what the last sample saw, to read the next one in one system call */
   uint64_t ec, vm_stack, words; /* ec 0: nothing known */
   uint32_t depth;
@@ -61,14 +114,13 @@ struct ruby_thread {
   uint64_t env[RUBY_PREFETCH_ENVS]; /* eps of frames without iseq (C methods) */
 };
 
+/* What the plugin holds for one attached process: the target table's
+ * entry->data, freed by its release callback (ruby_target_release). */
 struct ruby_target {
+  struct pp_target_entry *entry; /* its entry in st->tt */
   uint32_t pid;
   uint32_t ns_pid;
   uint64_t start_time;
-  int state;
-  int attach_tries;
-  uint64_t next_attach_ns;
-  char reason[200];
   char version[24];
   const struct ruby_layout *L;
 
@@ -81,6 +133,7 @@ struct ruby_target {
   int pthread_tid_off;     /* tid's offset in libc's struct pthread (ruby_threads.c), -1 unknown */
 
   struct ruby_thread *threads; /* max_threads entries */
+  struct pp_thread_cpu *cpu;   /* on-CPU state of its threads (kept-open /proc files) */
   uint32_t nthreads;
   bool per_thread;        /* thread list + tids usable; else the GVL holder */
   uint64_t threads_at_ns; /* last thread-list refresh */
@@ -130,8 +183,7 @@ struct ruby_state {
   bool cfunc_names;
   bool tids_from_pthread; /* thread_ids: pthread -- even where Ruby keeps a tid (tests) */
 
-  struct ruby_target *targets;
-  size_t ntargets, targets_cap;
+  struct pp_target_table *tt; /* between start() and stop(); entries' data: ruby_target */
 
   /* The sampling thread (ruby_sampler.c). `lock` guards everything in this
    * struct against the host's calls (add_targets, snapshot). */
@@ -155,7 +207,8 @@ struct ruby_state {
   struct ruby_cache iseq_cache;  /* (pid, iseq, pc) -> frame id */
   struct ruby_cache cfunc_cache; /* (pid, method entry, 0) / (pid, 0, ID) -> frame id */
   struct ruby_iseqs iseqs;       /* (pid, iseq) -> name frame, line table */
-  struct ruby_stacks stacks;
+  struct pp_stack_table *stacks; /* this session's stacks */
+  struct pp_frame *out;          /* max_depth frames of the stack being counted */
 
   /* scratch for one walk, sized from max_depth */
   unsigned char *cfp_buf;
@@ -164,6 +217,8 @@ struct ruby_state {
   struct ruby_miss *misses;
 
   uint64_t now_ns;
+  /* c_full: a frame table or cache was full (the stack table counts its
+   * own drops as "dropped_stacks") */
   uint64_t c_ticks, c_samples, c_torn, c_full, c_truncated, c_idle, c_gone, c_str_fail;
   uint64_t c_wakeups, c_alarms; /* sampler wake-ups; CPU-alarm overflows (= weight) */
   uint64_t c_pauses;            /* batching pauses (ruby_sampler.c batch_pause) */
@@ -171,18 +226,22 @@ struct ruby_state {
   uint32_t unknown_cfunc_id;    /* "(unknown) [c function]" frame */
 };
 
-#define RUBY_LOG(st, lvl, ...) (st)->host->log((st)->host, (lvl), __VA_ARGS__)
-
-/* ruby_attach.c: 0 attached, -EAGAIN not yet (retry later), -ENOTSUP
- * skipped (t->reason), other -errno an error (t->reason). */
-int ruby_attach(struct ruby_state *st, struct ruby_target *t);
+/* ruby_attach.c: the target table's callbacks (plugin: the ruby_state,
+ * called with st->lock held). attach: 0 attached (e->data), -EAGAIN not
+ * yet (retried with backoff), PP_ATTACH_SKIP unsupported, PP_ATTACH_IGNORE
+ * no Ruby in a process not named ruby*, -ESRCH gone, PP_ATTACH_FAIL
+ * otherwise; e->reason says why. release frees what ruby_attach built:
+ * threads, their CPU alarms and kept-open /proc files, cache entries. */
+int ruby_attach(void *plugin, struct pp_target_entry *e);
+void ruby_target_release(void *plugin, struct pp_target_entry *e);
 
 /* ruby_sampler.c: the thread that samples (started by start(), joined by
- * stop()); target_release closes what a target holds. Caller holds lock. */
+ * stop()). Caller holds lock for sync_alarms. */
 int ruby_sampler_start(struct ruby_state *st);
 void ruby_sampler_stop(struct ruby_state *st);
 void ruby_sampler_wake(struct ruby_state *st);
-void ruby_target_release(struct ruby_state *st, struct ruby_target *t);
+/* Gives every Ruby thread of an attached target a CPU alarm, or none. */
+void ruby_sync_alarms(struct ruby_state *st, struct ruby_target *t);
 
 /* ruby_cpuclock.c: a CPU-time alarm on one OS thread, every period_ns of
  * its CPU time; registered in epfd (if >= 0) with `key`. 0 or -errno. */
@@ -201,15 +260,13 @@ bool ruby_tids_known(const struct ruby_state *st, const struct ruby_target *t);
 /* Finds where libc's struct pthread keeps the tid, from the main thread
  * (whose tid is the pid), for layouts that read tids there. */
 void ruby_find_pthread_tid(struct ruby_state *st, struct ruby_target *t);
-/* Re-reads the thread list; keeps open stat fds and alarms of threads
- * still there, closes those of threads gone. */
+/* Re-reads the thread list; keeps the alarms of threads still there,
+ * closes those of threads gone. */
 int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t);
 void ruby_threads_close(struct ruby_state *st, struct ruby_target *t);
-/* True if the thread ran since the previous call (schedstat), or is in
- * state R where schedstats are missing. */
-bool ruby_thread_on_cpu(struct ruby_target *t, struct ruby_thread *th);
-/* True if any task of the process is running (state R). */
-bool ruby_any_task_running(uint32_t pid);
+/* True if any task of the process is running (state R), through the
+ * target's kept-open task files. */
+bool ruby_any_task_running(struct ruby_target *t);
 
 /* ruby_walk.c: frame ids of the stack of one execution context, leaf
  * first, into st->ids. Returns the count, or -errno for a torn read. */

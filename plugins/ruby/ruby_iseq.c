@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ruby.h"
 #include "polyprof/kit/remote.h"
+#include "ruby.h"
 
 #define ISEQ_BODY 16
 #define BODY_PATHOBJ 64

@@ -1,5 +1,6 @@
 /*
- * Ruby VM layouts per minor series (reference php-ruby-remote.md §5.3).
+ * Ruby VM layouts per minor series, from rbspy's bindgen bindings of each
+ * release's vm_core.h.
  * Kept as data: the walker never branches on a version number, only on the
  * fields of the row it was given.
  */
@@ -15,7 +16,7 @@
  * def.original_id at 32. They live in ruby_walk.c as constants.
  *
  * Each series below is the one before it plus what changed in that release
- * (reference §5.3), so a reader sees the deltas and adding a version is one
+ * (per those bindings), so a reader sees the deltas and adding a version is one
  * more line of them. A later designator in an initializer overrides an
  * earlier one (C11 6.7.9p19); that is the mechanism, hence the pragmas.
  * tests/unit/test_ruby_offsets.c pins every resulting number. */
@@ -32,7 +33,7 @@
   .string_kind = RUBY_STR_FLAGS_LEN, .last_op_id = 166
 
 /* 2.6: cfp gains bp; succinct line table of {line_no, events}; the
- * living_threads offset is not in the reference (GVL holder only) */
+ * living_threads offset is not in rbspy's bindings (GVL holder only) */
 #define RUBY_2_6                                                                                   \
   RUBY_2_5, .series = "2.6", .minor = 6, .ec_thread_ptr = 56, .cfp_size = 56,                      \
             .line_kind = RUBY_LINES_SUCCINCT, .ii_body = 120, .ii_positions = 128, .ii_size = 136, \
@@ -70,7 +71,7 @@
 
 #define RUBY_3_4 RUBY_3_3, .series = "3.4", .minor = 4, .last_op_id = 170
 
-/* 4.0.0-4.0.5: threads.set and the tid are not in the reference: only the
+/* 4.0.0-4.0.5: threads.set and the tid are not in rbspy's bindings: only the
  * running thread is sampled */
 #define RUBY_4_0                                                                     \
   RUBY_3_4, .series = "4.0", .major = 4, .minor = 0, .min_patch = 0, .max_patch = 5, \

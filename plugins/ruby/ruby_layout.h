@@ -3,9 +3,8 @@
  *
  * Every offset the sampler follows lives in one table row per minor series,
  * so adding a version is adding a row. The values come from rbspy's bindgen
- * bindings of each release's vm_core.h (reference php-ruby-remote.md §5.3);
- * the 3.1 row was checked on live Debian 3.1.2 processes. Fields we could not
- * source are -1 and the feature that needs them degrades (see ruby.md).
+ * bindings of each release's vm_core.h; the 3.1 row was checked on live Debian 3.1.2 processes.
+ * Fields we could not source are -1 and the feature that needs them degrades (see docs/ruby.md).
  */
 #ifndef POLYPROF_RUBY_LAYOUT_H
 #define POLYPROF_RUBY_LAYOUT_H

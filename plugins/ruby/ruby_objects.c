@@ -1,14 +1,15 @@
 /*
  * Decoding Ruby heap objects read from another process: String and Array
- * (reference php-ruby-remote.md §5.1, §5.2), the pc -> line table (§5.4) and
- * method names through the global symbol table (§4 step 8). Every length and
+ * (RString / RArray of each layout), the pc -> line table of an iseq and
+ * method names through the global symbol table (rb_id2str's path, as rbspy
+ * reads it). Every length and
  * index comes from the target and is bounded here before use.
  */
 #include <errno.h>
 #include <string.h>
 
-#include "ruby.h"
 #include "polyprof/kit/remote.h"
+#include "ruby.h"
 
 #define T_MASK 0x1fu
 #define T_STRING 0x05u

@@ -14,7 +14,8 @@
  * the thread ids so only the GVL holder can be read, `oncpu: false`) are
  * sampled on wall-clock ticks at the frequency, as gProfiler's rbspy does;
  * ticks run only while such a target exists. Housekeeping (attach retries,
- * thread lists) runs a few times a second from the same loop.
+ * thread lists, the target table's liveness checks) runs from the same
+ * loop, a few times a second while something is due.
  *
  * Everything runs under st->lock, released only while waiting, so the
  * host's add_targets() and snapshot() see consistent tables.
@@ -28,11 +29,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ruby.h"
+#include "polyprof/kit/log.h"
 #include "polyprof/kit/proc.h"
 #include "polyprof/kit/remote.h"
+#include "ruby.h"
 
-#define ATTACH_RETRY_NS 200000000ull
 /* Thread lists are re-read every 50 ms while threads come and go (a new
  * thread is sampled only once listed), backing off to 1 s when stable. */
 #define THREADS_REFRESH_MIN_NS 50000000ull
@@ -45,26 +46,13 @@
 #define WAKE_KEY UINT64_MAX /* epoll key of wakefd; alarms are pid << 32 | tid */
 #define EVENTS_PER_WAKE 64
 
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-void ruby_target_release(struct ruby_state *st, struct ruby_target *t) {
-  ruby_threads_close(st, t);
-  free(t->threads);
-  t->threads = NULL;
-  ruby_cache_forget_pid(&st->iseq_cache, t->pid);
-  ruby_cache_forget_pid(&st->cfunc_cache, t->pid);
-  ruby_iseqs_forget_pid(&st->iseqs, t->pid);
-}
-
+/* The process exited: its entry is released now, which frees t. */
 static void mark_gone(struct ruby_state *st, struct ruby_target *t) {
-  t->state = RUBY_T_GONE;
-  ruby_threads_close(st, t);
+  st->c_gone++;
+  pp_target_table_gone(st->tt, t->entry);
 }
 
+/* False if the target is gone (t is freed then). */
 static bool still_there(struct ruby_state *st, struct ruby_target *t) {
   uint64_t start = 0;
   char state = '?';
@@ -82,7 +70,7 @@ static bool still_there(struct ruby_state *st, struct ruby_target *t) {
 /* Gives every Ruby thread of an attached target a CPU alarm, or none of
  * them: a target is either alarm-driven or tick-driven, never both (its
  * samples would be counted twice). */
-static void sync_alarms(struct ruby_state *st, struct ruby_target *t) {
+void ruby_sync_alarms(struct ruby_state *st, struct ruby_target *t) {
   bool want = st->use_cpuclock && t->per_thread && !t->cpuclock_failed && t->nthreads > 0;
   int rc = 0;
   for (uint32_t i = 0; want && i < t->nthreads && rc == 0; i++) {
@@ -98,8 +86,8 @@ static void sync_alarms(struct ruby_state *st, struct ruby_target *t) {
   }
   if (want) {
     t->cpuclock_failed = true;
-    RUBY_LOG(st, PP_LOG_WARNING, "pid %u: no CPU alarms (%s): sampling on wall-clock ticks", t->pid,
-             strerror(-rc));
+    PP_WARNING(st->host, "pid %u: no CPU alarms (%s): sampling on wall-clock ticks", t->pid,
+               strerror(-rc));
   }
   for (uint32_t i = 0; i < t->nthreads; i++)
     ruby_cpuclock_close(&t->threads[i]);
@@ -115,71 +103,72 @@ static void list_stale(struct ruby_state *st, struct ruby_target *t) {
   if (due < st->next_house_ns) st->next_house_ns = due;
 }
 
-static void refresh_threads(struct ruby_state *st, struct ruby_target *t) {
+/* After a thread list that could not be read from a live process: a VM
+ * pointer that moved or vanished means a new program image (an exec of
+ * the same executable, which the table's liveness check cannot tell):
+ * attach again. False if t was released. */
+static bool same_image(struct ruby_state *st, struct ruby_target *t) {
+  uint64_t vm = 0;
+  int rc = pp_remote_read((pid_t)t->pid, t->vm_ptr_addr, &vm, sizeof(vm));
+  if (rc == -ESRCH) {
+    mark_gone(st, t);
+    return false;
+  }
+  if (rc == 0 && vm == t->vm) return true;
+  pp_target_table_reattach(st->tt, t->entry);
+  return false;
+}
+
+/* False if the target was released (t is freed then). */
+static bool refresh_threads(struct ruby_state *st, struct ruby_target *t) {
   /* a list that cannot be read may be a process that exited (alarm-driven
    * targets are not checked in /proc otherwise) */
-  if (ruby_threads_refresh(st, t) < 0 && !still_there(st, t)) return;
-  sync_alarms(st, t);
+  if (ruby_threads_refresh(st, t) < 0 && (!still_there(st, t) || !same_image(st, t))) return false;
+  ruby_sync_alarms(st, t);
   if (t->threads_changed || t->threads_every < THREADS_REFRESH_MIN_NS)
     t->threads_every = THREADS_REFRESH_MIN_NS;
   else if (t->threads_every < THREADS_REFRESH_MAX_NS)
     t->threads_every *= 2;
-}
-
-static void try_attach(struct ruby_state *st, struct ruby_target *t) {
-  if (st->now_ns < t->next_attach_ns) return;
-  int rc = ruby_attach(st, t);
-  if (rc == 0) {
-    t->state = RUBY_T_OK;
-    sync_alarms(st, t);
-  } else if (rc == -ENOTSUP) {
-    t->state = RUBY_T_SKIPPED;
-    RUBY_LOG(st, PP_LOG_INFO, "pid %u: %s", t->pid, t->reason);
-  } else if (rc == -ESRCH) {
-    t->state = RUBY_T_GONE;
-  } else if (rc == -EAGAIN && t->attach_tries < st->attach_retries) {
-    t->next_attach_ns = st->now_ns + ATTACH_RETRY_NS;
-  } else {
-    if (rc != -EAGAIN || !t->reason[0])
-      snprintf(t->reason, sizeof(t->reason), "cannot attach: %s", strerror(-rc));
-    t->state = RUBY_T_ERROR;
-    RUBY_LOG(st, PP_LOG_WARNING, "pid %u: %s", t->pid, t->reason);
-  }
+  return true;
 }
 
 /* Counts the stack a walk left in st->ids `weight` times (n: the walk's
- * result). False if the read was torn. */
-static bool count_stack(struct ruby_state *st, struct ruby_target *t, int n, bool truncated,
-                        uint64_t weight) {
-  if (n == -ESRCH) {
-    still_there(st, t);
-    return true;
-  }
+ * result). 0, -EAGAIN if the read was torn, -ESRCH if the process is gone
+ * (the caller looks). */
+static int count_stack(struct ruby_state *st, struct ruby_target *t, int n, bool truncated,
+                       uint64_t weight) {
+  if (n == -ESRCH) return n;
   if (n == -ENOSPC) {
     st->c_full++;
-    return true;
+    return 0;
   }
   if (n < 0) {
     st->c_torn++;
     t->torn++;
-    return false;
+    return -EAGAIN;
   }
   if (truncated) st->c_truncated++;
-  if (n == 0) return true;
-  if (ruby_stacks_add(&st->stacks, t->pid, st->ids, (uint32_t)n, weight) < 0) {
-    st->c_full++;
-    return true;
+  if (n == 0) return 0;
+  for (int i = 0; i < n; i++) {
+    const struct ruby_frame *f = &st->frames.v[st->ids[i]];
+    st->out[i] = (struct pp_frame){
+        .name = ruby_strings_get(&st->strings, f->name),
+        .file = f->file == RUBY_NO_ID ? NULL : ruby_strings_get(&st->strings, f->file),
+        .line = f->line,
+        .kind = f->kind};
   }
+  /* a full table counts the drop itself ("dropped_stacks") */
+  if (pp_stack_table_add(st->stacks, t->pid, 0, NULL, st->out, (uint32_t)n, weight) < 0) return 0;
   st->c_samples++;
   t->samples++;
-  return true;
+  return 0;
 }
 
 /* Walks one EC (the GVL holder's) and counts its stack once. */
-static void record(struct ruby_state *st, struct ruby_target *t, uint64_t ec) {
+static int record(struct ruby_state *st, struct ruby_target *t, uint64_t ec) {
   bool truncated = false;
   int n = ruby_walk(st, t, ec, &truncated);
-  count_stack(st, t, n, truncated, 1);
+  return count_stack(st, t, n, truncated, 1);
 }
 
 /* Samples one Ruby thread. -ESRCH if the process is gone, -EAGAIN if the
@@ -193,16 +182,17 @@ static int sample_thread(struct ruby_state *st, struct ruby_target *t, struct ru
    * Ruby's thread cache) or has not started. Nothing torn, nothing to
    * read; the list is stale */
   if (n == -ENOENT) return -EAGAIN;
-  return count_stack(st, t, n, truncated, weight) ? 0 : -EAGAIN;
+  return count_stack(st, t, n, truncated, weight);
 }
 
 /* ---- CPU alarms ---- */
 
 static void on_alarm(struct ruby_state *st, uint64_t key, uint32_t events) {
   uint32_t pid = (uint32_t)(key >> 32), tid = (uint32_t)key;
-  for (size_t i = 0; i < st->ntargets; i++) {
-    struct ruby_target *t = &st->targets[i];
-    if (t->pid != pid || t->state != RUBY_T_OK || !t->cpuclock) continue;
+  struct pp_target_entry *e = pp_target_table_find(st->tt, pid);
+  if (!e || e->state != PP_TARGET_ATTACHED) return;
+  struct ruby_target *t = e->data;
+  if (t->cpuclock) {
     for (uint32_t j = 0; j < t->nthreads; j++) {
       struct ruby_thread *th = &t->threads[j];
       if (th->tid != tid || th->pfd < 0) continue;
@@ -233,8 +223,7 @@ static void on_alarm(struct ruby_state *st, uint64_t key, uint32_t events) {
       }
       if (rc == -EAGAIN) list_stale(st, t);
       /* awake anyway: the thread list too, if due (th may move) */
-      if (t->state == RUBY_T_OK && st->now_ns - t->threads_at_ns >= t->threads_every)
-        refresh_threads(st, t);
+      if (st->now_ns - t->threads_at_ns >= t->threads_every) refresh_threads(st, t);
       return;
     }
   }
@@ -266,9 +255,9 @@ static void tick_target(struct ruby_state *st, struct ruby_target *t) {
   }
   if (t->per_thread) {
     bool any = false;
-    for (uint32_t i = 0; i < t->nthreads && t->state == RUBY_T_OK; i++) {
+    for (uint32_t i = 0; i < t->nthreads; i++) {
       struct ruby_thread *th = &t->threads[i];
-      if (st->oncpu && !ruby_thread_on_cpu(t, th)) continue;
+      if (st->oncpu && (!th->tid || pp_thread_cpu_ran(t->cpu, th->tid) != 1)) continue;
       any = true;
       int rc = sample_thread(st, t, th, 1);
       if (rc == -ESRCH) {
@@ -284,7 +273,7 @@ static void tick_target(struct ruby_state *st, struct ruby_target *t) {
     return;
   }
   /* rbspy's way: the thread holding (or last holding) the GVL */
-  if (st->oncpu && !ruby_any_task_running(t->pid)) {
+  if (st->oncpu && !ruby_any_task_running(t)) {
     st->c_idle++;
     t->idle++;
     return;
@@ -300,23 +289,27 @@ static void tick_target(struct ruby_state *st, struct ruby_target *t) {
     st->c_torn++;
     return;
   }
-  record(st, t, ec);
+  if (record(st, t, ec) == -ESRCH) still_there(st, t);
 }
 
 /* ---- the loop ---- */
 
-/* Attach retries and thread lists. Returns when it is due next; *ticks
- * tells whether some target needs wall-clock ticks. */
+/* The earliest a housekeeping pass is worth it, so a retry due now does
+ * not spin the loop. */
+#define HOUSE_MIN_NS 1000000ull
+
+/* Attach retries, liveness, thread lists. Returns when it is due next;
+ * *ticks tells whether some target needs wall-clock ticks. */
 static uint64_t housekeeping(struct ruby_state *st, bool *ticks) {
   uint64_t next = st->now_ns + THREADS_REFRESH_MAX_NS * IDLE_REFRESH_FACTOR;
   *ticks = false;
-  for (size_t i = 0; i < st->ntargets; i++) {
-    struct ruby_target *t = &st->targets[i];
-    if (t->state == RUBY_T_NEW) {
-      try_attach(st, t);
-      if (t->state == RUBY_T_NEW && t->next_attach_ns < next) next = t->next_attach_ns;
-    }
-    if (t->state != RUBY_T_OK) continue;
+  pp_target_table_poll(st->tt, st->now_ns);
+  struct pp_target_entry *e;
+  PP_TARGETS_FOREACH(st->tt, e, PP_TARGET_PENDING) {
+    if (e->next_try_ns < next) next = e->next_try_ns;
+  }
+  PP_TARGETS_FOREACH(st->tt, e, PP_TARGET_ATTACHED) {
+    struct ruby_target *t = e->data;
     /* a quarter early is fine: stable targets then fall into step and
      * share one wake-up a second instead of one each */
     uint64_t every = t->threads_every;
@@ -325,21 +318,23 @@ static uint64_t housekeeping(struct ruby_state *st, bool *ticks) {
       /* alarm-driven targets learn of their exit from the alarms' hang-up
        * and from failed reads: no /proc look every refresh */
       if (!t->cpuclock && !still_there(st, t)) continue;
-      refresh_threads(st, t);
+      if (!refresh_threads(st, t)) continue;
       every = t->threads_every;
       if (t->cpuclock && every >= THREADS_REFRESH_MAX_NS) every *= IDLE_REFRESH_FACTOR;
     }
     if (t->threads_at_ns + every < next) next = t->threads_at_ns + every;
     if (!t->cpuclock) *ticks = true;
   }
+  if (next < st->now_ns + HOUSE_MIN_NS) next = st->now_ns + HOUSE_MIN_NS;
   return next;
 }
 
 static void run_ticks(struct ruby_state *st) {
   st->c_ticks++;
-  for (size_t i = 0; i < st->ntargets; i++) {
-    struct ruby_target *t = &st->targets[i];
-    if (t->state == RUBY_T_OK && !t->cpuclock) tick_target(st, t);
+  struct pp_target_entry *e;
+  PP_TARGETS_FOREACH(st->tt, e, PP_TARGET_ATTACHED) {
+    struct ruby_target *t = e->data;
+    if (!t->cpuclock) tick_target(st, t);
   }
 }
 
@@ -390,7 +385,7 @@ static void *sampler_main(void *arg) {
   st->next_house_ns = 0;
   bool ticks = false;
   while (!st->stopping) {
-    st->now_ns = now_ns();
+    st->now_ns = pp_clock_ns();
     if (st->now_ns >= st->next_house_ns) {
       bool had = ticks;
       st->next_house_ns = housekeeping(st, &ticks);
@@ -411,7 +406,7 @@ static void *sampler_main(void *arg) {
     pthread_mutex_lock(&st->lock);
     if (n <= 0) continue;
     st->c_wakeups++;
-    st->now_ns = now_ns();
+    st->now_ns = pp_clock_ns();
     uint64_t served = st->c_alarms;
     for (int i = 0; i < n; i++) {
       if (evs[i].data.u64 == WAKE_KEY) {
@@ -463,6 +458,6 @@ void ruby_sampler_stop(struct ruby_state *st) {
     pthread_join(st->thread, NULL);
     st->thread_started = false;
   }
-  /* the alarms are closed by the caller's target_release; the loop's own
-   * fds go last */
+  /* the alarms are closed when the caller frees the target table; the
+   * loop's own fds go last */
 }

@@ -11,27 +11,23 @@
  * tids do not check out, we fall back to rbspy's behaviour: the GVL
  * holder, when any thread of the process runs.
  *
- * "On a CPU" is read from /proc/PID/task/TID/schedstat: the thread's run
- * time advanced since the previous tick. That is stricter than rbspy's state
- * R, which also holds for a thread waiting in a run queue, and on a loaded
- * machine counted one preempted position many times. The thread must also
- * be in state R at the tick: its stack is read now, and a thread that ran
- * and then slept would be sampled in its sleep. Without schedstats the
- * state letter of .../stat is used alone. The files are kept open and
- * re-read with pread(): one system call per thread per tick (two for a
- * thread that ran) instead of three.
+ * "On a CPU" is the kit's pp_thread_cpu_ran() (ruby_sampler.c): the
+ * thread's run time advanced since the previous tick and it is in state R
+ * now. That is stricter than rbspy's state R alone, which also holds for a
+ * thread waiting in a run queue, and on a loaded machine counted one
+ * preempted position many times.
  */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "ruby.h"
+#include "polyprof/kit/log.h"
 #include "polyprof/kit/proc.h"
 #include "polyprof/kit/remote.h"
+#include "ruby.h"
 
 #define MAX_TASKS_SCANNED 4096
 
@@ -39,16 +35,9 @@ static bool heap_ptr(uint64_t a) {
   return a >= 4096 && a < (1ull << 47) && (a & 7) == 0;
 }
 
-/* State letter out of a stat line: the comm may hold ')' and spaces, so
- * look after the last ')'. */
-static char state_of(const char *stat) {
-  const char *p = strrchr(stat, ')');
-  return p && p[1] == ' ' && p[2] ? p[2] : '?';
-}
-
-bool ruby_any_task_running(uint32_t pid) {
+bool ruby_any_task_running(struct ruby_target *t) {
   char path[64];
-  snprintf(path, sizeof(path), "/proc/%u/task", pid);
+  snprintf(path, sizeof(path), "/proc/%u/task", t->pid);
   DIR *d = opendir(path);
   if (!d) return false;
   bool running = false;
@@ -56,9 +45,10 @@ bool ruby_any_task_running(uint32_t pid) {
   int n = 0;
   while (!running && (de = readdir(d)) && n++ < MAX_TASKS_SCANNED) {
     if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
-    char p[96], buf[512];
-    snprintf(p, sizeof(p), "/proc/%u/task/%.20s/stat", pid, de->d_name);
-    if (pp_read_file(p, buf, sizeof(buf), NULL) == 0 && state_of(buf) == 'R') running = true;
+    char *end = NULL;
+    unsigned long tid = strtoul(de->d_name, &end, 10);
+    if (*end || !tid || tid > UINT32_MAX) continue;
+    running = pp_thread_cpu_state(t->cpu, (uint32_t)tid) == 'R';
   }
   closedir(d);
   return running;
@@ -175,16 +165,10 @@ static int read_tid(const struct ruby_state *st, const struct ruby_target *t, ui
   return 0;
 }
 
-static void thread_close(struct ruby_state *st, struct ruby_thread *th) {
-  if (th->fd >= 0) close(th->fd);
-  if (th->stat_fd >= 0) close(th->stat_fd);
-  th->fd = th->stat_fd = -1;
-  ruby_cpuclock_close(th);
-}
-
 void ruby_threads_close(struct ruby_state *st, struct ruby_target *t) {
+  (void)st;
   for (uint32_t i = 0; i < t->nthreads; i++)
-    thread_close(st, &t->threads[i]);
+    ruby_cpuclock_close(&t->threads[i]);
   t->nthreads = 0;
   t->cpuclock = false;
 }
@@ -230,8 +214,7 @@ int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t) {
         if (tid == t->ns_pid) saw_main = true;
         if (t->ns_pid != t->pid) tid = host_tid_of(t->pid, tid);
       }
-      fresh[n++] =
-          (struct ruby_thread){.addr = node, .tid = tid, .fd = -1, .pfd = -1, .stat_fd = -1};
+      fresh[n++] = (struct ruby_thread){.addr = node, .tid = tid, .pfd = -1};
       if (pp_remote_read((pid_t)t->pid, node, &node, sizeof(node)) < 0) ok = false;
     }
   }
@@ -244,7 +227,9 @@ int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t) {
     t->threads_changed = true;
     return -EAGAIN;
   }
-  /* keep the open stat files and CPU alarms of threads we already knew */
+  /* keep the CPU alarms of threads we already knew (the task files of
+   * threads gone are closed by pp_thread_cpu when a read fails or by the
+   * snapshot's sweep) */
   bool matched[RUBY_MAX_THREADS_HARD] = {false};
   uint32_t nkept = 0;
   for (uint32_t i = 0; i < t->nthreads; i++) {
@@ -257,7 +242,7 @@ int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t) {
       }
     }
     if (!kept)
-      thread_close(st, old);
+      ruby_cpuclock_close(old);
     else
       nkept++;
   }
@@ -265,67 +250,9 @@ int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t) {
   t->threads_changed = nkept != n || nkept != t->nthreads;
   memcpy(t->threads, fresh, n * sizeof(fresh[0]));
   t->nthreads = n;
-  if (t->per_thread != ok && t->state == RUBY_T_OK)
-    RUBY_LOG(st, PP_LOG_DEBUG, "pid %u: %s", t->pid,
+  if (t->per_thread != ok && t->entry->state == PP_TARGET_ATTACHED)
+    PP_DEBUG(st->host, "pid %u: %s", t->pid,
              ok ? "sampling every Ruby thread" : "sampling the GVL holder only");
   t->per_thread = ok;
   return ok ? 0 : -ENOENT;
-}
-
-/* Reads the thread's stat (state letter) or schedstat (run time in ns)
- * through its kept-open fd. 0 or -1. */
-static int pread_task(struct ruby_target *t, struct ruby_thread *th, char *buf, size_t cap) {
-  for (int attempt = 0; attempt < 2; attempt++) {
-    if (th->fd < 0) {
-      char path[80];
-      snprintf(path, sizeof(path), "/proc/%u/task/%u/%s", t->pid, th->tid,
-               th->use_stat ? "stat" : "schedstat");
-      th->fd = open(path, O_RDONLY | O_CLOEXEC);
-      if (th->fd < 0) {
-        if (th->use_stat || errno != ENOENT) return -1;
-        th->use_stat = true; /* kernel without schedstats: the state letter */
-        continue;
-      }
-    }
-    ssize_t n = pread(th->fd, buf, cap - 1, 0);
-    if (n > 0) {
-      buf[n] = '\0';
-      return 0;
-    }
-    close(th->fd); /* the thread ended: a fresh open tells for sure */
-    th->fd = -1;
-  }
-  return -1;
-}
-
-bool ruby_thread_on_cpu(struct ruby_target *t, struct ruby_thread *th) {
-  if (!th->tid) return false;
-  char buf[512];
-  if (pread_task(t, th, buf, sizeof(buf)) < 0) return false;
-  if (th->use_stat) return state_of(buf) == 'R';
-  /* schedstat: "<ns on cpu> <ns waiting> <slices>". A thread that did not
-   * run since the last tick is still where the last sample saw it: counting
-   * it again would weigh the time it waited in a run queue as CPU time. */
-  unsigned long long ran = strtoull(buf, NULL, 10);
-  bool moved = ran != th->runtime;
-  th->runtime = ran;
-  if (!moved) return false;
-  /* It ran since the last tick, but the stack read now is where it is now:
-   * a thread that burnt 10 ms and then slept would be sampled in sleep
-   * (every tick of a mostly idle server). Only a thread that is also
-   * running (or runnable, preempted in its code) right now is sampled. */
-  if (th->stat_fd < 0) {
-    char path[80];
-    snprintf(path, sizeof(path), "/proc/%u/task/%u/stat", t->pid, th->tid);
-    th->stat_fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (th->stat_fd < 0) return true; /* keep the schedstat answer */
-  }
-  ssize_t n = pread(th->stat_fd, buf, sizeof(buf) - 1, 0);
-  if (n <= 0) {
-    close(th->stat_fd);
-    th->stat_fd = -1;
-    return false; /* ended between the two reads */
-  }
-  buf[n] = '\0';
-  return state_of(buf) == 'R';
 }

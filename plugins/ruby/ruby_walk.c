@@ -1,10 +1,10 @@
 /*
- * Walking the control frames of one execution context (reference
- * php-ruby-remote.md §4): the frames between ec->cfp (the leaf) and the end
- * of the VM stack are copied in one read; a frame with an iseq and a pc is
- * a Ruby frame (label, path, line), a frame without iseq whose env says
- * CFUNC is a C method, everything else (ifunc, dummy) is skipped -- the rule
- * Ruby's own backtraces follow.
+ * Walking the control frames of one execution context, as rbspy does: the
+ * frames between ec->cfp (the leaf) and the end of the VM stack are copied
+ * in one read; a frame with an iseq and a pc is a Ruby frame (label, path,
+ * line), a frame without iseq whose env says CFUNC is a C method,
+ * everything else (ifunc, dummy) is skipped -- the rule Ruby's own
+ * backtraces follow.
  *
  * Reads per sample: the EC, the frame block, one batched read of the env
  * words of C frames; iseq contents only on a cache miss, keyed by
@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ruby.h"
 #include "polyprof/kit/remote.h"
+#include "ruby.h"
 
 #define CFP_PC 0
 #define CFP_ISEQ 16

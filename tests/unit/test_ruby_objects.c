@@ -2,16 +2,16 @@
  * own memory (process_vm_readv on ourselves): the succinct bit-vector line
  * table built exactly as Ruby's iseq.c builds it, the 2.5 position table,
  * RString in both layouts (embedded / heap), RArray, hostile lengths and
- * types; and the bounded tables (interning, frames, cache, aggregation). */
+ * types; and the bounded frame tables (interning, frames, cache). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "../../plugins/ruby/ruby_frame_cache.c"
 #include "../../plugins/ruby/ruby_layout.c"
 #include "../../plugins/ruby/ruby_objects.c"
-#include "../../plugins/ruby/ruby_tables.c"
 #include "testlib.h"
 
 /* Ruby's struct succ_index_table (iseq.c) */
@@ -265,37 +265,6 @@ static void test_tables(void) {
   ruby_cache_forget_pid(&c, 1);
   CHECK_EQ_INT(ruby_cache_get(&c, 1, 99, 99), RUBY_NO_ID);
   ruby_cache_free(&c);
-
-  struct ruby_stacks st;
-  CHECK_EQ_INT(ruby_stacks_init(&st, 16, 7), 0);
-  uint32_t s1[] = {1, 2, 3}, s2[] = {1, 2};
-  CHECK_EQ_INT(ruby_stacks_add(&st, 10, s1, 3, 1), 0);
-  CHECK_EQ_INT(ruby_stacks_add(&st, 10, s1, 3, 2), 0);
-  CHECK_EQ_INT(ruby_stacks_add(&st, 11, s1, 3, 1), 0); /* other pid: other stack */
-  CHECK_EQ_INT(st.used, 2);
-  CHECK_EQ_INT(ruby_stacks_add(&st, 10, s2, 2, 1), -ENOSPC); /* ids arena: 7 */
-  uint64_t total = 0;
-  for (size_t i = 0; i < st.used; i++)
-    total += st.v[i].count;
-  CHECK_EQ_INT(total, 4);
-  ruby_stacks_clear(&st);
-  CHECK_EQ_INT(ruby_stacks_add(&st, 10, s2, 2, 1), 0);
-  ruby_stacks_free(&st);
-
-  /* exactly cap distinct stacks, then full; the order first seen is kept */
-  CHECK_EQ_INT(ruby_stacks_init(&st, 5, 100), 0);
-  for (uint32_t i = 0; i < 5; i++)
-    CHECK_EQ_INT(ruby_stacks_add(&st, 7, &i, 1, i + 1), 0);
-  uint32_t six = 6;
-  CHECK_EQ_INT(ruby_stacks_add(&st, 7, &six, 1, 1), -ENOSPC);
-  uint32_t two = 2;
-  CHECK_EQ_INT(ruby_stacks_add(&st, 7, &two, 1, 10), 0); /* known: still counted */
-  CHECK_EQ_INT(st.used, 5);
-  for (uint32_t i = 0; i < 5; i++) {
-    CHECK_EQ_INT(st.ids[st.v[i].off], i);
-    CHECK_EQ_INT(st.v[i].count, i == 2 ? 13 : i + 1);
-  }
-  ruby_stacks_free(&st);
 }
 
 int main(void) {

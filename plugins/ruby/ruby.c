@@ -1,21 +1,28 @@
 /*
  * polyprof ruby plugin: Ruby call stacks read from outside the process, as
- * rbspy does (reference php-ruby-remote.md §3-§6), without stopping the
- * target. A thread of its own (ruby_sampler.c) samples each Ruby thread
- * per 1/frequency of CPU time it uses; stacks are aggregated in bounded
- * tables and handed over at snapshot, where they replace perf's native
- * stacks of the same pids.
+ * rbspy does, without stopping the target. A thread of its own
+ * (ruby_sampler.c) samples each Ruby thread per 1/frequency of CPU time it
+ * uses; stacks are counted in the kit's stack table and handed over at
+ * snapshot, where they replace perf's native stacks of the same pids.
+ * This file: the descriptor, the options and the vtable.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
 #include <unistd.h>
 
-#include "ruby.h"
+#include "polyprof/kit/json.h"
+#include "polyprof/kit/log.h"
+#include "polyprof/kit/options.h"
 #include "polyprof/kit/proc.h"
-#include "polyprof/kit/remote.h"
+#include "ruby.h"
+
+/* First attach retry of a process still starting; the table doubles it. */
+#define ATTACH_RETRY_FIRST_NS 200000000ull
+/* How often the sampler's housekeeping checks that attached targets are
+ * still the process and image they were (exit, pid reuse, exec). */
+#define LIVENESS_NS 2000000000ull
 
 static const char *const mode_choices[] = {"rbspy", NULL};
 static const char *const thread_ids_choices[] = {"auto", "pthread", NULL};
@@ -68,7 +75,8 @@ static const struct pp_option options[] = {
      .default_value = "25",
      .min = 1,
      .max = 1000,
-     .help = "attempts (200 ms apart) to find the VM in a process still starting"},
+     .help = "attempts to find the VM in a process still starting (the first retry after "
+             "200 ms, then backing off)"},
     {.key = "wake_batch_ms",
      .type = PP_OPT_INT,
      .default_value = "10",
@@ -88,56 +96,58 @@ static const struct pp_option options[] = {
      .help = "name C methods ('sort_by [c function]') through Ruby's symbol table"},
 };
 
+static void state_free(struct ruby_state *st) {
+  free(st->cfp_buf);
+  free(st->ids);
+  free(st->eps);
+  free(st->misses);
+  free(st->out);
+  ruby_iseqs_free(&st->iseqs);
+  ruby_strings_free(&st->strings);
+  ruby_frames_free(&st->frames);
+  ruby_cache_free(&st->iseq_cache);
+  ruby_cache_free(&st->cfunc_cache);
+  pp_stack_table_free(st->stacks);
+  free(st);
+}
+
 static int ruby_init(const struct pp_host *host, void **out) {
   if (host->abi_major != PP_ABI_MAJOR || !PP_HOST_HAS(host, scratch_dir)) return -ENOTSUP;
   struct ruby_state *st = calloc(1, sizeof(*st));
   if (!st) return -ENOMEM;
   st->host = host;
   st->epfd = st->wakefd = -1;
-  int b = 1;
-  st->oncpu = host->config_bool(host, "oncpu", &b) == 0 ? b : 1;
-  b = 1;
-  st->cfunc_names = host->config_bool(host, "c_function_names", &b) == 0 ? b : 1;
-  const char *ids = NULL;
-  st->tids_from_pthread =
-      host->config_string(host, "thread_ids", &ids) == 0 && ids && strcmp(ids, "pthread") == 0;
-  st->max_depth = 2048;
-  st->max_threads = 64;
-  st->cache_size = 16384;
-  st->max_stacks = 16384;
-  st->attach_retries = 25;
-  st->wake_batch_ms = 10;
-  host->config_int(host, "max_depth", &st->max_depth);
-  host->config_int(host, "max_threads", &st->max_threads);
-  host->config_int(host, "cache_size", &st->cache_size);
-  host->config_int(host, "max_stacks", &st->max_stacks);
-  host->config_int(host, "attach_retries", &st->attach_retries);
-  host->config_int(host, "wake_batch_ms", &st->wake_batch_ms);
-  size_t cache = (size_t)st->cache_size;
+  st->oncpu = pp_opt_bool(host, PP_OPTIONS(options), "oncpu");
+  st->cfunc_names = pp_opt_bool(host, PP_OPTIONS(options), "c_function_names");
+  const char *ids = pp_opt_string(host, PP_OPTIONS(options), "thread_ids");
+  st->tids_from_pthread = ids && strcmp(ids, "pthread") == 0;
+  st->max_depth = pp_opt_int(host, PP_OPTIONS(options), "max_depth");
+  st->max_threads = pp_opt_int(host, PP_OPTIONS(options), "max_threads");
+  st->cache_size = pp_opt_int(host, PP_OPTIONS(options), "cache_size");
+  st->max_stacks = pp_opt_int(host, PP_OPTIONS(options), "max_stacks");
+  st->attach_retries = pp_opt_int(host, PP_OPTIONS(options), "attach_retries");
+  st->wake_batch_ms = pp_opt_int(host, PP_OPTIONS(options), "wake_batch_ms");
+  size_t cache = (size_t)st->cache_size, depth = (size_t)st->max_depth;
   int rc = 0;
   rc |= ruby_strings_init(&st->strings, cache * 96);
   rc |= ruby_frames_init(&st->frames, cache * 2);
   rc |= ruby_cache_init(&st->iseq_cache, cache);
   rc |= ruby_cache_init(&st->cfunc_cache, cache / 4 + 64);
   rc |= ruby_iseqs_init(&st->iseqs, cache / 4 + 64);
-  rc |= ruby_stacks_init(&st->stacks, (size_t)st->max_stacks, (size_t)st->max_stacks * 64);
-  st->cfp_buf = malloc((size_t)st->max_depth * 64);
-  st->ids = malloc(((size_t)st->max_depth + 1) * sizeof(*st->ids));
-  st->eps = malloc(((size_t)st->max_depth + 1) * sizeof(*st->eps));
-  st->misses = malloc(((size_t)st->max_depth + 1) * sizeof(*st->misses));
+  /* a session's strings are a subset of the frame tables' */
+  struct pp_stack_table_limits lim = {.max_stacks = (size_t)st->max_stacks,
+                                      .max_string_bytes = cache * 96,
+                                      .max_frame_refs = (size_t)st->max_stacks * 64,
+                                      .max_depth = (uint32_t)depth};
+  st->stacks = pp_stack_table_new(&lim);
+  st->cfp_buf = malloc(depth * 64);
+  st->ids = malloc((depth + 1) * sizeof(*st->ids));
+  st->eps = malloc((depth + 1) * sizeof(*st->eps));
+  st->misses = malloc((depth + 1) * sizeof(*st->misses));
+  st->out = malloc((depth + 1) * sizeof(*st->out));
   if (!rc) rc = pthread_mutex_init(&st->lock, NULL) ? -1 : 0;
-  if (rc || !st->cfp_buf || !st->ids || !st->eps || !st->misses) {
-    free(st->cfp_buf);
-    free(st->ids);
-    free(st->eps);
-    free(st->misses);
-    ruby_iseqs_free(&st->iseqs);
-    ruby_strings_free(&st->strings);
-    ruby_frames_free(&st->frames);
-    ruby_cache_free(&st->iseq_cache);
-    ruby_cache_free(&st->cfunc_cache);
-    ruby_stacks_free(&st->stacks);
-    free(st);
+  if (rc || !st->stacks || !st->cfp_buf || !st->ids || !st->eps || !st->misses || !st->out) {
+    state_free(st);
     return -ENOMEM;
   }
   *out = st;
@@ -156,8 +166,7 @@ static void add_fixed_frames(struct ruby_state *st) {
 
 static int ruby_start(void *state, struct pp_session *session) {
   struct ruby_state *st = state;
-  int64_t freq = 0;
-  st->host->config_int(st->host, "frequency", &freq);
+  int64_t freq = pp_opt_int(st->host, PP_OPTIONS(options), "frequency");
   if (freq <= 0) freq = session->frequency_hz > 100 ? 100 : session->frequency_hz;
   if (freq <= 0) freq = 11;
   st->period_ns = 1000000000ull / (uint64_t)freq;
@@ -171,75 +180,49 @@ static int ruby_start(void *state, struct pp_session *session) {
   int probe = st->oncpu ? ruby_cpuclock_probe(st->period_ns) : -EINVAL;
   st->use_cpuclock = probe == 0;
   add_fixed_frames(st);
+  static const struct pp_target_ops ops = {.attach = ruby_attach, .release = ruby_target_release};
+  struct pp_target_table_config tcfg = {.retry_attempts = (uint32_t)st->attach_retries,
+                                        .retry_first_ns = ATTACH_RETRY_FIRST_NS,
+                                        .liveness_ns = LIVENESS_NS};
+  st->tt = pp_target_table_new(st->host, &ops, st, &tcfg);
+  if (!st->tt) return -ENOMEM;
   if (st->oncpu && !st->use_cpuclock)
-    RUBY_LOG(st, PP_LOG_WARNING,
-             "perf task-clock events unavailable (%s): sampling Ruby threads on wall-clock "
-             "ticks, which costs CPU even when they sleep",
-             strerror(-probe));
-  RUBY_LOG(st, PP_LOG_INFO, "sampling Ruby stacks at %lld Hz %s (max depth %lld)", (long long)freq,
-           st->use_cpuclock ? "of each thread's CPU time"
-           : st->oncpu      ? "of wall-clock time, threads that ran"
-                            : "of wall-clock time, all threads",
-           (long long)st->max_depth);
+    PP_WARNING(st->host,
+               "perf task-clock events unavailable (%s): sampling Ruby threads on wall-clock "
+               "ticks, which costs CPU even when they sleep",
+               strerror(-probe));
+  PP_INFO(st->host, "sampling Ruby stacks at %lld Hz %s (max depth %lld)", (long long)freq,
+          st->use_cpuclock ? "of each thread's CPU time"
+          : st->oncpu      ? "of wall-clock time, threads that ran"
+                           : "of wall-clock time, all threads",
+          (long long)st->max_depth);
   int rc = ruby_sampler_start(st);
-  if (rc) RUBY_LOG(st, PP_LOG_ERROR, "cannot start the sampling thread: %s", strerror(-rc));
-  return rc;
-}
-
-static int add_targets_locked(struct ruby_state *st, const struct pp_target *tg, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    size_t j;
-    for (j = 0; j < st->ntargets; j++)
-      if (st->targets[j].pid == tg[i].pid) break;
-    if (j < st->ntargets) {
-      if (st->targets[j].start_time == tg[i].start_time) continue;
-      ruby_target_release(st, &st->targets[j]); /* pid reused by a new process */
-    } else {
-      if (st->ntargets == st->targets_cap) {
-        size_t ncap = st->targets_cap ? st->targets_cap * 2 : 16;
-        struct ruby_target *g = realloc(st->targets, ncap * sizeof(*g));
-        if (!g) return -ENOMEM;
-        st->targets = g;
-        st->targets_cap = ncap;
-      }
-      st->ntargets++;
-    }
-    struct ruby_target *t = &st->targets[j];
-    *t = (struct ruby_target){.pid = tg[i].pid, .start_time = tg[i].start_time};
-    t->threads = calloc((size_t)st->max_threads, sizeof(*t->threads));
-    if (!t->threads) {
-      st->ntargets--;
-      return -ENOMEM;
-    }
-    t->pthread_tid_off = -1;
-    if (pp_proc_ns_pid(t->pid, &t->ns_pid) < 0) t->ns_pid = t->pid;
+  if (rc) {
+    PP_ERROR(st->host, "cannot start the sampling thread: %s", strerror(-rc));
+    pp_target_table_free(st->tt);
+    st->tt = NULL;
   }
-  return 0;
+  return rc;
 }
 
 static int ruby_add_targets(void *state, const struct pp_target *tg, size_t n) {
   struct ruby_state *st = state;
+  if (!st->tt) return -EINVAL;
   pthread_mutex_lock(&st->lock);
-  int rc = add_targets_locked(st, tg, n);
+  st->now_ns = pp_clock_ns();
+  int rc = pp_target_table_add(st->tt, tg, n);
   pthread_mutex_unlock(&st->lock);
-  ruby_sampler_wake(st); /* attach them now, not at the next housekeeping */
+  ruby_sampler_wake(st); /* their alarms and ticks: now, not at the next housekeeping */
   return rc;
 }
 
+/* Application metadata and appid of an attached target. */
 static void target_extras(struct ruby_state *st, struct pp_sink *sink, struct ruby_target *t) {
   const struct pp_host *h = st->host;
-  if (t->state == RUBY_T_SKIPPED) {
-    h->set_pid_status(sink, t->pid, PP_PID_SKIPPED, t->reason);
-    return;
-  }
-  if (t->state == RUBY_T_ERROR) {
-    h->set_pid_status(sink, t->pid, PP_PID_ERROR, t->reason);
-    return;
-  }
-  if (t->state != RUBY_T_OK) return;
-  char meta[160];
-  snprintf(meta, sizeof(meta), "{\"ruby_version\": \"%s\", \"ruby_layout\": \"%s\"}", t->version,
-           t->L->series);
+  char version[64], series[32], meta[160];
+  pp_json_string(version, sizeof(version), t->version);
+  pp_json_string(series, sizeof(series), t->L->series);
+  snprintf(meta, sizeof(meta), "{\"ruby_version\": %s, \"ruby_layout\": %s}", version, series);
   h->set_app_metadata(sink, t->pid, meta);
   char argv[4096], cwd[1024] = "", appid[512];
   size_t alen = 0;
@@ -252,32 +235,19 @@ static void target_extras(struct ruby_state *st, struct pp_sink *sink, struct ru
 
 static int snapshot_locked(struct ruby_state *st, struct pp_sink *sink) {
   const struct pp_host *h = st->host;
-  struct pp_frame *frames = (struct pp_frame *)st->cfp_buf; /* max_depth*64 bytes >= frames */
-  for (size_t i = 0; i < st->stacks.used; i++) {
-    const struct ruby_stack *s = &st->stacks.v[i];
-    uint32_t n = 0;
-    for (uint32_t k = 0; k < s->n && n < (uint32_t)st->max_depth; k++) {
-      const struct ruby_frame *f = &st->frames.v[st->stacks.ids[s->off + k]];
-      frames[n++] = (struct pp_frame){
-          .name = ruby_strings_get(&st->strings, f->name),
-          .file = f->file == RUBY_NO_ID ? NULL : ruby_strings_get(&st->strings, f->file),
-          .line = f->line,
-          .kind = f->kind};
-    }
-    struct pp_sample smp = {.pid = s->pid, .frames = frames, .nframes = n, .count = s->count};
-    h->emit(sink, &smp);
-  }
-  for (size_t i = 0; i < st->ntargets;) {
-    struct ruby_target *t = &st->targets[i];
-    if (t->state == RUBY_T_GONE) {
-      st->c_gone++;
-      ruby_target_release(st, t);
-      st->targets[i] = st->targets[--st->ntargets];
-      continue;
-    }
+  uint64_t dropped = pp_stack_table_dropped(st->stacks);
+  if (st->c_full || dropped)
+    PP_WARNING(h, "tables full: %llu samples dropped (max_stacks / cache_size)",
+               (unsigned long long)(st->c_full + dropped));
+  pp_stack_table_emit(st->stacks, h, sink);
+  struct pp_target_entry *e;
+  PP_TARGETS_FOREACH(st->tt, e, PP_TARGET_ATTACHED) {
+    struct ruby_target *t = e->data;
     target_extras(st, sink, t);
-    i++;
+    pp_thread_cpu_sweep(t->cpu); /* task files of threads gone */
   }
+  /* exits, statuses of the targets not profiled, and their removal */
+  pp_target_table_report(st->tt, sink);
   h->add_counter(sink, "ticks", st->c_ticks);
   h->add_counter(sink, "samples", st->c_samples);
   h->add_counter(sink, "dropped_inconsistent", st->c_torn);
@@ -290,13 +260,9 @@ static int snapshot_locked(struct ruby_state *st, struct pp_sink *sink) {
   h->add_counter(sink, "cpu_periods", st->c_alarms);
   h->add_counter(sink, "batch_pauses", st->c_pauses);
   h->add_counter(sink, "one_read_samples", st->c_guess_hits);
-  if (st->c_full)
-    RUBY_LOG(st, PP_LOG_WARNING, "tables full: %llu samples dropped (max_stacks / cache_size)",
-             (unsigned long long)st->c_full);
   st->c_samples = st->c_torn = st->c_full = st->c_truncated = st->c_str_fail = 0;
   st->c_idle = st->c_gone = st->c_ticks = st->c_wakeups = st->c_alarms = st->c_pauses = 0;
   st->c_guess_hits = 0;
-  ruby_stacks_clear(&st->stacks);
   /* method entries can be freed and reused by another method: forget them
    * every session; and start over when the frame tables are half full so a
    * long run never fills them */
@@ -313,6 +279,7 @@ static int snapshot_locked(struct ruby_state *st, struct pp_sink *sink) {
 
 static int ruby_snapshot(void *state, struct pp_sink *sink) {
   struct ruby_state *st = state;
+  if (!st->tt) return -EINVAL;
   pthread_mutex_lock(&st->lock);
   int rc = snapshot_locked(st, sink);
   pthread_mutex_unlock(&st->lock);
@@ -322,9 +289,9 @@ static int ruby_snapshot(void *state, struct pp_sink *sink) {
 static int ruby_stop(void *state) {
   struct ruby_state *st = state;
   ruby_sampler_stop(st);
-  for (size_t i = 0; i < st->ntargets; i++)
-    ruby_target_release(st, &st->targets[i]);
-  st->ntargets = 0;
+  pp_target_table_free(st->tt); /* releases every target: alarms, task files */
+  st->tt = NULL;
+  pp_stack_table_clear(st->stacks);
   if (st->epfd >= 0) close(st->epfd);
   if (st->wakefd >= 0) close(st->wakefd);
   st->epfd = st->wakefd = -1;
@@ -335,19 +302,8 @@ static void ruby_fini(void *state) {
   struct ruby_state *st = state;
   if (!st) return;
   ruby_stop(st);
-  free(st->targets);
-  free(st->cfp_buf);
-  free(st->ids);
-  free(st->eps);
-  free(st->misses);
-  ruby_strings_free(&st->strings);
-  ruby_frames_free(&st->frames);
-  ruby_cache_free(&st->iseq_cache);
-  ruby_cache_free(&st->cfunc_cache);
-  ruby_iseqs_free(&st->iseqs);
-  ruby_stacks_free(&st->stacks);
   pthread_mutex_destroy(&st->lock);
-  free(st);
+  state_free(st);
 }
 
 static const struct pp_plugin descriptor = {

@@ -1,9 +1,11 @@
 /*
- * Bounded hash tables of the ruby plugin (see ruby_tables.h). Open
- * addressing with linear probing, kept at most 3/4 full so probes stay short;
- * nothing here allocates after init.
+ * What the ruby plugin remembers between samples so a frame seen before
+ * costs no read of the target: interned strings, distinct frames, and the
+ * (pid, iseq, pc) / method-entry caches that map to them (see ruby.h).
+ * Open addressing with linear probing, kept at most 3/4 full so probes stay
+ * short; sized once at init, nothing here allocates afterwards.
  */
-#include "ruby_tables.h"
+#include "ruby.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -194,68 +196,4 @@ void ruby_cache_forget_pid(struct ruby_cache *c, uint32_t pid) {
   for (size_t i = 0; i < c->cap; i++)
     if (c->v[i].val != RUBY_NO_ID && c->v[i].pid == pid) n++;
   if (n) ruby_cache_clear(c);
-}
-
-/* ---- stacks ---- */
-
-/* Frame ids a word at a time: a deep stack is hashed on every sample. */
-static uint64_t hash_ids(uint32_t pid, const uint32_t *ids, uint32_t n) {
-  uint64_t h = mix(pid ^ ((uint64_t)n << 32));
-  for (uint32_t i = 0; i < n; i++)
-    h = (h ^ ids[i]) * 0x9e3779b97f4a7c15ull;
-  return mix(h);
-}
-
-int ruby_stacks_init(struct ruby_stacks *st, size_t cap, size_t ids_cap) {
-  memset(st, 0, sizeof(*st));
-  if (cap > UINT32_MAX / 2) cap = UINT32_MAX / 2;
-  st->cap = cap;
-  st->nslots = pow2_at_least(cap + cap / 3 + 1);
-  st->ids_cap = ids_cap;
-  st->v = malloc(st->cap * sizeof(*st->v));
-  st->slots = calloc(st->nslots, sizeof(*st->slots));
-  st->ids = malloc(ids_cap * sizeof(*st->ids));
-  if (!st->v || !st->slots || !st->ids) {
-    ruby_stacks_free(st);
-    return -ENOMEM;
-  }
-  return 0;
-}
-
-void ruby_stacks_free(struct ruby_stacks *st) {
-  free(st->v);
-  free(st->slots);
-  free(st->ids);
-  memset(st, 0, sizeof(*st));
-}
-
-void ruby_stacks_clear(struct ruby_stacks *st) {
-  if (st->used) memset(st->slots, 0, st->nslots * sizeof(*st->slots));
-  st->used = 0;
-  st->ids_used = 0;
-}
-
-int ruby_stacks_add(struct ruby_stacks *st, uint32_t pid, const uint32_t *ids, uint32_t n,
-                    uint64_t count) {
-  uint64_t h = hash_ids(pid, ids, n);
-  size_t mask = st->nslots - 1;
-  for (size_t pos = h & mask, probes = 0; probes < st->nslots; pos = (pos + 1) & mask, probes++) {
-    uint32_t slot = st->slots[pos];
-    if (slot == 0) {
-      if (st->used >= st->cap || st->ids_used + n > st->ids_cap) return -ENOSPC;
-      memcpy(st->ids + st->ids_used, ids, n * sizeof(*ids));
-      st->v[st->used] = (struct ruby_stack){
-          .hash = h, .count = count, .pid = pid, .off = (uint32_t)st->ids_used, .n = n};
-      st->slots[pos] = (uint32_t)++st->used;
-      st->ids_used += n;
-      return 0;
-    }
-    struct ruby_stack *e = &st->v[slot - 1];
-    if (e->hash == h && e->pid == pid && e->n == n &&
-        memcmp(st->ids + e->off, ids, n * sizeof(*ids)) == 0) {
-      e->count += count;
-      return 0;
-    }
-  }
-  return -ENOSPC;
 }
