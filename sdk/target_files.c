@@ -296,7 +296,7 @@ int pp_target_open_mapped(uint32_t pid, const char *path, const struct pp_file_i
   return fd;
 }
 
-int pp_target_connect_unix(uint32_t pid, const char *path, char *reason, size_t cap) {
+int pp_target_socket(uint32_t pid, const char *path, char *reason, size_t cap) {
   int pfd = lookup(pid, path, false);
   if (pfd < 0) {
     say(reason, cap, "cannot find %.200s in the process's root: %s", path ? path : "",
@@ -317,19 +317,27 @@ int pp_target_connect_unix(uint32_t pid, const char *path, char *reason, size_t 
         (unsigned)st.st_uid, (unsigned)uid);
     rc = -EPERM;
   }
-  int s = -1;
-  if (rc == 0) {
-    /* connecting through the O_PATH handle reaches exactly the inode that
-     * was checked, whatever the path names by now */
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", pfd);
-    s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-      rc = -errno;
-      say(reason, cap, "cannot connect to %.200s: %s", path, strerror(-rc));
-      if (s >= 0) close(s);
-      s = -1;
-    }
+  if (rc < 0) {
+    close(pfd);
+    return rc;
+  }
+  return pfd;
+}
+
+int pp_target_connect_unix(uint32_t pid, const char *path, char *reason, size_t cap) {
+  int pfd = pp_target_socket(pid, path, reason, cap);
+  if (pfd < 0) return pfd;
+  /* connecting through the O_PATH handle reaches exactly the inode that
+   * was checked, whatever the path names by now */
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", pfd);
+  int rc = 0;
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+    rc = -errno;
+    say(reason, cap, "cannot connect to %.200s: %s", path, strerror(-rc));
+    if (s >= 0) close(s);
+    s = -1;
   }
   close(pfd);
   return rc < 0 ? rc : s;

@@ -129,10 +129,26 @@ static void test_socket(void) {
     if (a >= 0) close(a);
     close(s);
   }
+  /* checked but not connected: the caller connects through the handle */
+  int h = pp_target_socket((uint32_t)child, path, why, sizeof(why));
+  CHECK(h >= 0);
+  if (h >= 0) {
+    struct sockaddr_un via = {.sun_family = AF_UNIX};
+    snprintf(via.sun_path, sizeof(via.sun_path), "/proc/self/fd/%d", h);
+    s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK_EQ_INT(connect(s, (struct sockaddr *)&via, sizeof(via)), 0);
+    int a = accept(ls, NULL, NULL);
+    CHECK(a >= 0);
+    if (a >= 0) close(a);
+    close(s);
+    close(h);
+  }
   /* a regular file where a socket should be */
   char own[600];
   snprintf(own, sizeof(own), "%s/own", tmpdir);
   CHECK_EQ_INT(pp_target_connect_unix((uint32_t)child, own, why, sizeof(why)), -EINVAL);
+  CHECK_EQ_INT(pp_target_socket((uint32_t)child, own, why, sizeof(why)), -EINVAL);
+  CHECK(strstr(why, "not a socket") != NULL);
   close(ls);
 }
 

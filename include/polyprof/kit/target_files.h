@@ -70,6 +70,13 @@ int pp_target_open_mapped(uint32_t pid, const char *path, const struct pp_file_i
  * check the runtimes' own tools make). Returns the connected fd or -errno. */
 int pp_target_connect_unix(uint32_t pid, const char *path, char *reason, size_t cap);
 
+/* The same checks as pp_target_connect_unix, without connecting: an O_PATH
+ * descriptor of the socket, for a caller that must connect with other
+ * credentials than its own (a runtime that accepts only its own user as a
+ * peer, where that user could not resolve the path itself): connect to
+ * "/proc/self/fd/N" once the credentials are switched. Returns it or -errno. */
+int pp_target_socket(uint32_t pid, const char *path, char *reason, size_t cap);
+
 /* The target's effective uid and gid as the agent sees them (host ids). */
 int pp_target_ids(uint32_t pid, uid_t *uid, gid_t *gid);
 
