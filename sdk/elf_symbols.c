@@ -12,7 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include "polyprof/kit/target_files.h"
 
 struct esym {
   uint64_t addr;
@@ -700,5 +703,75 @@ int pp_elf_find_debug_file(const char *root, const char *path, const struct pp_e
       if (try_file(p, info, 1, out, cap) == 0) return 0;
     }
   }
+  return -ENOENT;
+}
+
+/* The object's build-id is what ties a debug file to it: a file in the
+ * process's root need not be owned by the process (distributions install
+ * debug files as root), so its owner proves nothing, but a debug file of
+ * another build would name the wrong functions. */
+static int debug_fd_matches(int fd, const struct pp_elf_info *want) {
+  struct pp_elf_info di;
+  if (pp_elf_load(fd, 0, &di, NULL) < 0) return 0;
+  if (!want->build_id_len) return 1;
+  return di.build_id_len == want->build_id_len &&
+         memcmp(di.build_id, want->build_id, di.build_id_len) == 0;
+}
+
+static int open_in_target(uint32_t pid, const char *p, const struct pp_elf_info *want) {
+  int fd = pp_target_open(pid, p, PP_TF_READABLE, NULL, NULL, NULL, 0);
+  if (fd < 0) return -ENOENT;
+  if (debug_fd_matches(fd, want)) return fd;
+  close(fd);
+  return -ENOENT;
+}
+
+/* A host candidate under /usr/lib/debug, a tree only the host's root
+ * writes: a regular file, checked on an O_PATH handle before it is opened. */
+static int open_on_host(const char *p, const struct pp_elf_info *want) {
+  int pfd = open(p, O_PATH | O_CLOEXEC);
+  if (pfd < 0) return -ENOENT;
+  struct stat st;
+  int fd = -ENOENT;
+  if (fstat(pfd, &st) == 0 && S_ISREG(st.st_mode)) {
+    char self[48];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+    fd = open(self, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0 && !debug_fd_matches(fd, want)) {
+      close(fd);
+      fd = -ENOENT;
+    }
+  }
+  close(pfd);
+  return fd < 0 ? -ENOENT : fd;
+}
+
+int pp_elf_open_debug_file(uint32_t pid, const char *path, const struct pp_elf_info *info) {
+  char p[4096], hex[2 * PP_ELF_BUILD_ID_MAX + 1];
+  int fd;
+  if (info->build_id_len >= 2) {
+    pp_elf_build_id_hex(info, hex, sizeof(hex));
+    snprintf(p, sizeof(p), "/usr/lib/debug/.build-id/%.2s/%s.debug", hex, hex + 2);
+    if ((fd = open_in_target(pid, p, info)) >= 0 || (fd = open_on_host(p, info)) >= 0) return fd;
+  }
+  /* the debuglink is a file name: one with a '/' could leave the folders */
+  const char *link = info->debuglink;
+  if (!link[0] || strchr(link, '/') || !strcmp(link, ".") || !strcmp(link, "..") || !path ||
+      path[0] != '/' || strstr(path, "/../") || strstr(path, "/./"))
+    return -ENOENT;
+  const char *slash = strrchr(path, '/');
+  int dlen = (int)(slash - path);
+  static const char *const pre[3] = {"", "", "/usr/lib/debug"};
+  static const char *const mid[3] = {"/", "/.debug/", "/"};
+  for (int i = 0; i < 3; i++) {
+    if ((size_t)snprintf(p, sizeof(p), "%s%.*s%s%s", pre[i], dlen, path, mid[i], link) >= sizeof(p))
+      continue;
+    /* the debuglink may name the object itself: that is not a debug file */
+    if (i == 0 && strcmp(p, path) == 0) continue;
+    if ((fd = open_in_target(pid, p, info)) >= 0) return fd;
+  }
+  if ((size_t)snprintf(p, sizeof(p), "/usr/lib/debug%.*s/%s", dlen, path, link) < sizeof(p) &&
+      (fd = open_on_host(p, info)) >= 0)
+    return fd;
   return -ENOENT;
 }

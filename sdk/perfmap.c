@@ -113,26 +113,17 @@ int pp_perfmap_parse(const char *text, size_t len, size_t max_entries, struct pp
   return 0;
 }
 
-int pp_perfmap_load(const char *path, size_t max_bytes, size_t max_entries,
-                    struct pp_perfmap **out) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return -errno;
+int pp_perfmap_load_fd(int fd, size_t max_bytes, size_t max_entries, struct pp_perfmap **out) {
   struct stat st;
-  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return -EINVAL;
-  }
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) return -EINVAL;
   size_t want = (size_t)st.st_size;
   if (max_bytes && want > max_bytes) want = max_bytes;
   if (want > UINT32_MAX - 1) want = UINT32_MAX - 1;
   char *buf = malloc(want + 1);
-  if (!buf) {
-    close(fd);
-    return -ENOMEM;
-  }
+  if (!buf) return -ENOMEM;
   size_t got = 0;
   while (got < want) {
-    ssize_t r = read(fd, buf + got, want - got);
+    ssize_t r = pread(fd, buf + got, want - got, (off_t)got);
     if (r < 0) {
       if (errno == EINTR) continue;
       break;
@@ -140,9 +131,17 @@ int pp_perfmap_load(const char *path, size_t max_bytes, size_t max_entries,
     if (r == 0) break;
     got += (size_t)r;
   }
-  close(fd);
   int rc = pp_perfmap_parse(buf, got, max_entries, out);
   free(buf);
+  return rc;
+}
+
+int pp_perfmap_load(const char *path, size_t max_bytes, size_t max_entries,
+                    struct pp_perfmap **out) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return -errno;
+  int rc = pp_perfmap_load_fd(fd, max_bytes, max_entries, out);
+  close(fd);
   return rc;
 }
 

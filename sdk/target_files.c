@@ -34,7 +34,8 @@ struct pp_open_how {
   uint64_t flags, mode, resolve;
 };
 
-static void say(char *reason, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(char *reason, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static void say(char *reason, size_t cap, const char *fmt, ...) {
   if (!reason || !cap) return;
   va_list ap;
@@ -184,7 +185,8 @@ int pp_target_ids(uint32_t pid, uid_t *uid, gid_t *gid) {
   const char *u = strstr(buf, "\nUid:");
   const char *g = strstr(buf, "\nGid:");
   unsigned long ru, eu, rg, eg;
-  if (!u || !g || sscanf(u + 5, "%lu %lu", &ru, &eu) != 2 || sscanf(g + 5, "%lu %lu", &rg, &eg) != 2)
+  if (!u || !g || sscanf(u + 5, "%lu %lu", &ru, &eu) != 2 ||
+      sscanf(g + 5, "%lu %lu", &rg, &eg) != 2)
     return -EINVAL;
   if (uid) *uid = (uid_t)eu;
   if (gid) *gid = (gid_t)eg;
@@ -192,9 +194,9 @@ int pp_target_ids(uint32_t pid, uid_t *uid, gid_t *gid) {
 }
 
 static const char *kind_name(mode_t m) {
-  return S_ISFIFO(m)  ? "a FIFO"
-         : S_ISCHR(m) ? "a character device"
-         : S_ISBLK(m) ? "a block device"
+  return S_ISFIFO(m)   ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
          : S_ISSOCK(m) ? "a socket"
          : S_ISDIR(m)  ? "a directory"
          : S_ISLNK(m)  ? "a symbolic link"
@@ -217,7 +219,22 @@ static int check(uint32_t pid, int pfd, const char *path, unsigned flags,
         path, (unsigned long long)st->st_ino, (unsigned long long)id->inode);
     return -EXDEV;
   }
-  bool owned = (flags & PP_TF_OWNED) || (!want_dir && !id && !(flags & PP_TF_ANY_OWNER));
+  if (flags & PP_TF_READABLE) {
+    uid_t uid;
+    gid_t gid;
+    int rc = pp_target_ids(pid, &uid, &gid);
+    if (rc < 0) return rc;
+    bool can = uid == 0 || (st->st_mode & S_IROTH) ||
+               (st->st_uid == uid && (st->st_mode & S_IRUSR)) ||
+               (st->st_gid == gid && (st->st_mode & S_IRGRP));
+    if (!can) {
+      say(reason, cap, "%.200s (uid %u, mode %03o) is not readable by the process (uid %u)", path,
+          (unsigned)st->st_uid, (unsigned)(st->st_mode & 0777), (unsigned)uid);
+      return -EACCES;
+    }
+  }
+  bool owned =
+      (flags & PP_TF_OWNED) || (!want_dir && !id && !(flags & (PP_TF_ANY_OWNER | PP_TF_READABLE)));
   if (owned) {
     uid_t uid;
     int rc = pp_target_ids(pid, &uid, NULL);

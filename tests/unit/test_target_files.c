@@ -58,6 +58,14 @@ static void test_files(void) {
   CHECK_EQ_INT(topen("/etc/shadow", 0, NULL, why), -EPERM);
   /* unless the caller says the owner does not matter */
   CHECK_EQ_INT(topen(roots, PP_TF_ANY_OWNER, NULL, why), 0);
+  /* or that the target may read it, whoever owns it: by its mode, checked
+   * before anything is opened */
+  CHECK_EQ_INT(topen(roots, PP_TF_READABLE, NULL, why), 0);
+  CHECK_EQ_INT(chmod(roots, 0600), 0);
+  CHECK_EQ_INT(topen(roots, PP_TF_READABLE, NULL, why), -EACCES);
+  CHECK(strstr(why, "not readable by the process") != NULL);
+  CHECK_EQ_INT(topen(link, PP_TF_READABLE, NULL, why), -EACCES);
+  CHECK_EQ_INT(chmod(roots, 0644), 0);
   /* a link inside the root to the target's own file is fine */
   snprintf(link, sizeof(link), "%s/to_own", tmpdir);
   CHECK_EQ_INT(symlink(own, link), 0);

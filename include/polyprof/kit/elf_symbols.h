@@ -98,4 +98,14 @@ char *pp_elf_build_id_hex(const struct pp_elf_info *info, char *buf, size_t cap)
 int pp_elf_find_debug_file(const char *root, const char *path, const struct pp_elf_info *info,
                            char *out, size_t cap);
 
+/* The same search for an object that process `pid` maps at `path` (as it
+ * sees it), safe against the process: a candidate in its root is opened
+ * through pp_target_open(PP_TF_READABLE) (resolved inside that root, a
+ * regular file the process may read itself, checked before it is opened),
+ * then the host's /usr/lib/debug candidates (the build-id one, and <dir> +
+ * a debuglink name without '/'). A debug file must carry the object's
+ * build-id when the object has one. Returns an fd open for reading, or
+ * -ENOENT. */
+int pp_elf_open_debug_file(uint32_t pid, const char *path, const struct pp_elf_info *info);
+
 #endif

@@ -17,6 +17,9 @@ struct pp_perfmap;
  * written last wins (JIT code is recompiled into reused memory). */
 int pp_perfmap_load(const char *path, size_t max_bytes, size_t max_entries,
                     struct pp_perfmap **out);
+/* Same from a file already open (the caller opened it safely, e.g. with
+ * pp_target_open); the fd stays the caller's. */
+int pp_perfmap_load_fd(int fd, size_t max_bytes, size_t max_entries, struct pp_perfmap **out);
 /* Same from a buffer (tests). */
 int pp_perfmap_parse(const char *text, size_t len, size_t max_entries, struct pp_perfmap **out);
 void pp_perfmap_free(struct pp_perfmap *m);

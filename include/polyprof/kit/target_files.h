@@ -44,6 +44,12 @@ extern "C" {
 #define PP_TF_OWNED 1u     /* owned by the target's effective uid */
 #define PP_TF_DIR 2u       /* a directory (O_RDONLY | O_DIRECTORY) instead of a regular file */
 #define PP_TF_ANY_OWNER 4u /* a regular file without identity whose owner does not matter */
+/* A regular file without identity that the target itself may read, whoever
+ * owns it (a debug file in its root): readable by its effective uid (0:
+ * any file), its effective gid, or anyone, by the file's mode. Checked
+ * before the file is opened, so a mount or link of a file the target could
+ * not read (a root-only host file) is refused without being opened. */
+#define PP_TF_READABLE 8u
 
 /* Identity of a file the target maps, from its /proc/PID/maps line. */
 struct pp_file_id {
