@@ -137,6 +137,10 @@ static int php_tick(void *state, uint64_t now_ns) {
                  "cannot read memory of pid %u: permission denied (CAP_SYS_PTRACE)", t->pid);
         PP_WARNING(st->host, "%s", t->reason);
         break;
+      case PHP_WALK_LOST:
+        st->reattached++;
+        pp_target_table_reattach(st->targets, t);
+        break;
       default: /* exited (an FPM worker recycled): a new pid comes through add_targets */
         st->gone++;
         pp_target_table_gone(st->targets, t);
@@ -172,8 +176,9 @@ static int php_snapshot(void *state, struct pp_sink *sink) {
   h->add_counter(sink, "torn_samples", st->torn);
   h->add_counter(sink, "truncated_stacks", st->truncated);
   h->add_counter(sink, "exited_targets", st->gone);
+  if (st->reattached) h->add_counter(sink, "reattached_targets", st->reattached);
   h->add_counter(sink, "stale_lines", php_walker_take_stale_lines(st->walker));
-  st->samples = st->idle = st->torn = st->truncated = st->gone = 0;
+  st->samples = st->idle = st->torn = st->truncated = st->gone = st->reattached = 0;
   return 0;
 }
 

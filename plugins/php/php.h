@@ -64,7 +64,7 @@ struct php_state {
   struct php_walker *walker;
   struct pp_stack_table *stacks;
   struct pp_target_table *targets;
-  uint64_t samples, idle, torn, truncated, gone, denied;
+  uint64_t samples, idle, torn, truncated, gone, denied, reattached;
   unsigned reported_versions[16]; /* major*100+minor already logged at info */
   size_t nreported;
 };
@@ -97,6 +97,7 @@ enum php_walk_result {
   PHP_WALK_GONE = 3,      /* the process exited */
   PHP_WALK_DENIED = 4,    /* EPERM: no ptrace rights */
   PHP_WALK_TRUNCATED = 5, /* OK, but max_depth was reached (frames hold the leaf side) */
+  PHP_WALK_LOST = 6,      /* executor_globals is not mapped: the process exec'd (a new image) */
 };
 
 /* Reads the stack of pid; on OK/TRUNCATED *frames (leaf first, kind

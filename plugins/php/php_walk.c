@@ -390,6 +390,10 @@ int php_walk(struct php_walker *w, uint32_t pid, struct php_attach *a,
   const struct php_layout *L = a->layout;
   uint64_t ed = 0, lo, hi, after = 0;
   int rc = read_current(pid, a, w, &ed, &lo, &hi, &after);
+  /* executor_globals lives in the binary's data for the process's whole
+   * life: unmapped, it is another program (an exec, maybe of the same
+   * binary elsewhere: the file did not change, the addresses did) */
+  if (rc == -EFAULT) return PHP_WALK_LOST;
   if (rc < 0) return map_err(rc);
   a->last_leaf = (ed & 7) ? 0 : ed;
   if (!ed) return PHP_WALK_IDLE;

@@ -306,6 +306,14 @@ int main(void) {
   pp_stack_table_emit(g, &h, NULL);
   CHECK_EQ_INT(emitted, 0); /* emptied by the emit */
 
+  /* executor_globals unmapped: another program image (an exec) */
+  struct php_attach lost = a;
+  lost.eg_addr = 0x10;
+  lost.last_leaf = 0;
+  CHECK_EQ_INT(php_walk(w, me, &lost, &f, &n), PHP_WALK_LOST);
+  lost.last_leaf = (uintptr_t)ed[0]; /* with the window read alongside, too */
+  CHECK_EQ_INT(php_walk(w, me, &lost, &f, &n), PHP_WALK_LOST);
+
   /* idle: no current_execute_data */
   put64(eg, L->eg_current_execute_data, 0);
   CHECK_EQ_INT(php_walk(w, me, &a, &f, &n), PHP_WALK_IDLE);
