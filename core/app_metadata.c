@@ -19,6 +19,7 @@
 
 #include "metadata.h"
 #include "polyprof/kit/proc.h"
+#include "polyprof/kit/remote.h"
 
 #define MAX_PHDRS 4096
 #define MAX_NOTE_BYTES (64 * 1024)
@@ -280,17 +281,25 @@ static json_t *elfid_of(const char *path) {
 }
 
 static json_t *mapped_elfid(uint32_t pid, const char *needle) {
-  char lib[PATH_MAX];
-  if (!find_mapped(pid, needle, lib, sizeof(lib))) return json_null();
-  /* the path is the process's view: its absolute symlinks must not lead
-   * us out of its root into the host's files */
-  char root[64], path[PATH_MAX + 64];
-  snprintf(root, sizeof(root), "/proc/%u/root", pid);
-  char *rel = pp_resolve_proc_path(root, "/", lib);
-  if (!rel) return json_null();
-  snprintf(path, sizeof(path), "%s%s", root, rel);
-  free(rel);
-  return elfid_of(path);
+  /* the path in the maps is the process's view, and the process controls
+   * it (a link, a FIFO, a device or a mount of a host file can be put
+   * there after it mapped the library): the kit opens the very file it
+   * maps (identity-checked, else the mapping's own file) or nothing */
+  char pattern[64];
+  snprintf(pattern, sizeof(pattern), "%s*", needle[0] == '/' ? needle + 1 : needle);
+  struct pp_module *m = malloc(sizeof(*m)); /* large (PATH_MAX) */
+  if (!m) return json_null();
+  struct pp_elf_facts ef;
+  int rc = pp_find_module(pid, pattern, m, NULL, 0);
+  if (rc == 0) {
+    rc = pp_elf_facts_fd(m->fd, &ef);
+    pp_module_close(m);
+  }
+  free(m);
+  if (rc || !ef.build_id[0]) return json_null();
+  char text[160];
+  snprintf(text, sizeof(text), "buildid:%s", ef.build_id);
+  return json_string(text);
 }
 
 /* "Python X.Y" from the interpreter's name (python3.11, libpython3.11.so). */
