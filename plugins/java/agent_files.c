@@ -1,6 +1,9 @@
 /*
- * Files the plugin shares with a JVM: the agent library it loads and the
- * result files the agent writes.
+ * Files the plugin shares with a JVM: the agent library it loads, the
+ * result files the agent writes, the perf map of perfmap mode. All of them
+ * are in the JVM's /tmp, a directory the JVM (the target) controls, opened
+ * as a directory inside its root through the kit; nothing below it is
+ * reached by a path from the host.
  *
  * A JVM in another mount namespace (a container) cannot see our agent at
  * our path, so the library is copied once into the container's /tmp under
@@ -9,9 +12,19 @@
  * dlopen in the JVM hands back the copy already loaded. An existing copy is
  * never rewritten while a JVM may have it mapped; one that differs from ours
  * (an older build) is replaced by a rename, which leaves mapped copies
- * intact. The target's /tmp is hostile ground for root: everything is done
- * relative to a directory fd, with O_NOFOLLOW / O_EXCL, and our directory
- * must be owned by root and not writable by others.
+ * intact. Root writes there, so: /tmp must be one the JVM could write
+ * itself (sticky and world-writable, or its own); our directory is opened
+ * from /tmp's descriptor without following a link (a link resolved in the
+ * JVM's root could still name a root-owned directory such as /etc) and
+ * must be a root-owned directory on /tmp's own mount (a bind mount of some
+ * root-owned directory is not ours), and so must the library in it be a
+ * root-owned regular file on that mount, checked before it is opened.
+ *
+ * Result files are written by the agent, that is by the JVM's user: they
+ * are opened through pp_target_open, which requires a regular file owned
+ * by the JVM's euid (a link or mount to any other user's file, a FIFO or a
+ * device is refused before anything is opened). The same holds for the
+ * JVM's perf map.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -22,6 +35,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +86,88 @@ static char *slurp_fd(int fd, size_t max, size_t *len) {
   return buf;
 }
 
+#ifndef STATX_MNT_ID
+#define STATX_MNT_ID 0x00001000U
+#endif
+
+/* Mount identity of an open file: the mount id where the kernel reports it
+ * (5.8+), else the device, which still tells apart a bind mount from
+ * another filesystem. */
+static uint64_t mount_of(int fd) {
+  struct statx sx;
+  if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &sx) == 0 && (sx.stx_mask & STATX_MNT_ID))
+    return sx.stx_mnt_id;
+  struct stat st;
+  return fstat(fd, &st) == 0 ? (uint64_t)st.st_dev | (1ull << 63) : 0;
+}
+
+static const char *kind_name(mode_t m) {
+  return S_ISLNK(m)    ? "a symbolic link"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+         : S_ISDIR(m)  ? "a directory"
+                       : "a regular file";
+}
+
+/* A root-owned entry of `dir` on dir's own mount, checked through an
+ * O_PATH handle (which opens nothing) and only then opened with `flags`:
+ * the fd, or -errno with why. */
+static int open_ours(int dir, const char *at, const char *name, int want_dir, int flags, char *why,
+                     size_t cap) {
+  int h = openat(dir, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (h < 0) {
+    int e = errno;
+    snprintf(why, cap, "cannot open %s/%s in the JVM's root: %s", at, name, strerror(e));
+    return -e;
+  }
+  struct stat st;
+  int rc = 0;
+  if (fstat(h, &st) != 0) {
+    rc = -errno;
+    snprintf(why, cap, "cannot stat %s/%s in the JVM's root: %s", at, name, strerror(-rc));
+  } else if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
+    snprintf(why, cap, "%s/%s in the JVM's root is %s, not our %s", at, name, kind_name(st.st_mode),
+             want_dir ? "directory" : "library");
+    rc = -EINVAL;
+  } else if (st.st_uid != 0 || (st.st_mode & 022)) {
+    snprintf(why, cap, "%s/%s in the JVM's root is not root's alone (uid %u, mode %o)", at, name,
+             (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+    rc = -EPERM;
+  } else if (mount_of(h) != mount_of(dir)) {
+    snprintf(why, cap, "%s/%s in the JVM's root is a mount point, not ours", at, name);
+    rc = -EXDEV;
+  }
+  int fd = -1;
+  if (rc == 0) {
+    char self[48];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", h);
+    fd = open(self, flags | O_CLOEXEC | (want_dir ? O_DIRECTORY : O_NONBLOCK));
+    if (fd < 0) {
+      rc = -errno;
+      snprintf(why, cap, "cannot open %s/%s in the JVM's root: %s", at, name, strerror(-rc));
+    }
+  }
+  close(h);
+  return rc < 0 ? rc : fd;
+}
+
+/* The JVM's /tmp, if root may write into it on the JVM's behalf: a
+ * directory anyone may write to (sticky, so nothing of ours can be
+ * replaced), or the JVM's own. */
+static int open_tmp_for_root(const struct java_target_info *ti, char *why, size_t cap) {
+  int tmp = java_open_target_tmp(ti->pid, why, cap);
+  if (tmp < 0) return tmp;
+  struct stat st;
+  if (fstat(tmp, &st) != 0 || ((st.st_mode & 01777) != 01777 && st.st_uid != ti->uid)) {
+    snprintf(why, cap, "the JVM's /tmp is neither sticky and world-writable nor the JVM's own");
+    close(tmp);
+    return -EPERM;
+  }
+  return tmp;
+}
+
 /* Names in the target's /tmp must not be guessable by its other users (they
  * could pre-create them). getrandom() of a few bytes does not fail once the
  * pool is initialised, but if it ever does, fall back to the clock mixed with
@@ -88,9 +184,9 @@ static uint64_t unpredictable_u64(void) {
   return r ^ (r >> 32);
 }
 
-int java_agent_target_path(const char *host_path, uint32_t pid, char *out, size_t len, char *err,
-                           size_t errlen) {
-  if (same_mount_ns(pid)) {
+int java_agent_target_path(const char *host_path, const struct java_target_info *ti, char *out,
+                           size_t len, char *err, size_t errlen) {
+  if (same_mount_ns(ti->pid)) {
     snprintf(out, len, "%s", host_path);
     return 0;
   }
@@ -102,10 +198,11 @@ int java_agent_target_path(const char *host_path, uint32_t pid, char *out, size_
     snprintf(err, errlen, "cannot read %s", host_path);
     return -EIO;
   }
-  int rc = -EIO;
-  int tmp = java_open_target_tmp(pid), dir = -1, fd = -1;
+  int rc = -EIO, dir = -1, fd = -1;
+  char why[256];
+  int tmp = open_tmp_for_root(ti, why, sizeof(why));
   if (tmp < 0) {
-    snprintf(err, errlen, "cannot open the JVM's /tmp: %s", strerror(-tmp));
+    snprintf(err, errlen, "agent copy: %s", why);
     free(lib);
     return tmp;
   }
@@ -114,24 +211,27 @@ int java_agent_target_path(const char *host_path, uint32_t pid, char *out, size_
              strerror(errno));
     goto out;
   }
-  dir = openat(tmp, AGENT_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  struct stat st;
-  if (dir < 0 || fstat(dir, &st) != 0 || st.st_uid != 0 || (st.st_mode & 022)) {
-    snprintf(err, errlen, "/tmp/" AGENT_DIR " in the JVM's root is not a root-owned directory");
+  dir = open_ours(tmp, "/tmp", AGENT_DIR, 1, O_RDONLY, why, sizeof(why));
+  if (dir < 0) {
+    snprintf(err, errlen, "agent copy: %s", why);
+    rc = dir;
     goto out;
   }
-  fchmod(dir, 0755);
-  int have = openat(dir, AGENT_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (have >= 0) {
-    size_t hl = 0;
-    char *cur = slurp_fd(have, 64u << 20, &hl);
-    close(have);
-    int same = cur && hl == src_len && memcmp(cur, lib, hl) == 0;
-    free(cur);
-    if (same) {
-      rc = 0;
-      goto done;
+  struct stat st;
+  if (fstatat(dir, AGENT_NAME, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    int have = open_ours(dir, "/tmp/" AGENT_DIR, AGENT_NAME, 0, O_RDONLY, why, sizeof(why));
+    if (have >= 0) {
+      size_t hl = 0;
+      char *cur = slurp_fd(have, 64u << 20, &hl);
+      close(have);
+      int same = cur && hl == src_len && memcmp(cur, lib, hl) == 0;
+      free(cur);
+      if (same) {
+        rc = 0;
+        goto done;
+      }
     }
+    /* anything else there is replaced by the rename below */
   }
   char tmpname[64];
   unsigned int r = (unsigned int)unpredictable_u64();
@@ -159,34 +259,36 @@ void java_result_name(uint32_t nspid, char *name, size_t len) {
   snprintf(name, len, ".polyprof-%u-%016llx", nspid, (unsigned long long)r);
 }
 
-char *java_read_result(uint32_t pid, const char *name, size_t max, size_t *len) {
-  int tmp = java_open_target_tmp(pid);
-  if (tmp < 0) return NULL;
-  int fd = openat(tmp, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+char *java_read_result(uint32_t pid, const char *name, size_t max, size_t *len, char *err,
+                       size_t errlen) {
+  char path[128];
+  snprintf(path, sizeof(path), "/tmp/%s", name);
+  int fd = pp_target_open(pid, path, 0, NULL, NULL, err, errlen);
   char *text = fd >= 0 ? slurp_fd(fd, max, len) : NULL;
-  if (fd >= 0) close(fd);
-  unlinkat(tmp, name, 0);
-  close(tmp);
+  if (fd >= 0) {
+    close(fd);
+    if (!text) snprintf(err, errlen, "%s in the JVM's root is too large or unreadable", path);
+  }
+  int tmp = java_open_target_tmp(pid, NULL, 0);
+  if (tmp >= 0) {
+    unlinkat(tmp, name, 0);
+    close(tmp);
+  }
   return text;
 }
 
 int java_publish_perfmap(uint32_t pid, uint32_t nspid, char *err, size_t errlen) {
   if (same_mount_ns(pid) && pid == nspid) return 0; /* the JVM wrote it where perf looks */
-  int tmp = java_open_target_tmp(pid);
-  if (tmp < 0) {
-    snprintf(err, errlen, "cannot open the JVM's /tmp");
-    return tmp;
-  }
-  char name[64];
-  snprintf(name, sizeof(name), "perf-%u.map", nspid);
-  int fd = openat(tmp, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  char name[64], why[256] = "";
+  snprintf(name, sizeof(name), "/tmp/perf-%u.map", nspid);
+  /* the JVM writes it: a regular file of the JVM's user */
+  int fd = pp_target_open(pid, name, 0, NULL, NULL, why, sizeof(why));
   size_t len = 0;
   char *text = fd >= 0 ? slurp_fd(fd, 512u << 20, &len) : NULL;
   if (fd >= 0) close(fd);
-  close(tmp);
   if (!text) {
-    snprintf(err, errlen, "no /tmp/%s in the JVM's root", name);
-    return -ENOENT;
+    snprintf(err, errlen, "perf map: %s", why[0] ? why : "unreadable");
+    return fd < 0 ? fd : -EIO;
   }
   int host = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   char tmpname[64], final[64];

@@ -1,22 +1,28 @@
 /*
  * HotSpot dynamic attach, protocol v1.
  *
- * Each operation runs in a forked child that takes the target's effective
- * uid/gid (setresgid, then setresuid: once the uid is dropped the gid cannot
- * change any more). The JVM accepts a peer with its own euid/egid (and, on
- * current JDKs, root; user namespaces map host root to nobody, which it
- * refuses), and only trusts a trigger file owned by its euid or root. Doing
- * it in a child keeps the worker's credentials untouched and lets the
- * parent enforce a deadline by killing the child.
+ * Each operation runs in a forked child, so that the parent can enforce a
+ * deadline by killing it and the worker's credentials stay untouched. The
+ * JVM accepts a peer with its own euid/egid (and, on current JDKs, root;
+ * user namespaces map host root to nobody, which it refuses), and only
+ * trusts a trigger file owned by its euid or root. So the child resolves
+ * paths as root (the JVM's root may be readable by root alone: a container
+ * in a user namespace owned by root) and connects and creates the trigger
+ * with the JVM's effective uid/gid; once connected it drops root for good.
  *
- * The child works inside the target's /tmp through a directory fd opened on
- * /proc/<pid>/root/tmp (fchdir, then relative names: the socket path stays
- * short whatever the container root is). If .java_pid<nspid> is not there,
- * it creates .attach_pid<nspid>, re-identifies the process through a pidfd
- * (start time checked after the pidfd is open, so the signal cannot reach a
- * reused pid) and sends SIGQUIT, then waits for the socket with growing
- * sleeps. The request is "1\0<cmd>\0<a0>\0<a1>\0<a2>\0"; the reply is
- * "<status>\n<text>" up to EOF, copied verbatim to the parent over a pipe.
+ * Every path is inside the JVM's root, through the kit: the socket
+ * /tmp/.java_pid<nspid> must be a socket owned by the JVM's euid (the check
+ * HotSpot's own tools make) and is connected through the checked handle;
+ * the trigger /tmp/.attach_pid<nspid> is created O_EXCL|O_NOFOLLOW in the
+ * JVM's /tmp opened as a directory inside its root, or, if something is
+ * already there, used only if it is a regular file owned by the JVM. A
+ * refusal names the path and why, and nothing is signalled then. To
+ * trigger, the child re-identifies the process through a pidfd (start time
+ * checked after the pidfd is open, so the signal cannot reach a reused pid)
+ * and sends SIGQUIT, then waits for the socket with growing sleeps. The
+ * request is "1\0<cmd>\0<a0>\0<a1>\0<a2>\0"; the reply is "<status>\n<text>"
+ * up to EOF, copied verbatim to the parent over a pipe (on failure the
+ * pipe carries the reason instead).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -86,37 +92,97 @@ static const char *exit_reason(int code) {
 }
 
 static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static int is_socket(const char *name) {
-  struct stat st;
-  return lstat(name, &st) == 0 && S_ISSOCK(st.st_mode);
+  return pp_clock_ns() / 1000000u;
 }
 
 int java_socket_exists(uint32_t pid, uint32_t nspid) {
-  int tmp = java_open_target_tmp(pid);
-  if (tmp < 0) return 0;
-  char name[64];
-  snprintf(name, sizeof(name), ".java_pid%u", nspid);
-  struct stat st;
-  int ok = fstatat(tmp, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISSOCK(st.st_mode);
-  close(tmp);
-  return ok;
+  char path[64];
+  snprintf(path, sizeof(path), "/tmp/.java_pid%u", nspid);
+  int h = pp_target_socket(pid, path, NULL, 0);
+  if (h < 0) return 0;
+  close(h);
+  return 1;
 }
 
-static int try_connect(const char *name) {
-  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return -1;
+/* Runs with the JVM's effective ids (root keeps its saved uid to switch
+ * back): what it creates is the JVM's, what it connects is its peer. */
+static int as_jvm(const struct java_target_info *ti) {
+  if (geteuid() != 0 || (ti->uid == 0 && ti->gid == 0)) return 0;
+  return setresgid((gid_t)-1, ti->gid, (gid_t)-1) == 0 &&
+                 setresuid((uid_t)-1, ti->uid, (uid_t)-1) == 0
+             ? 0
+             : -1;
+}
+
+static void as_root(void) {
+  if (setresuid((uid_t)-1, 0, (uid_t)-1) == 0) setresgid((gid_t)-1, 0, (gid_t)-1);
+}
+
+/* Connects to the JVM's socket: the fd, -ENOENT while it is not there, or
+ * another -errno (refused: why says what is at the path). */
+static int connect_socket(const struct java_target_info *ti, char *why, size_t cap) {
+  char path[64];
+  snprintf(path, sizeof(path), "/tmp/.java_pid%u", ti->nspid);
+  int h = pp_target_socket(ti->pid, path, why, cap);
+  if (h < 0) return h;
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", name);
-  if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
-    close(s);
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", h);
+  int s = -1, rc = -EPERM;
+  if (as_jvm(ti) == 0) {
+    s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    rc = s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 0 : -errno;
+  }
+  as_root();
+  close(h);
+  if (rc == 0) return s;
+  if (s >= 0) close(s);
+  snprintf(why, cap, "cannot connect to %s: %s", path, strerror(-rc));
+  return rc;
+}
+
+static const char *kind_of_mode(mode_t m) {
+  return S_ISLNK(m)    ? "a symbolic link"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+         : S_ISDIR(m)  ? "a directory"
+                       : "a regular file";
+}
+
+/* Creates the trigger file in the JVM's /tmp as the JVM's user: 1 if we
+ * created it, 0 if a usable one (the JVM's regular file) was there, or -1
+ * with why. */
+static int make_trigger(const struct java_target_info *ti, int tmp, const char *name, char *why,
+                        size_t cap) {
+  if (as_jvm(ti) != 0) {
+    as_root();
+    snprintf(why, cap, "cannot take the JVM's uid/gid");
     return -1;
   }
-  return s;
+  int fd = openat(tmp, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0660);
+  int e = errno;
+  as_root();
+  if (fd >= 0) {
+    close(fd);
+    return 1;
+  }
+  struct stat st;
+  if (e != EEXIST || fstatat(tmp, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    snprintf(why, cap, "cannot create /tmp/%s: %s", name, strerror(e));
+    return -1;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    snprintf(why, cap, "/tmp/%s in the JVM's root is %s, not a trigger file", name,
+             kind_of_mode(st.st_mode));
+    return -1;
+  }
+  if (st.st_uid != ti->uid) {
+    snprintf(why, cap, "/tmp/%s in the JVM's root is owned by uid %u, not by the JVM's uid %u",
+             name, (unsigned)st.st_uid, (unsigned)ti->uid);
+    return -1;
+  }
+  return 0;
 }
 
 /* Sends SIGQUIT to pid only if it still is the process started at
@@ -151,38 +217,51 @@ static int write_all(int fd, const char *p, size_t n) {
   return 0;
 }
 
-static int child_main(const struct java_target_info *ti, int tmp, int allow_signal, int timeout_ms,
-                      const char *const req[4], int out) {
-  if (fchdir(tmp) != 0) return EX_TMP;
-  close(tmp);
-  if (getuid() == 0 && (ti->uid != 0 || ti->gid != 0)) {
-    if (setgroups(0, NULL) != 0 || setresgid(ti->gid, ti->gid, ti->gid) != 0 ||
-        setresuid(ti->uid, ti->uid, ti->uid) != 0)
-      return EX_CREDS;
+static int child_fail(int out, int code, const char *why) {
+  if (why[0] && write(out, why, strlen(why)) < 0) {
+    /* the parent names the failure from the code alone */
   }
-  char sock[64], trigger[64];
-  snprintf(sock, sizeof(sock), ".java_pid%u", ti->nspid);
-  snprintf(trigger, sizeof(trigger), ".attach_pid%u", ti->nspid);
-  int s = is_socket(sock) ? try_connect(sock) : -1;
+  return code;
+}
+
+static int child_main(const struct java_target_info *ti, int allow_signal, int timeout_ms,
+                      const char *const req[4], int out) {
+  char why[256] = "";
+  if (getuid() == 0 && setgroups(0, NULL) != 0) return EX_CREDS;
+  int s = connect_socket(ti, why, sizeof(why));
+  if (s < 0 && s != -ENOENT) return child_fail(out, EX_CONNECT, why);
   if (s < 0) {
     if (!allow_signal) return EX_NOSOCKET;
-    int fd = open(trigger, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0660);
-    if (fd < 0) return EX_TRIGGER;
-    close(fd);
+    int tmp = java_open_target_tmp(ti->pid, why, sizeof(why));
+    if (tmp < 0) return child_fail(out, EX_TMP, why);
+    char trigger[64];
+    snprintf(trigger, sizeof(trigger), ".attach_pid%u", ti->nspid);
+    int made = make_trigger(ti, tmp, trigger, why, sizeof(why));
+    if (made < 0) {
+      close(tmp);
+      return child_fail(out, EX_TRIGGER, why);
+    }
     int rc = signal_verified(ti->pid, ti->start_time);
-    if (rc != EX_OK) {
-      unlink(trigger);
-      return rc;
+    if (rc == EX_OK) {
+      uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+      for (int delay = 20; now_ms() < deadline; delay = delay < 320 ? delay * 2 : delay) {
+        struct timespec ts = {0, delay * 1000000L};
+        nanosleep(&ts, NULL);
+        s = connect_socket(ti, why, sizeof(why));
+        if (s >= 0 || (s != -ENOENT && s != -ECONNREFUSED)) break;
+        if (!java_target_alive(ti->pid, ti->start_time)) break;
+      }
+      if (s < 0) rc = s == -ENOENT || s == -ECONNREFUSED ? EX_TIMEOUT : EX_CONNECT;
     }
-    uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-    for (int delay = 20; now_ms() < deadline; delay = delay < 320 ? delay * 2 : delay) {
-      struct timespec ts = {0, delay * 1000000L};
-      nanosleep(&ts, NULL);
-      if (is_socket(sock) && (s = try_connect(sock)) >= 0) break;
-      if (!java_target_alive(ti->pid, ti->start_time)) break;
-    }
-    unlink(trigger);
-    if (s < 0) return EX_TIMEOUT;
+    if (made) unlinkat(tmp, trigger, 0);
+    close(tmp);
+    if (rc != EX_OK) return child_fail(out, rc, rc == EX_CONNECT ? why : "");
+  }
+  /* connected: nothing more needs root */
+  if (getuid() == 0 && (ti->uid != 0 || ti->gid != 0) &&
+      (setresgid(ti->gid, ti->gid, ti->gid) != 0 || setresuid(ti->uid, ti->uid, ti->uid) != 0)) {
+    close(s);
+    return EX_CREDS;
   }
   /* the request: version, command, exactly three arguments */
   for (int i = 0; i < 4; i++) {
@@ -222,15 +301,9 @@ int java_attach(const struct java_target_info *ti, int allow_signal, int timeout
     snprintf(err, errlen, "attach request too long for protocol v1");
     return -EINVAL;
   }
-  int tmp = java_open_target_tmp(ti->pid);
-  if (tmp < 0) {
-    snprintf(err, errlen, "cannot open /proc/%u/root/tmp: %s", ti->pid, strerror(-tmp));
-    return tmp;
-  }
   int pfd[2];
   if (pipe2(pfd, O_CLOEXEC) != 0) {
     int e = errno;
-    close(tmp);
     snprintf(err, errlen, "pipe: %s", strerror(e));
     return -e;
   }
@@ -238,7 +311,6 @@ int java_attach(const struct java_target_info *ti, int allow_signal, int timeout
   pid_t child = fork();
   if (child < 0) {
     int e = errno;
-    close(tmp);
     close(pfd[0]);
     close(pfd[1]);
     snprintf(err, errlen, "fork: %s", strerror(e));
@@ -248,9 +320,8 @@ int java_attach(const struct java_target_info *ti, int allow_signal, int timeout
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     signal(SIGPIPE, SIG_IGN);
     close(pfd[0]);
-    _exit(child_main(ti, tmp, allow_signal, timeout_ms, req, pfd[1]));
+    _exit(child_main(ti, allow_signal, timeout_ms, req, pfd[1]));
   }
-  close(tmp);
   close(pfd[1]);
   size_t cap = 16384, len = 0;
   char *buf = malloc(cap);
@@ -288,8 +359,13 @@ int java_attach(const struct java_target_info *ti, int allow_signal, int timeout
   }
   int code = WIFEXITED(wst) ? WEXITSTATUS(wst) : -1;
   if (timed_out || code != EX_OK || !buf) {
+    if (!timed_out && buf && len > 0 && code != EX_OK) {
+      buf[len] = '\0'; /* the child's reason */
+      snprintf(err, errlen, "%s: %s", exit_reason(code), buf);
+    } else {
+      snprintf(err, errlen, "%s", timed_out ? "attach timed out" : exit_reason(code));
+    }
     free(buf);
-    snprintf(err, errlen, "%s", timed_out ? "attach timed out" : exit_reason(code));
     return code == EX_NOSOCKET ? -ENOENT : code == EX_IDENTITY ? -ESRCH : -EIO;
   }
   buf[len] = '\0';

@@ -42,13 +42,22 @@ int java_collect_emit(const struct pp_host *host, struct pp_sink *sink, uint32_t
                       struct java_collect_stats *st) {
   struct pp_frame frames[JAVA_MAX_FRAMES];
   const char *p = text, *end = text + len;
+  char *line = NULL; /* one buffer for every line of this dump */
+  size_t line_cap = 0;
   while (p < end) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     const char *le = nl ? nl : end;
     size_t ll = (size_t)(le - p);
     if (ll > 2 && p[0] == 'S' && p[1] == '\t' && ll < (1u << 20)) {
-      char *line = malloc(ll + 1);
-      if (!line) return -1;
+      if (ll + 1 > line_cap) {
+        char *g = realloc(line, ll + 1);
+        if (!g) {
+          free(line);
+          return -1;
+        }
+        line = g;
+        line_cap = ll + 1;
+      }
       memcpy(line, p, ll);
       line[ll] = '\0';
       char *f_count = line + 2;
@@ -57,7 +66,6 @@ int java_collect_emit(const struct pp_host *host, struct pp_sink *sink, uint32_t
       char *f_frames = f_name ? strchr(f_name + 1, '\t') : NULL;
       if (!f_frames) {
         st->bad_lines++;
-        free(line);
         p = le + 1;
         continue;
       }
@@ -92,7 +100,6 @@ int java_collect_emit(const struct pp_host *host, struct pp_sink *sink, uint32_t
         st->stacks++;
         st->samples += count;
       }
-      free(line);
     } else if (ll > 2 && p[0] == 'I' && p[1] == '\t') {
       char info[512];
       size_t il = ll < sizeof(info) - 1 ? ll : sizeof(info) - 1;
@@ -102,6 +109,7 @@ int java_collect_emit(const struct pp_host *host, struct pp_sink *sink, uint32_t
     }
     p = le + 1;
   }
+  free(line);
   return 0;
 }
 

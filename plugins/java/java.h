@@ -1,12 +1,15 @@
 /*
  * java plugin: internal interfaces between its files.
  *
- *   java.c         descriptor, options, per-JVM state machine, vtable
- *   jvm_target.c   is this pid a HotSpot JVM we may signal? nspid, uid/gid
- *   attach.c       HotSpot dynamic attach (forked helper with the target's creds)
- *   agent_files.c  the agent .so inside the target's filesystem, result files
- *   collect.c      parse the agent's dump and emit stacks
- *   metadata.c     properties / VM.flags -> application metadata
+ *   java.c           descriptor, options, vtable
+ *   jvm_lifecycle.c  the target table's attach/release of a JVM, arming the
+ *                    agent each session, the snapshot's dump, stop
+ *   jvm_target.c     is this pid a HotSpot JVM we may signal? nspid, uid/gid
+ *   attach.c         HotSpot dynamic attach (forked helper with the target's creds)
+ *   agent_files.c    the agent .so inside the target's filesystem, result files,
+ *                    perf maps
+ *   collect.c        parse the agent's dump and emit stacks
+ *   java_metadata.c  properties / VM.flags -> application metadata
  */
 #ifndef POLYPROF_JAVA_H
 #define POLYPROF_JAVA_H
@@ -15,7 +18,38 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "polyprof/plugin.h"
+#include "polyprof/kit.h"
+
+/* ---- java.c / jvm_lifecycle.c: the plugin's state ---- */
+struct java_state {
+  const struct pp_host *host;
+  struct pp_target_table *targets;
+  int perfmap; /* this session's mode */
+  uint32_t frequency;
+  uint32_t duration_s;
+  int64_t attach_timeout_s, max_memory_mb, max_depth, min_age_ms;
+  int thread_names, collect_metadata;
+  char agent_host[1024];
+  const char *agent_path_opt;
+  int in_tick;     /* attaching is allowed (never from add_targets or snapshot) */
+  int tick_busy;   /* this tick already talked to a JVM */
+  uint64_t exited; /* JVMs seen exiting at a dump, since the last snapshot */
+};
+
+/* What the plugin holds for one JVM (the target table entry's data). No
+ * descriptor: every attach operation opens and closes its own. */
+struct java_jvm;
+
+/* ---- jvm_lifecycle.c ---- */
+int java_jvm_attach(void *plugin, struct pp_target_entry *t);
+void java_jvm_release(void *plugin, struct pp_target_entry *t);
+/* tick(): re-arms one JVM whose agent is dormant (a new session), or whose
+ * mode changed, unless this tick already attached one. */
+void java_jvm_rearm_one(struct java_state *st);
+/* snapshot(): the agent's dump (or Compiler.perfmap) of every attached JVM. */
+void java_jvm_collect_all(struct java_state *st, struct pp_sink *sink);
+/* stop(): makes every armed agent dormant. */
+void java_jvm_stop_all(struct java_state *st);
 
 /* ---- jvm_target.c ---- */
 struct java_target_info {
@@ -36,8 +70,11 @@ int java_target_inspect(uint32_t pid, uint64_t start_time, struct java_target_in
 /* NULL if we may attach (and signal if needed), else the skip reason. */
 const char *java_target_refusal(const struct java_target_info *ti, int socket_exists);
 int java_target_alive(uint32_t pid, uint64_t start_time);
-/* Opens /proc/<pid>/root/tmp without following links the target planted. */
-int java_open_target_tmp(uint32_t pid);
+/* Milliseconds since the process started (start_time in clock ticks). */
+double java_target_age_ms(uint64_t start_time);
+/* The JVM's /tmp (a directory, resolved inside its root), or -errno with
+ * a reason. */
+int java_open_target_tmp(uint32_t pid, char *reason, size_t cap);
 
 /* ---- attach.c ---- */
 struct java_attach_reply {
@@ -46,15 +83,17 @@ struct java_attach_reply {
   size_t len;
 };
 /* One attach operation (cmd + up to 3 args) on the JVM described by ti.
- * Runs in a forked child with the target's uid/gid; signals the JVM (once
- * it is re-identified) only if allow_signal and the socket is missing.
- * Returns 0 with *reply filled, or a negative errno with err set. */
+ * Runs in a forked child that connects with the target's uid/gid; signals
+ * the JVM (once it is re-identified) only if allow_signal and the socket is
+ * missing. Returns 0 with *reply filled, or a negative errno with err set. */
 int java_attach(const struct java_target_info *ti, int allow_signal, int timeout_ms,
                 const char *cmd, const char *a0, const char *a1, const char *a2,
                 struct java_attach_reply *reply, char *err, size_t errlen);
 void java_attach_reply_free(struct java_attach_reply *r);
 /* `load` result: 0 if the agent returned 0, else -1 with a reason. */
 int java_load_result(const struct java_attach_reply *r, int *rc, char *err, size_t errlen);
+/* Whether the JVM's attach socket is there (a socket owned by the JVM's
+ * user, checked as the connect will be). */
 int java_socket_exists(uint32_t pid, uint32_t nspid);
 
 /* ---- agent_files.c ---- */
@@ -62,12 +101,14 @@ int java_socket_exists(uint32_t pid, uint32_t nspid);
 int java_agent_host_path(const char *configured, char *out, size_t len);
 /* The path to pass to `load`, as the target sees it; copies the library
  * into the target's /tmp when the target has another mount namespace. */
-int java_agent_target_path(const char *host_path, uint32_t pid, char *out, size_t len, char *err,
-                           size_t errlen);
+int java_agent_target_path(const char *host_path, const struct java_target_info *ti, char *out,
+                           size_t len, char *err, size_t errlen);
 /* A fresh result-file name (inside the target's /tmp). */
 void java_result_name(uint32_t nspid, char *name, size_t len);
-/* Reads and unlinks <target tmp>/<name>; malloc'd, NUL-terminated. */
-char *java_read_result(uint32_t pid, const char *name, size_t max, size_t *len);
+/* Reads and unlinks <target tmp>/<name>; malloc'd, NUL-terminated, or NULL
+ * with a reason (a refused or missing file). */
+char *java_read_result(uint32_t pid, const char *name, size_t max, size_t *len, char *err,
+                       size_t errlen);
 /* perfmap mode: copy /tmp/perf-<nspid>.map of a container to the host's
  * /tmp/perf-<pid>.map so perf finds it. */
 int java_publish_perfmap(uint32_t pid, uint32_t nspid, char *err, size_t errlen);
@@ -82,7 +123,7 @@ int java_collect_emit(const struct pp_host *host, struct pp_sink *sink, uint32_t
 /* The agent's "E" line, if any (for failed loads). */
 int java_collect_error(const char *text, char *err, size_t errlen);
 
-/* ---- metadata.c ---- */
+/* ---- java_metadata.c ---- */
 /* From `properties` and `jcmd VM.flags` output: {"java_version": ..., "jvm_flags": [...]} */
 char *java_metadata_json(const char *properties, const char *flags);
 /* The value of key in Properties text (unescaped), or "" */

@@ -12,78 +12,44 @@
  */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "java.h"
 
-static ssize_t read_file(const char *path, char *buf, size_t cap) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  size_t n = 0;
-  while (n + 1 < cap) {
-    ssize_t r = read(fd, buf + n, cap - 1 - n);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      close(fd);
-      return -e;
-    }
-    if (r == 0) break;
-    n += (size_t)r;
-  }
-  close(fd);
-  buf[n] = '\0';
-  return (ssize_t)n;
-}
-
-static int start_time_of(uint32_t pid, uint64_t *st) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-  if (read_file(path, buf, sizeof(buf)) <= 0) return -ESRCH;
-  char *p = strrchr(buf, ')');
-  if (!p) return -EINVAL;
-  /* field 22 is the 20th after ") " (state is field 3) */
-  p += 2;
-  for (int f = 3; f < 22 && p; f++) {
-    p = strchr(p, ' ');
-    if (p) p++;
-  }
-  if (!p) return -EINVAL;
-  *st = strtoull(p, NULL, 10);
-  return 0;
-}
-
 int java_target_alive(uint32_t pid, uint64_t start_time) {
-  uint64_t st;
-  return start_time_of(pid, &st) == 0 && st == start_time;
+  return pp_proc_same_process(pid, start_time);
+}
+
+double java_target_age_ms(uint64_t start_time) {
+  long hz = sysconf(_SC_CLK_TCK);
+  struct timespec ts;
+  clock_gettime(CLOCK_BOOTTIME, &ts);
+  return ((double)ts.tv_sec + ts.tv_nsec / 1e9 - (double)start_time / (double)(hz > 0 ? hz : 100)) *
+         1e3;
 }
 
 static void scan_maps(uint32_t pid, struct java_target_info *ti) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%u/maps", pid);
-  FILE *f = fopen(path, "re");
-  if (!f) return;
-  char line[1024];
-  while (fgets(line, sizeof(line), f)) {
-    char *slash = strrchr(line, '/');
+  struct pp_map *maps = NULL;
+  size_t n = 0;
+  if (pp_maps_read(pid, 0, 0, &maps, &n) != 0) return;
+  for (size_t i = 0; i < n; i++) {
+    const char *path = maps[i].path;
+    const char *slash = path ? strrchr(path, '/') : NULL;
     if (!slash) continue;
-    char *base = slash + 1;
-    base[strcspn(base, "\n")] = '\0';
+    const char *base = slash + 1;
     if (strcmp(base, "libjvm.so") == 0) {
       ti->has_libjvm = 1;
-      char *start = strchr(line, '/');
-      snprintf(ti->libjvm_path, sizeof(ti->libjvm_path), "%s", start);
-      if (strstr(start, "/j9vm/") || strstr(start, "/openj9/")) ti->openj9 = 1;
+      snprintf(ti->libjvm_path, sizeof(ti->libjvm_path), "%s", path);
+      if (strstr(path, "/j9vm/") || strstr(path, "/openj9/")) ti->openj9 = 1;
     }
     if (strncmp(base, "libj9", 5) == 0 || strncmp(base, "libomrsig", 9) == 0) ti->openj9 = 1;
     if (strncmp(base, "ld-musl", 7) == 0) ti->musl = 1;
   }
-  fclose(f);
+  pp_maps_free(maps, n);
 }
 
 static void scan_threads(uint32_t pid, struct java_target_info *ti) {
@@ -98,7 +64,8 @@ static void scan_threads(uint32_t pid, struct java_target_info *ti) {
     n++;
     char cpath[320], comm[32];
     snprintf(cpath, sizeof(cpath), "/proc/%u/task/%s/comm", pid, de->d_name);
-    if (read_file(cpath, comm, sizeof(comm)) > 0 && strncmp(comm, "Signal Dispatch", 15) == 0) {
+    if (pp_read_file(cpath, comm, sizeof(comm), NULL) == 0 &&
+        strncmp(comm, "Signal Dispatch", 15) == 0) {
       ti->signal_dispatcher = 1;
       break;
     }
@@ -107,38 +74,15 @@ static void scan_threads(uint32_t pid, struct java_target_info *ti) {
 }
 
 static void scan_cmdline(uint32_t pid, struct java_target_info *ti) {
-  char path[64];
   static char buf[256 * 1024];
-  snprintf(path, sizeof(path), "/proc/%u/cmdline", pid);
-  ssize_t n = read_file(path, buf, sizeof(buf));
-  for (ssize_t i = 0; i < n;) {
+  size_t n = 0;
+  if (pp_proc_cmdline(pid, buf, sizeof(buf), &n) != 0) return;
+  for (size_t i = 0; i < n;) {
     const char *a = buf + i;
-    size_t l = strnlen(a, (size_t)(n - i));
+    size_t l = strnlen(a, n - i);
     if (strcmp(a, "-Xrs") == 0 || strcmp(a, "-XX:+ReduceSignalUsage") == 0) ti->xrs = 1;
     if (strcmp(a, "-XX:+DisableAttachMechanism") == 0) ti->attach_disabled = 1;
-    i += (ssize_t)l + 1;
-  }
-}
-
-static void scan_status(uint32_t pid, struct java_target_info *ti) {
-  char path[64], buf[4096];
-  snprintf(path, sizeof(path), "/proc/%u/status", pid);
-  ti->nspid = pid;
-  if (read_file(path, buf, sizeof(buf)) <= 0) return;
-  for (char *line = buf; line && *line;) {
-    char *next = strchr(line, '\n');
-    if (next) *next++ = '\0';
-    unsigned long a, b;
-    if (sscanf(line, "Uid: %lu %lu", &a, &b) == 2) ti->uid = (uid_t)b; /* effective */
-    if (sscanf(line, "Gid: %lu %lu", &a, &b) == 2) ti->gid = (gid_t)b;
-    if (strncmp(line, "NStgid:", 7) == 0) {
-      /* the last value is the pid as the JVM sees itself */
-      char *last = strrchr(line, '\t');
-      char *p = last ? last + 1 : line + 7;
-      unsigned long v = strtoul(p, NULL, 10);
-      if (v > 0 && v < 0x7fffffff) ti->nspid = (uint32_t)v;
-    }
-    line = next;
+    i += l + 1;
   }
 }
 
@@ -147,7 +91,9 @@ int java_target_inspect(uint32_t pid, uint64_t start_time, struct java_target_in
   ti->pid = pid;
   ti->start_time = start_time;
   if (!java_target_alive(pid, start_time)) return -ESRCH;
-  scan_status(pid, ti);
+  ti->nspid = pid;
+  pp_proc_ns_pid(pid, &ti->nspid);
+  if (pp_target_ids(pid, &ti->uid, &ti->gid) != 0) return -ESRCH;
   scan_maps(pid, ti);
   scan_cmdline(pid, ti);
   scan_threads(pid, ti);
@@ -165,14 +111,8 @@ const char *java_target_refusal(const struct java_target_info *ti, int socket_ex
   return NULL;
 }
 
-int java_open_target_tmp(uint32_t pid) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%u/root", pid);
-  int root = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-  if (root < 0) return -errno;
-  /* one component, not followed if it is a link planted by the target */
-  int tmp = openat(root, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  int e = errno;
-  close(root);
-  return tmp < 0 ? -e : tmp;
+int java_open_target_tmp(uint32_t pid, char *reason, size_t cap) {
+  /* /tmp itself may be a link inside the JVM's root (HotSpot follows it
+   * too); resolved in that root, never outside it */
+  return pp_target_open(pid, "/tmp", PP_TF_DIR, NULL, NULL, reason, cap);
 }

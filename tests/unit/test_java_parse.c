@@ -9,8 +9,8 @@
 /* the plugin's files, compiled into this test (they are not a library) */
 #include "../../plugins/java/attach.c"
 #include "../../plugins/java/collect.c"
+#include "../../plugins/java/java_metadata.c"
 #include "../../plugins/java/jvm_target.c"
-#include "../../plugins/java/metadata.c"
 
 struct rec {
   int n;

@@ -1,0 +1,279 @@
+/*
+ * One JVM's life in the plugin, as the kit's target table drives it.
+ *
+ * attach(): the /proc checks (never signal what is not a running HotSpot
+ * JVM), `properties` (wakes the attach listener, says which VM), the
+ * metadata, then the agent: copied into the JVM's /tmp if needed and armed
+ * with `load ... start`. It only does that from tick(), one JVM per tick:
+ * called from add_targets() (or when this tick already talked to a JVM, or
+ * the JVM is younger than min_age_ms) it says "not yet" without counting an
+ * attempt, so the table's retry limit and backoff measure the JVM, not our
+ * pacing. A JVM still starting up (no Signal Dispatcher yet) is a retry
+ * with its reason; what cannot be profiled is a skip or a failure with its
+ * reason, reported by the table at every snapshot.
+ *
+ * The agent is stopped (dormant) at stop() and re-armed by tick() in the
+ * next session; a JVM whose dumps keep failing is re-armed too, and if
+ * arming fails the table attaches it again from scratch, which names why.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "java.h"
+
+struct java_jvm {
+  struct java_target_info ti;
+  char agent_path[512]; /* as the JVM sees it */
+  char *metadata;       /* JSON object text */
+  int perfmap;          /* attached for perfmap mode */
+  int armed;            /* the agent samples for this session */
+  int failures;         /* dumps failed in a row */
+};
+
+#define MAX_DUMP_FAILURES 3
+
+static unsigned watchdog_s(const struct java_state *st) {
+  return st->duration_s * 3 + 60;
+}
+
+static int attach_ms(const struct java_state *st) {
+  return (int)st->attach_timeout_s * 1000;
+}
+
+/* One attach operation; returns the reply body (malloc'd) or NULL with err. */
+static char *op(struct java_state *st, struct java_jvm *j, int allow_signal, const char *cmd,
+                const char *a0, const char *a1, const char *a2, int *status, char *err,
+                size_t errlen) {
+  struct java_attach_reply r;
+  int rc = java_attach(&j->ti, allow_signal, attach_ms(st), cmd, a0, a1, a2, &r, err, errlen);
+  if (rc != 0) return NULL;
+  *status = r.status;
+  return r.body;
+}
+
+static int skip(struct java_state *st, struct pp_target_entry *t, const char *why) {
+  snprintf(t->reason, sizeof(t->reason), "%s", why);
+  PP_INFO(st->host, "pid %u: profiling skipped: %s", t->pid, why);
+  return PP_ATTACH_SKIP;
+}
+
+static int fail(struct java_state *st, struct pp_target_entry *t, const char *why) {
+  snprintf(t->reason, sizeof(t->reason), "%s", why);
+  PP_WARNING(st->host, "pid %u: attach failed: %s", t->pid, why);
+  return PP_ATTACH_FAIL;
+}
+
+/* Starts the agent for this session: 0, or PP_ATTACH_SKIP (the agent
+ * refused this JVM), PP_ATTACH_FAIL, -ESRCH, with err. */
+static int arm(struct java_state *st, struct pp_target_entry *t, struct java_jvm *j, char *err,
+               size_t errlen) {
+  if (!j->agent_path[0] && java_agent_target_path(st->agent_host, &j->ti, j->agent_path,
+                                                  sizeof(j->agent_path), err, errlen) != 0)
+    return PP_ATTACH_FAIL;
+  char args[1024], result[96], why[256];
+  java_result_name(j->ti.nspid, result, sizeof(result));
+  snprintf(args, sizeof(args), "start,interval=%llu,depth=%lld,maxmem=%lld,file=/tmp/%s",
+           1000000000ull / st->frequency, (long long)st->max_depth, (long long)st->max_memory_mb,
+           result);
+  struct java_attach_reply r;
+  st->tick_busy = 1;
+  int rc = java_attach(&j->ti, 0, attach_ms(st) * 2, "load", j->agent_path, "true", args, &r, err,
+                       errlen);
+  size_t len = 0;
+  /* only read for the agent's own error line: a refused file is no error */
+  char *text = java_read_result(t->pid, result, 1u << 20, &len, why, sizeof(why));
+  int arc = -1, out;
+  if (rc == 0 && java_load_result(&r, &arc, err, errlen) == 0) {
+    j->armed = 1;
+    j->failures = 0;
+    PP_INFO(st->host, "pid %u: agent armed (%s)", t->pid, j->agent_path);
+    out = 0;
+  } else if (rc == 0 && text && java_collect_error(text, err, errlen)) {
+    out = PP_ATTACH_SKIP; /* the agent refused this JVM (unsupported layout, SIGPROF taken...) */
+  } else {
+    out = java_target_alive(t->pid, t->start_time) ? PP_ATTACH_FAIL : -ESRCH;
+  }
+  if (rc == 0) java_attach_reply_free(&r);
+  free(text);
+  return out;
+}
+
+int java_jvm_attach(void *plugin, struct pp_target_entry *t) {
+  struct java_state *st = plugin;
+  if (!st->in_tick || st->tick_busy || java_target_age_ms(t->start_time) < (double)st->min_age_ms) {
+    /* our pacing, not the JVM's answer: not an attempt */
+    t->attempts--;
+    return -EAGAIN;
+  }
+  struct java_jvm *j = calloc(1, sizeof(*j));
+  if (!j) return -ENOMEM;
+  t->data = j;
+  if (java_target_inspect(t->pid, t->start_time, &j->ti) != 0) return -ESRCH;
+  if (!j->ti.has_libjvm) return PP_ATTACH_IGNORE;
+  int sock = java_socket_exists(t->pid, j->ti.nspid);
+  const char *refusal = java_target_refusal(&j->ti, sock);
+  if (refusal) {
+    if (!j->ti.signal_dispatcher && !j->ti.xrs && !j->ti.openj9 && !j->ti.attach_disabled) {
+      /* a JVM still starting gets its Signal Dispatcher soon: look again */
+      snprintf(t->reason, sizeof(t->reason), "%s", refusal);
+      if (t->attempts == 1) PP_INFO(st->host, "pid %u: profiling skipped: %s", t->pid, refusal);
+      return -EAGAIN;
+    }
+    return skip(st, t, refusal);
+  }
+  /* properties first: it wakes the attach listener and tells us what VM this is */
+  char err[512] = "";
+  int status = -1;
+  st->tick_busy = 1;
+  char *props = op(st, j, 1, "properties", NULL, NULL, NULL, &status, err, sizeof(err));
+  if (!props || status != 0) {
+    free(props);
+    if (!java_target_alive(t->pid, t->start_time)) return -ESRCH;
+    if (props) snprintf(err, sizeof(err), "properties failed (status %d)", status);
+    return fail(st, t, err);
+  }
+  char vmname[128];
+  java_property(props, "java.vm.name", vmname, sizeof(vmname));
+  int major = java_major_version(props);
+  if (strstr(vmname, "OpenJ9") || strstr(vmname, "J9") ||
+      (!strstr(vmname, "HotSpot") && !strstr(vmname, "OpenJDK") && !strstr(vmname, "GraalVM")))
+    snprintf(err, sizeof(err), "unsupported JVM '%s'", vmname);
+  else if (major < 8)
+    snprintf(err, sizeof(err), "Java %d is too old (8 or newer needed)", major);
+  else if (st->perfmap && major < 17)
+    snprintf(err, sizeof(err), "perfmap mode needs JDK 17+ (Compiler.perfmap), this is %d", major);
+  if (err[0]) {
+    free(props);
+    return skip(st, t, err);
+  }
+  if (st->collect_metadata) {
+    char *flags = op(st, j, 0, "jcmd", "VM.flags", NULL, NULL, &status, err, sizeof(err));
+    j->metadata = java_metadata_json(props, flags && status == 0 ? flags : NULL);
+    free(flags);
+    err[0] = '\0';
+  }
+  free(props);
+  if (st->perfmap) {
+    j->perfmap = 1;
+    return 0;
+  }
+  int rc = arm(st, t, j, err, sizeof(err));
+  if (rc == PP_ATTACH_SKIP) return skip(st, t, err);
+  if (rc == PP_ATTACH_FAIL) return fail(st, t, err);
+  return rc;
+}
+
+void java_jvm_release(void *plugin, struct pp_target_entry *t) {
+  (void)plugin;
+  struct java_jvm *j = t->data;
+  if (!j) return;
+  free(j->metadata);
+  free(j);
+  t->data = NULL;
+}
+
+void java_jvm_rearm_one(struct java_state *st) {
+  struct pp_target_entry *t;
+  PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
+    struct java_jvm *j = t->data;
+    if (j->perfmap != st->perfmap) {
+      /* the mode changed between sessions: look at it anew */
+      pp_target_table_reattach(st->targets, t);
+      return;
+    }
+    if (st->perfmap || j->armed) continue;
+    char err[512] = "";
+    int rc = arm(st, t, j, err, sizeof(err));
+    if (rc == -ESRCH) {
+      pp_target_table_gone(st->targets, t);
+    } else if (rc != 0) {
+      PP_DEBUG(st->host, "pid %u: re-arming failed (%s): attaching again", t->pid, err);
+      pp_target_table_reattach(st->targets, t);
+    }
+    return;
+  }
+}
+
+static void collect_one(struct java_state *st, struct pp_target_entry *t, struct pp_sink *sink,
+                        struct java_collect_stats *cs) {
+  const struct pp_host *h = st->host;
+  struct java_jvm *j = t->data;
+  char err[512] = "", result[96], args[256];
+  if (!java_target_alive(t->pid, t->start_time)) {
+    PP_INFO(h, "pid %u: JVM exited during the session", t->pid);
+    pp_target_table_gone(st->targets, t);
+    st->exited++;
+    return;
+  }
+  if (j->perfmap) {
+    int status = -1;
+    char *body = op(st, j, 0, "jcmd", "Compiler.perfmap", NULL, NULL, &status, err, sizeof(err));
+    if (!body || status != 0)
+      PP_WARNING(h, "pid %u: Compiler.perfmap failed: %s", t->pid, body ? body : err);
+    else if (java_publish_perfmap(t->pid, j->ti.nspid, err, sizeof(err)) != 0)
+      PP_WARNING(h, "pid %u: %s", t->pid, err);
+    free(body);
+    return;
+  }
+  if (!j->armed) return; /* re-armed from tick() */
+  java_result_name(j->ti.nspid, result, sizeof(result));
+  snprintf(args, sizeof(args), "dump,timeout=%u,file=/tmp/%s", watchdog_s(st), result);
+  struct java_attach_reply r;
+  int rc = java_attach(&j->ti, 0, attach_ms(st), "load", j->agent_path, "true", args, &r, err,
+                       sizeof(err));
+  int arc = -1;
+  size_t len = 0;
+  char why[256] = "";
+  char *text = java_read_result(t->pid, result, 64u << 20, &len, why, sizeof(why));
+  if (rc == 0 && java_load_result(&r, &arc, err, sizeof(err)) == 0 && text) {
+    java_collect_emit(h, sink, t->pid, text, len, st->thread_names, cs);
+    j->failures = 0;
+  } else if (!java_target_alive(t->pid, t->start_time)) {
+    PP_INFO(h, "pid %u: JVM exited during the session", t->pid);
+    pp_target_table_gone(st->targets, t);
+    st->exited++;
+  } else {
+    if (!err[0]) snprintf(err, sizeof(err), "no dump: %s", why[0] ? why : "no file");
+    PP_WARNING(h, "pid %u: %s", t->pid, err);
+    h->set_pid_status(sink, t->pid, PP_PID_ERROR, err);
+    if (++j->failures >= MAX_DUMP_FAILURES) j->armed = 0;
+  }
+  if (rc == 0) java_attach_reply_free(&r);
+  free(text);
+}
+
+void java_jvm_collect_all(struct java_state *st, struct pp_sink *sink) {
+  const struct pp_host *h = st->host;
+  struct java_collect_stats cs = {0};
+  struct pp_target_entry *t;
+  PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
+    collect_one(st, t, sink, &cs);
+    struct java_jvm *j = t->data;
+    if (t->state == PP_TARGET_ATTACHED && j->metadata)
+      h->set_app_metadata(sink, t->pid, j->metadata);
+  }
+  h->add_counter(sink, "java_stacks", cs.stacks);
+  h->add_counter(sink, "java_samples", cs.samples);
+  h->add_counter(sink, "java_agent_dropped", cs.dropped);
+  h->add_counter(sink, "java_bad_lines", cs.bad_lines);
+}
+
+void java_jvm_stop_all(struct java_state *st) {
+  struct pp_target_entry *t;
+  PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
+    struct java_jvm *j = t->data;
+    if (!j->armed) continue;
+    j->armed = 0;
+    if (!java_target_alive(t->pid, t->start_time)) continue;
+    char err[256];
+    struct java_attach_reply r;
+    /* dormant, not unloaded: a JVM cannot unload an attached agent */
+    if (java_attach(&j->ti, 0, attach_ms(st), "load", j->agent_path, "true", "stop", &r, err,
+                    sizeof(err)) == 0)
+      java_attach_reply_free(&r);
+    else
+      PP_WARNING(st->host, "pid %u: cannot stop the agent: %s", t->pid, err);
+  }
+}
