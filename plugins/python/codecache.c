@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "python.h"
 #include "polyprof/kit/remote.h"
+#include "python.h"
 
 #define WAYS 4
 

@@ -9,16 +9,15 @@
  * stack (both randomised with ASLR; with ASLR off a re-exec of the same
  * file lands on the same addresses, so what we hold stays right). One read
  * of /proc/PID/stat gives start time, start_code and start_stack; the
- * executable's device and inode are added for exec()s into another file.
+ * executable's identity (device and inode) is added for exec()s into
+ * another file.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "polyprof/kit/proc.h"
 #include "python.h"
 
 /* Fields 22 (starttime), 26 (startcode) and 28 (startstack) of a stat
@@ -52,25 +51,16 @@ int python_image_id(uint32_t pid, struct py_image_id *id) {
   memset(id, 0, sizeof(*id));
   char path[64], buf[1024];
   snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno == ENOENT ? -ESRCH : -errno;
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return -ESRCH;
-  buf[n] = '\0';
-  int rc = parse_stat(buf, id);
+  int rc = pp_read_file(path, buf, sizeof(buf), NULL);
+  if (rc < 0) return rc == -ENOENT ? -ESRCH : rc;
+  rc = parse_stat(buf, id);
   if (rc < 0) return rc;
   if (!id->start_code && !id->start_stack) return -ESRCH; /* no memory left: exiting */
-  struct stat sb;
-  snprintf(path, sizeof(path), "/proc/%u/exe", pid);
-  if (stat(path, &sb) == 0) {
-    id->exe_dev = (uint64_t)sb.st_dev;
-    id->exe_ino = (uint64_t)sb.st_ino;
-  }
+  id->exe_id = pp_proc_exe_id(pid);
   return 0;
 }
 
 bool python_image_same(const struct py_image_id *a, const struct py_image_id *b) {
   return a->start_time == b->start_time && a->start_code == b->start_code &&
-         a->start_stack == b->start_stack && a->exe_dev == b->exe_dev && a->exe_ino == b->exe_ino;
+         a->start_stack == b->start_stack && a->exe_id == b->exe_id;
 }

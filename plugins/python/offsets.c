@@ -1,8 +1,8 @@
 /*
  * Struct layouts of CPython 2.7 and 3.6-3.14 on x86_64 / aarch64 (LP64),
  * release builds with the GIL. The numbers for 2.7-3.13 were measured from
- * the DWARF of real builds (see /work/shared/reference/cpython-remote.md §3)
- * and agree with py-spy's and PyPerf's tables. From 3.13 the interpreter
+ * the DWARF of real builds of each version and agree with py-spy's and
+ * PyPerf's tables. From 3.13 the interpreter
  * publishes its own offsets (_Py_DebugOffsets at the start of _PyRuntime):
  * those win over the static table; 3.14 has no static table at all, every
  * offset comes from the target.
@@ -145,8 +145,8 @@ static uint64_t u64_at(const uint8_t *b, size_t pos) {
  * inserted threads_main, code_object_generation, tlbc_generation,
  * stackpointer, tlbc_index and co_tlbc, so every later position moved. The
  * version word (offset 8) picks the layout. 3.13 positions are from the
- * DWARF of 3.13.0; 3.14 positions are computed from py-spy's 3.14.0 bindings
- * (reference §1.7), as no 3.14 build exists here. */
+ * DWARF of 3.13.0; 3.14 positions are computed from py-spy's 3.14.0
+ * bindings, as no 3.14 build exists here. */
 struct dbg_layout {
   uint8_t minor;
   uint16_t total; /* sizeof(_Py_DebugOffsets) */

@@ -162,7 +162,7 @@ int python_locate(uint32_t pid, struct py_proc *p, char *why, size_t whylen);
 /* identity.c: what changes when a pid exec()s. */
 struct py_image_id {
   uint64_t start_time, start_code, start_stack; /* /proc/PID/stat 22, 26, 28 */
-  uint64_t exe_dev, exe_ino;
+  uint64_t exe_id; /* pp_proc_exe_id(): device and inode of the executable */
 };
 /* 0, -ESRCH (gone, a zombie, or exiting: no memory left) or -errno. */
 int python_image_id(uint32_t pid, struct py_image_id *id);

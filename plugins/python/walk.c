@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "python.h"
 #include "polyprof/kit/remote.h"
+#include "python.h"
 
 /* <= 3.10 frames are heap objects, one read each; but frames of nearby
  * calls usually share pages (free lists, pymalloc arenas), so whole pages

@@ -11,16 +11,16 @@
  * objects, str and bytes objects and 3.11+ location tables.
  *
  * Where each field of _Py_DebugOffsets sits is this file's own
- * transcription of the reference table (cpython-remote.md §1.7), kept
- * apart from the plugin's so that a wrong position on either side shows.
- * Included (not linked) by the test, like the plugin sources.
+ * transcription of CPython's own definition of the struct (3.13.0, and
+ * 3.14.0 as py-spy's bindings give it), kept apart from the plugin's so that a wrong position on
+ * either side shows. Included (not linked) by the test, like the plugin sources.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Positions inside _Py_DebugOffsets, every member a uint64 (reference
- * §1.7). 0 = the field does not exist in that version. */
+/* Positions inside _Py_DebugOffsets, every member a uint64. 0 = the
+ * field does not exist in that version. */
 struct img_positions {
   int minor;
   size_t total;
@@ -159,7 +159,7 @@ static const struct img_positions IMG_POS_314 = {
  * offsets of the synthetic interpreter), same shape as the positions. */
 typedef struct img_positions img_values;
 
-/* 3.13.0's values (reference §1.7 table, 3.13.0 column). */
+/* CPython 3.13.0's values. */
 static const img_values IMG_VAL_3130 = {
     .rt_size = 283320,
     .rt_finalizing = 608,
@@ -213,9 +213,9 @@ static const img_values IMG_VAL_3130 = {
     .uni_ascii_size = 40,
 };
 
-/* A 3.14 image: frame and code layouts from the reference (§3.4-§3.6,
- * "(c)" columns); interpreter and runtime offsets are not in the
- * reference, so they are made up here, and deliberately moved away from
+/* A 3.14 image: frame and code layouts of CPython 3.14.0 (as py-spy's
+ * bindings give them); interpreter and runtime offsets are not known for
+ * 3.14, so they are made up here, and deliberately moved away from
  * 3.13's so a parser that reads 3.13 values cannot pass. */
 static const img_values IMG_VAL_314 = {
     .rt_size = 300000,

@@ -186,7 +186,7 @@ static void refusals(void) {
   CHECK_EQ_INT(python_offsets_for(4, 0, 0, &o), -ENOTSUP);
   for (int m = 6; m <= 14; m++)
     CHECK_EQ_INT(python_offsets_for(3, m, 0, &o), 0);
-  /* _Py_DebugOffsets: 3.13.0 values (reference §1.7), then broken copies */
+  /* _Py_DebugOffsets: CPython 3.13.0's values, then broken copies */
   uint8_t d[PY_DEBUG_OFFSETS_READ];
   memset(d, 0, sizeof(d));
   memcpy(d, "xdebugpy", 8);

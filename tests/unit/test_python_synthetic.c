@@ -10,11 +10,11 @@
  * cache, strings, line tables). The 3.14 facts in the image (debug-offset
  * positions, 88-byte frames with owner at 74, tagged _PyStackRef
  * executables, FRAME_OWNED_BY_INTERPRETER = 3, code_object_generation) are
- * the reference's (cpython-remote.md), not measured.
+ * CPython 3.14.0's as py-spy's 3.14.0 bindings give them, not measured.
  *
  * The approach itself is checked on 3.13, which does exist here: a real
  * python3.13 is started, located and sampled; its real _Py_DebugOffsets
- * must hold the reference's 3.13.0 values at the positions the image
+ * must hold CPython 3.13.0's values at the positions the image
  * builder uses, and a synthetic 3.13 image built from those real values
  * and the real stack's names and lines must walk to exactly the stack the
  * real process gave.
@@ -422,7 +422,7 @@ static void real_vs_image_313(void) {
   }
 
   /* The real debug offsets at the builder's 3.13 positions hold the
-   * reference's 3.13.0 values: positions and values are right for 3.13. */
+   * CPython 3.13.0's values: positions and values are right for 3.13. */
   img_values real_vals = img_values_from_blob(&IMG_POS_313, blob);
   CHECK_EQ_INT(memcmp(blob, "xdebugpy", 8), 0);
 #define SAME_AS_REF(f) CHECK_EQ_INT(real_vals.f, IMG_VAL_3130.f)
