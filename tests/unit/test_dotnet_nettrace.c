@@ -1,4 +1,5 @@
-/* The .NET plugin's nettrace parser, method map and stack table, against a
+/* The .NET plugin's nettrace parser, method map and sampled stacks (in the
+ * kit's stack table, named at emit), against a
  * stream recorded from a real .NET 10 process
  * (tests/data/dotnet/net10-sampleprofiler.nettrace: 0.6 s of the test
  * workload, SampleProfiler + runtime JIT events, no rundown) fed in every
@@ -11,9 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../plugins/dotnet/agg.c"
+#include "../../plugins/dotnet/dotnet_stacks.c"
 #include "../../plugins/dotnet/methods.c"
 #include "../../plugins/dotnet/nettrace.c"
+#include "kit_fake_host.h"
 #include "testlib.h"
 
 struct seen {
@@ -214,6 +216,30 @@ static void test_hostile_headers(const uint8_t *d, size_t len) {
   (void)len;
 }
 
+/* A host that checks every stack of the growth test as it is emitted:
+ * leaf "M.T.F<i>" twice, tid i % 5, count 2 * (i + 1). */
+static struct dotnet_methods *grown_m;
+static uint64_t grown_n, grown_wrong;
+
+static int counting_emit(struct pp_sink *sink, const struct pp_sample *s) {
+  (void)sink;
+  grown_n++;
+  unsigned long long i = 0;
+  if (s->nframes != 2 || sscanf(s->frames[0].name, "M.T.F%llu", &i) != 1 ||
+      strcmp(s->frames[0].name, s->frames[1].name) != 0 || s->count != 2 * (i + 1) ||
+      s->tid != i % 5 || s->pid != 100)
+    grown_wrong++;
+  return 0;
+}
+
+static const struct pp_host counting_host = {.struct_size = sizeof(struct pp_host),
+                                             .abi_major = PP_ABI_MAJOR,
+                                             .abi_minor = PP_ABI_MINOR,
+                                             .log = fake_log,
+                                             .emit = counting_emit,
+                                             .set_pid_status = fake_status,
+                                             .add_counter = fake_counter};
+
 static void test_methods_and_agg(void) {
   struct dotnet_methods *m = dotnet_methods_new(16, 4096);
   CHECK_EQ_INT(dotnet_methods_add(m, 0x1000, 0x100, "A.B.C"), 0);
@@ -235,54 +261,80 @@ static void test_methods_and_agg(void) {
   CHECK(dotnet_methods_add_event(m, pl, sizeof(pl)) < 0);
   dotnet_methods_free(m);
 
-  struct dotnet_agg *a = dotnet_agg_new(64, 1024);
-  uint64_t s1[] = {1, 2, 3}, s2[] = {1, 2, 4};
-  CHECK_EQ_INT(dotnet_agg_add(a, 7, s1, 3, 1), 0);
-  CHECK_EQ_INT(dotnet_agg_add(a, 7, s1, 3, 2), 0);
-  CHECK_EQ_INT(dotnet_agg_add(a, 8, s1, 3, 1), 0);
-  CHECK_EQ_INT(dotnet_agg_add(a, 7, s2, 3, 1), 0);
-  size_t pos = 0, n = 0;
-  struct dotnet_agg_entry e;
+  /* sampled stacks: aggregated by (thread, addresses), named at emit */
+  m = dotnet_methods_new(16, 4096);
+  dotnet_methods_add(m, 1, 1, "N.T.One");
+  dotnet_methods_add(m, 3, 1, "N.T.Three");
+  struct pp_stack_table *a = dotnet_stacks_new(64, 256);
+  uint64_t s1[] = {1, 2, 3}, s2[] = {1, 2, 4}, s3[] = {5, 6, 3};
+  CHECK_EQ_INT(dotnet_stacks_add(a, 100, 7, s1, 3, 1), 0);
+  CHECK_EQ_INT(dotnet_stacks_add(a, 100, 7, s1, 3, 2), 0);
+  CHECK_EQ_INT(dotnet_stacks_add(a, 100, 8, s1, 3, 1), 0);
+  CHECK_EQ_INT(dotnet_stacks_add(a, 100, 7, s2, 3, 1), 0);
+  CHECK_EQ_INT(dotnet_stacks_add(a, 100, 9, s3, 3, 1), 0);
+  fake_reset();
+  uint64_t unknown = 0;
+  CHECK_EQ_INT(dotnet_stacks_emit(a, m, &fake_host, NULL, &unknown), 4);
+  CHECK_EQ_INT(fake.nsamples, 4);
   uint64_t total = 0;
-  while (dotnet_agg_next(a, &pos, &e)) {
-    n++;
-    total += e.count;
-    if (e.tid == 7 && e.ips[2] == 3) CHECK_EQ_INT(e.count, 3);
+  int seen7 = 0;
+  for (int i = 0; i < fake.nsamples; i++) {
+    total += fake.count[i];
+    CHECK_EQ_STR(fake.comm[i], "(null)"); /* the process's comm */
+    if (fake.tid[i] == 7 && fake.nframes[i] == 3) {
+      seen7 = 1;
+      CHECK_EQ_INT(fake.count[i], 3);
+      CHECK_EQ_STR(fake.leaf[i], "N.T.One|-|0|11");
+      CHECK_EQ_STR(fake.root[i], "N.T.Three|-|0|11");
+    }
+    if (fake.tid[i] == 9) { /* a run of unnamed frames folds into one */
+      CHECK_EQ_INT(fake.nframes[i], 2);
+      CHECK_EQ_STR(fake.leaf[i], "[unknown]|-|0|11");
+    }
   }
-  CHECK_EQ_INT(n, 3);
-  CHECK_EQ_INT(total, 5);
+  CHECK(seen7);
+  CHECK_EQ_INT(total, 6);
+  CHECK_EQ_INT(unknown, 1 + 1 + 2 + 2); /* addresses 2, 2, 2+4, 5+6 per stack */
+  /* bounded: past the limit, samples are dropped and counted */
   for (uint64_t i = 0; i < 200; i++)
-    dotnet_agg_add(a, 1, &i, 1, 1);
-  CHECK(dotnet_agg_dropped(a) > 0); /* bounded */
-  dotnet_agg_clear(a);
-  pos = 0;
-  CHECK_EQ_INT(dotnet_agg_next(a, &pos, &e), 0);
-  dotnet_agg_free(a);
+    dotnet_stacks_add(a, 100, 1, &i, 1, 1);
+  CHECK(pp_stack_table_dropped(a) > 0);
+  fake_reset();
+  dotnet_stacks_emit(a, m, &fake_host, NULL, NULL);
+  CHECK(strstr(fake.counters, "dropped_stacks=") != NULL);
+  /* emptied by the emit */
+  fake_reset();
+  CHECK_EQ_INT(dotnet_stacks_emit(a, m, &fake_host, NULL, NULL), 0);
+  CHECK_EQ_INT(fake.nsamples, 0);
+  pp_stack_table_free(a);
+  dotnet_methods_free(m);
 
   /* the table starts small and grows: 5000 stacks (several doublings),
    * each seen twice, keep their counts; past the limit they are dropped */
-  a = dotnet_agg_new(5000, 5000 * 2);
+  m = dotnet_methods_new(8192, 1 << 20);
+  for (uint64_t i = 0; i < 5000; i++) {
+    char name[32];
+    snprintf(name, sizeof(name), "M.T.F%llu", (unsigned long long)i);
+    dotnet_methods_add(m, 0x100000 + i * 16, 16, name);
+  }
+  a = dotnet_stacks_new(5000, 256);
   for (int round = 0; round < 2; round++)
     for (uint64_t i = 0; i < 5000; i++) {
-      uint64_t ips[2] = {i, i * 7 + 1};
-      CHECK_EQ_INT(dotnet_agg_add(a, (uint32_t)(i % 5), ips, 2, i + 1), 0);
+      uint64_t ips[2] = {0x100000 + i * 16, 0x100000 + i * 16 + 8};
+      CHECK_EQ_INT(dotnet_stacks_add(a, 100, (uint32_t)(i % 5), ips, 2, i + 1), 0);
     }
-  pos = n = 0;
-  int wrong = 0;
-  while (dotnet_agg_next(a, &pos, &e)) {
-    n++;
-    if (e.nips != 2 || e.count != 2 * (e.ips[0] + 1) || e.tid != e.ips[0] % 5) wrong++;
-  }
-  CHECK_EQ_INT(n, 5000);
-  CHECK_EQ_INT(wrong, 0);
-  CHECK_EQ_INT(dotnet_agg_total(a), 5000ull * 5001);
+  CHECK_EQ_INT(pp_stack_table_count(a), 5000);
+  CHECK_EQ_INT(pp_stack_table_samples(a), 5000ull * 5001);
   uint64_t extra[2] = {99999, 1};
-  CHECK_EQ_INT(dotnet_agg_add(a, 1, extra, 2, 1), -ENOSPC);
-  dotnet_agg_clear(a);
-  pos = 0;
-  CHECK_EQ_INT(dotnet_agg_next(a, &pos, &e), 0);
-  CHECK_EQ_INT(dotnet_agg_add(a, 1, extra, 2, 1), 0); /* room again after a clear */
-  dotnet_agg_free(a);
+  CHECK_EQ_INT(dotnet_stacks_add(a, 100, 1, extra, 2, 1), -ENOSPC);
+  grown_m = m;
+  CHECK_EQ_INT(dotnet_stacks_emit(a, m, &counting_host, NULL, NULL), 5000);
+  CHECK_EQ_INT(grown_n, 5000);
+  CHECK_EQ_INT(grown_wrong, 0);
+  CHECK_EQ_INT(dotnet_stacks_emit(a, m, &counting_host, NULL, NULL), 0);
+  CHECK_EQ_INT(dotnet_stacks_add(a, 100, 1, extra, 2, 1), 0); /* room again after an emit */
+  pp_stack_table_free(a);
+  dotnet_methods_free(m);
 }
 
 int main(void) {

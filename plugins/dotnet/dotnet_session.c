@@ -1,17 +1,14 @@
-/* EventPipe session lifecycle and sample intake (see session.h). */
-#include "session.h"
-
+/* EventPipe session lifecycle and sample intake (see dotnet.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "ipc.h"
+#include "dotnet.h"
 
-#define IPC_TIMEOUT_MS 3000
+#define IPC_TIMEOUT_MS DOTNET_IPC_TIMEOUT_MS
 #define MAX_DEPTH_LIMIT 512
 
 /* Runtime provider keywords: Loader 0x8 | Jit 0x10 | NGen 0x20 (R2R code),
@@ -24,12 +21,6 @@
 #define EV_THREAD_SAMPLE 0
 #define SAMPLE_TYPE_MANAGED 2
 #define SAMPLER_GAP_MAX_NS 1000000000ull
-
-uint64_t dotnet_session_now_ts(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* How many profile samples one runtime sample stands for: each sample of
  * a thread stands for the time since that thread's previous sample (dt;
@@ -96,7 +87,7 @@ static void on_sample(struct dotnet_session *s, const struct dotnet_nt_event *ev
     ips[i] = v;
   }
   s->samples += weight;
-  dotnet_agg_add(s->agg, (uint32_t)ev->thread_id, ips, n, weight);
+  dotnet_stacks_add(s->stacks, s->pid, s->thread_ids ? (uint32_t)ev->thread_id : 0, ips, n, weight);
 }
 
 static void on_event(void *ctx, const struct dotnet_nt_event *ev) {
@@ -122,18 +113,21 @@ static void on_event(void *ctx, const struct dotnet_nt_event *ev) {
   }
 }
 
-struct dotnet_session *dotnet_session_new(const struct dotnet_cfg *cfg) {
+struct dotnet_session *dotnet_session_new(const struct dotnet_cfg *cfg, uint32_t pid,
+                                          bool thread_ids) {
   struct dotnet_session *s = calloc(1, sizeof(*s));
   if (!s) return NULL;
   s->cfg = cfg;
+  s->pid = pid;
+  s->thread_ids = thread_ids;
   s->fd = s->stop_fd = -1;
   struct dotnet_nt_limits lim = {.max_block = cfg->max_block,
                                  .max_metadata = 1u << 16,
                                  .max_stack_bytes = 8u << 20,
                                  .max_stacks = 1u << 18};
   s->nt = dotnet_nt_new(&lim, on_event, s);
-  s->agg = dotnet_agg_new(cfg->max_stacks, cfg->max_stacks * 64);
-  if (!s->nt || !s->agg) {
+  s->stacks = dotnet_stacks_new(cfg->max_stacks, cfg->max_depth);
+  if (!s->nt || !s->stacks) {
     dotnet_session_free(s);
     return NULL;
   }
@@ -163,7 +157,7 @@ static void reset_stream(struct dotnet_session *s) {
 
 void dotnet_session_reset(struct dotnet_session *s) {
   reset_stream(s);
-  dotnet_agg_clear(s->agg);
+  pp_stack_table_clear(s->stacks);
   s->undrained_bytes = 0;
   s->methods = NULL;
   s->samples = s->external = s->unknown_stack = s->method_events = 0;
@@ -175,7 +169,7 @@ void dotnet_session_free(struct dotnet_session *s) {
   if (!s) return;
   dotnet_session_close(s);
   dotnet_nt_free(s->nt);
-  dotnet_agg_free(s->agg);
+  pp_stack_table_free(s->stacks);
   free(s);
 }
 
@@ -201,8 +195,8 @@ int dotnet_session_start(struct dotnet_session *s, const char *sock, struct dotn
   long len = dotnet_ipc_collect2_payload(payload, sizeof(payload), s->cfg->buffer_mb, rundown, prov,
                                          nprov);
   if (len < 0) return (int)len;
-  int fd = dotnet_ipc_send_command(sock, DOTNET_IPC_SET_EVENTPIPE, DOTNET_IPC_EP_COLLECT2, payload,
-                                   (size_t)len, IPC_TIMEOUT_MS);
+  int fd = dotnet_ipc_send_command(s->pid, sock, DOTNET_IPC_SET_EVENTPIPE, DOTNET_IPC_EP_COLLECT2,
+                                   payload, (size_t)len, IPC_TIMEOUT_MS);
   if (fd < 0) return fd;
   uint8_t reply[8];
   size_t rlen = 0;
@@ -217,7 +211,7 @@ int dotnet_session_start(struct dotnet_session *s, const char *sock, struct dotn
     s->id = (s->id << 8) | reply[i];
   s->fd = fd;
   s->rundown = rundown;
-  s->started_ns = dotnet_session_now_ts();
+  s->started_ns = pp_clock_ns();
   return 0;
 }
 
@@ -248,7 +242,7 @@ int dotnet_session_pump(struct dotnet_session *s, size_t max_bytes) {
   }
   if (total >= max_bytes) return 0;
   s->eof = true;
-  s->ended_ns = dotnet_session_now_ts();
+  s->ended_ns = pp_clock_ns();
   close(s->fd);
   s->fd = -1;
   return 1;
@@ -259,10 +253,10 @@ int dotnet_session_request_stop(struct dotnet_session *s, const char *sock) {
   for (int i = 0; i < 8; i++)
     p[i] = (uint8_t)(s->id >> (8 * i));
   s->stopping = true;
-  s->stop_ns = dotnet_session_now_ts();
+  s->stop_ns = pp_clock_ns();
   s->stop_deadline_ns = s->stop_ns + (uint64_t)s->cfg->stop_timeout_ms * 1000000ull;
-  int fd = dotnet_ipc_send_command(sock, DOTNET_IPC_SET_EVENTPIPE, DOTNET_IPC_EP_STOP, p, sizeof(p),
-                                   IPC_TIMEOUT_MS);
+  int fd = dotnet_ipc_send_command(s->pid, sock, DOTNET_IPC_SET_EVENTPIPE, DOTNET_IPC_EP_STOP, p,
+                                   sizeof(p), IPC_TIMEOUT_MS);
   if (fd < 0) return fd;
   s->stop_fd = fd;
   return 0;
@@ -273,7 +267,7 @@ bool dotnet_session_busy(const struct dotnet_session *s) {
 }
 
 void dotnet_session_drained(struct dotnet_session *s) {
-  dotnet_agg_clear(s->agg);
+  pp_stack_table_clear(s->stacks);
   s->samples = s->external = s->unknown_stack = s->method_events = 0;
   s->sampler_intervals = s->sampler_interval_ns = 0;
   s->drained_bytes = dotnet_nt_stats(s->nt)->bytes;

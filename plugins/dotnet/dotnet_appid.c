@@ -1,12 +1,11 @@
-/* .NET appids (gProfiler has none for .NET; the issue asks for them). */
-#include "appid.h"
-
-#include <fcntl.h>
+/* .NET appids (gProfiler has none for .NET): from the command line, as
+ * the process shows it in /proc (never a file in its root). */
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "dotnet.h"
 
 static const char *base_name(const char *p) {
   const char *s = strrchr(p, '/');
@@ -32,21 +31,14 @@ static bool takes_value(const char *opt) {
   return false;
 }
 
-void dotnet_appid(const struct pp_host *host, uint32_t pid, char *out, size_t cap) {
+void dotnet_appid(uint32_t pid, char *out, size_t cap) {
   out[0] = '\0';
-  char path[64], argv[8192];
-  snprintf(path, sizeof(path), "/proc/%u/cmdline", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  ssize_t n = read(fd, argv, sizeof(argv) - 1);
-  close(fd);
-  if (n <= 0) return;
-  argv[n] = '\0';
-  const char *end = argv + n;
+  char argv[8192];
+  size_t n = 0;
+  if (pp_proc_cmdline(pid, argv, sizeof(argv), &n) < 0 || n == 0) return;
+  const char *end = argv + n; /* NUL-terminated at n by the reader */
   char cwd[PATH_MAX] = "";
-  snprintf(path, sizeof(path), "/proc/%u/cwd", pid);
-  ssize_t cl = readlink(path, cwd, sizeof(cwd) - 1);
-  cwd[cl > 0 ? cl : 0] = '\0';
+  if (pp_proc_cwd(pid, cwd, sizeof(cwd)) < 0) cwd[0] = '\0';
 
   if (strcmp(base_name(argv), "dotnet") == 0) {
     const char *p = argv + strlen(argv) + 1;
@@ -66,28 +58,6 @@ void dotnet_appid(const struct pp_host *host, uint32_t pid, char *out, size_t ca
     return;
   }
   char exe[PATH_MAX];
-  if (host->proc_exe(host, pid, exe, sizeof(exe)) < 0) return;
+  if (pp_proc_exe(pid, exe, sizeof(exe)) < 0) return;
   snprintf(out, cap, "dotnet: %s (%s)", base_name(exe), exe);
-}
-
-void dotnet_json_string(const char *s, char *out, size_t cap) {
-  size_t o = 0;
-  if (cap < 3) {
-    if (cap) out[0] = '\0';
-    return;
-  }
-  out[o++] = '"';
-  for (; *s && o + 8 < cap; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\') {
-      out[o++] = '\\';
-      out[o++] = (char)c;
-    } else if (c < 0x20) {
-      o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
-    } else {
-      out[o++] = (char)c;
-    }
-  }
-  out[o++] = '"';
-  out[o] = '\0';
 }

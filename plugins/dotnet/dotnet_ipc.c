@@ -1,39 +1,40 @@
-/* .NET diagnostic IPC client (see ipc.h and docs/dotnet.md). */
-#include "ipc.h"
-
+/*
+ * .NET diagnostic IPC client (see dotnet.h and docs/dotnet.md): finding a
+ * process's diagnostic socket, also inside containers, framing commands and
+ * reading replies with deadlines. Replies come from the target and are
+ * untrusted; so are the paths: its TMPDIR and the entries of that directory
+ * are resolved in its root and checked by the kit (kit/target_files.h).
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "nettrace.h"
+#include "dotnet.h"
 
 static const uint8_t ipc_magic[14] = "DOTNET_IPC_V1";
 
 /* TMPDIR from the target's initial environment (readable by root); the
- * runtime places its socket there, /tmp when unset or empty. */
+ * runtime places its socket there, /tmp when unset, empty or not absolute.
+ * Only a path: it is opened inside the target's root, by the kit. */
 static void target_tmpdir(uint32_t pid, char *out, size_t cap) {
   snprintf(out, cap, "/tmp");
   char path[64];
   snprintf(path, sizeof(path), "/proc/%u/environ", pid);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
   static char env[65536];
-  ssize_t n = read(fd, env, sizeof(env) - 1);
-  close(fd);
-  if (n <= 0) return;
-  env[n] = '\0';
+  size_t n = 0;
+  if (pp_read_file(path, env, sizeof(env), &n) < 0 || n == 0) return;
   for (char *p = env; p < env + n; p += strlen(p) + 1) {
     if (strncmp(p, "TMPDIR=", 7) == 0 && p[7] == '/') {
+      if (strlen(p + 7) >= cap) return; /* the runtime could not use it either */
       snprintf(out, cap, "%s", p + 7);
       size_t l = strlen(out);
       while (l > 1 && out[l - 1] == '/')
@@ -43,46 +44,95 @@ static void target_tmpdir(uint32_t pid, char *out, size_t cap) {
   }
 }
 
-int dotnet_ipc_find_socket(const struct pp_host *host, uint32_t pid, char *out, size_t outlen) {
-  char root[PATH_MAX], tmp[PATH_MAX], dir[PATH_MAX];
-  uint32_t nspid = pid;
-  uint64_t start = 0;
-  if (host->proc_root(host, pid, root, sizeof(root)) < 0) snprintf(root, sizeof(root), "/");
-  host->proc_ns_pid(host, pid, &nspid);
-  int rc = host->proc_start_time(host, pid, &start);
-  if (rc < 0) return rc;
-  target_tmpdir(pid, tmp, sizeof(tmp));
-  if (snprintf(dir, sizeof(dir), "%s%s", strcmp(root, "/") == 0 ? "" : root, tmp) >=
-      (int)sizeof(dir))
-    return -ENAMETOOLONG;
+/* Tries one socket path: 0 if it can be connected to. */
+static int try_socket(uint32_t pid, const char *path, char *reason, size_t cap) {
+  int fd = pp_target_connect_unix(pid, path, reason, cap);
+  if (fd < 0) return fd;
+  close(fd);
+  return 0;
+}
+
+/* The runtime, running as the target's user, creates its socket in the
+ * directory; a directory that user cannot enter is not one the runtime
+ * used, only one a link points at: it is not listed. */
+static bool user_can_enter(const struct stat *st, uid_t uid, gid_t gid) {
+  if (uid == 0 || st->st_uid == uid) return true;
+  if (st->st_gid == gid) return (st->st_mode & S_IXGRP) != 0;
+  return (st->st_mode & S_IXOTH) != 0;
+}
+
+int dotnet_ipc_find_socket(uint32_t pid, uint32_t nspid, uint64_t start, char *out, size_t outlen,
+                           char *reason, size_t cap) {
+  char dir[PATH_MAX], why[256] = "";
+  reason[0] = '\0';
+  target_tmpdir(pid, dir, sizeof(dir));
+  const char *sep = strcmp(dir, "/") == 0 ? "" : "/";
+  struct stat dst;
+  int dfd = pp_target_open(pid, dir, PP_TF_DIR, NULL, &dst, why, sizeof(why));
+  if (dfd < 0) {
+    if (dfd == -ENOENT || dfd == -ESRCH) return dfd;
+    snprintf(reason, cap, "diagnostic socket directory (TMPDIR): %s", why);
+    return dfd;
+  }
+  uid_t uid;
+  gid_t gid;
+  int rc = pp_target_ids(pid, &uid, &gid);
+  if (rc == 0 && !user_can_enter(&dst, uid, gid)) {
+    snprintf(reason, cap, "TMPDIR %.100s is a directory uid %u cannot enter (owner %u, mode %03o)",
+             dir, (unsigned)uid, (unsigned)dst.st_uid, (unsigned)(dst.st_mode & 0777));
+    rc = -EACCES;
+  }
+  if (rc < 0) {
+    close(dfd);
+    return rc;
+  }
   /* the expected name carries the start time: exact match first */
-  if (snprintf(out, outlen, "%s/dotnet-diagnostic-%u-%llu-socket", dir, nspid,
-               (unsigned long long)start) >= (int)outlen)
+  if (snprintf(out, outlen, "%s%sdotnet-diagnostic-%u-%llu-socket", dir, sep, nspid,
+               (unsigned long long)start) >= (int)outlen) {
+    close(dfd);
     return -ENAMETOOLONG;
-  struct stat st;
-  if (stat(out, &st) == 0 && S_ISSOCK(st.st_mode)) return 0;
+  }
+  rc = try_socket(pid, out, reason, cap);
+  if (rc != -ENOENT) {
+    close(dfd);
+    return rc;
+  }
+  reason[0] = '\0';
   /* the key may differ (e.g. a clock-tick conversion in a container): the
    * newest socket of this nspid, as the official client does */
-  DIR *d = opendir(dir);
-  if (!d) return -ENOENT;
-  char prefix[64];
+  DIR *d = fdopendir(dfd);
+  if (!d) {
+    close(dfd);
+    return -ENOMEM;
+  }
+  char prefix[64], best[NAME_MAX + 1] = "", other[NAME_MAX + 1] = "";
   snprintf(prefix, sizeof(prefix), "dotnet-diagnostic-%u-", nspid);
   size_t plen = strlen(prefix);
-  time_t best = 0;
-  int found = -ENOENT;
+  time_t best_mtime = 0;
   struct dirent *de;
   while ((de = readdir(d))) {
     size_t l = strlen(de->d_name);
     if (strncmp(de->d_name, prefix, plen) != 0 || l < 7 || strcmp(de->d_name + l - 7, "-socket"))
       continue;
-    char cand[PATH_MAX];
-    if (snprintf(cand, sizeof(cand), "%s/%s", dir, de->d_name) >= (int)sizeof(cand)) continue;
-    if (stat(cand, &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_mtime < best) continue;
-    best = st.st_mtime;
-    if (snprintf(out, outlen, "%s", cand) < (int)outlen) found = 0;
+    struct stat st;
+    /* the entry itself, not what a link names: nothing is opened here */
+    if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (!S_ISSOCK(st.st_mode)) {
+      snprintf(other, sizeof(other), "%s", de->d_name);
+      continue;
+    }
+    if (best[0] && st.st_mtime < best_mtime) continue;
+    best_mtime = st.st_mtime;
+    snprintf(best, sizeof(best), "%s", de->d_name);
   }
   closedir(d);
-  return found;
+  /* no socket, but something in a socket's place: the kit says why it is
+   * not one (a link, a FIFO...), for the target's status */
+  const char *name = best[0] ? best : other;
+  if (!name[0]) return -ENOENT;
+  if (snprintf(out, outlen, "%s%s%s", dir, sep, name) >= (int)outlen) return -ENAMETOOLONG;
+  rc = try_socket(pid, out, reason, cap);
+  return rc == -ENOENT ? -EIO : rc; /* it was there a moment ago */
 }
 
 static int wait_fd(int fd, short ev, int timeout_ms) {
@@ -96,45 +146,15 @@ static int wait_fd(int fd, short ev, int timeout_ms) {
   return 0;
 }
 
-/* connect() to a path that may exceed sun_path (deep container roots):
- * through an O_PATH descriptor of its directory. */
-static int connect_path(const char *path, int timeout_ms) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return -errno;
-  struct sockaddr_un sa = {.sun_family = AF_UNIX};
-  int dfd = -1;
-  if (strlen(path) < sizeof(sa.sun_path)) {
-    memcpy(sa.sun_path, path, strlen(path) + 1);
-  } else {
-    const char *slash = strrchr(path, '/');
-    char dir[PATH_MAX];
-    if (!slash || (size_t)(slash - path) >= sizeof(dir)) {
-      close(fd);
-      return -ENAMETOOLONG;
-    }
-    memcpy(dir, path, (size_t)(slash - path));
-    dir[slash - path] = '\0';
-    dfd = open(dir, O_PATH | O_CLOEXEC);
-    if (dfd < 0 || snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd,
-                            slash + 1) >= (int)sizeof(sa.sun_path)) {
-      if (dfd >= 0) close(dfd);
-      close(fd);
-      return -ENAMETOOLONG;
-    }
-  }
-  int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
-  if (rc < 0 && errno == EINPROGRESS) {
-    rc = wait_fd(fd, POLLOUT, timeout_ms);
-    int err = 0;
-    socklen_t el = sizeof(err);
-    if (rc == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err) rc = -err;
-  } else if (rc < 0) {
-    rc = -errno;
-  }
-  if (dfd >= 0) close(dfd);
-  if (rc < 0) {
+/* A connection to the target's socket, non-blocking for the deadlines. */
+static int connect_target(uint32_t pid, const char *path) {
+  int fd = pp_target_connect_unix(pid, path, NULL, 0);
+  if (fd < 0) return fd;
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+    int e = errno;
     close(fd);
-    return rc;
+    return -e;
   }
   return fd;
 }
@@ -176,10 +196,10 @@ static int read_exact(int fd, uint8_t *b, size_t n, int timeout_ms) {
   return 0;
 }
 
-int dotnet_ipc_send_command(const char *sock, uint8_t set, uint8_t id, const void *payload,
-                            size_t len, int timeout_ms) {
+int dotnet_ipc_send_command(uint32_t pid, const char *sock, uint8_t set, uint8_t id,
+                            const void *payload, size_t len, int timeout_ms) {
   if (len > UINT16_MAX - 20) return -EMSGSIZE;
-  int fd = connect_path(sock, timeout_ms);
+  int fd = connect_target(pid, sock);
   if (fd < 0) return fd;
   uint8_t hdr[20];
   memcpy(hdr, ipc_magic, 14);
@@ -225,10 +245,10 @@ int dotnet_ipc_read_reply(int fd, int timeout_ms, uint8_t *payload, size_t cap, 
   return 0;
 }
 
-int dotnet_ipc_call(const char *sock, uint8_t set, uint8_t id, const void *payload, size_t len,
-                    uint8_t *reply, size_t cap, size_t *reply_len, uint32_t *hresult,
+int dotnet_ipc_call(uint32_t pid, const char *sock, uint8_t set, uint8_t id, const void *payload,
+                    size_t len, uint8_t *reply, size_t cap, size_t *reply_len, uint32_t *hresult,
                     int timeout_ms) {
-  int fd = dotnet_ipc_send_command(sock, set, id, payload, len, timeout_ms);
+  int fd = dotnet_ipc_send_command(pid, sock, set, id, payload, len, timeout_ms);
   if (fd < 0) return fd;
   int rc = dotnet_ipc_read_reply(fd, timeout_ms, reply, cap, reply_len, hresult);
   close(fd);

@@ -1,0 +1,242 @@
+/*
+ * The .NET plugin's internal header: what its files share.
+ *
+ *   dotnet.c          descriptor, options, vtable
+ *   dotnet_target.c   the target table's attach/release, and per target:
+ *                     reading the streams, rotating sessions at a snapshot,
+ *                     the polite stop
+ *   dotnet_ipc.c      the diagnostic socket (found and connected through the
+ *                     kit's target files) and the IPC framing
+ *   dotnet_session.c  one EventPipe session: stream, parser, sample intake
+ *   dotnet_stacks.c   sampled IP stacks in the kit's stack table, named at
+ *                     snapshot from the method map
+ *   dotnet_appid.c    appid of a .NET process
+ *   methods.c/.h      code address -> method name map
+ *   nettrace.c/.h     the nettrace stream parser
+ *
+ * Everything read from a target (IPC replies, the stream, its environment)
+ * is untrusted and bounded; see docs/dotnet.md.
+ */
+#ifndef DOTNET_H
+#define DOTNET_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "methods.h"
+#include "nettrace.h"
+#include "polyprof/kit.h"
+#include "polyprof/plugin.h"
+
+/* ---- plugin state (dotnet.c, dotnet_target.c) ---------------------- */
+
+struct dotnet_cfg {
+  uint32_t frequency_hz;
+  uint32_t buffer_mb;
+  uint32_t max_block;
+  uint32_t max_stacks;
+  uint32_t max_depth;
+  uint32_t stop_timeout_ms;    /* a stopped session may stream this long */
+  bool wall;                   /* count threads outside managed code too */
+  bool rundown;                /* rundown at all (else live JIT events only) */
+  uint32_t rundown_interval_s; /* again this often after attach; 0: never */
+};
+
+struct dotnet_state {
+  const struct pp_host *host;
+  struct dotnet_cfg cfg;
+  bool trace_mode, perfmap_mode;
+  uint32_t max_methods;
+  uint32_t attach_timeout_s;
+  uint32_t socket_attempts; /* attach() calls that cover attach_timeout_s */
+  struct pp_target_table *targets;
+  /* counters since the last snapshot */
+  uint64_t truncated, parse_errors, unknown_frames;
+};
+
+/* What the target table holds for an attached process (t->data). */
+struct dotnet_target {
+  uint32_t pid, nspid;
+  char sock[PATH_MAX]; /* the diagnostic socket, a path in the target's root */
+  struct dotnet_session *cur, *old;
+  struct dotnet_methods *methods;
+  bool perfmap;
+  bool logged_eof;
+  uint64_t last_rundown_ns;
+  uint64_t rundown_resets; /* method-map clears already answered by a rundown */
+  bool rate_logged;
+  char version[64];
+  char appid[512];
+};
+
+/* dotnet_target.c */
+extern const struct pp_target_ops dotnet_target_ops;
+/* tick(): reads every target's streams. */
+void dotnet_targets_pump(struct dotnet_state *st);
+/* snapshot(): per target, its samples and facts (and the next session). */
+void dotnet_targets_snapshot(struct dotnet_state *st, struct pp_sink *sink);
+/* stop(): ends every session politely (a second at most), DisablePerfMap. */
+void dotnet_targets_stop(struct dotnet_state *st);
+
+/* ---- diagnostic IPC (dotnet_ipc.c) --------------------------------- */
+
+#define DOTNET_IPC_SET_EVENTPIPE 0x02
+#define DOTNET_IPC_SET_PROCESS 0x04
+#define DOTNET_IPC_EP_STOP 0x01
+#define DOTNET_IPC_EP_COLLECT2 0x03
+#define DOTNET_IPC_PROC_INFO2 0x04
+#define DOTNET_IPC_PROC_ENABLE_PERFMAP 0x05
+#define DOTNET_IPC_PROC_DISABLE_PERFMAP 0x06
+#define DOTNET_PERFMAP_TYPE_PERFMAP 3
+#define DOTNET_IPC_TIMEOUT_MS 3000
+
+#define DOTNET_IPC_MAX_PAYLOAD 65535 /* the u16 size field bounds every reply */
+
+/* Finds the diagnostic socket of host pid `pid` (its namespace pid nspid,
+ * start time `start`) in the directory the runtime uses (TMPDIR of its
+ * environment, else /tmp), as a path in the target's root, and checks it
+ * can be connected to. -ENOENT: none yet (reason empty); another -errno:
+ * refused (a link, a FIFO, a socket of another user...), reason says why. */
+int dotnet_ipc_find_socket(uint32_t pid, uint32_t nspid, uint64_t start, char *out, size_t outlen,
+                           char *reason, size_t cap);
+
+/* Connects to the target's socket (through the kit: resolved in its root,
+ * owner checked) and sends one command with a deadline; returns the fd,
+ * non-blocking. */
+int dotnet_ipc_send_command(uint32_t pid, const char *sock, uint8_t set, uint8_t id,
+                            const void *payload, size_t len, int timeout_ms);
+/* Reads one reply header + payload. Returns 0 if the reply is OK (payload
+ * copied, *len set), -EPROTO with *hresult for an error reply, or -errno. */
+int dotnet_ipc_read_reply(int fd, int timeout_ms, uint8_t *payload, size_t cap, size_t *len,
+                          uint32_t *hresult);
+/* One command, one reply, connection closed. */
+int dotnet_ipc_call(uint32_t pid, const char *sock, uint8_t set, uint8_t id, const void *payload,
+                    size_t len, uint8_t *reply, size_t cap, size_t *reply_len, uint32_t *hresult,
+                    int timeout_ms);
+
+/* Builds a CollectTracing2 payload; returns its length or -ENOSPC. */
+struct dotnet_provider_cfg {
+  uint64_t keywords;
+  uint32_t level;
+  const char *name;
+  const char *args; /* "k=v;..." or NULL */
+};
+long dotnet_ipc_collect2_payload(uint8_t *buf, size_t cap, uint32_t buffer_mb, int rundown,
+                                 const struct dotnet_provider_cfg *p, size_t n);
+
+/* ProcessInfo2 reply: fields we use, converted to UTF-8. */
+struct dotnet_proc_info {
+  uint64_t pid;
+  char command_line[1024];
+  char arch[32];
+  char entrypoint[256];
+  char version[64];
+};
+int dotnet_ipc_parse_info2(const uint8_t *p, size_t len, struct dotnet_proc_info *out);
+
+/* ---- EventPipe sessions (dotnet_session.c) ------------------------- */
+
+/*
+ * One EventPipe session on one target: the streaming socket, its nettrace
+ * parser and the stacks sampled from it. A target has one live sampling
+ * session; at each snapshot the next session is started before the previous
+ * one is stopped, so consecutive profiles have no gap (samples of the short
+ * overlap are cut by timestamp so nothing is counted twice). A stopped
+ * session keeps streaming (its last buffers, a rundown if it asked for one)
+ * while the next one samples: nothing waits for it.
+ */
+
+/* What a session asks the runtime for. */
+enum dotnet_session_kind {
+  DOTNET_SESSION_SAMPLING = 0, /* sample profiler + live method loads */
+  DOTNET_SESSION_RUNDOWN_ONLY, /* stopped at once: only the rundown */
+};
+
+struct dotnet_thread_due {
+  uint64_t tid;
+  uint64_t due; /* timestamp of this thread's previous sample */
+};
+
+#define DOTNET_MAX_THREADS 4096 /* downsampling state; more threads share slots */
+
+struct dotnet_session {
+  int fd;      /* nettrace stream, -1 when closed */
+  int stop_fd; /* StopTracing reply pending, -1 if none */
+  uint64_t id;
+  uint32_t pid;    /* the target (host pid), whose socket this is */
+  bool thread_ids; /* the stream's thread ids are host tids (no pid namespace) */
+  bool eof, stopping;
+  bool rundown;      /* asked for a rundown at stop */
+  bool closed_by_us; /* stream cut before its end tag: truncated */
+  bool end_counted;  /* a truncated/malformed end was counted */
+  bool end_logged;   /* the end of a rundown was logged */
+  /* pp_clock_ns() times (QPC units: CLOCK_MONOTONIC ns, as the runtime
+   * uses on Linux): start, StopTracing sent, stream ended, and when to give
+   * up on a stopped stream */
+  uint64_t started_ns, stop_ns, ended_ns, stop_deadline_ns;
+  uint64_t cutoff_ts; /* drop samples after this QPC time (0: none) */
+  uint64_t interval_ns;
+  const struct dotnet_cfg *cfg;
+  struct dotnet_methods *methods; /* the target's map (not owned) */
+  struct dotnet_nt *nt;
+  struct pp_stack_table *stacks; /* IP stacks (dotnet_stacks.c) */
+  /* since the last dotnet_session_drained() */
+  uint64_t samples, external, unknown_stack, method_events;
+  uint64_t drained_bytes;   /* this stream's bytes at the last drain */
+  uint64_t undrained_bytes; /* of earlier streams, since the last drain */
+  /* the runtime's own sampling period, from consecutive samples of a
+   * thread: shows whether SampleProfilerIntervalMS was honoured */
+  uint64_t sampler_intervals, sampler_interval_ns;
+  uint64_t rng;
+  struct dotnet_thread_due due[DOTNET_MAX_THREADS];
+};
+
+struct dotnet_session *dotnet_session_new(const struct dotnet_cfg *cfg, uint32_t pid,
+                                          bool thread_ids);
+void dotnet_session_free(struct dotnet_session *s);
+/* Starts tracing on the target's socket; on success s->fd streams. Samples
+ * and counters not drained yet are kept (late samples add up until a snapshot).
+ * Returns 0 or -errno; *hresult holds the runtime's error code for -EPROTO. */
+int dotnet_session_start(struct dotnet_session *s, const char *sock, struct dotnet_methods *m,
+                         enum dotnet_session_kind kind, bool rundown, uint32_t *hresult);
+/* Reads what is available without blocking (up to max_bytes). Returns 1 if
+ * the stream ended (EOF, end tag or parse error), else 0. */
+int dotnet_session_pump(struct dotnet_session *s, size_t max_bytes);
+/* Sends StopTracing on a second connection; the reply is read by pump.
+ * The stream then has cfg->stop_timeout_ms to end (stop_deadline_ns). */
+int dotnet_session_request_stop(struct dotnet_session *s, const char *sock);
+/* True while the stream or the StopTracing reply is still open. */
+bool dotnet_session_busy(const struct dotnet_session *s);
+/* Closes the sockets (the runtime ends the session when writes fail). */
+void dotnet_session_close(struct dotnet_session *s);
+/* Forgets the samples and counters handed out so far; the stream goes on. */
+void dotnet_session_drained(struct dotnet_session *s);
+/* Stream bytes received since the last drain. */
+uint64_t dotnet_session_undrained_bytes(const struct dotnet_session *s);
+/* Back to an empty, closed session ready for dotnet_session_start(). */
+void dotnet_session_reset(struct dotnet_session *s);
+
+/* ---- sampled stacks (dotnet_stacks.c) ------------------------------ */
+
+/* A table for IP stacks of at most max_stacks distinct stacks of up to
+ * max_depth frames. */
+struct pp_stack_table *dotnet_stacks_new(uint32_t max_stacks, uint32_t max_depth);
+/* Counts one stack of code addresses (leaf first). 0 or -ENOSPC (dropped). */
+int dotnet_stacks_add(struct pp_stack_table *t, uint32_t pid, uint32_t tid, const uint64_t *ips,
+                      uint32_t n, uint64_t count);
+/* Emits every stack with its addresses named from `m` (runs of unnamed
+ * frames fold into one "[unknown]"; *unknown_frames counts the unnamed
+ * ones) and empties the table. Returns the number of stacks emitted. */
+size_t dotnet_stacks_emit(struct pp_stack_table *t, struct dotnet_methods *m,
+                          const struct pp_host *host, struct pp_sink *sink,
+                          uint64_t *unknown_frames);
+
+/* ---- appid (dotnet_appid.c) ---------------------------------------- */
+
+/* "dotnet: app.dll (/srv/app/app.dll)" for `dotnet [exec] [opts] app.dll`,
+ * "dotnet: App (/srv/app/App)" for an apphost executable; "" if neither. */
+void dotnet_appid(uint32_t pid, char *out, size_t cap);
+
+#endif
