@@ -207,8 +207,10 @@ int java_agent_target_path(const char *host_path, const struct java_target_info 
     return tmp;
   }
   if (mkdirat(tmp, AGENT_DIR, 0755) != 0 && errno != EEXIST) {
-    snprintf(err, errlen, "cannot create /tmp/" AGENT_DIR " in the JVM's root: %s",
-             strerror(errno));
+    /* EOVERFLOW: a filesystem of the JVM's user namespace (a rootless
+     * container's tmpfs), where host root cannot own a file */
+    snprintf(err, errlen, "cannot create /tmp/" AGENT_DIR " in the JVM's root: %s%s",
+             strerror(errno), errno == EOVERFLOW ? " (root owns nothing on this filesystem)" : "");
     goto out;
   }
   dir = open_ours(tmp, "/tmp", AGENT_DIR, 1, O_RDONLY, why, sizeof(why));
