@@ -97,14 +97,14 @@ void dotnet_targets_stop(struct dotnet_state *st);
 /* Finds the diagnostic socket of host pid `pid` (its namespace pid nspid,
  * start time `start`) in the directory the runtime uses (TMPDIR of its
  * environment, else /tmp), as a path in the target's root, and checks it
- * can be connected to. -ENOENT: none yet (reason empty); another -errno:
+ * is a socket the target owns. -ENOENT: none yet (reason empty); another -errno:
  * refused (a link, a FIFO, a socket of another user...), reason says why. */
 int dotnet_ipc_find_socket(uint32_t pid, uint32_t nspid, uint64_t start, char *out, size_t outlen,
                            char *reason, size_t cap);
 
-/* Connects to the target's socket (through the kit: resolved in its root,
- * owner checked) and sends one command with a deadline; returns the fd,
- * non-blocking. */
+/* Connects to the target's socket (checked by the kit: resolved in its
+ * root, owner checked; never blocking) and sends one command with a
+ * deadline; returns the fd, non-blocking. */
 int dotnet_ipc_send_command(uint32_t pid, const char *sock, uint8_t set, uint8_t id,
                             const void *payload, size_t len, int timeout_ms);
 /* Reads one reply header + payload. Returns 0 if the reply is OK (payload

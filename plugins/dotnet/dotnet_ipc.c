@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "dotnet.h"
@@ -44,11 +45,11 @@ static void target_tmpdir(uint32_t pid, char *out, size_t cap) {
   }
 }
 
-/* Tries one socket path: 0 if it can be connected to. */
+/* Checks one socket path (the kit's checks, no connection): 0 if usable. */
 static int try_socket(uint32_t pid, const char *path, char *reason, size_t cap) {
-  int fd = pp_target_connect_unix(pid, path, reason, cap);
-  if (fd < 0) return fd;
-  close(fd);
+  int pfd = pp_target_socket(pid, path, reason, cap);
+  if (pfd < 0) return pfd;
+  close(pfd);
   return 0;
 }
 
@@ -146,15 +147,31 @@ static int wait_fd(int fd, short ev, int timeout_ms) {
   return 0;
 }
 
-/* A connection to the target's socket, non-blocking for the deadlines. */
-static int connect_target(uint32_t pid, const char *path) {
-  int fd = pp_target_connect_unix(pid, path, NULL, 0);
-  if (fd < 0) return fd;
-  int fl = fcntl(fd, F_GETFL);
-  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-    int e = errno;
-    close(fd);
-    return -e;
+/* A connection to the target's socket, checked by the kit (in its root, a
+ * socket, owned by its euid) and made through that very inode. Made here
+ * rather than by pp_target_connect_unix() because it must not block: a
+ * target whose listen backlog is full would hold a blocking connect()
+ * forever. Non-blocking afterwards too, for the deadlines. */
+static int connect_target(uint32_t pid, const char *path, int timeout_ms) {
+  int pfd = pp_target_socket(pid, path, NULL, 0);
+  if (pfd < 0) return pfd;
+  struct sockaddr_un sa = {.sun_family = AF_UNIX};
+  snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", pfd);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int rc = fd < 0 ? -errno : 0;
+  if (rc == 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+    rc = -errno;
+    if (rc == -EINPROGRESS) {
+      rc = wait_fd(fd, POLLOUT, timeout_ms);
+      int err = 0;
+      socklen_t el = sizeof(err);
+      if (rc == 0 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err) rc = -err;
+    }
+  }
+  close(pfd);
+  if (rc < 0) {
+    if (fd >= 0) close(fd);
+    return rc;
   }
   return fd;
 }
@@ -199,7 +216,7 @@ static int read_exact(int fd, uint8_t *b, size_t n, int timeout_ms) {
 int dotnet_ipc_send_command(uint32_t pid, const char *sock, uint8_t set, uint8_t id,
                             const void *payload, size_t len, int timeout_ms) {
   if (len > UINT16_MAX - 20) return -EMSGSIZE;
-  int fd = connect_target(pid, sock);
+  int fd = connect_target(pid, sock, timeout_ms);
   if (fd < 0) return fd;
   uint8_t hdr[20];
   memcpy(hdr, ipc_magic, 14);

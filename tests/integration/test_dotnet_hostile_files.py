@@ -12,6 +12,8 @@ its own), that puts something else where the agent looks for the socket:
     fifo-listed  a FIFO under another start time (found by listing TMPDIR)
     device       a bind mount of a character device
     mount        a bind mount of the canary file
+    busy-socket  its own socket whose listen backlog is full (a blocking
+                 connect would never return)
   the directory itself (TMPDIR, listed when the exact name is not there):
     tmpdir-link  TMPDIR is a link to a root-only host directory holding a
                  root-owned socket named like the target's: a directory
@@ -20,7 +22,7 @@ its own), that puts something else where the agent looks for the socket:
 Asserts: no open of the canary file or the device node (inotify), no
 connection to the canary socket, no reader on the FIFO, a session that ends
 on time, and for every target a "[Profiling skipped: ...]" status that says
-why.
+why (the busy socket: "[Profiling error: ...]", it may accept later).
 """
 import os
 import shutil
@@ -46,6 +48,7 @@ EXPECT = {
     "device": "a character device, not a socket",
     "mount": "not a socket",
     "tmpdir-link": "cannot enter",
+    "busy-socket": "diagnostic IPC failed",
 }
 
 
@@ -107,7 +110,10 @@ def main():
             os.mkdir(tmp)
             os.chown(tmp, hostile.NOBODY, hostile.NOBODY)
             env = dict(env_base, HOME=tmp)
-            if case == "tmpdir-link":
+            if case == "busy-socket":
+                env["TMPDIR"] = tmp
+                script = "true"
+            elif case == "tmpdir-link":
                 env["TMPDIR"] = os.path.join(tmp, "t")
                 script = 'ln -s "%s" "%s/t"' % (secret, tmp)
             else:
@@ -141,6 +147,26 @@ def main():
         pid = targets["tmpdir-link"][0].pid
         sp = os.path.join(secret, "dotnet-diagnostic-%d-1-socket" % pid)
         secret_socks.append(listening_socket(sp))
+        # a socket of the target's user at the exact name that never accepts
+        p, tmp = targets["busy-socket"]
+        with open("/proc/%d/stat" % p.pid) as f:
+            start = f.read().rsplit(")", 1)[1].split()[19]
+        bp = os.path.join(tmp, "dotnet-diagnostic-%d-%s-socket" % (p.pid, start))
+        busy = socket.socket(socket.AF_UNIX)
+        busy.bind(bp)
+        os.chown(bp, hostile.NOBODY, hostile.NOBODY)
+        busy.listen(0)
+        fillers = []
+        while len(fillers) < 64:
+            c = socket.socket(socket.AF_UNIX)
+            c.setblocking(False)
+            try:
+                c.connect(bp)
+            except BlockingIOError:
+                c.close()
+                break
+            fillers.append(c)
+        secret_socks.append(busy)
 
         outdir = pputil.tempdir("ppdotnet-hostile-out-")
         only_dotnet = pputil.plugin_dir_with(os.path.join(pputil.PLUGIN_DIR, "dotnet.so"))
@@ -166,7 +192,7 @@ def main():
             check(not hostile.fifo_has_reader(fifo), "%s: no reader left on the FIFO" % case)
         opened = watch.opened()
         check(not opened, "the canary and the device node were never opened (%s)" % opened)
-        for s, name in [(canary_sock, "canary socket")] + [(s, "root-owned socket") for s in secret_socks]:
+        for s, name in [(canary_sock, "canary socket"), (secret_socks[0], "root-owned socket")]:
             try:
                 c, _ = s.accept()
                 c.close()
@@ -182,6 +208,11 @@ def main():
                 statuses += [f for fr, _ in stacks for f in fr if f.startswith("[Profiling ")]
                 named += sum(n for fr, n in stacks if any(f.endswith("_[net]") for f in fr))
         for case, (_, tmp) in targets.items():
+            if case == "busy-socket":
+                mine = [s for s in statuses if EXPECT[case] in s]
+                check(any(s.startswith("[Profiling error: ") for s in mine),
+                      "%s: status names why (%s)" % (case, mine[:2]))
+                continue
             mine = [s for s in statuses if tmp + "/" in s]
             check(any(s.startswith("[Profiling skipped: ") and EXPECT[case] in s for s in mine),
                   "%s: status names why (%s)" % (case, mine[:2]))
