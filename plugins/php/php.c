@@ -58,6 +58,8 @@ static const struct pp_option options[] = {
      .help = "cached function names/files (entries, ~800 bytes each)"},
 };
 
+#define IMAGE_CHECK_NS 1000000000ull /* how often a target's program image is checked */
+
 static void php_fini(void *state);
 
 static int php_init(const struct pp_host *host, void **out) {
@@ -112,6 +114,18 @@ static int php_tick(void *state, uint64_t now_ns) {
   PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
     struct php_target *pt = t->data;
     if (pt->denied) continue;
+    if (now_ns - pt->image_checked_ns >= IMAGE_CHECK_NS) {
+      /* PHP exec'ing PHP: same file, so the table's own check cannot see
+       * it, and the old executor_globals address may well be mapped in the
+       * new image (reads succeed, stacks are torn or idle for good) */
+      pt->image_checked_ns = now_ns;
+      uint64_t start = php_image_start(t->pid);
+      if (start && pt->image_start && start != pt->image_start) {
+        st->reattached++;
+        pp_target_table_reattach(st->targets, t);
+        continue;
+      }
+    }
     const struct pp_frame *frames;
     uint32_t nf = 0;
     switch (php_walk(st->walker, t->pid, &pt->at, &frames, &nf)) {

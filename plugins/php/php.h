@@ -52,8 +52,10 @@ struct php_attach {
 /* A target's data in the target table (t->data). */
 struct php_target {
   struct php_attach at;
-  char comm[16]; /* kept with its stacks: an FPM worker may be gone by the snapshot */
-  bool denied;   /* its memory cannot be read: reported as an error, not sampled */
+  char comm[16];        /* kept with its stacks: an FPM worker may be gone by the snapshot */
+  bool denied;          /* its memory cannot be read: reported as an error, not sampled */
+  uint64_t image_start; /* where its program's code starts (php_image_start) */
+  uint64_t image_checked_ns;
 };
 
 /* The plugin's state. */
@@ -77,6 +79,10 @@ extern const char *const php_match_exe[];
  * (ZTS, stripped, unsupported version...), PP_ATTACH_FAIL (a file of the
  * target refused), a negative errno (retry), with t->reason. */
 int php_attach_process(void *plugin, struct pp_target_entry *t);
+/* Where the process's program code starts (/proc/PID/stat startcode), 0 if
+ * unknown: an exec of the same PHP binary keeps the file the target table
+ * compares but, with ASLR, moves this. */
+uint64_t php_image_start(uint32_t pid);
 void php_release_target(void *plugin, struct pp_target_entry *t);
 
 struct php_walker; /* per-plugin buffers and the function cache */

@@ -181,12 +181,20 @@ static int locate(uint32_t pid, struct php_attach *out, char *reason, size_t cap
   /* mod_php / embed SAPI: the interpreter lives in the library */
   char why[256] = "";
   int rc = pp_find_module(pid, "libphp*.so*", &m, why, sizeof(why));
-  if (rc == -ENOENT) {
+  if (rc == -ENOENT && !why[0]) {
     /* an exec into something else, or a process handed by pid alone:
      * not ours, like the core's own matching */
     if (!base || !exe_matches(base)) return PP_ATTACH_IGNORE;
+    /* the name taken literally: it is the target's to choose */
+    char pat[1024];
+    size_t k = 0;
+    for (const char *c = base; *c && k + 2 < sizeof(pat); c++) {
+      if (strchr("*?[\\", *c)) pat[k++] = '\\';
+      pat[k++] = *c;
+    }
+    pat[k] = '\0';
     why[0] = '\0';
-    rc = pp_find_module(pid, base, &m, why, sizeof(why));
+    rc = pp_find_module(pid, pat, &m, why, sizeof(why));
   }
   if (rc == -ESRCH) {
     snprintf(reason, cap, "process exited");
@@ -227,6 +235,21 @@ static int locate(uint32_t pid, struct php_attach *out, char *reason, size_t cap
   return 0;
 }
 
+uint64_t php_image_start(uint32_t pid) {
+  char path[48], buf[1024];
+  snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+  if (pp_read_file(path, buf, sizeof(buf), NULL) < 0) return 0;
+  /* the comm in parentheses may hold anything: fields start after the last ')' */
+  const char *p = strrchr(buf, ')');
+  if (!p) return 0;
+  /* field 3 (state) follows; startcode is field 26 */
+  for (int field = 2; field < 26; field++) {
+    p = strchr(p + 1, ' ');
+    if (!p) return 0;
+  }
+  return strtoull(p + 1, NULL, 10);
+}
+
 int php_attach_process(void *plugin, struct pp_target_entry *t) {
   struct php_state *st = plugin;
   if (st->proc_filter && !filter_match(st->proc_filter, t->pid)) return PP_ATTACH_IGNORE;
@@ -243,6 +266,8 @@ int php_attach_process(void *plugin, struct pp_target_entry *t) {
     return rc;
   }
   if (pp_proc_comm(t->pid, pt->comm, sizeof(pt->comm)) < 0) pt->comm[0] = '\0';
+  pt->image_start = php_image_start(t->pid);
+  pt->image_checked_ns = pp_clock_ns();
   /* a new process or image at this pid: nothing cached is its */
   php_walker_forget_pid(st->walker, t->pid);
   t->data = pt;
