@@ -114,7 +114,7 @@ static int php_tick(void *state, uint64_t now_ns) {
   PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
     struct php_target *pt = t->data;
     if (pt->denied) continue;
-    if (now_ns - pt->image_checked_ns >= IMAGE_CHECK_NS) {
+    if (now_ns >= pt->image_checked_ns + IMAGE_CHECK_NS) {
       /* PHP exec'ing PHP: same file, so the table's own check cannot see
        * it, and the old executor_globals address may well be mapped in the
        * new image (reads succeed, stacks are torn or idle for good) */
