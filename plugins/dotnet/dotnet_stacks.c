@@ -63,7 +63,7 @@ int dotnet_stacks_add(struct pp_stack_table *t, uint32_t pid, uint32_t tid, cons
 
 /* The host the table emits to: names the frames, forwards to the real one. */
 struct namer {
-  struct pp_host host; /* emit and add_counter are ours */
+  struct pp_host host; /* the real one's, with the sink calls ours */
   const struct pp_host *real;
   struct pp_sink *sink;
   struct dotnet_methods *methods;
@@ -99,6 +99,23 @@ static int namer_counter(struct pp_sink *self, const char *name, uint64_t delta)
   return nm->real->add_counter(nm->sink, name, delta);
 }
 
+/* The table uses emit and add_counter; the other sink calls are forwarded
+ * too, so that the namer stays a complete host whatever the table calls. */
+static int namer_appid(struct pp_sink *self, uint32_t pid, const char *appid) {
+  struct namer *nm = (struct namer *)self;
+  return nm->real->set_appid(nm->sink, pid, appid);
+}
+
+static int namer_metadata(struct pp_sink *self, uint32_t pid, const char *json) {
+  struct namer *nm = (struct namer *)self;
+  return nm->real->set_app_metadata(nm->sink, pid, json);
+}
+
+static int namer_status(struct pp_sink *self, uint32_t pid, int status, const char *reason) {
+  struct namer *nm = (struct namer *)self;
+  return nm->real->set_pid_status(nm->sink, pid, status, reason);
+}
+
 size_t dotnet_stacks_emit(struct pp_stack_table *t, struct dotnet_methods *m,
                           const struct pp_host *host, struct pp_sink *sink,
                           uint64_t *unknown_frames) {
@@ -109,6 +126,9 @@ size_t dotnet_stacks_emit(struct pp_stack_table *t, struct dotnet_methods *m,
   memcpy(&nm.host, host, hs);
   nm.host.emit = namer_emit;
   nm.host.add_counter = namer_counter;
+  nm.host.set_appid = nm.host.set_appid ? namer_appid : NULL;
+  nm.host.set_app_metadata = nm.host.set_app_metadata ? namer_metadata : NULL;
+  nm.host.set_pid_status = nm.host.set_pid_status ? namer_status : NULL;
   nm.real = host;
   nm.sink = sink;
   nm.methods = m;
