@@ -174,4 +174,6 @@ try:
 finally:
     for c in cases:
         u.kill(c["proc"])
+    for c in cases:  # hostile.device() leaves its node's directory to the caller
+        shutil.rmtree(os.path.dirname(c["dev"]), ignore_errors=True)
 u.finish()
