@@ -3,10 +3,12 @@
  *
  * An object is identified by the device and inode the kernel reports for
  * the mapping, so the same libc seen by 500 processes is loaded once. Its
- * file is opened through the process that maps it: /proc/PID/map_files
- * first (exactly the mapped file, even deleted or in another mount
- * namespace), then /proc/PID/root/<path> (containers), then the host path
- * if the inode matches (the process already exited).
+ * file is opened through the process that maps it, with the kit's safe
+ * access (pp_target_open_mapped): its path in the process's root if that
+ * is still the mapped inode, else /proc/PID/map_files (exactly the mapped
+ * file, even deleted or hidden by a mount); once the process has exited,
+ * the host path only if it is the same device and inode. A file that
+ * cannot be opened leaves its frames unknown ("(path)").
  *
  * ELF facts (build-id, segments, Go version) are small and kept; symbol
  * tables and unwind tables are the heavy part and are released least
@@ -24,7 +26,9 @@
 #include <unistd.h>
 
 #include "perf.h"
+#include "polyprof/kit/log.h"
 #include "polyprof/kit/maps.h"
+#include "polyprof/kit/target_files.h"
 
 #define UNWIND_SECTION_MAX (64u << 20) /* refuse absurd .eh_frame sizes */
 #define VDSO_KEY 0xfffffffffffffff1ull
@@ -138,8 +142,8 @@ size_t perf_dsos_collect(struct perf_dsos *d) {
       if (dso->bytes) {
         dropped++;
         if (d->host)
-          d->host->log(d->host, PP_LOG_DEBUG, "tables of %s dropped (%zu KiB): no process maps it",
-                       dso->path, dso->bytes / 1024);
+          PP_DEBUG(d->host, "tables of %s dropped (%zu KiB): no process maps it", dso->path,
+                   dso->bytes / 1024);
       }
       perf_idmap_del(&d->map, dso->key); /* shifts later slots into i: re-check i */
       dso_free(d, dso);
@@ -169,44 +173,53 @@ static void file_path(const char *path, char *out, size_t cap) {
     out[n - (sizeof(tag) - 1)] = '\0';
 }
 
-static int open_checked(const char *p, uint64_t ino) {
-  int fd = open(p, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return -errno;
+/* The host file at path, only if it is the very inode (device and inode)
+ * the process mapped. Safe although the path may be the process's to
+ * change: the lookup is an O_PATH handle, which opens nothing (no FIFO
+ * wait, no device open), and the file is opened only once its identity is
+ * the mapped one; a link, a mount or a replacement planted at the path is
+ * another inode and is refused unopened. Reading the mapped file itself
+ * shows the agent nothing the process did not map. */
+static int open_host_identical(const char *path, const struct perf_dso *dso) {
+  if (!dso->ino) return -ESTALE;
+  int pfd = open(path, O_PATH | O_CLOEXEC);
+  if (pfd < 0) return -errno;
   struct stat st;
-  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (ino && st.st_ino != ino)) {
-    close(fd);
-    return -ESTALE;
+  int fd = -ESTALE;
+  if (fstat(pfd, &st) == 0 && S_ISREG(st.st_mode) && st.st_ino == dso->ino &&
+      st.st_dev == dso->dev) {
+    char self[48];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+    fd = open(self, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) fd = -errno;
   }
+  close(pfd);
   return fd;
 }
 
-/* Opens the object's file as the process p sees it. */
-static int dso_open(const struct perf_dso *dso, const struct perf_proc *p, const struct perf_map *m,
-                    char *root_out, size_t root_cap) {
-  char buf[4352], fp[4096];
-  if (root_out) root_out[0] = '\0';
+/* Opens the object's file as the process p sees it: for a live process
+ * through the kit (its path in the process's root with the mapping's
+ * identity, else the mapping's own file in /proc/PID/map_files); once the
+ * process is gone, the host file of the same identity. */
+static int dso_open(struct perf_dsos *d, struct perf_dso *dso, const struct perf_proc *p,
+                    const struct perf_map *m) {
   if (dso->special || dso->path[0] != '/') return -ENOENT;
-  file_path(dso->path, fp, sizeof(fp));
-  if (p && p->pid && !p->exited) {
-    if (m) {
-      snprintf(buf, sizeof(buf), "/proc/%u/map_files/%llx-%llx", p->pid,
-               (unsigned long long)m->start, (unsigned long long)m->end);
-      int fd = open_checked(buf, 0);
-      if (fd >= 0) {
-        if (root_out) snprintf(root_out, root_cap, "/proc/%u/root", p->pid);
-        return fd;
-      }
+  if (p && p->pid && !p->exited && m) {
+    struct pp_file_id id = {major(dso->dev), minor(dso->dev), dso->ino};
+    char why[256] = "";
+    int fd = pp_target_open_mapped(p->pid, dso->path, &id, m->start, m->end, why, sizeof(why));
+    if (fd >= 0 || fd == -ENOMEM || fd == -EMFILE || fd == -ENFILE) return fd;
+    if (d->host && !dso->logged_open) {
+      dso->logged_open = true;
+      PP_DEBUG(d->host, "%s (pid %u) not opened in its root: %s", dso->path, p->pid,
+               why[0] ? why : strerror(-fd));
     }
-    snprintf(buf, sizeof(buf), "/proc/%u/root%s", p->pid, fp);
-    int fd = open_checked(buf, 0);
-    if (fd >= 0) {
-      if (root_out) snprintf(root_out, root_cap, "/proc/%u/root", p->pid);
-      return fd;
-    }
+    /* gone meanwhile, or its path no longer the mapped file in its root
+     * and no map_files access: the host file, if it is the mapped one */
   }
-  /* the process is gone (or hides its root): the host file, if it is the
-   * same inode */
-  return open_checked(fp, dso->ino);
+  char fp[4096];
+  file_path(dso->path, fp, sizeof(fp));
+  return open_host_identical(fp, dso);
 }
 
 static int load_vdso(struct perf_dsos *d, struct perf_dso *dso, unsigned flags) {
@@ -245,7 +258,7 @@ int perf_dso_need_info(struct perf_dsos *d, struct perf_dso *dso, const struct p
   } else if (dso->special) {
     rc = -ENOENT;
   } else {
-    int fd = dso_open(dso, p, m, NULL, 0);
+    int fd = dso_open(d, dso, p, m);
     if (fd < 0) {
       /* the file may still appear (we raced a process start): retry later
        * only if the process is alive */
@@ -277,8 +290,7 @@ int perf_dso_need_symbols(struct perf_dsos *d, struct perf_dso *dso, const struc
     dso->sym_state = rc < 0 ? rc : 1;
     return rc;
   }
-  char root[64];
-  int fd = dso_open(dso, p, m, root, sizeof(root));
+  int fd = dso_open(d, dso, p, m);
   if (fd < 0) {
     d->open_errors++;
     /* a live process that maps it will let us in later */
@@ -295,21 +307,20 @@ int perf_dso_need_symbols(struct perf_dsos *d, struct perf_dso *dso, const struc
     return rc;
   }
   if (!info.has_symtab && d->debug_files) {
-    /* stripped: a separate debug file has the full .symtab */
-    char dbg[4096];
+    /* stripped: a separate debug file has the full .symtab (the kit looks
+     * in the process's root safely and takes only a file of the object's
+     * build-id) */
     char fp[4096];
     file_path(dso->path, fp, sizeof(fp));
-    if (pp_elf_find_debug_file(root, fp, &info, dbg, sizeof(dbg)) == 0) {
-      int dfd = open(dbg, O_RDONLY | O_CLOEXEC);
-      if (dfd >= 0) {
-        struct pp_elf_info dinfo;
-        struct pp_elf_symtab *dt = NULL;
-        if (pp_elf_load(dfd, PP_ELF_WANT_SYMTAB | names, &dinfo, &dt) == 0 && dt) {
-          pp_elf_symtab_free(t);
-          t = dt;
-        }
-        close(dfd);
+    int dfd = pp_elf_open_debug_file(p ? p->pid : 0, fp, &info);
+    if (dfd >= 0) {
+      struct pp_elf_info dinfo;
+      struct pp_elf_symtab *dt = NULL;
+      if (pp_elf_load(dfd, PP_ELF_WANT_SYMTAB | names, &dinfo, &dt) == 0 && dt) {
+        pp_elf_symtab_free(t);
+        t = dt;
       }
+      close(dfd);
     }
   }
   dso->symtab = t;
@@ -320,8 +331,8 @@ int perf_dso_need_symbols(struct perf_dsos *d, struct perf_dso *dso, const struc
   dso->sym_state = 1;
   d->loads++;
   if (d->host)
-    d->host->log(d->host, PP_LOG_DEBUG, "symbol table of %s loaded: %zu symbols, %zu KiB",
-                 dso->path, pp_elf_symtab_count(t), b / 1024);
+    PP_DEBUG(d->host, "symbol table of %s loaded: %zu symbols, %zu KiB", dso->path,
+             pp_elf_symtab_count(t), b / 1024);
   return 0;
 }
 
@@ -388,7 +399,7 @@ int perf_dso_need_unwind(struct perf_dsos *d, struct perf_dso *dso, const struct
     dso->unw_state = 1;
     return 0;
   }
-  int fd = dso_open(dso, p, m, NULL, 0);
+  int fd = dso_open(d, dso, p, m);
   if (fd < 0) {
     d->open_errors++;
     return fd; /* retried with the next sample */

@@ -4,7 +4,8 @@
  * Samples every CPU with perf_event_open (software cpu-clock by default),
  * reads the kernel's mmap ring buffers from tick(), symbolizes on the host
  * and aggregates per session. No perf binary, no perf.data file, no text
- * round-trip. See perf.h for the map of the parts.
+ * round-trip. This file holds the descriptor, the options and the vtable;
+ * perf.h maps the other parts.
  *
  * Modes (--perf-mode): fp (kernel-collected frame-pointer callchains),
  * dwarf (user stack copies unwound with libunwind), smart (both from the
@@ -15,13 +16,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-
-#include <asm/perf_regs.h>
 
 #include "perf.h"
 #include "polyprof/kit/heap.h"
+#include "polyprof/kit/json.h"
+#include "polyprof/kit/options.h"
 #include "polyprof/kit/proc.h"
 
 static const char *const mode_choices[] = {"fp", "dwarf", "smart", NULL};
@@ -127,36 +127,9 @@ static const struct pp_option options[] = {
      .max = 5000,
      .help = "how often the ring buffers are read"},
 };
-#define NOPTIONS (sizeof(options) / sizeof(options[0]))
-
-static const struct pp_option *opt(const char *key) {
-  for (size_t i = 0; i < NOPTIONS; i++)
-    if (strcmp(options[i].key, key) == 0) return &options[i];
-  return NULL;
-}
-
-/* The host validated the values and applied defaults; a host that does not
- * know a key (an older agent, the test harness) gets the declared default. */
-static int64_t cfg_int(const struct pp_host *h, const char *key) {
-  int64_t v;
-  if (h->config_int(h, key, &v) == 0) return v;
-  const struct pp_option *o = opt(key);
-  return o && o->default_value ? strtoll(o->default_value, NULL, 10) : 0;
-}
-
-static int cfg_bool(const struct pp_host *h, const char *key) {
-  int v;
-  if (h->config_bool(h, key, &v) == 0) return v;
-  const struct pp_option *o = opt(key);
-  return o && o->default_value && strcmp(o->default_value, "true") == 0;
-}
-
-static const char *cfg_str(const struct pp_host *h, const char *key) {
-  const char *v = NULL;
-  if (h->config_string(h, key, &v) == 0 && v) return v;
-  const struct pp_option *o = opt(key);
-  return o ? o->default_value : NULL;
-}
+#define OPT_INT(h, key) pp_opt_int((h), PP_OPTIONS(options), (key))
+#define OPT_BOOL(h, key) pp_opt_bool((h), PP_OPTIONS(options), (key))
+#define OPT_STR(h, key) pp_opt_string((h), PP_OPTIONS(options), (key))
 
 static int parse_mode(const char *m) {
   if (m && strcmp(m, "dwarf") == 0) return PERF_MODE_DWARF;
@@ -173,15 +146,15 @@ static int perf_init(const struct pp_host *host, void **out) {
   struct perf_state *st = calloc(1, sizeof(*st));
   if (!st) return -ENOMEM;
   st->host = host;
-  st->mode = parse_mode(cfg_str(host, "mode"));
-  st->stack_size = (uint32_t)cfg_int(host, "dwarf_stack_size") & ~7u;
+  st->mode = parse_mode(OPT_STR(host, "mode"));
+  st->stack_size = (uint32_t)OPT_INT(host, "dwarf_stack_size") & ~7u;
   snprintf(st->event, sizeof(st->event), "%s",
-           cfg_str(host, "event") ? cfg_str(host, "event") : "");
-  st->data_pages = (uint32_t)cfg_int(host, "mmap_pages");
-  st->event_period = (uint64_t)cfg_int(host, "event_period");
-  st->kernel = cfg_bool(host, "kernel");
-  st->max_depth = (uint32_t)cfg_int(host, "max_stack_depth");
-  st->perfmap_max_bytes = (size_t)cfg_int(host, "perfmap_max_mb") << 20;
+           OPT_STR(host, "event") ? OPT_STR(host, "event") : "");
+  st->data_pages = (uint32_t)OPT_INT(host, "mmap_pages");
+  st->event_period = (uint64_t)OPT_INT(host, "event_period");
+  st->kernel = OPT_BOOL(host, "kernel");
+  st->max_depth = (uint32_t)OPT_INT(host, "max_stack_depth");
+  st->perfmap_max_bytes = (size_t)OPT_INT(host, "perfmap_max_mb") << 20;
 
   const char *const *items = NULL;
   size_t n = 0;
@@ -195,7 +168,7 @@ static int perf_init(const struct pp_host *host, void **out) {
       char *end;
       unsigned long v = strtoul(items[i], &end, 10);
       if (end == items[i] || *end || v == 0 || v > UINT32_MAX) {
-        host->log(host, PP_LOG_ERROR, "perf.pids: '%s' is not a pid", items[i]);
+        PP_ERROR(host, "perf.pids: '%s' is not a pid", items[i]);
         free(st->pids);
         free(st);
         return -EINVAL;
@@ -203,281 +176,18 @@ static int perf_init(const struct pp_host *host, void **out) {
       st->pids[st->npids++] = (uint32_t)v;
     }
   }
-  perf_procs_init(&st->procs, (size_t)cfg_int(host, "max_processes"),
-                  (size_t)cfg_int(host, "max_maps"));
-  perf_dsos_init(&st->dsos, (size_t)cfg_int(host, "symbol_cache_mb") << 20,
-                 cfg_bool(host, "debug_files"));
+  perf_procs_init(&st->procs, (size_t)OPT_INT(host, "max_processes"),
+                  (size_t)OPT_INT(host, "max_maps"));
+  perf_dsos_init(&st->dsos, (size_t)OPT_INT(host, "symbol_cache_mb") << 20,
+                 OPT_BOOL(host, "debug_files"));
   st->dsos.host = host;
-  perf_frames_init(&st->frames, (size_t)cfg_int(host, "max_frames"));
-  size_t max_stacks = (size_t)cfg_int(host, "max_stacks");
+  perf_frames_init(&st->frames, (size_t)OPT_INT(host, "max_frames"));
+  size_t max_stacks = (size_t)OPT_INT(host, "max_stacks");
   perf_stacks_init(&st->fp, max_stacks);
   perf_stacks_init(&st->dwarf, max_stacks);
   st->self_pid = (uint32_t)getpid();
   *out = st;
   return 0;
-}
-
-static bool pid_wanted(const struct perf_state *st, uint32_t pid) {
-  if (!st->npids) return true;
-  for (size_t i = 0; i < st->npids; i++)
-    if (st->pids[i] == pid) return true;
-  return false;
-}
-
-/* ---- records ---- */
-
-struct sample_view {
-  uint32_t pid, tid;
-  const uint64_t *chain;
-  uint64_t nchain;
-  uint64_t abi;
-  const uint64_t *regs;
-  unsigned nregs;
-  const uint8_t *stack;
-  uint64_t stack_len;
-};
-
-/* Parses a SAMPLE record against our sample_type; 0 or -1 if it does not
- * fit its own size. */
-static int parse_sample(const struct perf_state *st, const uint8_t *rec, size_t size,
-                        struct sample_view *v) {
-  size_t off = sizeof(struct perf_event_header);
-  memset(v, 0, sizeof(*v));
-#define NEED(n)                      \
-  do {                               \
-    if ((n) > size - off) return -1; \
-  } while (0)
-  NEED(24);
-  uint32_t pt[2];
-  memcpy(pt, rec + off + 8, 8);
-  v->pid = pt[0];
-  v->tid = pt[1];
-  off += 24; /* ip, pid/tid, time */
-  NEED(8);
-  memcpy(&v->nchain, rec + off, 8);
-  off += 8;
-  if (v->nchain > (size - off) / 8) return -1;
-  v->chain = (const uint64_t *)(rec + off); /* records are 8-byte aligned */
-  off += v->nchain * 8;
-  if (st->ev.sample_type & PERF_SAMPLE_REGS_USER) {
-    NEED(8);
-    memcpy(&v->abi, rec + off, 8);
-    off += 8;
-    if (v->abi) {
-      unsigned nregs = (unsigned)__builtin_popcountll(st->ev.regs_mask);
-      NEED((size_t)nregs * 8);
-      v->regs = (const uint64_t *)(rec + off);
-      v->nregs = nregs;
-      off += (size_t)nregs * 8;
-    }
-  }
-  if (st->ev.sample_type & PERF_SAMPLE_STACK_USER) {
-    NEED(8);
-    uint64_t ssize;
-    memcpy(&ssize, rec + off, 8);
-    off += 8;
-    if (ssize) {
-      if (ssize > size - off) return -1;
-      const uint8_t *data = rec + off;
-      off += ssize;
-      NEED(8);
-      uint64_t dyn;
-      memcpy(&dyn, rec + off, 8);
-      v->stack = data;
-      v->stack_len = dyn < ssize ? dyn : ssize;
-    }
-  }
-#undef NEED
-  return 0;
-}
-
-/* The user instruction pointer among the sampled registers. */
-static uint64_t user_ip(const struct perf_state *st, const uint64_t *regs, unsigned nregs) {
-  unsigned k = 0;
-  for (int bit = 0; bit < 64 && k < nregs; bit++) {
-    if (!(st->ev.regs_mask & (1ull << bit))) continue;
-    if (bit == PERF_REG_X86_IP) return regs[k];
-    k++;
-  }
-  return 0;
-}
-
-static void handle_sample(struct perf_state *st, const uint8_t *rec, size_t size) {
-  struct sample_view v;
-  if (parse_sample(st, rec, size, &v) < 0) {
-    st->ev.malformed++;
-    return;
-  }
-  if (!pid_wanted(st, v.pid)) {
-    st->filtered++;
-    return;
-  }
-  st->samples++;
-  const char *comm = perf_thread_comm(st, v.pid, v.tid);
-  struct perf_proc *p = perf_proc_get(st, v.pid, true);
-  if (!p) return;
-  p->sampled = true;
-  p->last_used = st->tick;
-
-  uint32_t kframes[PERF_MAX_FRAMES], ufp[PERF_MAX_FRAMES], fr[PERF_MAX_FRAMES];
-  uint32_t nk = 0, nufp = 0;
-  uint64_t uips[PERF_MAX_FRAMES];
-  int nuips = 0;
-  uint64_t ctx = 0;
-  bool uleaf = true, maps_ok = false, maps_tried = false;
-  for (uint64_t i = 0; i < v.nchain; i++) {
-    uint64_t ip = v.chain[i];
-    if (ip >= (uint64_t)PERF_CONTEXT_MAX) {
-      ctx = ip;
-      continue;
-    }
-    if (ctx == (uint64_t)PERF_CONTEXT_KERNEL) {
-      if (nk < PERF_MAX_FRAMES) kframes[nk++] = perf_sym_kernel(st, ip); /* as perf: no -1 */
-    } else if (ctx == (uint64_t)PERF_CONTEXT_USER) {
-      if (!maps_tried) {
-        maps_ok = perf_proc_need_maps(st, p) == 0;
-        maps_tried = true;
-      }
-      if (nufp < PERF_MAX_FRAMES)
-        ufp[nufp++] = maps_ok ? perf_sym_user(st, p, ip, uleaf) : PERF_FRAME_ID_UNKNOWN;
-      uleaf = false;
-    }
-  }
-  if (st->mode != PERF_MODE_DWARF) {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < nk && n < PERF_MAX_FRAMES; i++)
-      fr[n++] = kframes[i];
-    for (uint32_t i = 0; i < nufp && n < PERF_MAX_FRAMES; i++)
-      fr[n++] = ufp[i];
-    if (n == 0) fr[n++] = PERF_FRAME_ID_UNKNOWN;
-    perf_stacks_add(&st->fp, v.pid, comm, fr, n);
-  }
-  if (st->mode != PERF_MODE_FP) {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < nk && n < PERF_MAX_FRAMES; i++)
-      fr[n++] = kframes[i];
-    if (v.abi && v.regs && v.stack_len && v.pid != 0) {
-      if (!maps_tried) maps_ok = perf_proc_need_maps(st, p) == 0;
-      if (maps_ok) {
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
-        nuips = perf_unwind_user(st, p, v.regs, v.nregs, v.stack, v.stack_len, uips,
-                                 (int)st->max_depth);
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-        st->unwind_ns +=
-            (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000000ll + (t1.tv_nsec - t0.tv_nsec));
-        for (int i = 0; i < nuips && n < PERF_MAX_FRAMES; i++)
-          fr[n++] = perf_sym_user(st, p, uips[i], i == 0);
-      }
-    } else if (v.abi && v.regs && v.pid != 0 && n < PERF_MAX_FRAMES) {
-      /* registers without a stack copy: the user leaf is still known */
-      if (!maps_tried) maps_ok = perf_proc_need_maps(st, p) == 0;
-      if (maps_ok) fr[n++] = perf_sym_user(st, p, user_ip(st, v.regs, v.nregs), true);
-    }
-    if (n == 0) fr[n++] = PERF_FRAME_ID_UNKNOWN;
-    perf_stacks_add(&st->dwarf, v.pid, comm, fr, n);
-  }
-}
-
-/* Strings in records are NUL-terminated within the record; never trust it. */
-static const char *rec_str(const uint8_t *rec, size_t off, size_t size, size_t trailer, char *buf,
-                           size_t cap) {
-  if (off + trailer >= size) return NULL;
-  size_t avail = size - off - trailer;
-  size_t n = strnlen((const char *)rec + off, avail);
-  if (n >= cap) n = cap - 1;
-  memcpy(buf, rec + off, n);
-  buf[n] = '\0';
-  return buf;
-}
-
-#define TRAILER 16 /* sample_id_all: pid/tid + time */
-
-/* Task records with pid 0: the idle task never forks, execs or maps, so a
- * 0 is the kernel's name for a task outside the agent's pid namespace
- * (an agent run in a container or under unshare). Their mappings and names
- * must not pile up on pid 0, whose samples are kernel-only for us. */
-
-static void on_record(void *arg, const struct perf_event_header *h, const uint8_t *rec) {
-  struct perf_state *st = arg;
-  size_t size = h->size;
-  const size_t hs = sizeof(*h);
-  switch (h->type) {
-    case PERF_RECORD_SAMPLE:
-      handle_sample(st, rec, size);
-      break;
-    case PERF_RECORD_MMAP2: {
-      if (size < hs + 64 + TRAILER) break;
-      uint32_t pt[2];
-      uint64_t addr, len, pgoff, ino;
-      uint32_t maj, min, prot;
-      memcpy(pt, rec + hs, 8);
-      memcpy(&addr, rec + hs + 8, 8);
-      memcpy(&len, rec + hs + 16, 8);
-      memcpy(&pgoff, rec + hs + 24, 8);
-      memcpy(&maj, rec + hs + 32, 4);
-      memcpy(&min, rec + hs + 36, 4);
-      memcpy(&ino, rec + hs + 40, 8);
-      memcpy(&prot, rec + hs + 56, 4);
-      if (h->misc & PERF_RECORD_MISC_MMAP_BUILD_ID) maj = min = 0, ino = 0;
-      char path[4096];
-      if (!rec_str(rec, hs + 64, size, TRAILER, path, sizeof(path))) break;
-      if (pt[0] == 0) break; /* task outside our pid namespace */
-      perf_proc_on_mmap2(st, pt[0], addr, len, pgoff, maj, min, ino, prot, path);
-      break;
-    }
-    case PERF_RECORD_COMM: {
-      if (size < hs + 8 + TRAILER) break;
-      uint32_t pt[2];
-      memcpy(pt, rec + hs, 8);
-      char comm[PERF_COMM_LEN];
-      if (!rec_str(rec, hs + 8, size, TRAILER, comm, sizeof(comm))) break;
-      if (pt[0] == 0) break; /* task outside our pid namespace */
-      perf_proc_on_comm(st, pt[0], pt[1], comm, (h->misc & PERF_RECORD_MISC_COMM_EXEC) != 0);
-      break;
-    }
-    case PERF_RECORD_FORK:
-    case PERF_RECORD_EXIT: {
-      if (size < hs + 16) break;
-      uint32_t v[4]; /* pid, ppid, tid, ptid */
-      memcpy(v, rec + hs, 16);
-      if (v[0] == 0) break; /* task outside our pid namespace */
-      if (h->type == PERF_RECORD_FORK)
-        perf_proc_on_fork(st, v[0], v[1], v[2], v[3]);
-      else
-        perf_proc_on_exit(st, v[0], v[2]);
-      break;
-    }
-    case PERF_RECORD_LOST: {
-      if (size < hs + 16) break;
-      uint64_t lost;
-      memcpy(&lost, rec + hs + 8, 8);
-      st->lost += lost;
-      break;
-    }
-    case PERF_RECORD_LOST_SAMPLES: {
-      if (size < hs + 8) break;
-      uint64_t lost;
-      memcpy(&lost, rec + hs, 8);
-      st->lost += lost;
-      break;
-    }
-    case PERF_RECORD_THROTTLE:
-      st->throttled++;
-      break;
-    case PERF_RECORD_UNTHROTTLE:
-      st->unthrottled++;
-      break;
-    default:
-      break;
-  }
-}
-
-static void drain(struct perf_state *st) {
-  st->dsos.clock = ++st->tick;
-  perf_events_drain(&st->ev, on_record, st);
-  perf_procs_reap(st, false);
-  perf_dsos_trim(&st->dsos);
 }
 
 /* ---- vtable ---- */
@@ -516,15 +226,14 @@ static int perf_start(void *state, struct pp_session *session) {
   /* stack copies make every sample ~stack_size bytes: gProfiler caps
    * dwarf/smart at 100 Hz for the same reason */
   if (st->mode != PERF_MODE_FP && freq > 100) {
-    PERF_LOG(st, PP_LOG_INFO, "%s mode: frequency capped at 100 Hz (asked %u)", mode_name(st->mode),
-             freq);
+    PP_INFO(st->host, "%s mode: frequency capped at 100 Hz (asked %u)", mode_name(st->mode), freq);
     freq = 100;
   }
   uint32_t maxrate = max_sample_rate();
   if (maxrate && freq > maxrate) {
-    PERF_LOG(st, PP_LOG_WARNING,
-             "frequency %u Hz is above kernel.perf_event_max_sample_rate=%u; using %u Hz", freq,
-             maxrate, maxrate);
+    PP_WARNING(st->host,
+               "frequency %u Hz is above kernel.perf_event_max_sample_rate=%u; using %u Hz", freq,
+               maxrate, maxrate);
     freq = maxrate;
   }
   uint32_t pages = st->data_pages ? st->data_pages : (st->mode == PERF_MODE_FP ? 128 : 256);
@@ -554,35 +263,34 @@ static int perf_start(void *state, struct pp_session *session) {
   } else {
     rc = perf_events_open(&st->ev, &cfg, err, sizeof(err));
     if ((rc == -EACCES || rc == -EPERM) && st->npids) {
-      PERF_LOG(st, PP_LOG_INFO, "system-wide events refused (%s); sampling the threads of pids",
-               strerror(-rc));
+      PP_INFO(st->host, "system-wide events refused (%s); sampling the threads of pids",
+              strerror(-rc));
       rc = perf_events_open_tasks(&st->ev, &cfg, err, sizeof(err));
     }
   }
   if (rc < 0) {
-    PERF_LOG(st, PP_LOG_ERROR, "perf disabled: %s; continuing perf-less", err);
+    PP_ERROR(st->host, "perf disabled: %s; continuing perf-less", err);
     return refusal_is_permanent(-rc) ? PP_PERMANENT(-rc) : rc;
   }
   if (st->ev.kernel_refused)
-    PERF_LOG(st, PP_LOG_WARNING,
-             "kernel frames off: the kernel allows this user to sample user space only "
-             "(kernel.perf_event_paranoid=2 without CAP_PERFMON)");
+    PP_WARNING(st->host,
+               "kernel frames off: the kernel allows this user to sample user space only "
+               "(kernel.perf_event_paranoid=2 without CAP_PERFMON)");
   /* Kernel symbols are loaded before sampling starts: the first drain
    * would otherwise spend ~100 ms on /proc/kallsyms while the rings fill. */
   if (st->kernel && !st->ev.kernel_refused) perf_sym_kernel(st, 0);
   perf_events_enable(&st->ev);
   st->running = true;
-  session->tick_interval_ns = (uint64_t)cfg_int(st->host, "drain_interval_ms") * 1000000ull;
+  session->tick_interval_ns = (uint64_t)OPT_INT(st->host, "drain_interval_ms") * 1000000ull;
   char rate[48];
   if (st->event_period)
     snprintf(rate, sizeof(rate), "every %llu events", (unsigned long long)st->event_period);
   else
     snprintf(rate, sizeof(rate), "at %u Hz", freq);
-  PERF_LOG(st, PP_LOG_INFO, "sampling %d CPUs%s with %s %s, mode %s%s, %u KiB ring per CPU",
-           st->ev.nrings, st->ev.per_task ? " (threads of the given pids only)" : "",
-           st->ev.event_name, rate, mode_name(st->mode),
-           st->mode != PERF_MODE_FP ? " (user stack copies)" : "",
-           (unsigned)(p2 * (uint64_t)sysconf(_SC_PAGESIZE) / 1024));
+  PP_INFO(st->host, "sampling %d CPUs%s with %s %s, mode %s%s, %u KiB ring per CPU", st->ev.nrings,
+          st->ev.per_task ? " (threads of the given pids only)" : "", st->ev.event_name, rate,
+          mode_name(st->mode), st->mode != PERF_MODE_FP ? " (user stack copies)" : "",
+          (unsigned)(p2 * (uint64_t)sysconf(_SC_PAGESIZE) / 1024));
   return 0;
 }
 
@@ -592,14 +300,14 @@ static int perf_add_targets(void *state, const struct pp_target *t, size_t n) {
 
 static int perf_tick(void *state, uint64_t now_ns) {
   struct perf_state *st = state;
-  if (st->running) drain(st);
+  if (st->running) perf_drain(st);
   return 0;
 }
 
 static int perf_snapshot(void *state, struct pp_sink *sink) {
   struct perf_state *st = state;
   const struct pp_host *h = st->host;
-  if (st->running) drain(st);
+  if (st->running) perf_drain(st);
   perf_stacks_emit(st, sink);
 
   /* Go processes: their version, as gProfiler's app metadata has it */
@@ -608,8 +316,10 @@ static int perf_snapshot(void *state, struct pp_sink *sink) {
     struct perf_proc *p = pm->slots[i].val;
     if (!p || !p->sampled) continue;
     if (p->go_version[0]) {
-      char json[160];
-      snprintf(json, sizeof(json), "{\"golang_version\": \"%s\", \"link\": \"%s\"}", p->go_version,
+      /* the version string is the binary's: escaped */
+      char ver[3 * sizeof(p->go_version) + 8], json[sizeof(ver) + 64];
+      pp_json_string(ver, sizeof(ver), p->go_version);
+      snprintf(json, sizeof(json), "{\"golang_version\": %s, \"link\": \"%s\"}", ver,
                p->go_static ? "static" : "dynamic");
       h->set_app_metadata(sink, p->pid, json);
     }
@@ -655,22 +365,22 @@ static int perf_snapshot(void *state, struct pp_sink *sink) {
   st->total_samples += st->samples;
   st->total_lost += st->lost;
   if (st->lost || st->throttled)
-    PERF_LOG(st, PP_LOG_WARNING,
-             "session: %llu samples, %llu lost (ring buffer full: raise perf.mmap_pages or "
-             "lower the frequency), %llu throttle events (kernel.perf_cpu_time_max_percent)",
-             (unsigned long long)st->samples, (unsigned long long)st->lost,
-             (unsigned long long)st->throttled);
-  PERF_LOG(st, PP_LOG_DEBUG,
+    PP_WARNING(st->host,
+               "session: %llu samples, %llu lost (ring buffer full: raise perf.mmap_pages or "
+               "lower the frequency), %llu throttle events (kernel.perf_cpu_time_max_percent)",
+               (unsigned long long)st->samples, (unsigned long long)st->lost,
+               (unsigned long long)st->throttled);
+  PP_DEBUG(st->host,
            "session: %llu samples, %zu stacks, %zu frames, %zu processes, %zu objects, "
            "tables of %zu objects, %zu KiB (%llu loaded, %llu dropped with their last process)",
            (unsigned long long)st->samples, nstacks, nframes, st->procs.procs.n, st->dsos.map.n,
            perf_dsos_with_tables(&st->dsos), st->dsos.bytes / 1024,
            (unsigned long long)st->dsos.loads, (unsigned long long)st->dsos.dropped);
   if (dropped || st->frames.dropped)
-    PERF_LOG(st, PP_LOG_WARNING,
-             "session tables full: %llu samples dropped (perf.max_stacks), %llu frames "
-             "dropped (perf.max_frames)",
-             (unsigned long long)dropped, (unsigned long long)st->frames.dropped);
+    PP_WARNING(st->host,
+               "session tables full: %llu samples dropped (perf.max_stacks), %llu frames "
+               "dropped (perf.max_frames)",
+               (unsigned long long)dropped, (unsigned long long)st->frames.dropped);
 
   st->samples = st->lost = st->throttled = st->unthrottled = st->filtered = 0;
   st->unwind_errors = st->unwind_ns = 0;
@@ -712,7 +422,7 @@ static const struct pp_plugin descriptor = {
     .match_exe = NULL,
     .match_maps = NULL,
     .options = options,
-    .option_count = NOPTIONS,
+    .option_count = sizeof(options) / sizeof(options[0]),
     .init = perf_init,
     .start = perf_start,
     .add_targets = perf_add_targets,

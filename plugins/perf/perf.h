@@ -1,19 +1,23 @@
 /*
  * polyprof perf plugin: shared declarations of its parts.
  *
+ *   perf.c       descriptor, options, vtable (init, start, tick, snapshot)
+ *   records.c    the rings' records: samples into stacks per mode,
+ *                MMAP2/COMM/FORK/EXIT into procs, lost/throttle counters
  *   events.c     perf_event_open per CPU, mmap ring buffers, time-ordered drain
+ *   events_task.c the same per thread of given pids (rootless mode)
  *   procs.c      processes, threads and their executable mappings (from
  *                /proc and COMM/MMAP2/FORK/EXIT records)
  *   dso.c        mapped objects: ELF facts, symbol tables, unwind tables,
- *                opened through /proc/PID/map_files or /proc/PID/root; LRU
- *                bounded by bytes
- *   symbolize.c  address -> frame (kernel, ELF, JIT perf map) and the
- *                session's frame table
+ *                opened through the kit's safe access to a process's files
+ *                (identity-checked); LRU bounded by bytes
+ *   symbolize.c  address -> frame id (kernel, ELF, JIT perf map and jitdump
+ *                read through the kit) and the session's frame table
  *   unwind.c     DWARF unwinding of user stack copies with libunwind
  *   debug_frame.c .debug_frame rewritten as the table libunwind's remote
  *                lookup reads (code built without .eh_frame)
- *   stacks.c     per-session stack aggregation, smart-mode choice, emit
- *   perf.c       descriptor, options, vtable, record dispatch
+ *   stacks.c     per-session stacks of frame ids, smart-mode choice, emit
+ *   idmap.h      the integer-keyed hash map of processes, threads, objects
  */
 #ifndef PERF_PLUGIN_H
 #define PERF_PLUGIN_H
@@ -25,11 +29,12 @@
 #include <sys/types.h>
 
 #include "idmap.h"
-#include "polyprof/plugin.h"
 #include "polyprof/kit/elf_symbols.h"
 #include "polyprof/kit/jitdump.h"
 #include "polyprof/kit/kallsyms.h"
+#include "polyprof/kit/log.h"
 #include "polyprof/kit/perfmap.h"
+#include "polyprof/plugin.h"
 
 #define PERF_MAX_FRAMES 256 /* frames kept per stack (kernel + user) */
 #define PERF_COMM_LEN 16
@@ -152,7 +157,8 @@ struct perf_dso {
   size_t bytes;                /* symtab + unwind data, counted against the budget */
   uint64_t lru;                /* clock of last use */
   char *build_id_hex;
-  bool logged; /* a failure was logged */
+  bool logged;      /* a failure was logged */
+  bool logged_open; /* a refused open was logged */
 };
 
 struct perf_dsos {
@@ -225,6 +231,7 @@ struct perf_proc {
   int64_t jit_size, jit_mtime;
   uint64_t jit_checked_tick;
   bool jit_missing;
+  bool jit_refused_logged;    /* the kit refused its perf map: said once */
   struct pp_jitdump *jitdump; /* used when there is no perf map */
   uint64_t jitdump_tick;      /* next tick it may be read */
   uint32_t ns_pid;
@@ -307,6 +314,12 @@ int perf_unwind_user(struct perf_state *st, struct perf_proc *p, const uint64_t 
                      unsigned nregs, const uint8_t *stack, uint64_t stack_len, uint64_t *ips,
                      int max);
 
+/* ---------------- records.c ---------------- */
+
+/* Reads every ring up to now and handles each record; trims the symbol
+ * tables to their budget. Called from tick() and snapshot(). */
+void perf_drain(struct perf_state *st);
+
 /* ---------------- stacks.c ---------------- */
 
 struct perf_stack {
@@ -370,7 +383,5 @@ struct perf_state {
   /* totals since start, for the log */
   uint64_t total_samples, total_lost;
 };
-
-#define PERF_LOG(st, lvl, ...) (st)->host->log((st)->host, (lvl), __VA_ARGS__)
 
 #endif

@@ -13,14 +13,18 @@
  * ("[vdso]" -> "(vdso)"); "[unknown]" when not even the object is known.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "perf.h"
 #include "polyprof/kit/demangle.h"
+#include "polyprof/kit/log.h"
 #include "polyprof/kit/proc.h"
+#include "polyprof/kit/target_files.h"
 
 #define KEY_KERNEL (1ull << 62)
 #define KEY_JIT (2ull << 62)
@@ -138,13 +142,13 @@ uint32_t perf_sym_kernel(struct perf_state *st, uint64_t addr) {
     int rc = pp_kallsyms_load(NULL, &st->kallsyms);
     st->kallsyms_state = rc < 0 ? rc : 1;
     if (rc == -EPERM)
-      PERF_LOG(st, PP_LOG_WARNING,
-               "kernel symbols are hidden (kernel.kptr_restrict, no CAP_SYSLOG): kernel frames "
-               "will read (kernel.kallsyms); run as root or set kernel.kptr_restrict=0");
+      PP_WARNING(st->host,
+                 "kernel symbols are hidden (kernel.kptr_restrict, no CAP_SYSLOG): kernel frames "
+                 "will read (kernel.kallsyms); run as root or set kernel.kptr_restrict=0");
     else if (rc < 0)
-      PERF_LOG(st, PP_LOG_WARNING, "cannot read /proc/kallsyms: %s", strerror(-rc));
+      PP_WARNING(st->host, "cannot read /proc/kallsyms: %s", strerror(-rc));
     else
-      PERF_LOG(st, PP_LOG_DEBUG, "kallsyms: %zu symbols, %zu KiB", pp_kallsyms_count(st->kallsyms),
+      PP_DEBUG(st->host, "kallsyms: %zu symbols, %zu KiB", pp_kallsyms_count(st->kallsyms),
                pp_kallsyms_bytes(st->kallsyms) / 1024);
   }
   uint64_t start = 0;
@@ -200,6 +204,40 @@ static const char *jitdump_lookup(struct perf_state *st, struct perf_proc *p, ui
   return rc > 0 ? pp_perfmap_lookup(pp_jitdump_map(p->jitdump), addr, start) : NULL;
 }
 
+/* /tmp/perf-<nspid>.map as the process sees it, through the kit: in its
+ * root, a regular file owned by its effective uid (the JIT writes it
+ * itself; perf makes the same owner check), so a link, FIFO, device or
+ * mount planted there is refused unopened and its JIT frames stay
+ * "(/tmp/perf-N.map)". A process already gone (its root with it) in the
+ * host's pid namespace: the host /tmp file, never through a link, checked
+ * to be a regular file before it is opened (the host's /tmp holds no mount
+ * a target could plant). */
+static int open_perfmap(struct perf_state *st, struct perf_proc *p, struct stat *sb) {
+  char path[64], why[256] = "";
+  snprintf(path, sizeof(path), "/tmp/perf-%u.map", p->ns_pid);
+  int fd = pp_target_open(p->pid, path, 0, NULL, sb, why, sizeof(why));
+  if (fd >= 0) return fd;
+  if (fd != -ESRCH || p->ns_pid != p->pid) {
+    if (fd != -ENOENT && !p->jit_refused_logged) {
+      p->jit_refused_logged = true;
+      PP_DEBUG(st->host, "pid %u: perf map not read, its JIT frames stay unknown: %s", p->pid,
+               why[0] ? why : strerror(-fd));
+    }
+    return fd;
+  }
+  int pfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (pfd < 0) return -errno;
+  fd = -EINVAL;
+  if (fstat(pfd, sb) == 0 && S_ISREG(sb->st_mode)) {
+    char self[48];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
+    fd = open(self, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) fd = -errno;
+  }
+  close(pfd);
+  return fd;
+}
+
 static const char *jit_lookup(struct perf_state *st, struct perf_proc *p, uint64_t addr,
                               uint64_t *start) {
   const char *name = p->jit ? pp_perfmap_lookup(p->jit, addr, start) : NULL;
@@ -213,26 +251,27 @@ static const char *jit_lookup(struct perf_state *st, struct perf_proc *p, uint64
     return jitdump_lookup(st, p, addr, start);
   p->jit_checked_tick = st->tick ? st->tick : 1;
   if (!p->ns_pid && pp_proc_ns_pid(p->pid, &p->ns_pid) < 0) p->ns_pid = p->pid;
-  char path[128];
-  snprintf(path, sizeof(path), "/proc/%u/root/tmp/perf-%u.map", p->pid, p->ns_pid);
   struct stat sb;
-  if (stat(path, &sb) < 0) {
-    /* the process may be gone already: the host /tmp, if it lives there */
-    snprintf(path, sizeof(path), "/tmp/perf-%u.map", p->ns_pid);
-    if (p->ns_pid != p->pid || stat(path, &sb) < 0) {
-      p->jit_missing = true;
-      return jitdump_lookup(st, p, addr, start);
-    }
+  int fd = open_perfmap(st, p, &sb);
+  if (fd < 0) {
+    p->jit_missing = true;
+    return jitdump_lookup(st, p, addr, start);
   }
   if (pp_proc_file_predates(p->pid, &sb)) {
     /* left by an earlier process with this pid: not this one's code */
+    close(fd);
     p->jit_missing = true;
     return jitdump_lookup(st, p, addr, start);
   }
   p->jit_missing = false;
-  if (p->jit && sb.st_size == p->jit_size && sb.st_mtime == p->jit_mtime) return NULL;
+  if (p->jit && sb.st_size == p->jit_size && sb.st_mtime == p->jit_mtime) {
+    close(fd);
+    return NULL;
+  }
   struct pp_perfmap *m = NULL;
-  if (pp_perfmap_load(path, st->perfmap_max_bytes, 0, &m) < 0) return NULL;
+  int rc = pp_perfmap_load_fd(fd, st->perfmap_max_bytes, 0, &m);
+  close(fd);
+  if (rc < 0) return NULL;
   pp_perfmap_free(p->jit);
   p->jit = m;
   p->jit_size = sb.st_size;
@@ -301,7 +340,7 @@ uint32_t perf_sym_user(struct perf_state *st, struct perf_proc *p, uint64_t addr
   if (rc < 0 || !dso->symtab || map_bias(st, p, m) < 0) {
     if (!dso->logged) {
       dso->logged = true;
-      PERF_LOG(st, PP_LOG_DEBUG, "no symbols for %s (pid %u): %s", dso->path, p->pid,
+      PP_DEBUG(st->host, "no symbols for %s (pid %u): %s", dso->path, p->pid,
                rc < 0         ? strerror(-rc)
                : !dso->symtab ? "no symbol table"
                               : "no segment for the mapping");

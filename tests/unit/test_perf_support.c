@@ -162,6 +162,19 @@ static void test_perfmap(void) {
   CHECK_EQ_INT(pp_perfmap_count(m), 1);
   pp_perfmap_free(m);
   CHECK(pp_perfmap_load("/nonexistent/perf-1.map", 0, 0, &m) < 0);
+  /* from a descriptor the caller opened (through the kit) */
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  CHECK(fd >= 0);
+  CHECK_EQ_INT(pp_perfmap_load_fd(fd, 0, 0, &m), 0);
+  CHECK_EQ_INT(pp_perfmap_count(m), 3);
+  pp_perfmap_free(m);
+  CHECK_EQ_INT(pp_perfmap_load_fd(fd, 16, 0, &m), 0); /* from the start again */
+  CHECK_EQ_INT(pp_perfmap_count(m), 1);
+  pp_perfmap_free(m);
+  close(fd);
+  fd = open(tmpdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  CHECK_EQ_INT(pp_perfmap_load_fd(fd, 0, 0, &m), -EINVAL);
+  close(fd);
 }
 
 static void test_demangle(void) {
@@ -267,6 +280,26 @@ static void test_elf(void) {
   other.build_id[0] ^= 0xff;
   snprintf(other.debuglink, sizeof(other.debuglink), "prog.debug");
   CHECK_EQ_INT(pp_elf_find_debug_file(dbg, "/usr/bin/prog", &other, found, sizeof(found)), -ENOENT);
+
+  /* the same search through a process's root (ours): the debuglink next to
+   * the object, only with the object's build-id, never a name with '/' */
+  char obj[700];
+  snprintf(obj, sizeof(obj), "%s/root/usr/bin/prog", tmpdir);
+  struct pp_elf_info same = info;
+  snprintf(same.debuglink, sizeof(same.debuglink), "prog.debug");
+  int dfd = pp_elf_open_debug_file((uint32_t)getpid(), obj, &same);
+  CHECK(dfd >= 0);
+  if (dfd >= 0) close(dfd);
+  CHECK_EQ_INT(pp_elf_open_debug_file((uint32_t)getpid(), obj, &other), -ENOENT);
+  struct pp_elf_info slash = same;
+  snprintf(slash.debuglink, sizeof(slash.debuglink), "../.debug/prog.debug");
+  CHECK_EQ_INT(pp_elf_open_debug_file((uint32_t)getpid(), obj, &slash), -ENOENT);
+  /* a FIFO at the candidate is passed over, never opened (no blocking) */
+  snprintf(cmd, sizeof(cmd),
+           "rm %s/root/usr/bin/.debug/prog.debug && mkfifo %s/root/usr/bin/.debug/prog.debug",
+           tmpdir, tmpdir);
+  CHECK_EQ_INT(system(cmd), 0);
+  CHECK_EQ_INT(pp_elf_open_debug_file((uint32_t)getpid(), obj, &same), -ENOENT);
   pp_elf_symtab_free(t);
 }
 
