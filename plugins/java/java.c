@@ -84,9 +84,11 @@ static int java_init(const struct pp_host *host, void **out) {
   st->agent_path_opt = pp_opt_string(host, PP_OPTIONS(options), "agent_path");
   static const struct pp_target_ops ops = {.attach = java_jvm_attach, .release = java_jvm_release};
   /* exit and exec of an armed JVM are noticed within a second, not only at
-   * the snapshot; a JVM whose attach listener is late gets ~a minute of
-   * retries with backoff */
-  const struct pp_target_table_config cfg = {.liveness_ns = 1000000000ull};
+   * the snapshot; a JVM still starting up gets ~a minute of retries with
+   * backoff, the first at the next tick (which is also when a JVM put off
+   * by our one-attach-per-tick pacing is looked at again) */
+  const struct pp_target_table_config cfg = {.liveness_ns = 1000000000ull,
+                                             .retry_first_ns = 200000000ull};
   st->targets = pp_target_table_new(host, &ops, st, &cfg);
   if (!st->targets) {
     free(st);

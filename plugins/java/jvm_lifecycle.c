@@ -33,6 +33,9 @@ struct java_jvm {
 };
 
 #define MAX_DUMP_FAILURES 3
+/* A process this old without a Signal Dispatcher thread is not a JVM
+ * starting up: skipped instead of retried. */
+#define STARTUP_MS 30000.0
 
 static unsigned watchdog_s(const struct java_state *st) {
   return st->duration_s * 3 + 60;
@@ -115,7 +118,8 @@ int java_jvm_attach(void *plugin, struct pp_target_entry *t) {
   int sock = java_socket_exists(t->pid, j->ti.nspid);
   const char *refusal = java_target_refusal(&j->ti, sock);
   if (refusal) {
-    if (!j->ti.signal_dispatcher && !j->ti.xrs && !j->ti.openj9 && !j->ti.attach_disabled) {
+    if (!j->ti.signal_dispatcher && !j->ti.xrs && !j->ti.openj9 && !j->ti.attach_disabled &&
+        java_target_age_ms(t->start_time) < STARTUP_MS) {
       /* a JVM still starting gets its Signal Dispatcher soon: look again */
       snprintf(t->reason, sizeof(t->reason), "%s", refusal);
       if (t->attempts == 1) PP_INFO(st->host, "pid %u: profiling skipped: %s", t->pid, refusal);
