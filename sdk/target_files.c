@@ -117,42 +117,48 @@ static int resolve_in_root(int rootfd, const char *path) {
 }
 
 /* The walk for kernels without openat2: no link may be followed, which is
- * stricter (a link in a container's /usr/lib is refused), never looser. */
-static int walk_in_root(int rootfd, const char *path, bool dir) {
-  if (!dir) {
-    int fd = pp_open_beneath(rootfd, path);
-    if (fd < 0) return fd;
-    /* turn it back into an O_PATH handle: the caller reopens after checks */
-    char self[48];
-    snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-    int pfd = open(self, O_PATH | O_CLOEXEC);
-    int rc = pfd < 0 ? -errno : pfd;
-    close(fd);
-    return rc;
-  }
+ * stricter (a link in a container's /usr/lib is refused), never looser.
+ * Every directory is opened O_PATH | O_NOFOLLOW | O_DIRECTORY; the last
+ * component O_PATH | O_NOFOLLOW, whatever it is (the caller checks its
+ * kind: a socket, a directory or a regular file), except a link. */
+static int walk_in_root(int rootfd, const char *path) {
   int cur = rootfd;
   const char *p = path;
-  while (*p) {
+  for (;;) {
     while (*p == '/')
       p++;
-    if (!*p) break;
+    if (!*p) return cur == rootfd ? fcntl(rootfd, F_DUPFD_CLOEXEC, 0) : cur;
     size_t n = strcspn(p, "/");
+    const char *rest = p + n;
+    while (*rest == '/')
+      rest++;
+    bool last = !*rest;
     char comp[NAME_MAX + 1];
-    if (n > NAME_MAX) return -ENAMETOOLONG;
-    memcpy(comp, p, n);
-    comp[n] = '\0';
-    if (!strcmp(comp, ".") || !strcmp(comp, "..")) {
-      if (cur != rootfd) close(cur);
-      return -EACCES;
+    int rc = 0;
+    if (n > NAME_MAX)
+      rc = -ENAMETOOLONG;
+    else if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+      rc = -EACCES;
+    int fd = -1;
+    if (rc == 0) {
+      memcpy(comp, p, n);
+      comp[n] = '\0';
+      fd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC | (last ? 0 : O_DIRECTORY));
+      if (fd < 0) rc = -errno;
     }
-    int fd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC);
-    int e = errno;
     if (cur != rootfd) close(cur);
-    if (fd < 0) return -e;
+    if (rc < 0) return rc;
+    if (last) {
+      struct stat st;
+      if (fstat(fd, &st) == 0 && S_ISLNK(st.st_mode)) {
+        close(fd);
+        return -ELOOP;
+      }
+      return fd;
+    }
     cur = fd;
-    p += n;
+    p = rest;
   }
-  return cur == rootfd ? fcntl(rootfd, F_DUPFD_CLOEXEC, 0) : cur;
 }
 
 static int open_root(uint32_t pid) {
@@ -165,13 +171,13 @@ static int open_root(uint32_t pid) {
 }
 
 /* O_PATH handle of path in pid's root, or -errno */
-static int lookup(uint32_t pid, const char *path, bool dir) {
+static int lookup(uint32_t pid, const char *path) {
   if (!path || path[0] != '/') return -EINVAL;
   if (strlen(path) >= PATH_MAX) return -ENAMETOOLONG;
   int rootfd = open_root(pid);
   if (rootfd < 0) return rootfd;
   int fd = resolve_in_root(rootfd, path);
-  if (fd == -ENOSYS) fd = walk_in_root(rootfd, path, dir);
+  if (fd == -ENOSYS) fd = walk_in_root(rootfd, path);
   close(rootfd);
   return fd;
 }
@@ -200,7 +206,8 @@ static const char *kind_name(mode_t m) {
          : S_ISSOCK(m) ? "a socket"
          : S_ISDIR(m)  ? "a directory"
          : S_ISLNK(m)  ? "a symbolic link"
-                       : "not a regular file";
+         : S_ISREG(m)  ? "a regular file"
+                       : "of an unknown kind";
 }
 
 /* Checks an O_PATH handle against what the caller expects; 0 or -errno */
@@ -258,7 +265,7 @@ static int reopen(int pfd, bool dir) {
 int pp_target_open(uint32_t pid, const char *path, unsigned flags, const struct pp_file_id *id,
                    struct stat *st, char *reason, size_t cap) {
   bool dir = flags & PP_TF_DIR;
-  int pfd = lookup(pid, path, dir);
+  int pfd = lookup(pid, path);
   if (pfd < 0) {
     if (pfd == -ELOOP || pfd == -EXDEV || pfd == -EACCES || pfd == -ENOTDIR)
       say(reason, cap, "%.200s leaves the process's root or crosses a link: %s", path ? path : "",
@@ -314,7 +321,7 @@ int pp_target_open_mapped(uint32_t pid, const char *path, const struct pp_file_i
 }
 
 int pp_target_socket(uint32_t pid, const char *path, char *reason, size_t cap) {
-  int pfd = lookup(pid, path, false);
+  int pfd = lookup(pid, path);
   if (pfd < 0) {
     say(reason, cap, "cannot find %.200s in the process's root: %s", path ? path : "",
         strerror(-pfd));
@@ -349,12 +356,19 @@ int pp_target_connect_unix(uint32_t pid, const char *path, char *reason, size_t 
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", pfd);
   int rc = 0;
-  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  /* non-blocking: a target whose listen backlog is full (or that never
+   * accepts) answers EAGAIN at once instead of holding the caller */
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (s < 0 || connect(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
     rc = -errno;
-    say(reason, cap, "cannot connect to %.200s: %s", path, strerror(-rc));
+    if (rc == -EAGAIN)
+      say(reason, cap, "%.200s: the process accepts no connection now (listen queue full)", path);
+    else
+      say(reason, cap, "cannot connect to %.200s: %s", path, strerror(-rc));
     if (s >= 0) close(s);
     s = -1;
+  } else {
+    fcntl(s, F_SETFL, fcntl(s, F_GETFL) & ~O_NONBLOCK); /* the caller's own I/O blocks as usual */
   }
   close(pfd);
   return rc < 0 ? rc : s;

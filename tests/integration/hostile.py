@@ -14,6 +14,7 @@ anyone is seen (an O_PATH lookup, which reads nothing, is not an open). A
 test plants with plant(), profiles, then asserts with Watch.opened() that
 nothing was opened and with the profile that the target's status names why.
 """
+import atexit
 import ctypes
 import os
 import struct
@@ -34,18 +35,35 @@ def device():
     agent's opens and no other process's. Returns its path."""
     d = tempfile.mkdtemp(prefix="pp-dev-")
     os.chmod(d, 0o755)
+    _made.append(d)
     path = os.path.join(d, "zero")
     os.mknod(path, 0o666 | 0o020000, os.makedev(1, 5))
     return path
 
 
+_made = []
+
+
 def canary():
-    """A root-only host file with unique content; returns its path."""
-    fd, path = tempfile.mkstemp(prefix="pp-canary-", dir="/root" if os.access("/root", os.W_OK) else None)
-    os.write(fd, b"canary: the agent must never open this file\n")
-    os.close(fd)
+    """A root-only host file (0600) with unique content, in a directory any
+    user can traverse, so that an unprivileged target can name it for a
+    link or a bind mount without being able to read it; returns its path."""
+    d = tempfile.mkdtemp(prefix="pp-canary-")
+    os.chmod(d, 0o755)
+    _made.append(d)
+    path = os.path.join(d, "canary")
+    with open(path, "wb") as f:
+        f.write(b"canary: the agent must never open this file\n")
     os.chmod(path, 0o600)
     return path
+
+
+def cleanup():
+    """Removes what canary() and device() made (call it when done)."""
+    import shutil
+    for d in _made:
+        shutil.rmtree(d, ignore_errors=True)
+    del _made[:]
 
 
 class Watch:
@@ -119,3 +137,6 @@ def fifo_has_reader(path):
         return False
     os.close(fd)
     return True
+
+
+atexit.register(cleanup)

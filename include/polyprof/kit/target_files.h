@@ -73,7 +73,9 @@ int pp_target_open_mapped(uint32_t pid, const char *path, const struct pp_file_i
 
 /* Connects a new unix stream socket to the socket at `path` in the target's
  * root, which must be a socket owned by the target's effective uid (the
- * check the runtimes' own tools make). Returns the connected fd or -errno. */
+ * check the runtimes' own tools make). The connect does not block: a
+ * process that accepts nothing now (listen queue full) gives -EAGAIN. The
+ * returned socket is blocking. Returns the connected fd or -errno. */
 int pp_target_connect_unix(uint32_t pid, const char *path, char *reason, size_t cap);
 
 /* The same checks as pp_target_connect_unix, without connecting: an O_PATH
