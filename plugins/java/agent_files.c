@@ -101,16 +101,6 @@ static uint64_t mount_of(int fd) {
   return fstat(fd, &st) == 0 ? (uint64_t)st.st_dev | (1ull << 63) : 0;
 }
 
-static const char *kind_name(mode_t m) {
-  return S_ISLNK(m)    ? "a symbolic link"
-         : S_ISFIFO(m) ? "a FIFO"
-         : S_ISCHR(m)  ? "a character device"
-         : S_ISBLK(m)  ? "a block device"
-         : S_ISSOCK(m) ? "a socket"
-         : S_ISDIR(m)  ? "a directory"
-                       : "a regular file";
-}
-
 /* A root-owned entry of `dir` on dir's own mount, checked through an
  * O_PATH handle (which opens nothing) and only then opened with `flags`:
  * the fd, or -errno with why. */
@@ -128,8 +118,8 @@ static int open_ours(int dir, const char *at, const char *name, int want_dir, in
     rc = -errno;
     snprintf(why, cap, "cannot stat %s/%s in the JVM's root: %s", at, name, strerror(-rc));
   } else if (want_dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
-    snprintf(why, cap, "%s/%s in the JVM's root is %s, not our %s", at, name, kind_name(st.st_mode),
-             want_dir ? "directory" : "library");
+    snprintf(why, cap, "%s/%s in the JVM's root is %s, not our %s", at, name,
+             java_file_kind(st.st_mode), want_dir ? "directory" : "library");
     rc = -EINVAL;
   } else if (st.st_uid != 0 || (st.st_mode & 022)) {
     snprintf(why, cap, "%s/%s in the JVM's root is not root's alone (uid %u, mode %o)", at, name,

@@ -140,16 +140,6 @@ static int connect_socket(const struct java_target_info *ti, char *why, size_t c
   return rc;
 }
 
-static const char *kind_of_mode(mode_t m) {
-  return S_ISLNK(m)    ? "a symbolic link"
-         : S_ISFIFO(m) ? "a FIFO"
-         : S_ISCHR(m)  ? "a character device"
-         : S_ISBLK(m)  ? "a block device"
-         : S_ISSOCK(m) ? "a socket"
-         : S_ISDIR(m)  ? "a directory"
-                       : "a regular file";
-}
-
 /* Creates the trigger file in the JVM's /tmp as the JVM's user: 1 if we
  * created it, 0 if a usable one (the JVM's regular file) was there, or -1
  * with why. */
@@ -174,7 +164,7 @@ static int make_trigger(const struct java_target_info *ti, int tmp, const char *
   }
   if (!S_ISREG(st.st_mode)) {
     snprintf(why, cap, "/tmp/%s in the JVM's root is %s, not a trigger file", name,
-             kind_of_mode(st.st_mode));
+             java_file_kind(st.st_mode));
     return -1;
   }
   if (st.st_uid != ti->uid) {

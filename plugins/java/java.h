@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "polyprof/kit.h"
@@ -75,6 +76,9 @@ double java_target_age_ms(uint64_t start_time);
 /* The JVM's /tmp (a directory, resolved inside its root), or -errno with
  * a reason. */
 int java_open_target_tmp(uint32_t pid, char *reason, size_t cap);
+/* "a FIFO", "a symbolic link"...: what was found where a file of ours
+ * should be, for a status. */
+const char *java_file_kind(mode_t mode);
 
 /* ---- attach.c ---- */
 struct java_attach_reply {

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -109,6 +110,16 @@ const char *java_target_refusal(const struct java_target_info *ti, int socket_ex
   if (ti->xrs) return "JVM runs with -Xrs and has no attach socket: it cannot be signalled safely";
   if (!ti->signal_dispatcher) return "no Signal Dispatcher thread (not a running HotSpot JVM yet)";
   return NULL;
+}
+
+const char *java_file_kind(mode_t mode) {
+  return S_ISLNK(mode)    ? "a symbolic link"
+         : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISCHR(mode)  ? "a character device"
+         : S_ISBLK(mode)  ? "a block device"
+         : S_ISSOCK(mode) ? "a socket"
+         : S_ISDIR(mode)  ? "a directory"
+                          : "a regular file";
 }
 
 int java_open_target_tmp(uint32_t pid, char *reason, size_t cap) {
