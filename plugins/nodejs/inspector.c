@@ -32,7 +32,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cpuprofile.h"
 #include "nodejs.h"
 
 #define MS 1000000ull
@@ -102,11 +101,9 @@ static void fail_target(struct nodejs_state *st, struct nodejs_target *t, int le
     t->state = T_GONE;
     return;
   }
-  if (!t->logged) NODEJS_LOG(st, level, "pid %u: %s", t->pid, t->reason);
-  t->logged = 1;
+  PP_LOG(st->host, t->quiet ? PP_LOG_DEBUG : level, "pid %u: %s", t->pid, t->reason);
   st->attach_failures++;
-  t->state = T_FAILED;
-  t->retry_at_ns = nodejs_now_ns() + (uint64_t)st->retry_s * 1000 * MS;
+  t->state = T_FAILED; /* retried after retry_s (settle() in nodejs_targets.c) */
 }
 
 /* Sends SIGUSR1 only to the process identified by pid + start time, through
@@ -209,8 +206,8 @@ static int start_profiler(struct nodejs_state *st, struct nodejs_target *t, uint
     char e2[200] = "";
     if (nodejs_cdp_call(&t->cdp, "NodeRuntime.notifyWhenWaitingForDisconnect", on, NULL, e2,
                         sizeof(e2), deadline) < 0) {
-      NODEJS_LOG(st, PP_LOG_DEBUG, "pid %u: no exit notification (%s): it exits at detach", t->pid,
-                 e2[0] ? e2 : "no reply");
+      PP_LOG(st->host, PP_LOG_DEBUG, "pid %u: no exit notification (%s): it exits at detach",
+             t->pid, e2[0] ? e2 : "no reply");
     } else if (!t->cdp.exit_pending) {
       /* A program that finished before the request was handled was not
        * told to anyone and now waits for us with no event coming. Its JS
@@ -236,8 +233,8 @@ static int start_profiler(struct nodejs_state *st, struct nodejs_target *t, uint
 static void drain_until_closed(struct nodejs_ws *ws, uint64_t ms) {
   const char *m;
   size_t l;
-  uint64_t until = nodejs_now_ns() + ms * MS;
-  while (nodejs_now_ns() < until && nodejs_ws_recv(ws, &m, &l, nodejs_now_ns() + 500 * MS) == 0) {
+  uint64_t until = pp_clock_ns() + ms * MS;
+  while (pp_clock_ns() < until && nodejs_ws_recv(ws, &m, &l, pp_clock_ns() + 500 * MS) == 0) {
   }
 }
 
@@ -280,7 +277,7 @@ static int move_off_default_port(struct nodejs_state *st, struct nodejs_target *
   t->npre = nb > 0 ? nb : 0;
   if (t->npre) memcpy(t->pre, before, (size_t)t->npre * sizeof(before[0]));
   t->state = T_WAIT;
-  t->deadline_ns = nodejs_now_ns() + (uint64_t)st->attach_timeout_s * 1000 * MS;
+  t->deadline_ns = pp_clock_ns() + (uint64_t)st->attach_timeout_s * 1000 * MS;
   return 0;
 }
 
@@ -288,7 +285,7 @@ static int move_off_default_port(struct nodejs_state *st, struct nodejs_target *
  * work too (profiler or perf map). */
 static int connect_port(struct nodejs_state *st, struct nodejs_target *t, uint16_t port,
                         const char *wspath, int work) {
-  uint64_t deadline = nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS;
+  uint64_t deadline = pp_clock_ns() + (uint64_t)st->command_timeout_ms * MS;
   uint64_t max_msg = (uint64_t)st->max_profile_mb << 20;
   t->cdp.exit_pending = 0;
   int rc = nodejs_ws_open(&t->cdp.ws, t->pid, port, wspath, max_msg, deadline);
@@ -305,9 +302,9 @@ static int connect_port(struct nodejs_state *st, struct nodejs_target *t, uint16
      * (see other_sessions) */
     int others = other_sessions(t);
     if (others != 0) {
-      NODEJS_LOG(st, PP_LOG_INFO,
-                 "pid %u: inspector left on port 9229: %s other inspector session(s)", t->pid,
-                 others > 0 ? "there are" : "cannot rule out");
+      PP_LOG(st->host, PP_LOG_INFO,
+             "pid %u: inspector left on port 9229: %s other inspector session(s)", t->pid,
+             others > 0 ? "there are" : "cannot rule out");
       t->moved = 1;
     } else {
       if (move_off_default_port(st, t, deadline) == 0) return 0; /* reconnects later */
@@ -320,11 +317,18 @@ static int connect_port(struct nodejs_state *st, struct nodejs_target *t, uint16
     }
   }
   if (rc == 0 && work && st->mode == NODEJS_INSPECTOR) {
-    rc = start_profiler(st, t, nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS);
+    rc = start_profiler(st, t, pp_clock_ns() + (uint64_t)st->command_timeout_ms * MS);
     if (rc == 0) t->state = T_LIVE;
   } else if (rc == 0 && work && st->mode == NODEJS_ATTACH_MAPS) {
-    rc = nodejs_perfmap_start(st, t, nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS);
+    rc = nodejs_perfmap_start(st, t, pp_clock_ns() + (uint64_t)st->command_timeout_ms * MS);
     if (rc == 0) t->state = T_MAPS;
+  }
+  if (rc < 0 && rc != -ESRCH && work && t->cdp.ws.fd >= 0) {
+    /* ours, but the mode's work could not start: close the inspector if we
+     * opened it rather than leave it listening until a retry */
+    t->start_failed = 1;
+    nodejs_close_session(st, t, pp_clock_ns() + (uint64_t)st->command_timeout_ms * MS);
+    return rc;
   }
   if (rc < 0) {
     /* a foreign inspector (rc -ESRCH) must not be closed by us */
@@ -332,10 +336,9 @@ static int connect_port(struct nodejs_state *st, struct nodejs_target *t, uint16
     return rc;
   }
   if (work) {
-    NODEJS_LOG(st, PP_LOG_INFO, "pid %u: Node.js %s, inspector on port %u%s, %s", t->pid,
-               t->version, port, opened ? " (opened by us)" : " (already open)",
-               st->mode == NODEJS_INSPECTOR ? "profiling" : "perf map enabled");
-    t->logged = 0;
+    PP_LOG(st->host, PP_LOG_INFO, "pid %u: Node.js %s, inspector on port %u%s, %s", t->pid,
+           t->version, port, opened ? " (opened by us)" : " (already open)",
+           st->mode == NODEJS_INSPECTOR ? "profiling" : "perf map enabled");
     t->reason[0] = '\0';
   }
   return 0;
@@ -354,7 +357,7 @@ static int try_listeners(struct nodejs_state *st, struct nodejs_target *t,
   for (int i = 0; i < n; i++) {
     if (only_new && listener_known(t, l[i].inode)) continue;
     char path[160];
-    uint64_t deadline = nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS;
+    uint64_t deadline = pp_clock_ns() + (uint64_t)st->command_timeout_ms * MS;
     if (probe_inspector(st, t, l[i].port, path, sizeof(path), deadline) != 0) continue;
     rc = connect_port(st, t, l[i].port, path, work);
     if (rc == 0 || rc != -ESRCH) return rc;
@@ -362,74 +365,86 @@ static int try_listeners(struct nodejs_state *st, struct nodejs_target *t,
   return rc;
 }
 
-static void begin_attach(struct nodejs_state *st, struct nodejs_target *t) {
-  char nsp[64];
-  struct stat ns;
-  snprintf(nsp, sizeof(nsp), "/proc/%u/ns/net", t->pid);
-  t->netns = stat(nsp, &ns) == 0 ? (uint64_t)ns.st_ino : 0;
-  /* one SIGUSR1 attach at a time per network namespace: two inspectors
-   * starting together would race for port 9229 */
-  for (size_t i = 0; i < st->n; i++) {
-    const struct nodejs_target *o = &st->t[i];
-    if (o != t && o->state == T_WAIT && o->netns == t->netns) return; /* next tick */
+/* One SIGUSR1 attach at a time per network namespace: two inspectors
+ * starting together would race for port 9229. */
+static int netns_busy(struct nodejs_state *st, const struct nodejs_target *t) {
+  struct pp_target_entry *oe;
+  PP_TARGETS_FOREACH(st->tt, oe, PP_TARGET_ATTACHED) {
+    const struct nodejs_target *o = oe->data;
+    if (o && o != t && o->state == T_WAIT && o->netns == t->netns) return 1;
   }
-  struct nodejs_facts f;
-  char why[256];
-  int rc = nodejs_identify(t->pid, &f, why, sizeof(why));
-  if (rc == -ESRCH || !nodejs_alive(st, t)) {
-    t->state = T_GONE;
-    return;
-  }
-  if (rc == -EAGAIN && ++t->early_tries < 30) {
-    t->state = T_FAILED; /* quietly: probably still starting */
-    t->retry_at_ns = nodejs_now_ns() + 1000 * MS;
-    return;
-  }
-  if (rc < 0) {
-    NODEJS_LOG(st, PP_LOG_INFO, "pid %u: not profiled: %s", t->pid, why);
-    snprintf(t->reason, sizeof(t->reason), "%s", why);
-    t->state = T_IGNORED;
-    return;
-  }
-  t->perf_prof = f.perf_prof;
-  if (st->mode == NODEJS_PERF) {
-    if (!f.perf_prof)
-      NODEJS_LOG(st, PP_LOG_INFO,
-                 "pid %u: started without --perf-basic-prof/--perf-prof: perf cannot name its "
-                 "JS frames",
-                 t->pid);
-    t->state = T_IGNORED; /* perf mode only reads what the runtime writes */
-    return;
-  }
-  if (st->host->proc_ns_pid(st->host, t->pid, &t->ns_pid) < 0) t->ns_pid = t->pid;
+  return 0;
+}
+
+/* Joins an open inspector, or opens one with SIGUSR1. 0 (T_WAIT, T_LIVE or
+ * T_MAPS), or negative with the target failed (T_FAILED or T_GONE). */
+static int open_inspector(struct nodejs_state *st, struct nodejs_target *t) {
   t->we_opened = marker_exists(st, t);
   int n = nodejs_listeners(t->pid, t->pre, NODEJS_MAX_PRE);
   t->npre = n > 0 ? n : 0;
   /* Open already: ours from a previous worker, or the user's (--inspect). Only
    * then are existing sockets probed, so the app's own servers see no
    * stray requests otherwise. */
-  if ((f.inspect_flag || t->we_opened) && t->npre &&
+  if ((t->inspect_flag || t->we_opened) && t->npre &&
       try_listeners(st, t, t->pre, t->npre, 0, 1) == 0)
-    return;
-  if (f.inspect_flag && !t->we_opened) {
-    fail_target(st, t, PP_LOG_WARNING, "started with --inspect but no inspector answered: %s",
-                t->reason[0] ? t->reason : "no listening socket");
-    return;
+    return 0;
+  if (t->inspect_flag && !t->we_opened) {
+    char why[200];
+    snprintf(why, sizeof(why), "%.199s", t->reason[0] ? t->reason : "no listening socket");
+    fail_target(st, t, PP_LOG_WARNING, "started with --inspect but no inspector answered: %s", why);
+    return t->state == T_GONE ? -ESRCH : -ECONNREFUSED;
   }
   marker_set(st, t, 1); /* before the signal: a crash right after still knows */
-  rc = signal_node(st, t);
+  int rc = signal_node(st, t);
   if (rc < 0) {
     marker_set(st, t, 0);
     if (rc == -ESRCH) {
       t->state = T_GONE;
-      return;
+      return rc;
     }
     fail_target(st, t, PP_LOG_WARNING, "cannot send SIGUSR1: %s", strerror(-rc));
-    return;
+    return t->state == T_GONE ? -ESRCH : rc;
   }
   t->we_opened = 1;
   t->state = T_WAIT;
-  t->deadline_ns = nodejs_now_ns() + (uint64_t)st->attach_timeout_s * 1000 * MS;
+  t->deadline_ns = pp_clock_ns() + (uint64_t)st->attach_timeout_s * 1000 * MS;
+  return 0;
+}
+
+int nodejs_begin_attach(struct nodejs_state *st, struct pp_target_entry *e,
+                        struct nodejs_target *t) {
+  struct nodejs_facts f;
+  char why[256] = "";
+  int rc = nodejs_identify(t->pid, &f, why, sizeof(why));
+  if (rc == -ESRCH || !nodejs_alive(st, t)) return -ESRCH;
+  if (rc == -EAGAIN && e->attempts < NODEJS_ATTACH_ATTEMPTS)
+    return -EAGAIN; /* quietly: probably still starting */
+  if (rc < 0) {
+    PP_INFO(st->host, "pid %u: not profiled: %s", t->pid, why);
+    snprintf(e->reason, sizeof(e->reason), "%.*s", (int)sizeof(e->reason) - 1, why);
+    /* perf mode only reads what the runtime writes: nothing to report */
+    return st->mode == NODEJS_PERF ? PP_ATTACH_IGNORE : PP_ATTACH_SKIP;
+  }
+  t->perf_prof = f.perf_prof;
+  t->inspect_flag = f.inspect_flag;
+  if (st->mode == NODEJS_PERF) {
+    if (!f.perf_prof)
+      PP_INFO(st->host,
+              "pid %u: started without --perf-basic-prof/--perf-prof: perf cannot name its "
+              "JS frames",
+              t->pid);
+    return PP_ATTACH_IGNORE;
+  }
+  if (st->host->proc_ns_pid(st->host, t->pid, &t->ns_pid) < 0) t->ns_pid = t->pid;
+  char nsp[64];
+  struct stat ns;
+  snprintf(nsp, sizeof(nsp), "/proc/%u/ns/net", t->pid);
+  t->netns = stat(nsp, &ns) == 0 ? (uint64_t)ns.st_ino : 0;
+  if (netns_busy(st, t)) {
+    t->state = T_QUEUED; /* a tick opens it when the namespace is free */
+    return 0;
+  }
+  return open_inspector(st, t);
 }
 
 static void poll_listen(struct nodejs_state *st, struct nodejs_target *t) {
@@ -439,8 +454,15 @@ static void poll_listen(struct nodejs_state *st, struct nodejs_target *t) {
     t->state = T_GONE;
     return;
   }
+  t->start_failed = 0;
   if (n > 0 && try_listeners(st, t, now, n, 1, 1) == 0) return;
-  if (nodejs_now_ns() < t->deadline_ns) return;
+  if (t->start_failed) {
+    char why[sizeof(t->reason)];
+    memcpy(why, t->reason, sizeof(why));
+    fail_target(st, t, PP_LOG_WARNING, "%s", why);
+    return;
+  }
+  if (pp_clock_ns() < t->deadline_ns) return;
   /* No new socket: the app (or another client's SIGUSR1) had opened the
    * inspector earlier, which SIGUSR1 leaves alone. Then it is not ours, and
    * must be marked so before connecting: we never close it. */
@@ -472,7 +494,7 @@ int nodejs_open_sync(struct nodejs_state *st, struct nodejs_target *t, uint64_t 
     return rc;
   }
   t->we_opened = 1;
-  while (nodejs_now_ns() < deadline) {
+  while (pp_clock_ns() < deadline) {
     struct nodejs_listener now[NODEJS_MAX_PRE];
     n = nodejs_listeners(t->pid, now, NODEJS_MAX_PRE);
     if (n < 0) return n;
@@ -498,9 +520,9 @@ void nodejs_close_session(struct nodejs_state *st, struct nodejs_target *t, uint
     /* Closing now would hold the target's main thread until every other
      * client answers (see other_sessions). Leave it open; the marker stays,
      * so a later detach closes it once we are alone. */
-    NODEJS_LOG(st, PP_LOG_INFO,
-               "pid %u: inspector left open: %s other inspector session(s) connected", t->pid,
-               others > 0 ? "there are" : "cannot rule out");
+    PP_LOG(st->host, PP_LOG_INFO,
+           "pid %u: inspector left open: %s other inspector session(s) connected", t->pid,
+           others > 0 ? "there are" : "cannot rule out");
   } else if (t->cdp.ws.fd >= 0 && t->we_opened) {
     json_t *v = NULL;
     int rc = nodejs_cdp_evaluate(&t->cdp, "process._debugEnd()", &v, NULL, 0, deadline);
@@ -508,13 +530,13 @@ void nodejs_close_session(struct nodejs_state *st, struct nodejs_target *t, uint
     if (rc == 0 || rc == -ECONNRESET) {
       const char *m;
       size_t l;
-      while (nodejs_ws_recv(&t->cdp.ws, &m, &l, nodejs_now_ns() + 500 * MS) == 0) {
+      while (nodejs_ws_recv(&t->cdp.ws, &m, &l, pp_clock_ns() + 500 * MS) == 0) {
       }
       marker_set(st, t, 0);
       t->we_opened = 0;
     } else {
-      NODEJS_LOG(st, PP_LOG_WARNING, "pid %u: could not close the inspector: %s", t->pid,
-                 strerror(-rc));
+      PP_LOG(st->host, PP_LOG_WARNING, "pid %u: could not close the inspector: %s", t->pid,
+             strerror(-rc));
     }
   }
   nodejs_ws_close(&t->cdp.ws, 1);
@@ -538,7 +560,7 @@ static void watch_live(struct nodejs_state *st, struct nodejs_target *t) {
   for (int i = 0; i < 64 && rc == 0; i++) { /* events we never asked for: dropped */
     const char *m;
     size_t l;
-    rc = nodejs_ws_recv(&t->cdp.ws, &m, &l, nodejs_now_ns() + 20 * MS);
+    rc = nodejs_ws_recv(&t->cdp.ws, &m, &l, pp_clock_ns() + 20 * MS);
     if (rc == 0 && nodejs_cdp_note_event(&t->cdp, m, l)) { /* the one event we asked for */
       let_target_exit(st, t);
       return;
@@ -555,12 +577,8 @@ static void watch_live(struct nodejs_state *st, struct nodejs_target *t) {
 
 void nodejs_step(struct nodejs_state *st, struct nodejs_target *t) {
   switch (t->state) {
-    case T_FAILED:
-      if (nodejs_now_ns() < t->retry_at_ns) return;
-      t->state = T_NEW;
-      /* fallthrough */
-    case T_NEW:
-      begin_attach(st, t);
+    case T_QUEUED:
+      if (!netns_busy(st, t)) open_inspector(st, t);
       break;
     case T_WAIT:
       poll_listen(st, t);
@@ -573,24 +591,10 @@ void nodejs_step(struct nodejs_state *st, struct nodejs_target *t) {
   }
 }
 
-struct emit_ctx {
-  struct nodejs_state *st;
-  struct pp_sink *sink;
-  uint32_t pid;
-};
-
-static void emit_stack(void *ctx, const struct pp_frame *frames, uint32_t n, uint64_t count) {
-  struct emit_ctx *e = ctx;
-  struct pp_sample s = {
-      .pid = e->pid, .tid = e->pid, .frames = frames, .nframes = n, .count = count};
-  e->st->host->emit(e->sink, &s);
-}
-
 /* Stops the running profile and starts the next one back to back (both
  * requests are sent before the first reply is read, so the gap is one
  * message), then turns the stopped profile into stacks. */
-int nodejs_snapshot_target(struct nodejs_state *st, struct nodejs_target *t, struct pp_sink *sink,
-                           uint64_t deadline) {
+int nodejs_snapshot_target(struct nodejs_state *st, struct nodejs_target *t, uint64_t deadline) {
   char err[200] = "";
   json_t *res = NULL;
   int id_stop = nodejs_cdp_send(&t->cdp, "Profiler.stop", NULL, deadline);
@@ -601,30 +605,14 @@ int nodejs_snapshot_target(struct nodejs_state *st, struct nodejs_target *t, str
   if (rc < 0) {
     json_decref(res);
     if (!nodejs_alive(st, t)) {
-      nodejs_ws_close(&t->cdp.ws, 0);
-      marker_set(st, t, 0);
-      t->state = T_GONE;
-      st->exited++;
+      t->state = T_GONE; /* released: connection closed, marker dropped */
       return -ESRCH;
     }
     fail_target(st, t, PP_LOG_WARNING, "Profiler.stop/start: %s", err[0] ? err : strerror(-rc));
     return rc;
   }
-  struct nodejs_collapse_opts o = {.max_depth = (uint32_t)st->max_depth,
-                                   .max_nodes = 4u << 20,
-                                   .include_idle = st->include_idle};
-  struct nodejs_collapse_stats cs;
-  struct emit_ctx e = {.st = st, .sink = sink, .pid = t->pid};
-  rc = nodejs_cpuprofile_collapse(json_object_get(res, "profile"), &o, emit_stack, &e, &cs, err,
-                                  sizeof(err));
+  nodejs_collect(st, t, json_object_get(res, "profile"));
   json_decref(res);
-  st->dropped += cs.dropped;
-  st->truncated += cs.truncated;
-  if (rc < 0) {
-    snprintf(t->reason, sizeof(t->reason), "%s", err);
-    st->host->set_pid_status(sink, t->pid, PP_PID_ERROR, t->reason);
-    return rc;
-  }
   return 0;
 }
 
@@ -647,52 +635,37 @@ void nodejs_watch_exit(struct nodejs_state *st, struct nodejs_target *t) {
 }
 
 static void let_target_exit(struct nodejs_state *st, struct nodejs_target *t) {
-  uint64_t deadline = nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS;
+  uint64_t deadline = pp_clock_ns() + (uint64_t)st->command_timeout_ms * MS;
   json_t *res = NULL;
   char err[200] = "";
   int rc = nodejs_cdp_call(&t->cdp, "Profiler.stop", NULL, &res, err, sizeof(err), deadline);
-  if (rc == 0) t->final_profile = json_incref(json_object_get(res, "profile"));
+  /* into this session's stacks: the process may be gone before the snapshot */
+  if (rc == 0) nodejs_collect(st, t, json_object_get(res, "profile"));
   json_decref(res);
   /* Closing while Node's inspector thread writes its own close frame
-   * crashed Node 20 at exit (SIGSEGV, once in CI11's test_nodejs_exit_race;
+   * crashed Node 20 at exit (SIGSEGV, once in test_nodejs_exit_race;
    * the same race as in move_off_default_port): ask to close, then read
    * until Node has closed, bounded. */
-  if (nodejs_ws_send_close(&t->cdp.ws, nodejs_now_ns() + 200 * MS) == 0)
+  if (nodejs_ws_send_close(&t->cdp.ws, pp_clock_ns() + 200 * MS) == 0)
     drain_until_closed(&t->cdp.ws, 1000);
   nodejs_ws_close(&t->cdp.ws, 0);
   marker_set(st, t, 0); /* its inspector goes away with it */
   t->we_opened = 0;
   t->state = T_ENDED;
-  NODEJS_LOG(st, PP_LOG_INFO, "pid %u: exiting; session closed so it can (profile %s)", t->pid,
-             rc == 0  ? "kept"
-             : err[0] ? err
-                      : strerror(-rc));
+  PP_LOG(st->host, PP_LOG_INFO, "pid %u: exiting; session closed so it can (profile %s)", t->pid,
+         rc == 0  ? "kept"
+         : err[0] ? err
+                  : strerror(-rc));
 }
 
-void nodejs_emit_final(struct nodejs_state *st, struct nodejs_target *t, struct pp_sink *sink) {
-  if (t->final_profile) {
-    struct nodejs_collapse_opts o = {.max_depth = (uint32_t)st->max_depth,
-                                     .max_nodes = 4u << 20,
-                                     .include_idle = st->include_idle};
-    struct nodejs_collapse_stats cs;
-    struct emit_ctx e = {.st = st, .sink = sink, .pid = t->pid};
-    char err[200] = "";
-    if (nodejs_cpuprofile_collapse(t->final_profile, &o, emit_stack, &e, &cs, err, sizeof(err)) ==
-        0) {
-      st->dropped += cs.dropped;
-      st->truncated += cs.truncated;
-    }
-    json_decref(t->final_profile);
-    t->final_profile = NULL;
-  }
-  t->state = T_GONE;
-  st->exited++;
+void nodejs_forget_inspector(struct nodejs_state *st, struct nodejs_target *t) {
+  nodejs_ws_close(&t->cdp.ws, 0);
+  marker_set(st, t, 0);
+  t->we_opened = 0;
 }
 
 void nodejs_detach(struct nodejs_state *st, struct nodejs_target *t) {
-  json_decref(t->final_profile);
-  t->final_profile = NULL;
-  uint64_t deadline = nodejs_now_ns() + (uint64_t)st->command_timeout_ms * MS;
+  uint64_t deadline = pp_clock_ns() + (uint64_t)st->command_timeout_ms * MS;
   if (t->state == T_WAIT && t->we_opened && t->cdp.ws.fd < 0 && nodejs_alive(st, t)) {
     /* signalled (or being moved) but not connected yet: find the inspector
      * we opened so it can be closed below, not left listening */

@@ -7,11 +7,11 @@
  *                 over CDP, one cpuprofile per session -> JS stacks. Works
  *                 without perf.
  *  - attach-maps: make the process write /tmp/perf-<pid>.map so the perf
- *                 plugin names JIT frames (perfmap.c).
+ *                 plugin names JIT frames (attach_maps.c).
  *  - perf:        rely on --perf-basic-prof / --perf-prof set by the user.
  *
- * This file holds the descriptor, the options and the vtable; the attach
- * state machine is in inspector.c.
+ * This file holds the descriptor, the options and the vtable; nodejs.h maps
+ * the other files.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "nodejs.h"
+#include "polyprof/kit/options.h"
 
 static const char *const mode_choices[] = {"inspector", "attach-maps", "perf", NULL};
 static const char *const exe_patterns[] = {"node", "nodejs", "node[0-9]*", NULL};
@@ -62,7 +63,7 @@ static const struct pp_option options[] = {
      .default_value = "64",
      .min = 1,
      .max = 4096,
-     .help = "Node.js processes handled at once; more are ignored"},
+     .help = "Node.js processes handled at once; more are skipped"},
     {.key = "retry_s",
      .type = PP_OPT_INT,
      .default_value = "60",
@@ -86,28 +87,23 @@ static const struct pp_option options[] = {
 
 PP_EXPORT const struct pp_plugin *polyprof_plugin_entry(void);
 
+static void nodejs_fini(void *state);
+
 static int nodejs_init(const struct pp_host *host, void **out) {
   if (host->abi_major != PP_ABI_MAJOR || !PP_HOST_HAS(host, scratch_dir)) return -ENOTSUP;
   struct nodejs_state *st = calloc(1, sizeof(*st));
   if (!st) return -ENOMEM;
   st->host = host;
-  st->attach_timeout_s = 5;
-  st->command_timeout_ms = 3000;
-  st->max_profile_mb = 32;
-  st->max_depth = 512;
-  st->max_targets = 64;
-  st->retry_s = 60;
-  host->config_int(host, "attach_timeout_s", &st->attach_timeout_s);
-  host->config_int(host, "command_timeout_ms", &st->command_timeout_ms);
-  host->config_int(host, "max_profile_mb", &st->max_profile_mb);
-  host->config_int(host, "max_depth", &st->max_depth);
-  host->config_int(host, "max_targets", &st->max_targets);
-  host->config_int(host, "retry_s", &st->retry_s);
-  host->config_bool(host, "include_idle", &st->include_idle);
-  st->move_port = 1;
-  host->config_bool(host, "move_port", &st->move_port);
-  const char *addon = NULL;
-  if (host->config_string(host, "perfmap_addon", &addon) == 0 && addon && *addon) {
+  st->attach_timeout_s = pp_opt_int(host, PP_OPTIONS(options), "attach_timeout_s");
+  st->command_timeout_ms = pp_opt_int(host, PP_OPTIONS(options), "command_timeout_ms");
+  st->max_profile_mb = pp_opt_int(host, PP_OPTIONS(options), "max_profile_mb");
+  st->max_depth = pp_opt_int(host, PP_OPTIONS(options), "max_depth");
+  st->max_targets = pp_opt_int(host, PP_OPTIONS(options), "max_targets");
+  st->retry_s = pp_opt_int(host, PP_OPTIONS(options), "retry_s");
+  st->include_idle = pp_opt_bool(host, PP_OPTIONS(options), "include_idle");
+  st->move_port = pp_opt_bool(host, PP_OPTIONS(options), "move_port");
+  const char *addon = pp_opt_string(host, PP_OPTIONS(options), "perfmap_addon");
+  if (addon && *addon) {
     snprintf(st->addon_path, sizeof(st->addon_path), "%s", addon);
   } else {
     Dl_info di;
@@ -117,6 +113,14 @@ static int nodejs_init(const struct pp_host *host, void **out) {
       snprintf(st->addon_path, sizeof(st->addon_path), "%.*s/nodejs-perfmap.node", dl,
                slash ? di.dli_fname : ".");
     }
+  }
+  /* the stack table keeps what the profiles keep: max_depth frames */
+  struct pp_stack_table_limits lim = {.max_depth = (uint32_t)st->max_depth};
+  st->stacks = pp_stack_table_new(&lim);
+  st->tt = nodejs_targets_new(st);
+  if (!st->stacks || !st->tt) {
+    nodejs_fini(st);
+    return -ENOMEM;
   }
   *out = st;
   return 0;
@@ -133,105 +137,27 @@ static int nodejs_start(void *state, struct pp_session *session) {
   if (st->interval_us < 100) st->interval_us = 100;
   /* attach progress is polled; sampling itself happens inside the target */
   session->tick_interval_ns = 100000000ull;
-  NODEJS_LOG(st, PP_LOG_INFO, "mode %s, V8 sampling interval %u us", m, st->interval_us);
+  PP_INFO(st->host, "mode %s, V8 sampling interval %u us", m, st->interval_us);
   return 0;
-}
-
-static void reset_target(struct nodejs_target *t, uint32_t pid, uint64_t start_time) {
-  memset(t, 0, sizeof(*t));
-  t->pid = pid;
-  t->start_time = start_time;
-  t->cdp.ws.fd = -1;
-  t->state = T_NEW;
 }
 
 static int nodejs_add_targets(void *state, const struct pp_target *tg, size_t n) {
   struct nodejs_state *st = state;
-  for (size_t i = 0; i < n; i++) {
-    size_t j;
-    for (j = 0; j < st->n; j++)
-      if (st->t[j].pid == tg[i].pid) break;
-    if (j < st->n) {
-      if (st->t[j].start_time == tg[i].start_time) continue;
-      /* pid reused: the old process is gone, drop its connection */
-      nodejs_ws_close(&st->t[j].cdp.ws, 0);
-    } else {
-      if (st->n >= (size_t)st->max_targets) {
-        NODEJS_LOG(st, PP_LOG_WARNING, "pid %u ignored: max_targets (%lld) reached", tg[i].pid,
-                   (long long)st->max_targets);
-        continue;
-      }
-      if (st->n == st->cap) {
-        size_t ncap = st->cap ? st->cap * 2 : 16;
-        struct nodejs_target *g = realloc(st->t, ncap * sizeof(*g));
-        if (!g) return -ENOMEM;
-        st->t = g;
-        st->cap = ncap;
-      }
-      j = st->n++;
-    }
-    reset_target(&st->t[j], tg[i].pid, tg[i].start_time);
-  }
-  return 0;
+  return pp_target_table_add(st->tt, tg, n);
 }
 
 static int nodejs_tick(void *state, uint64_t now_ns) {
   struct nodejs_state *st = state;
   /* attach work is bounded per tick so the worker stays responsive */
-  uint64_t budget = nodejs_now_ns() + 3000000000ull;
-  for (size_t i = 0; i < st->n && nodejs_now_ns() < budget; i++) {
-    nodejs_step(st, &st->t[i]);
-    nodejs_watch_exit(st, &st->t[i]);
-  }
+  nodejs_targets_tick(st, pp_clock_ns() + 3000000000ull);
   return 0;
-}
-
-static void report_target(struct nodejs_state *st, struct nodejs_target *t, struct pp_sink *sink) {
-  const struct pp_host *h = st->host;
-  if (t->version[0]) {
-    char meta[96];
-    snprintf(meta, sizeof(meta), "{\"node_version\": \"%s\"}", t->version);
-    h->set_app_metadata(sink, t->pid, meta);
-  }
-  if (t->state == T_FAILED && t->reason[0])
-    h->set_pid_status(sink, t->pid, PP_PID_ERROR, t->reason);
-  if (t->state == T_IGNORED && t->reason[0] && st->mode != NODEJS_PERF)
-    h->set_pid_status(sink, t->pid, PP_PID_SKIPPED, t->reason);
-  /* the core's appid rule knows *.js scripts only; ES modules are *.mjs */
-  if (t->state == T_LIVE || t->state == T_MAPS) {
-    char appid[600];
-    if (nodejs_appid(t->pid, appid, sizeof(appid)) == 0 && !strstr(appid, ".js ("))
-      h->set_appid(sink, t->pid, appid);
-  }
 }
 
 static int nodejs_snapshot(void *state, struct pp_sink *sink) {
   struct nodejs_state *st = state;
   const struct pp_host *h = st->host;
   /* stay well inside the host's request timeout (plugins.timeout_s) */
-  uint64_t budget = nodejs_now_ns() + 7000000000ull;
-  uint64_t samples_before = 0;
-  for (size_t i = 0; i < st->n; i++) {
-    struct nodejs_target *t = &st->t[i];
-    if (t->state == T_LIVE) {
-      uint64_t now = nodejs_now_ns();
-      if (now >= budget) continue; /* it keeps profiling: the next snapshot gets it */
-      uint64_t dl = now + 2 * (uint64_t)st->command_timeout_ms * 1000000ull;
-      nodejs_snapshot_target(st, t, sink, dl < budget ? dl : budget);
-    } else if (t->state == T_ENDED) {
-      report_target(st, t, sink);
-      nodejs_emit_final(st, t, sink);
-    } else if ((t->state == T_MAPS || t->state == T_FAILED) && !nodejs_alive(st, t)) {
-      t->state = T_GONE;
-      st->exited++;
-    }
-    if (t->state != T_GONE) report_target(st, t, sink);
-  }
-  (void)samples_before;
-  size_t w = 0;
-  for (size_t i = 0; i < st->n; i++)
-    if (st->t[i].state != T_GONE) st->t[w++] = st->t[i];
-  st->n = w;
+  nodejs_targets_snapshot(st, sink, pp_clock_ns() + 7000000000ull);
   h->add_counter(sink, "attach_failures", st->attach_failures);
   h->add_counter(sink, "targets_exited", st->exited);
   h->add_counter(sink, "dropped_samples", st->dropped);
@@ -240,22 +166,21 @@ static int nodejs_snapshot(void *state, struct pp_sink *sink) {
   return 0;
 }
 
+/* Ends the work in every target (inspectors we opened are closed, perf
+ * maps stopped); the next start() re-announces the processes afresh. */
 static int nodejs_stop(void *state) {
   struct nodejs_state *st = state;
-  for (size_t i = 0; i < st->n; i++) {
-    nodejs_detach(st, &st->t[i]);
-    st->t[i].state = T_GONE;
-  }
-  st->n = 0;
-  return 0;
+  pp_target_table_free(st->tt);
+  pp_stack_table_clear(st->stacks);
+  st->tt = nodejs_targets_new(st);
+  return st->tt ? 0 : -ENOMEM;
 }
 
 static void nodejs_fini(void *state) {
   struct nodejs_state *st = state;
   if (!st) return;
-  for (size_t i = 0; i < st->n; i++)
-    nodejs_ws_close(&st->t[i].cdp.ws, 0);
-  free(st->t);
+  pp_target_table_free(st->tt);
+  pp_stack_table_free(st->stacks);
   free(st);
 }
 

@@ -5,11 +5,14 @@
  * enough to signal: nodejs_identify() also requires Node's exported entry
  * points in the executable (or its libnode.so) and a caught SIGUSR1. The
  * files read here belong to the target and are bounded and parsed
- * defensively.
+ * defensively; its executable is opened through the kit's target-file
+ * access only, as the inode it maps.
  */
 #include "nodeproc.h"
 
 #include "polyprof/kit/elf_lookup.h"
+#include "polyprof/kit/maps.h"
+#include "polyprof/kit/target_files.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,6 +27,7 @@
 #define MAX_ARGS_BYTES (64 * 1024)
 #define MAX_ENV_BYTES (256 * 1024)
 #define MAX_FD_INODES 8192
+#define MAX_EXEC_MAPS 4096 /* executable mappings looked at for the binary */
 
 /* Reads up to cap-1 bytes of a /proc file; returns the length or -errno. */
 static ssize_t read_bounded(const char *path, char *buf, size_t cap) {
@@ -85,46 +89,51 @@ static struct verdict *verdict_find(const struct stat *st) {
   return NULL;
 }
 
-static int file_has_node_symbols(const char *path) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+/* Verdict for an open file, cached by its identity. */
+static int fd_has_node_symbols(int fd) {
   struct stat st;
-  int ok = 0;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-    const struct verdict *hit = verdict_find(&st);
-    if (hit) {
-      ok = hit->ok;
-    } else {
-      ok = elf_has_node_symbols(fd);
-      verdicts[verdict_next] = (struct verdict){
-          .dev = st.st_dev, .ino = st.st_ino, .size = st.st_size, .mtime = st.st_mtim, .ok = ok};
-      verdict_next = (verdict_next + 1) % VERDICT_CACHE;
-    }
-  }
-  close(fd);
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) return 0;
+  const struct verdict *hit = verdict_find(&st);
+  if (hit) return hit->ok;
+  int ok = elf_has_node_symbols(fd);
+  verdicts[verdict_next] = (struct verdict){
+      .dev = st.st_dev, .ino = st.st_ino, .size = st.st_size, .mtime = st.st_mtim, .ok = ok};
+  verdict_next = (verdict_next + 1) % VERDICT_CACHE;
   return ok;
 }
 
-/* Node built as a shared library (Debian's nodejs) keeps the symbols in a
- * mapped libnode.so.<abi>. */
-static int libnode_has_node_symbols(uint32_t pid) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%u/maps", pid);
-  FILE *f = fopen(path, "re");
-  if (!f) return 0;
-  char line[4096 + 128];
-  int ok = 0;
-  while (!ok && fgets(line, sizeof(line), f)) {
-    char *p = strchr(line, '/');
-    if (!p) continue;
-    p[strcspn(p, "\n")] = '\0';
-    const char *base = strrchr(p, '/') + 1;
-    if (strncmp(base, "libnode.so", 10) != 0) continue;
-    char full[4096 + 64];
-    snprintf(full, sizeof(full), "/proc/%u/root%s", pid, p);
-    ok = file_has_node_symbols(full);
+/* The executable (exe, the path /proc/PID/exe names) or, for Node built as
+ * a shared library (Debian's nodejs), a mapped libnode.so.<abi> exports
+ * Node's symbols. Each file is opened as the very inode the process maps
+ * (a mount or link planted over the path afterwards is not followed: the
+ * mapping's own file is read instead). 1, or 0 (with the refusal in why
+ * when a candidate could not be opened). */
+static int maps_have_node_symbols(uint32_t pid, const char *exe, char *why, size_t whylen) {
+  struct pp_map *maps = NULL;
+  size_t n = 0;
+  int rc = pp_maps_read(pid, 1, MAX_EXEC_MAPS, &maps, &n);
+  if (rc < 0) {
+    snprintf(why, whylen, "cannot read /proc/%u/maps: %s", pid, strerror(-rc));
+    return 0;
   }
-  fclose(f);
+  int ok = 0;
+  for (size_t i = 0; i < n && !ok; i++) {
+    const struct pp_map *m = &maps[i];
+    if (!m->path || m->path[0] != '/') continue;
+    const char *base = strrchr(m->path, '/') + 1;
+    if (strcmp(m->path, exe) != 0 && strncmp(base, "libnode.so", 10) != 0) continue;
+    struct pp_file_id id = {
+        .dev_major = m->dev_major, .dev_minor = m->dev_minor, .inode = m->inode};
+    char r[256] = "";
+    int fd = pp_target_open_mapped(pid, m->path, &id, m->start, m->end, r, sizeof(r));
+    if (fd < 0) {
+      if (!why[0]) snprintf(why, whylen, "%s", r);
+      continue;
+    }
+    ok = fd_has_node_symbols(fd);
+    close(fd);
+  }
+  pp_maps_free(maps, n);
   return ok;
 }
 
@@ -209,8 +218,12 @@ int nodejs_identify(uint32_t pid, struct nodejs_facts *f, char *why, size_t whyl
     snprintf(why, whylen, "executable %s is not named node", base);
     return -ENOTSUP;
   }
-  if (!file_has_node_symbols(path) && !libnode_has_node_symbols(pid)) {
-    snprintf(why, whylen, "%s does not export Node.js entry points (not Node.js)", f->exe);
+  char refused[256] = "";
+  if (!maps_have_node_symbols(pid, f->exe, refused, sizeof(refused))) {
+    if (refused[0])
+      snprintf(why, whylen, "cannot check that it is Node.js: %s", refused);
+    else
+      snprintf(why, whylen, "%s does not export Node.js entry points (not Node.js)", f->exe);
     return -ENOTSUP;
   }
   int c = nodejs_catches_sigusr1(pid);

@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- N-API (js_native_api.h), stable C ABI ---- */
@@ -101,9 +102,20 @@ static napi_value js_start(napi_env env, napi_callback_info info) {
   if (!isolate) return result_str(env, "no current isolate");
   char path[64];
   snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
+  /* Only a regular file of this process's user is written: a FIFO, a
+   * device or someone else's file planted there is not even opened (and
+   * O_NONBLOCK: one swapped in meanwhile fails instead of blocking). */
+  struct stat st;
+  if (lstat(path, &st) == 0 && (!S_ISREG(st.st_mode) || st.st_uid != geteuid()))
+    return result_str(env, "/tmp/perf-<pid>.map is not a regular file of ours");
   /* append: a map written by --perf-basic-prof or an earlier run stays valid */
-  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644);
   if (fd < 0) return result_str(env, "cannot open /tmp/perf-<pid>.map");
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return result_str(env, "/tmp/perf-<pid>.map is not a regular file");
+  }
+  fcntl(fd, F_SETFL, O_APPEND);
   map_file = fdopen(fd, "a");
   if (!map_file) {
     close(fd);

@@ -12,6 +12,8 @@
  */
 #include "ws.h"
 
+#include "polyprof/kit/log.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -33,12 +35,6 @@
 
 #define WS_GUID "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 #define HTTP_HEAD_MAX 8192
-
-uint64_t nodejs_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- SHA-1 and base64, only for Sec-WebSocket-Accept ---- */
 
@@ -209,7 +205,7 @@ int nodejs_ws_check_handshake(const char *head, size_t len, const char *key) {
 
 static int wait_fd(int fd, short events, uint64_t deadline_ns) {
   for (;;) {
-    uint64_t now = nodejs_now_ns();
+    uint64_t now = pp_clock_ns();
     if (now >= deadline_ns) return -ETIMEDOUT;
     uint64_t ms = (deadline_ns - now + 999999) / 1000000;
     struct pollfd p = {.fd = fd, .events = events};
@@ -561,7 +557,7 @@ int nodejs_ws_send_close(struct nodejs_ws *ws, uint64_t deadline_ns) {
 
 void nodejs_ws_close(struct nodejs_ws *ws, int send_close) {
   if (ws->fd >= 0) {
-    if (send_close) nodejs_ws_send_close(ws, nodejs_now_ns() + 200000000ull);
+    if (send_close) nodejs_ws_send_close(ws, pp_clock_ns() + 200000000ull);
     close(ws->fd);
   }
   ws->fd = -1;

@@ -79,6 +79,4 @@ int nodejs_ws_send_close(struct nodejs_ws *ws, uint64_t deadline_ns);
 /* Sends a close frame (best effort, when send_close) and closes the socket. */
 void nodejs_ws_close(struct nodejs_ws *ws, int send_close);
 
-uint64_t nodejs_now_ns(void);
-
 #endif

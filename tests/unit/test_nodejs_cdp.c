@@ -33,7 +33,7 @@ static void wait_reply(const char *const *msgs, size_t n, int want_rc, int want_
   serve(sv[1], msgs, n);
   json_t *res = NULL;
   char err[100];
-  int rc = nodejs_cdp_wait(&c, 2, &res, err, sizeof(err), nodejs_now_ns() + 500000000ull);
+  int rc = nodejs_cdp_wait(&c, 2, &res, err, sizeof(err), pp_clock_ns() + 500000000ull);
   CHECK_EQ_INT(rc, want_rc);
   CHECK_EQ_INT(c.exit_pending, want_exit);
   if (rc == 0) CHECK(json_is_object(res));

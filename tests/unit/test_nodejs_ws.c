@@ -122,7 +122,7 @@ static int recv_from(const uint8_t *bytes, size_t len, uint64_t max_msg, char *o
   if (close_after) close(sv[1]);
   const char *msg;
   size_t mlen;
-  int rc = nodejs_ws_recv(&ws, &msg, &mlen, nodejs_now_ns() + 500000000ull);
+  int rc = nodejs_ws_recv(&ws, &msg, &mlen, pp_clock_ns() + 500000000ull);
   if (rc == 0) snprintf(out, cap, "%.*s", (int)mlen, msg);
   if (rc == 0 && strlen(msg) != mlen) rc = -EINVAL; /* NUL-terminated at the end */
   nodejs_ws_close(&ws, 0);
