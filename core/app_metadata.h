@@ -1,10 +1,10 @@
 /*
- * Per-process application metadata computed by the core (reference
- * gprofiler-internals.md §2.4): runtime-specific keys first, then exe,
- * execfn, arch. Nothing is executed in or for the target: versions that
- * gProfiler got by running `python -V` & co. are left to the runtime
- * plugins, which report them through the sink (set_app_metadata) and are
- * merged over these.
+ * Per-process application metadata computed by the core, keyed as the .col
+ * header's application_metadata entries are (docs/gprofiler-compat.md):
+ * runtime-specific keys first, then exe, execfn, arch. Nothing is executed
+ * in or for the target: versions, which gProfiler got by running
+ * `python -V` & co., are left to the runtime plugins, which report them
+ * through the sink (set_app_metadata) and are merged over these.
  */
 #ifndef PP_APP_METADATA_H
 #define PP_APP_METADATA_H

@@ -1,6 +1,6 @@
 /*
  * Application identifiers ("appid: ..." frames), gProfiler's rules
- * (reference gprofiler-internals.md §5.1): gunicorn (plain and setproctitle
+ * (listed in docs/gprofiler-compat.md): gunicorn (plain and setproctitle
  * form), uvicorn, uwsgi (incl. its ini file), celery, pyspark, python -m /
  * python x.py, java (jar or main class from argv, plus JVM args matching the
  * --app-id-args-filter regexes, plus the optional Spark app name), node and

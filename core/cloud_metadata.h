@@ -1,9 +1,9 @@
 /*
  * Cloud metadata: which cloud the host runs on (AWS, GCP, Azure) and the
- * instance facts gProfiler puts in "cloud_info" (gprofiler-internals.md
- * §2.3), read from the instance metadata service. The probes use short
- * timeouts (connect 300 ms, whole request 1 s) so a host outside any cloud
- * pays about a second once at start; enrichment.cloud_metadata: false (or
+ * instance facts gProfiler puts in the header's "cloud_info", read from the
+ * instance metadata service. The probes use short timeouts (connect 300 ms,
+ * whole request 1 s) so a host outside any cloud pays about a second once
+ * at start; enrichment.cloud_metadata: false (or
  * --disable-metadata-collection) skips them.
  */
 #ifndef PP_CLOUD_METADATA_H

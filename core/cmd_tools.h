@@ -1,5 +1,6 @@
-/* `polyprof upload-file`, `convert` and `diff` (issue 10). Each returns the
- * process exit code: 0 success, 1 runtime failure, 2 usage error. */
+/* `polyprof upload-file`, `convert` and `diff` (docs/upload.md). Each
+ * returns the process exit code: 0 success, 1 runtime failure, 2 usage
+ * error. */
 #ifndef PP_CMD_TOOLS_H
 #define PP_CMD_TOOLS_H
 

@@ -124,12 +124,12 @@ struct pp_config {
   int worker_restart_backoff_max_s; /* default 300 */
   char *worker_path;                /* polyprof-worker; NULL: found (worker_exe.h) */
 
-  /* upload (issue 10 fills the client; flags parsed here) */
+  /* upload: the flags (the client is in core/upload/) */
   bool upload;
   char *server_host;
   char *token;
   char *service_name;
-  /* upload client (issue 10, core/upload/) */
+  /* upload client settings (core/upload/) */
   char *token_file;         /* --token-file: token read from this file */
   char *server_ca;          /* --server-ca: PEM bundle for self-hosted servers */
   bool tls_verify;          /* --insecure-skip-verify / --no-verify clear */

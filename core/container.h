@@ -1,5 +1,5 @@
 /*
- * Container names (reference gprofiler-internals.md §5.2): container ids come
+ * Container names (docs/gprofiler-compat.md): container ids come
  * from /proc/PID/cgroup (pp_container_id_from_cgroup in enrich.h), names from
  * the Docker Engine API (also served by podman's compatibility socket) over
  * a unix socket: one "GET /containers/json" per refresh, short timeout,

@@ -1,7 +1,7 @@
 /*
- * Per-pid enrichment of the merged profile (reference
- * gprofiler-internals.md §1.7, §2.4, §5): comm, container name, appid and
- * the application-metadata index, plus the header tables they refer to.
+ * Per-pid enrichment of the merged profile: comm, container name, appid and
+ * the application-metadata index, plus the header tables they refer to, by
+ * gProfiler's rules (docs/gprofiler-compat.md).
  *
  * What is learnt about a process is cached in a bounded LRU keyed by
  * (pid, start time): a reused pid has another start time and gets a fresh
@@ -176,8 +176,8 @@ static struct proc_entry *entry_for(struct pp_enricher *en, uint32_t pid, uint64
   return e;
 }
 
-/* Index of `md` in the header table, appending it if new (gProfiler
- * compares dicts by value; so do we, through a canonical dump). */
+/* Index of `md` in the header table, appending it if new. Equal dicts share
+ * one index, compared by value through a canonical dump. */
 static uint32_t meta_index(json_t *list, struct pp_lru *seen, json_t *md) {
   char *canon = json_dumps(md, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENCODE_ANY);
   if (!canon) return 0;
@@ -202,8 +202,9 @@ static void add_container_name(json_t *containers, const char *name) {
   json_array_append_new(containers, pp_json_string_lossy(name, strlen(name)));
 }
 
-/* Container name for an id: the runtime's name, else (unless the user asked
- * for gProfiler's empty name) the 12-hex short id Docker itself shows. */
+/* Container name for an id: the runtime's name, else (unless an empty name
+ * was asked for, as gProfiler writes it) the 12-hex short id Docker itself
+ * shows. */
 static char *container_name(struct pp_enricher *en, const char *id) {
   if (!id[0]) return NULL;
   char *name = NULL;

@@ -1,7 +1,7 @@
 /*
  * Per-pid enrichment of a merged profile: comm (if missing), container name,
  * appid frame text, application metadata, and the header tables that
- * reference them (reference gprofiler-internals.md §1.7, §2.4, §5).
+ * reference them (rules: docs/gprofiler-compat.md).
  * Results are cached per (pid, start time) in bounded LRU caches.
  */
 #ifndef PP_ENRICH_H

@@ -1,6 +1,6 @@
 /*
  * The merge stage: perf's system-wide stacks are the base, runtime plugins'
- * stacks replace them per pid (gprofiler-internals.md §1.2-1.5).
+ * stacks replace them per pid (the rule: merge.h, docs/gprofiler-compat.md).
  *
  * Deviations from gProfiler, all deliberate:
  *  - Scaling uses largest-remainder rounding instead of a random coin per
@@ -205,7 +205,7 @@ static inline bool has_str(uint32_t id) {
 }
 
 /* Create the out record of a pid: the runtime's fields win, perf's fill in
- * what the runtime left unset (notably the container, §1.2). */
+ * what the runtime left unset (notably the container name). */
 static int put_pid(struct merge *m, uint32_t pid, struct src *rs, const struct pp_pid_rec *r,
                    struct src *bs, const struct pp_pid_rec *b) {
   struct pp_pid_rec v = {.pid = pid,
@@ -382,7 +382,7 @@ static int claim_pids(struct merge *m) {
     struct src *s = &m->rt[i];
     for (size_t k = 0; k < s->npids; k++) {
       const struct pp_pid_rec *r = pp_profile_pid_at(s->p, k);
-      /* Empty runtime profile: perf's stacks stay (§1.2 first row). */
+      /* Empty runtime profile: perf's stacks for the pid stay as they are. */
       if (r->status == PP_PID_OK && s->sum[k] == 0) continue;
       uint32_t prev;
       if (pid_map_get(&m->claim_of, r->pid, &prev)) {

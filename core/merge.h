@@ -1,5 +1,5 @@
 /*
- * The merge stage (gProfiler's rule, reference gprofiler-internals.md §1):
+ * The merge stage (gProfiler's rule; docs/gprofiler-compat.md):
  * perf (system-wide) stacks are the base; for each pid a runtime plugin
  * covered, its stacks replace perf's, scaled so the pid's total equals perf's
  * sample count for it (largest-remainder rounding: deterministic, exact

@@ -1,10 +1,10 @@
 /*
- * Host metrics of the header (reference gprofiler-internals.md §4.5),
- * computed the way psutil does for gProfiler: cpu_avg is the busy share of
- * all CPUs since the previous reading of /proc/stat (guest time is already
- * inside user/nice and not counted twice; idle and iowait are idle), rounded
- * to one decimal; mem_avg is the mean of (MemTotal - MemAvailable) /
- * MemTotal samples, each rounded to one decimal like psutil's percent.
+ * Host metrics of the .col header ("metrics"), computed the way psutil does
+ * for gProfiler, so the studio's figures mean the same for both agents:
+ * cpu_avg is the busy share of all CPUs since the previous reading of
+ * /proc/stat (guest time is already inside user/nice and not counted twice;
+ * idle and iowait are idle), rounded to one decimal; mem_avg is the mean of (MemTotal -
+ * MemAvailable) / MemTotal samples, each rounded to one decimal like psutil's percent.
  */
 #include <math.h>
 #include <stdbool.h>

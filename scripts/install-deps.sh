@@ -8,7 +8,7 @@ what="${1:-test}" # build | test | deb (build + scripts/deps/packaging.txt)
 
 build_pkgs=(build-essential cmake pkg-config libyaml-dev libjansson-dev libcurl4-openssl-dev
             libelf-dev libunwind-dev libiberty-dev zlib1g-dev python3
-            protobuf-c-compiler libprotobuf-c-dev) # pprof writer (issue 10)
+            protobuf-c-compiler libprotobuf-c-dev) # pprof writer (core/output/profile.proto)
 # Runtimes and tools the test suite drives for real: every plugin lists its
 # own in scripts/deps/<plugin>.txt, one package per line.
 here="$(cd "$(dirname "$0")" && pwd)"

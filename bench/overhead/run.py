@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Agent overhead with every runtime running and every plugin on (issue 12).
+"""Agent overhead with every runtime running and every plugin on.
 
 Starts one workload per runtime (bench/overhead/workloads.py), then for each
 rate (default 11 Hz, the shipped default, and 100 Hz) runs the agent with
@@ -20,7 +20,7 @@ would carry this Python harness's RSS). Prints one line per figure with the rati
 
   bench/overhead/run.py [--sessions 4] [--duration 60] [--rates 11,100] [--build DIR]
 
-Budget (issue 12): at 11 Hz, <= 1 % of one core averaged over a session and
+Budget: at 11 Hz, <= 1 % of one core averaged over a session and
 <= 64 MiB peak RSS (agent + workers). Exit status 1 when it is not met.
 """
 import argparse

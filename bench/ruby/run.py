@@ -280,7 +280,7 @@ def main():
           % (1e3 * pp_fixed, a.procs, 1e3 * med(y[6] / max(y[3], 0.1) for y in idle),
              1e3 * pp_exits))
     print("polyprof cost per sample beyond that  %8.1f us" % (1e6 * pp_marginal))
-    print("ratio stackprof/polyprof added CPU    %8.2f  (target, issue 7: less added CPU in total, i.e. > 1: %s)"
+    print("ratio stackprof/polyprof added CPU    %8.2f  (target: less added CPU in total, i.e. > 1: %s)"
           % (sp_added / pp_agent if pp_agent > 0 else float("inf"), "met" if pp_agent < sp_added else "NOT met"))
     # the same method as stackprof's figure: the per-sample cost where it
     # stands out (high rate: warm caches, as stackprof's 5 kHz run has),

@@ -1,5 +1,5 @@
 /*
- * .col writer (gprofiler-internals.md §1.7, §2.5):
+ * .col writer (layout: docs/formats.md, docs/gprofiler-compat.md):
  *
  *   # <header json>
  *   <app-meta-idx>;<container>;<comm>;[appid: X;]<root>;...;<leaf> <count>

@@ -1,6 +1,6 @@
 /*
  * Collapsed-stacks (.col) writer and parser, byte-compatible with gProfiler
- * (reference gprofiler-internals.md §2): line 0 is "# " + JSON header, then
+ * (docs/gprofiler-compat.md): line 0 is "# " + JSON header, then
  * "<appmeta-idx>;<container>;<comm>;[appid: X;]<root>;...;<leaf> <count>"
  * lines, root first, joined by '\n', no trailing newline.
  */

@@ -4,7 +4,7 @@
  * every field is length-checked, nothing is NUL-terminated in place and the
  * first malformed line ends the parse with its number and the reason.
  *
- * Line layouts (gprofiler-internals.md §1.7):
+ * Line layouts (docs/gprofiler-compat.md):
  *   IDX   <idx>;<container>;<comm>;...   app metadata on (default)
  *   CONT  <container>;<comm>;...         app metadata off
  *   V1    <comm>;...                     --profile-api-version v1, or any
@@ -323,7 +323,7 @@ static int parse_stack_line(struct parser *ps, struct span l) {
   }
   bool more = take_field(&rest, &f);
   if ((k.comm = intern_span(ps, f)) == PP_NO_STR) return -ENOMEM;
-  /* Frames start after the comm; "appid: X" may come first (§1.7). */
+  /* Frames start after the comm; "appid: X" may come first. */
   if (more && starts_with(rest, "appid: ")) {
     more = take_field(&rest, &f);
     f.s += 7;

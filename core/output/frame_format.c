@@ -1,5 +1,5 @@
 /*
- * Frame text as gProfiler writes it (reference gprofiler-internals.md §2.6).
+ * Frame text as gProfiler writes it (table: docs/gprofiler-compat.md).
  * The per-runtime layout ("name (file:line)", "name - file:line"...) and the
  * suffix are derived from the frame kind here, in one place, so plugins only
  * report facts and every writer agrees.

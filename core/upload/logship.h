@@ -1,5 +1,6 @@
 /*
- * Log shipping to the studio's log endpoint (gprofiler-internals.md §4.2):
+ * Log shipping to the studio's log endpoint, in glogger's batch format
+ * (docs/gprofiler-compat.md):
  * messages of level INFO and above are buffered (bounded: 4 MiB; on
  * overflow the oldest quarter is dropped and counted in lost_logs_count)
  * and sent as one gzipped JSON batch to <api-server>/api/v1/logs at the end

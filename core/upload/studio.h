@@ -1,8 +1,8 @@
 /*
- * gProfiler Performance Studio client (reference gprofiler-internals.md
- * §4.1): POST <server>/api/v2/profiles with the API key and service name as
- * headers and query parameters, a gzipped JSON body whose "profile" is the
- * whole .col text, and the "gpid" of the previous reply threaded through.
+ * gProfiler Performance Studio client: POST <server>/api/v2/profiles with
+ * the API key and service name as headers and query parameters, a gzipped
+ * JSON body whose "profile" is the whole .col text, and the "gpid" of the
+ * previous reply threaded through (the API: docs/gprofiler-compat.md).
  */
 #ifndef PP_UPLOAD_STUDIO_H
 #define PP_UPLOAD_STUDIO_H

@@ -151,8 +151,8 @@ try:
             % churn)
     # perf resolves a comm from its COMM records or /proc; a churner that
     # exits before either reaches it keeps ":PID" (seen: samples in do_exit
-    # of a process that migrated CPUs after exec, about 5%; perf plugin
-    # issue, docs/operations.md). Most samples must carry the name; the
+    # of a process that migrated CPUs after exec, about 5%; a known limit
+    # of the perf plugin, docs/operations.md). Most samples must carry the name; the
     # bound leaves room for that known share on a loaded host.
     print("figure: churner samples without their comm: %d of %d" % (unnamed, churn + unnamed))
     u.check(unnamed <= (churn + unnamed) * 0.15,

@@ -1,5 +1,5 @@
 """Fault: the upload server is unreachable, then back; and a SIGHUP reload
-that changes the upload settings (issue 10).
+that changes the upload settings (docs/upload.md).
 
   down   a real HTTPS studio on loopback is stopped before the agent starts
          and started again (same port) three sessions later. The agent logs

@@ -1,4 +1,4 @@
-/* appid rules (gprofiler-internals.md §5.1): every rule on literal argv
+/* appid rules (docs/gprofiler-compat.md): every rule on literal argv
  * vectors, path resolution through a fake /proc/PID/root, and real python3,
  * python3 -m, node and java -jar processes read back through /proc. */
 #include <errno.h>

@@ -422,7 +422,7 @@ static void test_help(void) {
                                         "--fake-filter VALUE"};
   for (size_t i = 0; i < sizeof(needles) / sizeof(needles[0]); i++)
     CHECK_CONTAINS(text, needles[i]);
-  /* the group order the issue asks for */
+  /* --help lists the groups in a fixed order, the most used first */
   CHECK(strstr(text, "Profiling:") < strstr(text, "Output:"));
   CHECK(strstr(text, "Output:") < strstr(text, "Processes:"));
   CHECK(strstr(text, "Upload:") < strstr(text, "Agent & logging:"));

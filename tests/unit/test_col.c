@@ -1,5 +1,6 @@
-/* .col writer and parser: exact bytes against gprofiler-internals.md §2.5,
- * parser errors, layouts, and write -> parse -> write identity. */
+/* .col writer and parser: exact bytes of gProfiler's layout
+ * (docs/gprofiler-compat.md), parser errors, layouts, and
+ * write -> parse -> write identity. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +52,7 @@ static char *write_col(const struct pp_profile *p, const char *header,
   return text;
 }
 
-/* The reference's illustrative file (§2.5), built from facts. */
+/* A typical gProfiler file (a Java, a kernel and an error line), built from facts. */
 static struct pp_profile *example(void) {
   struct pp_profile *p = pp_profile_new();
   pid_info(p, 100, "java", "web", "java: /app/app.jar", 1);

@@ -1,4 +1,4 @@
-/* The merge rule of gprofiler-internals.md §1.2-1.5, checked through the
+/* gProfiler's merge rule (docs/gprofiler-compat.md), checked through the
  * .col text it produces (what a user of the output would see). */
 #include <stdint.h>
 #include <stdlib.h>
@@ -98,7 +98,7 @@ static void test_errors(void) {
   struct pp_merge_source rt[] = {{"java", java}};
   struct pp_profile *out = pp_profile_new();
   CHECK_EQ_INT(pp_merge(out, perf, rt, 1), 0);
-  /* The reference's example lines, app metadata off (§1.4) and on (§2.5). */
+  /* Error and skipped frames land right after the comm of perf's stacks. */
   char *text = render(out, true);
   CHECK_EQ_STR(text,
                ";java;[Profiling skipped: profiled-oom];[unknown];pthread_getname_np;"

@@ -1,4 +1,4 @@
-/* The .col header and its metadata (gprofiler-internals.md §2.2-2.3, §4.5):
+/* The .col header, its metadata and metrics (docs/gprofiler-compat.md):
  * Python-json.dumps-identical serialization checked against the real
  * /usr/bin/python3 on thousands of values, key order, the minimal form,
  * token redaction, and host metrics. */
