@@ -11,7 +11,9 @@
  * of another runtime. A version without a layout is skipped with the
  * version in the reason; a file the kit refused to open (a link, a FIFO,
  * a device or a mount planted where the target's binary or libpython was)
- * is skipped with the kit's reason.
+ * is skipped with the kit's reason; one that could not be opened at all
+ * (gone from its path and from the mapping's own file) fails with it after
+ * the last attempt.
  *
  * A target released while its process still runs is an exec (the table
  * saw a new executable, or the plugin saw a new memory layout): its next
@@ -84,6 +86,12 @@ int python_attach(void *plugin, struct pp_target_entry *t) {
     return PP_ATTACH_SKIP;
   }
   if (why[0]) snprintf(t->reason, sizeof(t->reason), "%s", why);
+  /* a file that holds CPython is mapped but could not be opened: say so
+   * rather than take the process for one without Python */
+  if (rc == -ENOENT && t->attempts >= PY_LOCATE_ATTEMPTS && why[0]) {
+    PP_WARNING(st->host, "pid %u: %s: not profiled", t->pid, why);
+    return PP_ATTACH_FAIL;
+  }
   if (rc == -ENOENT && t->attempts >= PY_LOCATE_ATTEMPTS) {
     PP_INFO(st->host, "pid %u: no CPython interpreter found (%s); ignored", t->pid, strerror(-rc));
     return PP_ATTACH_IGNORE;

@@ -23,6 +23,10 @@ the inode its maps name, else the mapping's own file) or give it a
   libpython  gdb's embedded Python, its libpython3.11.so.1.0 a copy found
              through LD_LIBRARY_PATH (gdb is the one distribution program
              linking it); skipped without gdb
+  refused    binary, the agent started without CAP_SYS_ADMIN and
+             CAP_CHECKPOINT_RESTORE in its bounding set, so the mapping's
+             own file (/proc/PID/map_files) is out of its reach: the target
+             must get a "[Profiling skipped: ...]" status naming the path
 """
 import os
 import shutil
@@ -109,6 +113,11 @@ def what_is_at(pid, path):
     return "file %d" % st.st_ino
 
 
+# without these the kit cannot open /proc/PID/map_files: only the path is left
+NO_MAP_FILES = ["setpriv", "--bounding-set=-sys_admin,-checkpoint_restore",
+                "--inh-caps=-sys_admin,-checkpoint_restore"]
+
+
 def run_case(variant, kind, canary, dev):
     d = u.tempdir("pphostile-")
     os.chmod(d, 0o755)
@@ -116,7 +125,7 @@ def run_case(variant, kind, canary, dev):
     with open(script, "w") as f:
         f.write(WORKLOAD)
     env = dict(os.environ, PP_HOSTILE_SECONDS="60")
-    if variant == "binary":
+    if variant in ("binary", "refused"):
         mapped = os.path.join(d, "python3")
         shutil.copy(static_py, mapped)
         argv = [mapped, script]
@@ -147,9 +156,12 @@ def run_case(variant, kind, canary, dev):
         plugins = u.plugin_dir_with(py.PLUGIN)
         started = time.time()
         try:
-            r = u.run_agent(out, plugins, "--pids", str(p.pid), "-f", str(FREQ), "--python-mode",
-                            "wall", duration=DURATION, timeout=DURATION + 90)
-            rc = r.returncode
+            cmd = u.agent_cmd(out, plugins, "--pids", str(p.pid), "-f", str(FREQ), "--python-mode",
+                              "wall", duration=DURATION)
+            if variant == "refused":
+                cmd = NO_MAP_FILES + cmd
+            rc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                timeout=DURATION + 90).returncode
         except subprocess.TimeoutExpired:
             rc = "timeout"
         took = time.time() - started
@@ -170,6 +182,9 @@ def run_case(variant, kind, canary, dev):
                   if f.startswith("[Profiling skipped: ") or f.startswith("[Profiling error: ")]
         if status:
             print("   status: %s" % status[0])
+        if variant == "refused":
+            u.check(status and status[0].startswith("[Profiling skipped: ") and mapped in status[0],
+                    "%s: skipped, the status names the path and why (%s)" % (label, status[:1]))
         u.check(profiled >= DURATION * FREQ // 4 or status,
                 "%s: profiled correctly anyway (%d samples of hostile_root;hostile_leaf) or a "
                 "status says why (%s)" % (label, profiled, status[:1]))
@@ -182,7 +197,7 @@ def run_case(variant, kind, canary, dev):
 
 canary = reachable_canary()
 dev = hostile.device()
-variants = ["binary"]
+variants = ["binary", "refused"]
 if shutil.which("gdb") and os.path.exists("/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0"):
     variants.append("libpython")
 else:
