@@ -236,11 +236,12 @@ int ruby_attach(void *plugin, struct pp_target_entry *e);
 void ruby_target_release(void *plugin, struct pp_target_entry *e);
 
 /* ruby_sampler.c: the thread that samples (started by start(), joined by
- * stop()). Caller holds lock for sync_alarms. */
+ * stop()). */
 int ruby_sampler_start(struct ruby_state *st);
 void ruby_sampler_stop(struct ruby_state *st);
 void ruby_sampler_wake(struct ruby_state *st);
-/* Gives every Ruby thread of an attached target a CPU alarm, or none. */
+/* Gives every Ruby thread of an attached target a CPU alarm, or none
+ * (caller holds st->lock). */
 void ruby_sync_alarms(struct ruby_state *st, struct ruby_target *t);
 
 /* ruby_cpuclock.c: a CPU-time alarm on one OS thread, every period_ns of
