@@ -10,9 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "polyprof/kit/proc.h"
 #include "rootless.h"
 #include "session.h"
-#include "polyprof/kit/proc.h"
 #include "worker_exe.h"
 
 static void print_caps(FILE *out, uint64_t caps) {

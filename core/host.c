@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "log.h"
-#include "rootless.h"
 #include "polyprof/kit/proc.h"
+#include "rootless.h"
 
 /* Truncating copy (snprintf("%s") makes GCC warn about the truncation we
  * want). */

@@ -19,9 +19,9 @@
 #include "log.h"
 #include "output/files.h"
 #include "pidfile.h"
+#include "polyprof/kit/proc.h"
 #include "rootless.h"
 #include "sd_notify.h"
-#include "polyprof/kit/proc.h"
 #include "upload/uploader.h"
 
 /* --- signals ------------------------------------------------------------ */

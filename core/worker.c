@@ -52,9 +52,9 @@
 
 #include "ipc.h"
 #include "log.h"
+#include "polyprof/kit/proc.h"
 #include "profile_codec.h"
 #include "supervisor.h"
-#include "polyprof/kit/proc.h"
 #include "worker_exe.h"
 #include "worker_loop.h"
 

@@ -18,8 +18,8 @@
 
 #include "ipc.h"
 #include "log.h"
-#include "profile_codec.h"
 #include "polyprof/kit/heap.h"
+#include "profile_codec.h"
 #include "worker_loop.h"
 
 struct wloop {

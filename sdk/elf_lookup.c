@@ -171,8 +171,7 @@ static int begin(int fd, Elf **out) {
   }
   GElf_Ehdr eh;
   size_t nsec = 0;
-  if (!gelf_getehdr(e, &eh) || elf_getshdrnum(e, &nsec) != 0 ||
-      eh.e_shoff > (uint64_t)st.st_size ||
+  if (!gelf_getehdr(e, &eh) || elf_getshdrnum(e, &nsec) != 0 || eh.e_shoff > (uint64_t)st.st_size ||
       (uint64_t)nsec * eh.e_shentsize > (uint64_t)st.st_size - eh.e_shoff) {
     elf_end(e);
     return -EINVAL;

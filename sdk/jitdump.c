@@ -24,8 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "polyprof/kit/target_files.h"
 #include "polyprof/kit/proc.h"
+#include "polyprof/kit/target_files.h"
 
 #define JITDUMP_MAGIC 0x4A695444u
 #define HEADER_MIN 40u

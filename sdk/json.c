@@ -13,10 +13,14 @@ static size_t utf8_len(const unsigned char *s) {
   size_t n;
   uint32_t cp;
   if (c < 0x80) return 1;
-  if (c >= 0xc2 && c <= 0xdf) n = 2, cp = c & 0x1f;
-  else if (c >= 0xe0 && c <= 0xef) n = 3, cp = c & 0x0f;
-  else if (c >= 0xf0 && c <= 0xf4) n = 4, cp = c & 0x07;
-  else return 0;
+  if (c >= 0xc2 && c <= 0xdf)
+    n = 2, cp = c & 0x1f;
+  else if (c >= 0xe0 && c <= 0xef)
+    n = 3, cp = c & 0x0f;
+  else if (c >= 0xf0 && c <= 0xf4)
+    n = 4, cp = c & 0x07;
+  else
+    return 0;
   for (size_t i = 1; i < n; i++) {
     if ((s[i] & 0xc0) != 0x80) return 0;
     cp = cp << 6 | (s[i] & 0x3f);
@@ -45,8 +49,8 @@ size_t pp_json_string(char *out, size_t cap, const char *in) {
       esc[0] = '\\', esc[1] = (char)*s, esc[2] = '\0';
       piece = esc, len = 2, adv = 1;
     } else if (*s < 0x20) {
-      static const char short_esc[] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r',
-                                       ['\t'] = 't'};
+      static const char short_esc[] = {
+          ['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't'};
       if (*s < sizeof(short_esc) && short_esc[*s]) {
         esc[0] = '\\', esc[1] = short_esc[*s], esc[2] = '\0';
         len = 2;

@@ -52,7 +52,7 @@ struct pp_stack_table {
   struct index stidx;
   uint32_t *pool;
   size_t plen, pcap;
-  uint32_t *scratch; /* max_depth frame ids of the stack being added */
+  uint32_t *scratch;    /* max_depth frame ids of the stack being added */
   struct pp_frame *out; /* max_depth frames of the stack being emitted */
   uint64_t samples, dropped, truncated;
 };
@@ -304,9 +304,8 @@ uint64_t pp_stack_table_dropped(const struct pp_stack_table *t) {
 }
 
 size_t pp_stack_table_bytes(const struct pp_stack_table *t) {
-  return sizeof(*t) + t->tcap + t->scap * sizeof(*t->strs) +
-         t->fcap * sizeof(*t->frames) + t->fidx.cap * sizeof(uint32_t) +
-         t->stcap * sizeof(*t->stacks) + t->stidx.cap * sizeof(uint32_t) +
-         t->pcap * sizeof(uint32_t) +
+  return sizeof(*t) + t->tcap + t->scap * sizeof(*t->strs) + t->fcap * sizeof(*t->frames) +
+         t->fidx.cap * sizeof(uint32_t) + t->stcap * sizeof(*t->stacks) +
+         t->stidx.cap * sizeof(uint32_t) + t->pcap * sizeof(uint32_t) +
          t->lim.max_depth * (sizeof(*t->scratch) + sizeof(*t->out));
 }

@@ -166,8 +166,7 @@ int pp_target_table_add(struct pp_target_table *tt, const struct pp_target *targ
       /* the same image again (a session's re-announcement): nothing to do;
        * an unknown image id (0) is taken as the same */
       if (same && (exe_id == t->exe_id || !exe_id || !t->exe_id)) continue;
-      if (same)
-        PP_DEBUG(tt->host, "pid %u: new executable image (exec): looking again", g->pid);
+      if (same) PP_DEBUG(tt->host, "pid %u: new executable image (exec): looking again", g->pid);
       reset(tt, t, g->start_time, exe_id);
       attach(tt, t, now);
       continue;
@@ -193,7 +192,8 @@ int pp_target_table_add(struct pp_target_table *tt, const struct pp_target *targ
     while (tt->index[s])
       s = (s + 1) & (tt->icap - 1);
     tt->index[s] = t;
-    if (pp_target_table_count(tt, PP_TARGET_ATTACHED) + pp_target_table_count(tt, PP_TARGET_PENDING) >
+    if (pp_target_table_count(tt, PP_TARGET_ATTACHED) +
+            pp_target_table_count(tt, PP_TARGET_PENDING) >
         tt->cfg.max_targets) {
       t->state = PP_TARGET_SKIPPED;
       snprintf(t->reason, sizeof(t->reason), "more than %zu processes to profile (max_targets)",
@@ -281,22 +281,22 @@ void pp_target_table_report(struct pp_target_table *tt, struct pp_sink *sink) {
     else if (t->state != PP_TARGET_GONE && !alive(t))
       pp_target_table_gone(tt, t);
     switch (t->state) {
-    case PP_TARGET_ATTACHED:
-      attached++;
-      break;
-    case PP_TARGET_PENDING:
-      pending++;
-      if (t->reason[0]) h->set_pid_status(sink, t->pid, PP_PID_ERROR, t->reason);
-      break;
-    case PP_TARGET_SKIPPED:
-      h->set_pid_status(sink, t->pid, PP_PID_SKIPPED, t->reason);
-      break;
-    case PP_TARGET_FAILED:
-      failed++;
-      h->set_pid_status(sink, t->pid, PP_PID_ERROR, t->reason);
-      break;
-    default:
-      break;
+      case PP_TARGET_ATTACHED:
+        attached++;
+        break;
+      case PP_TARGET_PENDING:
+        pending++;
+        if (t->reason[0]) h->set_pid_status(sink, t->pid, PP_PID_ERROR, t->reason);
+        break;
+      case PP_TARGET_SKIPPED:
+        h->set_pid_status(sink, t->pid, PP_PID_SKIPPED, t->reason);
+        break;
+      case PP_TARGET_FAILED:
+        failed++;
+        h->set_pid_status(sink, t->pid, PP_PID_ERROR, t->reason);
+        break;
+      default:
+        break;
     }
     if (t->state == PP_TARGET_GONE)
       free(t);

@@ -75,8 +75,8 @@ static struct slot *slot_of(struct pp_thread_cpu *c, uint32_t tid) {
     close_slot(c, old);
   }
   struct slot *s = &c->s[c->n++];
-  *s = (struct slot){.tid = tid, .stat_fd = fd, .sched_fd = -1, .runtime = UINT64_MAX,
-                     .used = c->gen};
+  *s = (struct slot){
+      .tid = tid, .stat_fd = fd, .sched_fd = -1, .runtime = UINT64_MAX, .used = c->gen};
   return s;
 }
 

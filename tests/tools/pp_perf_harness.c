@@ -28,8 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "polyprof/plugin.h"
 #include "polyprof/kit/proc.h"
+#include "polyprof/plugin.h"
 
 #define MAX_OPTS 64
 

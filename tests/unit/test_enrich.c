@@ -23,8 +23,8 @@
 #include "app_metadata.h"
 #include "enrich.h"
 #include "metadata.h"
-#include "profile.h"
 #include "polyprof/kit/proc.h"
+#include "profile.h"
 #include "testlib.h"
 
 #define A(...) ((const char *const[]){__VA_ARGS__, NULL})

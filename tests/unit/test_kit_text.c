@@ -20,9 +20,16 @@ static void test_json(void) {
   pp_json_string(out, sizeof(out), "caf\xc3\xa9 \xe2\x82\xac");
   CHECK_EQ_STR(out, "\"caf\xc3\xa9 \xe2\x82\xac\"");
   /* a lone continuation byte, a cut sequence, an overlong form, a surrogate */
-  pp_json_string(out, sizeof(out), "a\x80" "b\xe2\x82" "c\xc0\xaf" "d\xed\xa0\x80");
-  CHECK_EQ_STR(out, "\"a\xef\xbf\xbd" "b\xef\xbf\xbd\xef\xbf\xbd" "c\xef\xbf\xbd\xef\xbf\xbd"
-                    "d\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"");
+  pp_json_string(out, sizeof(out),
+                 "a\x80"
+                 "b\xe2\x82"
+                 "c\xc0\xaf"
+                 "d\xed\xa0\x80");
+  CHECK_EQ_STR(out,
+               "\"a\xef\xbf\xbd"
+               "b\xef\xbf\xbd\xef\xbf\xbd"
+               "c\xef\xbf\xbd\xef\xbf\xbd"
+               "d\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\"");
   /* too long: cut before a whole character, still a closed string */
   size_t n = pp_json_string(out, 8, "\xe2\x82\xac\xe2\x82\xac");
   CHECK_EQ_STR(out, "\"\xe2\x82\xac\"");
@@ -59,7 +66,7 @@ static void test_options(void) {
   h.config_int = no_int;
   h.config_bool = no_bool;
   h.config_string = no_string;
-  CHECK_EQ_INT(pp_opt_int(&h, PP_OPTIONS(opts), "set"), 7);   /* the host's value */
+  CHECK_EQ_INT(pp_opt_int(&h, PP_OPTIONS(opts), "set"), 7);     /* the host's value */
   CHECK_EQ_INT(pp_opt_int(&h, PP_OPTIONS(opts), "max"), 65536); /* the table's default */
   CHECK(pp_opt_bool(&h, PP_OPTIONS(opts), "on"));
   CHECK_EQ_STR(pp_opt_string(&h, PP_OPTIONS(opts), "mode"), "cpu");

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include "output/col.h"
-#include "profile.h"
 #include "polyprof/kit/proc.h"
+#include "profile.h"
 #include "testlib.h"
 
 static void test_intern_and_aggregate(void) {

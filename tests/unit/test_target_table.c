@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "kit_fake_host.h"
-#include "polyprof/kit/proc.h"
 #include "polyprof/kit/log.h"
+#include "polyprof/kit/proc.h"
 #include "polyprof/kit/target_table.h"
 #include "testlib.h"
 

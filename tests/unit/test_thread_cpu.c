@@ -45,8 +45,8 @@ int main(void) {
     slept += pp_thread_cpu_ran(c, sleep_tid) == 1;
     usleep(10000);
   }
-  CHECK(spun >= 10);  /* 2 cores: it runs most of the time */
-  CHECK(slept <= 5);  /* it wakes briefly every ms at most */
+  CHECK(spun >= 10); /* 2 cores: it runs most of the time */
+  CHECK(slept <= 5); /* it wakes briefly every ms at most */
   char s = pp_thread_cpu_state(c, sleep_tid);
   CHECK(s == 'S' || s == 'R');
   CHECK(pp_thread_cpu_fds(c) >= 3);

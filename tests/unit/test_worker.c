@@ -17,8 +17,8 @@
 
 #include "host.h"
 #include "log.h"
-#include "supervisor.h"
 #include "polyprof/kit/proc.h"
+#include "supervisor.h"
 #include "testlib.h"
 
 static struct pp_plugin_info *infos;

@@ -49,10 +49,10 @@ size_t pp_stack_table_emit(struct pp_stack_table *t, const struct pp_host *host,
 /* Empties the table without emitting (a session thrown away). */
 void pp_stack_table_clear(struct pp_stack_table *t);
 
-size_t pp_stack_table_count(const struct pp_stack_table *t);   /* distinct stacks now */
+size_t pp_stack_table_count(const struct pp_stack_table *t);     /* distinct stacks now */
 uint64_t pp_stack_table_samples(const struct pp_stack_table *t); /* sum of counts now */
 uint64_t pp_stack_table_dropped(const struct pp_stack_table *t); /* this session */
-size_t pp_stack_table_bytes(const struct pp_stack_table *t);   /* memory held */
+size_t pp_stack_table_bytes(const struct pp_stack_table *t);     /* memory held */
 
 #ifdef __cplusplus
 }

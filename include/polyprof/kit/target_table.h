@@ -78,13 +78,13 @@ struct pp_target_ops {
 };
 
 struct pp_target_table_config {
-  size_t max_targets;        /* 0: 65536. Beyond: skipped, "too many targets" */
-  uint32_t retry_attempts;   /* attach() calls before giving up (0: 12) */
-  uint64_t retry_first_ns;   /* first retry after this (0: 250 ms), doubling... */
-  uint64_t retry_max_ns;     /* ...up to this (0: 10 s) */
-  uint64_t liveness_ns;      /* poll() checks each attached target this often (0: only at
-                              * report): exit, pid reuse, and exec (a new executable file,
-                              * then released and attached again) */
+  size_t max_targets;      /* 0: 65536. Beyond: skipped, "too many targets" */
+  uint32_t retry_attempts; /* attach() calls before giving up (0: 12) */
+  uint64_t retry_first_ns; /* first retry after this (0: 250 ms), doubling... */
+  uint64_t retry_max_ns;   /* ...up to this (0: 10 s) */
+  uint64_t liveness_ns;    /* poll() checks each attached target this often (0: only at
+                            * report): exit, pid reuse, and exec (a new executable file,
+                            * then released and attached again) */
 };
 
 struct pp_target_table;
