@@ -146,6 +146,7 @@ static int find_vm(struct ruby_state *st, struct ruby_target *t) {
   pattern[j] = '\0';
 
   static struct pp_module exe_mod, lib_mod; /* large (PATH_MAX): not on the stack */
+  exe_mod.fd = lib_mod.fd = -1;             /* closed below even when not looked up */
   struct refusal refused = {""};
   int have_exe = find_module(t, pattern, &exe_mod, &refused);
   int have_lib = have_exe < 0 ? have_exe : find_module(t, "libruby*.so*", &lib_mod, &refused);
