@@ -12,6 +12,7 @@
 
 #include "polyprof/kit/elf_lookup.h"
 #include "polyprof/kit/maps.h"
+#include "polyprof/kit/proc.h"
 #include "polyprof/kit/target_files.h"
 
 #include <dirent.h>
@@ -29,25 +30,11 @@
 #define MAX_FD_INODES 8192
 #define MAX_EXEC_MAPS 4096 /* executable mappings looked at for the binary */
 
-/* Reads up to cap-1 bytes of a /proc file; returns the length or -errno. */
+/* Up to cap-1 bytes of a /proc file: the length, or -errno. */
 static ssize_t read_bounded(const char *path, char *buf, size_t cap) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
   size_t n = 0;
-  while (n + 1 < cap) {
-    ssize_t r = read(fd, buf + n, cap - 1 - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      int e = -errno;
-      close(fd);
-      return e;
-    }
-    if (r == 0) break;
-    n += (size_t)r;
-  }
-  close(fd);
-  buf[n] = '\0';
-  return (ssize_t)n;
+  int rc = pp_read_file(path, buf, cap, &n);
+  return rc < 0 ? rc : (ssize_t)n;
 }
 
 static const char *const node_symbols[] = {"napi_module_register", "_ZN2v87Isolate10GetCurrentEv"};
