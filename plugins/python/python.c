@@ -178,7 +178,7 @@ static const struct pp_plugin descriptor = {
     .version = "0.1.0",
     .description =
         "CPython 2.7 and 3.6-3.13 stacks read from outside the process (3.14: "
-        "implemented from the reference, tested on a synthetic image only)",
+        "from the 3.14 layout, tested on a synthetic image only)",
     .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_PTRACE | PP_CAP_ARCH_X86_64 |
                     PP_CAP_ARCH_AARCH64,
     .match_exe = exe_patterns,

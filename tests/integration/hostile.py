@@ -115,7 +115,7 @@ def plant_script(kind, path, target):
     if kind == "device":
         return 'rm -f "%s"; : > "%s"; mount --bind "%s" "%s"' % (path, path, target, path)
     if kind == "mount":
-        return ': >> "%s"; mount --bind "%s" "%s"' % (path, target, path)
+        return '[ -e "%s" ] || : > "%s"; mount --bind "%s" "%s"' % (path, path, target, path)
     raise ValueError(kind)
 
 

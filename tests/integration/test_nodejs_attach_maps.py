@@ -5,8 +5,8 @@ inspectors are closed again right away; at exit the writer is stopped, the
 map removed, and the processes run on.
 
 The agent's own perf plugin must name the targets' JS frames through the
-maps (issue 8: "attach-maps gives named JS frames in the perf plugin's
-output").
+maps: attach-maps exists so that the perf plugin's output has named JS
+frames.
 """
 import os
 import re
