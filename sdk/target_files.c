@@ -262,6 +262,23 @@ static int reopen(int pfd, bool dir) {
   return fd < 0 ? -errno : fd;
 }
 
+int pp_open_host_file(const char *path, const struct stat *same, struct stat *st) {
+  int pfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+  if (pfd < 0) return -errno;
+  struct stat sb, *s = st ? st : &sb;
+  int rc;
+  if (fstat(pfd, s) < 0)
+    rc = -errno;
+  else if (!S_ISREG(s->st_mode))
+    rc = -EINVAL;
+  else if (same && (s->st_dev != same->st_dev || s->st_ino != same->st_ino))
+    rc = -ESTALE;
+  else
+    rc = reopen(pfd, false);
+  close(pfd);
+  return rc;
+}
+
 int pp_target_open(uint32_t pid, const char *path, unsigned flags, const struct pp_file_id *id,
                    struct stat *st, char *reason, size_t cap) {
   bool dir = flags & PP_TF_DIR;

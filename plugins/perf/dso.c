@@ -182,19 +182,9 @@ static void file_path(const char *path, char *out, size_t cap) {
  * shows the agent nothing the process did not map. */
 static int open_host_identical(const char *path, const struct perf_dso *dso) {
   if (!dso->ino) return -ESTALE;
-  int pfd = open(path, O_PATH | O_CLOEXEC);
-  if (pfd < 0) return -errno;
-  struct stat st;
-  int fd = -ESTALE;
-  if (fstat(pfd, &st) == 0 && S_ISREG(st.st_mode) && st.st_ino == dso->ino &&
-      st.st_dev == dso->dev) {
-    char self[48];
-    snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
-    fd = open(self, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) fd = -errno;
-  }
-  close(pfd);
-  return fd;
+  struct stat same = {.st_dev = dso->dev, .st_ino = dso->ino};
+  int fd = pp_open_host_file(path, &same, NULL);
+  return fd == -EINVAL ? -ESTALE : fd;
 }
 
 /* Opens the object's file as the process p sees it: for a live process

@@ -233,6 +233,17 @@ int perf_ring_map(struct perf_events *ev, int fd, int cpu, uint32_t data_pages, 
   return 0;
 }
 
+int perf_events_alloc(struct perf_events *ev, int ncpu, char *err, size_t errlen) {
+  ev->rings = calloc((size_t)(ncpu > 0 ? ncpu : 1), sizeof(*ev->rings));
+  ev->scratch = malloc(SCRATCH_SIZE);
+  if (!ev->rings || !ev->scratch) {
+    snprintf(err, errlen, "out of memory");
+    perf_events_close(ev);
+    return -ENOMEM;
+  }
+  return 0;
+}
+
 int perf_events_open(struct perf_events *ev, const struct perf_events_config *cfg, char *err,
                      size_t errlen) {
   struct perf_event_attr a;
@@ -242,13 +253,8 @@ int perf_events_open(struct perf_events *ev, const struct perf_events_config *cf
   bool software = a.type == PERF_TYPE_SOFTWARE;
   int cpus[4096];
   int ncpu = perf_online_cpus(cpus, 4096);
-  ev->rings = calloc((size_t)(ncpu > 0 ? ncpu : 1), sizeof(*ev->rings));
-  ev->scratch = malloc(SCRATCH_SIZE);
-  if (!ev->rings || !ev->scratch) {
-    snprintf(err, errlen, "out of memory");
-    perf_events_close(ev);
-    return -ENOMEM;
-  }
+  arc = perf_events_alloc(ev, ncpu, err, errlen);
+  if (arc < 0) return arc;
   int first_err = 0;
   for (int i = 0; i < ncpu; i++) {
     int fd = perf_sys_event_open(&a, -1, cpus[i], -1, PERF_FLAG_FD_CLOEXEC);

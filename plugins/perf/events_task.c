@@ -115,13 +115,8 @@ int perf_events_open_tasks(struct perf_events *ev, const struct perf_events_conf
   a.inherit = 1;
   int cpus[MAX_CPUS];
   int ncpu = perf_online_cpus(cpus, MAX_CPUS);
-  ev->rings = calloc((size_t)(ncpu > 0 ? ncpu : 1), sizeof(*ev->rings));
-  ev->scratch = malloc(SCRATCH_SIZE);
-  if (!ev->rings || !ev->scratch) {
-    snprintf(err, errlen, "out of memory");
-    perf_events_close(ev);
-    return -ENOMEM;
-  }
+  rc = perf_events_alloc(ev, ncpu, err, errlen);
+  if (rc < 0) return rc;
   ev->per_task = true;
   err[0] = '\0';
   size_t nthreads = 0;
@@ -133,13 +128,8 @@ int perf_events_open_tasks(struct perf_events *ev, const struct perf_events_conf
     a.inherit = 1;
     a.exclude_kernel = 1;
     a.exclude_callchain_kernel = 1;
-    ev->rings = calloc((size_t)(ncpu > 0 ? ncpu : 1), sizeof(*ev->rings));
-    ev->scratch = malloc(SCRATCH_SIZE);
-    if (!ev->rings || !ev->scratch) {
-      snprintf(err, errlen, "out of memory");
-      perf_events_close(ev);
-      return -ENOMEM;
-    }
+    rc = perf_events_alloc(ev, ncpu, err, errlen);
+    if (rc < 0) return rc;
     ev->per_task = true;
     ev->kernel_refused = true;
     rc = open_all(ev, &a, cfg, cpus, ncpu, err, errlen, &nthreads);

@@ -105,6 +105,9 @@ int perf_online_cpus(int *cpus, int max);
  * event, err says which). */
 int perf_events_attr(struct perf_events *ev, const struct perf_events_config *cfg,
                      struct perf_event_attr *out, char *err, size_t errlen);
+/* The per-CPU ring table and the scratch buffer of an event set being
+ * opened; on failure the set is closed and err says why. */
+int perf_events_alloc(struct perf_events *ev, int ncpu, char *err, size_t errlen);
 /* mmaps fd's ring and appends it to ev->rings (sized by the caller). 0, or
  * -1 with errno and err set. */
 int perf_ring_map(struct perf_events *ev, int fd, int cpu, uint32_t data_pages, char *err,

@@ -225,17 +225,7 @@ static int open_perfmap(struct perf_state *st, struct perf_proc *p, struct stat 
     }
     return fd;
   }
-  int pfd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-  if (pfd < 0) return -errno;
-  fd = -EINVAL;
-  if (fstat(pfd, sb) == 0 && S_ISREG(sb->st_mode)) {
-    char self[48];
-    snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
-    fd = open(self, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) fd = -errno;
-  }
-  close(pfd);
-  return fd;
+  return pp_open_host_file(path, NULL, sb);
 }
 
 static const char *jit_lookup(struct perf_state *st, struct perf_proc *p, uint64_t addr,

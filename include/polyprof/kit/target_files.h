@@ -85,6 +85,14 @@ int pp_target_connect_unix(uint32_t pid, const char *path, char *reason, size_t 
  * "/proc/self/fd/N" once the credentials are switched. Returns it or -errno. */
 int pp_target_socket(uint32_t pid, const char *path, char *reason, size_t cap);
 
+/* Opens a host path read-only, for the file of a process that is gone (its
+ * root went with it): only a regular file, looked up without following a
+ * final link (an O_PATH handle: no FIFO wait, no device open), and, with
+ * `same`, only that very inode (st_dev and st_ino: what the process had
+ * mapped). *st (optional) gets its stat. Returns the fd, -EINVAL (not a
+ * regular file), -ESTALE (another inode) or -errno. */
+int pp_open_host_file(const char *path, const struct stat *same, struct stat *st);
+
 /* The target's effective uid and gid as the agent sees them (host ids). */
 int pp_target_ids(uint32_t pid, uid_t *uid, gid_t *gid);
 
