@@ -15,6 +15,7 @@
 #include "polyprof/kit/demangle.h"     /* C++ and Rust symbol names */
 #include "polyprof/kit/elf_lookup.h"   /* symbols and sections of a mapped file */
 #include "polyprof/kit/elf_symbols.h"  /* address -> symbol tables, build-ids, debug files */
+#include "polyprof/kit/hash.h"         /* an integer hash for tables keyed by addresses */
 #include "polyprof/kit/heap.h"         /* handing freed heap back after a snapshot */
 #include "polyprof/kit/jitdump.h"      /* JIT symbol logs (jit-PID.dump) */
 #include "polyprof/kit/json.h"         /* JSON strings for application metadata */

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "polyprof/kit/hash.h"
+
 struct perf_idmap_slot {
   uint64_t key;
   void *val; /* NULL: empty */
@@ -22,19 +24,10 @@ struct perf_idmap {
   size_t n;
 };
 
-static inline uint64_t perf_idmap_hash(uint64_t k) {
-  k ^= k >> 33;
-  k *= 0xff51afd7ed558ccdull;
-  k ^= k >> 33;
-  k *= 0xc4ceb9fe1a85ec53ull;
-  k ^= k >> 33;
-  return k;
-}
-
 static inline void *perf_idmap_get(const struct perf_idmap *m, uint64_t key) {
   if (!m->cap) return NULL;
   size_t mask = m->cap - 1;
-  for (size_t i = perf_idmap_hash(key) & mask;; i = (i + 1) & mask) {
+  for (size_t i = pp_hash_u64(key) & mask;; i = (i + 1) & mask) {
     if (!m->slots[i].val) return NULL;
     if (m->slots[i].key == key) return m->slots[i].val;
   }
@@ -46,7 +39,7 @@ static inline int perf_idmap_grow(struct perf_idmap *m) {
   if (!ns) return -ENOMEM;
   for (size_t i = 0; i < m->cap; i++) {
     if (!m->slots[i].val) continue;
-    size_t j = perf_idmap_hash(m->slots[i].key) & (ncap - 1);
+    size_t j = pp_hash_u64(m->slots[i].key) & (ncap - 1);
     while (ns[j].val)
       j = (j + 1) & (ncap - 1);
     ns[j] = m->slots[i];
@@ -61,7 +54,7 @@ static inline int perf_idmap_grow(struct perf_idmap *m) {
 static inline int perf_idmap_put(struct perf_idmap *m, uint64_t key, void *val) {
   if ((m->n + 1) * 4 > m->cap * 3 && perf_idmap_grow(m) < 0) return -ENOMEM;
   size_t mask = m->cap - 1;
-  for (size_t i = perf_idmap_hash(key) & mask;; i = (i + 1) & mask) {
+  for (size_t i = pp_hash_u64(key) & mask;; i = (i + 1) & mask) {
     if (!m->slots[i].val) {
       m->slots[i].key = key;
       m->slots[i].val = val;
@@ -77,7 +70,7 @@ static inline int perf_idmap_put(struct perf_idmap *m, uint64_t key, void *val) 
 
 static inline void *perf_idmap_del(struct perf_idmap *m, uint64_t key) {
   if (!m->cap) return NULL;
-  size_t mask = m->cap - 1, i = perf_idmap_hash(key) & mask;
+  size_t mask = m->cap - 1, i = pp_hash_u64(key) & mask;
   for (;; i = (i + 1) & mask) {
     if (!m->slots[i].val) return NULL;
     if (m->slots[i].key == key) break;
@@ -86,7 +79,7 @@ static inline void *perf_idmap_del(struct perf_idmap *m, uint64_t key) {
   /* backward-shift: move later members of the probe run into the hole */
   size_t hole = i;
   for (size_t j = (i + 1) & mask; m->slots[j].val; j = (j + 1) & mask) {
-    size_t home = perf_idmap_hash(m->slots[j].key) & mask;
+    size_t home = pp_hash_u64(m->slots[j].key) & mask;
     /* j may move into hole if its home is not in (hole, j] cyclically */
     int in_range = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
     if (!in_range) {

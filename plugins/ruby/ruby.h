@@ -22,12 +22,27 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "polyprof/kit/stack_table.h"
 #include "polyprof/kit/target_table.h"
 #include "polyprof/kit/thread_cpu.h"
 #include "polyprof/plugin.h"
 #include "ruby_layout.h"
+
+/* A word read out of a buffer copied from the target (unaligned-safe). */
+static inline uint64_t ruby_rd64(const unsigned char *p) {
+  uint64_t v;
+  memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+/* Could this value point at a Ruby heap object or VM structure? A user
+ * space address, 8-byte aligned: anything else read from the target is
+ * not followed. */
+static inline bool ruby_heap_ptr(uint64_t a) {
+  return a >= 4096 && a < (1ull << 47) && (a & 7) == 0;
+}
 
 #define RUBY_MAX_THREADS_HARD 1024
 #define RUBY_STR_MAX 1024    /* longest label or path we keep */

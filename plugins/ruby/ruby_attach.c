@@ -30,16 +30,6 @@ static const char *const sym_names[SYM_COUNT] = {"ruby_version", "ruby_current_v
 
 #define DATA_SCAN_MAX (256u << 10) /* .data of libruby is < 1 KB on Debian */
 
-static uint64_t rd64(const unsigned char *p) {
-  uint64_t v;
-  memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-static bool heap_ptr(uint64_t a) {
-  return a >= 4096 && a < (1ull << 47) && (a & 7) == 0;
-}
-
 /* Looks the symbols up in one module; fills only what is still missing, so
  * the executable (looked at first) wins over libruby, as in rbspy. */
 static void lookup_in(const struct pp_module *m, uint64_t *addr) {
@@ -62,11 +52,11 @@ static uint64_t scan_global_symbols(struct ruby_target *t, const struct pp_modul
   uint64_t found = 0;
   if (pp_remote_read((pid_t)t->pid, vaddr + m->bias, buf, size) == 0) {
     for (uint64_t off = 0; off + 32 <= size && !found; off += 8) {
-      uint64_t w0 = rd64(buf + off), ids = rd64(buf + off + 16);
+      uint64_t w0 = ruby_rd64(buf + off), ids = ruby_rd64(buf + off + 16);
       uint32_t last_id = (uint32_t)w0;
       if ((w0 >> 32) != 0 || last_id <= (uint32_t)t->L->last_op_id || last_id > (1u << 26))
         continue;
-      if (!heap_ptr(rd64(buf + off + 8)) || !heap_ptr(ids)) continue;
+      if (!ruby_heap_ptr(ruby_rd64(buf + off + 8)) || !ruby_heap_ptr(ids)) continue;
       t->global_symbols = vaddr + m->bias + off;
       char a[8], b[8];
       if (ruby_id_name(t, '*', a, sizeof(a)) == 1 && a[0] == '*' &&
@@ -87,9 +77,9 @@ static int find_running_ec(struct ruby_target *t) {
   unsigned char vmh[48];
   int rc = pp_remote_read((pid_t)t->pid, t->vm, vmh, sizeof(vmh));
   if (rc < 0) return rc;
-  t->main_ractor = rd64(vmh + L->vm_main_ractor);
-  uint64_t main_thread = rd64(vmh + L->vm_ractor_main_thread);
-  if (!heap_ptr(t->main_ractor) || !heap_ptr(main_thread)) return -EAGAIN;
+  t->main_ractor = ruby_rd64(vmh + L->vm_main_ractor);
+  uint64_t main_thread = ruby_rd64(vmh + L->vm_ractor_main_thread);
+  if (!ruby_heap_ptr(t->main_ractor) || !ruby_heap_ptr(main_thread)) return -EAGAIN;
   enum { FROM = 256, WORDS = 96 };
   uint64_t w[WORDS];
   rc = pp_remote_read((pid_t)t->pid, t->main_ractor + FROM, w, sizeof(w));
@@ -259,7 +249,7 @@ static int attach_modules(struct ruby_state *st, struct ruby_target *t, const ch
   }
   t->vm_ptr_addr = addr[SYM_VM_PTR];
   rc = pp_remote_read((pid_t)t->pid, t->vm_ptr_addr, &t->vm, sizeof(t->vm));
-  if (rc < 0 || !heap_ptr(t->vm)) {
+  if (rc < 0 || !ruby_heap_ptr(t->vm)) {
     snprintf(t->entry->reason, sizeof(t->entry->reason), "Ruby %s: VM not initialised yet",
              version);
     return rc == -ESRCH ? rc : -EAGAIN;

@@ -5,6 +5,7 @@
  * Open addressing with linear probing, kept at most 3/4 full so probes stay
  * short; sized once at init, nothing here allocates afterwards.
  */
+#include "polyprof/kit/hash.h"
 #include "ruby.h"
 
 #include <errno.h>
@@ -24,15 +25,6 @@ static size_t pow2_at_least(size_t n) {
   while (c < n)
     c *= 2;
   return c;
-}
-
-static uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ull;
-  x ^= x >> 33;
-  return x;
 }
 
 /* ---- strings ---- */
@@ -158,7 +150,7 @@ void ruby_cache_clear(struct ruby_cache *c) {
 }
 
 static size_t cache_pos(const struct ruby_cache *c, uint32_t pid, uint64_t k1, uint64_t k2) {
-  return mix(k1 ^ mix(k2 ^ ((uint64_t)pid << 32))) & (c->cap - 1);
+  return pp_hash_u64(k1 ^ pp_hash_u64(k2 ^ ((uint64_t)pid << 32))) & (c->cap - 1);
 }
 
 uint32_t ruby_cache_get(const struct ruby_cache *c, uint32_t pid, uint64_t k1, uint64_t k2) {

@@ -31,16 +31,6 @@
 #define T_ARRAY 0x07u
 #define QNIL 0x08ull
 
-static inline uint64_t rd64(const unsigned char *p) {
-  uint64_t v;
-  memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-static bool heap_ptr(uint64_t a) {
-  return a >= 4096 && a < (1ull << 47) && (a & 7) == 0;
-}
-
 static size_t pow2_at_least(size_t n) {
   size_t c = 16;
   while (c < n)
@@ -142,7 +132,7 @@ static int read_path(const struct ruby_target *t, uint64_t pathobj, char *buf, s
   if ((flags & T_MASK) == T_STRING) return ruby_read_string(t, pathobj, buf, cap);
   if ((flags & T_MASK) != T_ARRAY) return -EINVAL;
   uint64_t real = QNIL, rel = QNIL;
-  if (ruby_array_at(t, pathobj, 1, &real) == 0 && real != QNIL && heap_ptr(real)) {
+  if (ruby_array_at(t, pathobj, 1, &real) == 0 && real != QNIL && ruby_heap_ptr(real)) {
     rc = ruby_read_string(t, real, buf, cap);
     if (rc > 0) return rc;
   }
@@ -193,13 +183,14 @@ static int path_id(struct ruby_state *st, struct ruby_target *t, struct path_mem
  * body freed and its address reused does not inherit the old name. */
 static uint32_t body_name(struct ruby_state *st, struct ruby_target *t, struct path_memo *memo,
                           uint64_t body, const unsigned char *b) {
-  uint64_t label_obj = rd64(b + BODY_LABEL);
+  uint64_t label_obj = ruby_rd64(b + BODY_LABEL);
   uint32_t id = ruby_cache_get(&st->iseq_cache, t->pid, body, label_obj | 1);
   if (id != RUBY_NO_ID) return id;
   char label[RUBY_STR_MAX];
   if (ruby_read_string(t, label_obj, label, sizeof(label)) <= 0) return RUBY_NO_ID;
   uint32_t n = ruby_strings_intern(&st->strings, label, strlen(label)), f;
-  if (n == RUBY_NO_ID || path_id(st, t, memo, rd64(b + BODY_PATHOBJ), &f) < 0) return RUBY_NO_ID;
+  if (n == RUBY_NO_ID || path_id(st, t, memo, ruby_rd64(b + BODY_PATHOBJ), &f) < 0)
+    return RUBY_NO_ID;
   struct ruby_frame fr = {.name = n, .file = f, .line = 0, .kind = PP_FRAME_RUBY};
   id = ruby_frames_add(&st->frames, &fr);
   if (id != RUBY_NO_ID) ruby_cache_put(&st->iseq_cache, t->pid, body, label_obj | 1, id);
@@ -220,7 +211,7 @@ static int learn_iseqs(struct ruby_state *st, struct ruby_target *t, const uint6
   if (rc < 0) return rc;
   uint32_t m = 0, which[ROUND];
   for (uint32_t i = 0; i < n; i++) {
-    if (!ok[i] || !heap_ptr(body[i])) continue;
+    if (!ok[i] || !ruby_heap_ptr(body[i])) continue;
     iov[m] = (struct pp_remote_iov){.addr = body[i], .buf = b[m], .len = BODY_READ};
     which[m++] = i;
   }

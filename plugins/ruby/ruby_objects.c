@@ -22,11 +22,6 @@
 #define SUCC_IMM_ENTRIES 54          /* IMMEDIATE_TABLE_SIZE */
 #define SUCC_BLOCK_BYTES 80          /* {u32 rank; u64 small_block_ranks; u64 bits[8]} */
 
-static inline uint64_t rd64(const unsigned char *p) {
-  uint64_t v;
-  memcpy(&v, p, sizeof(v));
-  return v;
-}
 static inline uint32_t rd32(const unsigned char *p) {
   uint32_t v;
   memcpy(&v, p, sizeof(v));
@@ -42,7 +37,7 @@ int ruby_read_string(const struct ruby_target *t, uint64_t value, char *buf, siz
   unsigned char h[RVALUE_HEAD];
   int rc = pp_remote_read((pid_t)t->pid, value, h, sizeof(h));
   if (rc < 0) return rc;
-  uint64_t flags = rd64(h);
+  uint64_t flags = ruby_rd64(h);
   if ((flags & T_MASK) != T_STRING) return -EINVAL;
   uint64_t len;
   const unsigned char *inline_chars = NULL;
@@ -50,8 +45,8 @@ int ruby_read_string(const struct ruby_target *t, uint64_t value, char *buf, siz
   uint64_t src = 0;
   if (t->L->string_kind == RUBY_STR_FLAGS_LEN) {
     if (flags & FL_USER1) {
-      len = rd64(h + 16);
-      src = rd64(h + 24);
+      len = ruby_rd64(h + 16);
+      src = ruby_rd64(h + 24);
     } else {
       len = (flags >> 14) & 0x1f;
       inline_chars = h + 16;
@@ -59,9 +54,9 @@ int ruby_read_string(const struct ruby_target *t, uint64_t value, char *buf, siz
       if (len > inline_avail) return -EINVAL;
     }
   } else {
-    len = rd64(h + 16);
+    len = ruby_rd64(h + 16);
     if (flags & FL_USER1) {
-      src = rd64(h + 24);
+      src = ruby_rd64(h + 24);
     } else {
       /* variable-width slots: the chars continue past the first 40 bytes */
       inline_chars = h + 24;
@@ -96,15 +91,15 @@ int ruby_array_at(const struct ruby_target *t, uint64_t value, uint64_t i, uint6
   unsigned char h[RVALUE_HEAD];
   int rc = pp_remote_read((pid_t)t->pid, value, h, sizeof(h));
   if (rc < 0) return rc;
-  uint64_t flags = rd64(h);
+  uint64_t flags = ruby_rd64(h);
   if ((flags & T_MASK) != T_ARRAY) return -EINVAL;
   uint64_t len, base;
   if (flags & FL_USER1) {
     len = (flags >> 15) & 0x7f;
     base = value + 16;
   } else {
-    len = rd64(h + 16);
-    base = rd64(h + 32);
+    len = ruby_rd64(h + 16);
+    base = ruby_rd64(h + 32);
     if (len > ARRAY_MAX_LEN || !plausible_ptr(base)) return -EINVAL;
   }
   if (i >= len) return -ERANGE;
@@ -116,7 +111,7 @@ bool ruby_lines_parse(const struct ruby_target *t, const unsigned char *body, si
   const struct ruby_layout *L = t->L;
   memset(out, 0, sizeof(*out));
   if (body_len < (size_t)L->first_lineno + 8) return false;
-  int64_t first = (int64_t)rd64(body + L->first_lineno);
+  int64_t first = (int64_t)ruby_rd64(body + L->first_lineno);
   if (L->first_lineno_value)
     first >>= 1;
   else
@@ -126,10 +121,10 @@ bool ruby_lines_parse(const struct ruby_target *t, const unsigned char *body, si
   if (L->ii_succ >= 0 && (size_t)L->ii_succ + 8 > need) need = (size_t)L->ii_succ + 8;
   if (body_len < need) return false;
   out->iseq_size = rd32(body + 4);
-  out->encoded = rd64(body + 8);
-  out->entries = rd64(body + L->ii_body);
+  out->encoded = ruby_rd64(body + 8);
+  out->entries = ruby_rd64(body + L->ii_body);
   out->nentries = rd32(body + L->ii_size);
-  out->succ = L->ii_succ >= 0 ? rd64(body + L->ii_succ) : 0;
+  out->succ = L->ii_succ >= 0 ? ruby_rd64(body + L->ii_succ) : 0;
   if (!plausible_ptr(out->entries) || out->nentries == 0 || out->nentries > LINES_MAX_ENTRIES ||
       !out->encoded) {
     out->nentries = 0; /* no table: every pc falls back to the first line */
@@ -173,13 +168,13 @@ uint64_t ruby_lines_succ_index(const struct ruby_lines *ln, uint64_t pos, const 
     idx = 1;
   } else if (pos < SUCC_IMM_ENTRIES) {
     if (len < 8) return 0;
-    idx = (rd64(buf) >> (7 * (pos % 9))) & 0x7f;
+    idx = (ruby_rd64(buf) >> (7 * (pos % 9))) & 0x7f;
   } else {
     if (len < SUCC_BLOCK_BYTES) return 0;
     uint64_t k = (pos - SUCC_IMM_ENTRIES) % 512, s = k / 64;
     uint32_t rank = rd32(buf);
-    uint64_t small_ranks = rd64(buf + 8);
-    uint64_t bits = rd64(buf + 16 + 8 * s);
+    uint64_t small_ranks = ruby_rd64(buf + 8);
+    uint64_t bits = ruby_rd64(buf + 16 + 8 * s);
     uint64_t small = s == 0 ? 0 : (small_ranks >> (9 * (s - 1))) & 0x1ff;
     idx = rank + small + (uint64_t)__builtin_popcountll(bits << (63 - k % 64));
   }
@@ -244,7 +239,7 @@ int ruby_id_name(const struct ruby_target *t, uint64_t id, char *buf, size_t cap
   int rc = pp_remote_read((pid_t)t->pid, t->global_symbols, gs, sizeof(gs));
   if (rc < 0) return rc;
   uint32_t last_id = rd32(gs);
-  uint64_t ids = rd64(gs + 16);
+  uint64_t ids = ruby_rd64(gs + 16);
   uint64_t serial = id > (uint64_t)t->L->last_op_id ? id >> 4 : id;
   if (serial == 0 || serial > last_id) return -ERANGE;
   uint64_t chunk, str;

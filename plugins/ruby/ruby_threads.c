@@ -31,10 +31,6 @@
 
 #define MAX_TASKS_SCANNED 4096
 
-static bool heap_ptr(uint64_t a) {
-  return a >= 4096 && a < (1ull << 47) && (a & 7) == 0;
-}
-
 bool ruby_any_task_running(struct ruby_target *t) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/%u/task", t->pid);
@@ -104,9 +100,9 @@ void ruby_find_pthread_tid(struct ruby_state *st, struct ruby_target *t) {
   int16_t at = L->vm_ractor_main_thread >= 0 ? L->vm_ractor_main_thread : L->vm_main_thread;
   uint64_t main_th = 0, pt = 0;
   if (at < 0 || pp_remote_read((pid_t)t->pid, t->vm + (uint64_t)at, &main_th, 8) < 0 ||
-      !heap_ptr(main_th) ||
+      !ruby_heap_ptr(main_th) ||
       pp_remote_read((pid_t)t->pid, main_th + (uint64_t)L->thread_pthread, &pt, 8) < 0 ||
-      !heap_ptr(pt))
+      !ruby_heap_ptr(pt))
     return;
   /* The main thread's tid is the (namespace) pid: the word holding it is
    * the tid field (austin's and our python plugin's method). The upper
@@ -121,7 +117,7 @@ void ruby_find_pthread_tid(struct ruby_state *st, struct ruby_target *t) {
     if (block[i] != (int32_t)t->ns_pid) continue;
     uint64_t word =
         (uint64_t)(uint32_t)block[i - (i & 1)] | ((uint64_t)(uint32_t)block[i - (i & 1) + 1] << 32);
-    if ((i & 1) && heap_ptr(word)) continue;
+    if ((i & 1) && ruby_heap_ptr(word)) continue;
     t->pthread_tid_off = i * 4;
     return;
   }
@@ -139,7 +135,7 @@ static int read_tid(const struct ruby_state *st, const struct ruby_target *t, ui
     if (t->pthread_tid_off < 0) return -ENOTSUP;
     int rc = pp_remote_read((pid_t)t->pid, th + (uint64_t)L->thread_pthread, &pt, sizeof(pt));
     if (rc < 0) return rc;
-    if (!heap_ptr(pt)) return -EINVAL;
+    if (!ruby_heap_ptr(pt)) return -EINVAL;
     rc = pp_remote_read((pid_t)t->pid, pt + (uint64_t)t->pthread_tid_off, &v, sizeof(v));
     if (rc < 0) return rc;
     if (v <= 0 || v > (1 << 22)) return -EINVAL;
@@ -155,7 +151,7 @@ static int read_tid(const struct ruby_state *st, const struct ruby_target *t, ui
   if (L->thread_nt >= 0) {
     int rc = pp_remote_read((pid_t)t->pid, th + L->thread_nt, &base, sizeof(base));
     if (rc < 0) return rc;
-    if (!heap_ptr(base)) return -EINVAL;
+    if (!ruby_heap_ptr(base)) return -EINVAL;
   }
   int32_t v = 0;
   int rc = pp_remote_read((pid_t)t->pid, base + L->thread_tid, &v, sizeof(v));
@@ -205,7 +201,7 @@ int ruby_threads_refresh(struct ruby_state *st, struct ruby_target *t) {
      * torn list or a cycle not through the head ends at the bound) */
     uint64_t node = ends[0];
     while (ok && node != head && n < (uint32_t)st->max_threads) {
-      if (!heap_ptr(node)) {
+      if (!ruby_heap_ptr(node)) {
         ok = false;
         break;
       }

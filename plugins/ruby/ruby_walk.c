@@ -34,16 +34,6 @@
 #define ENV_LEVELS_MAX 16 /* nesting of blocks we follow to find a method */
 #define BATCH 64          /* iovecs per process_vm_readv */
 
-static inline uint64_t rd64(const unsigned char *p) {
-  uint64_t v;
-  memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-static bool heap_ptr(uint64_t a) {
-  return a >= 4096 && a < (1ull << 47) && (a & 7) == 0;
-}
-
 static uint32_t intern(struct ruby_state *st, const char *s) {
   return ruby_strings_intern(&st->strings, s, strlen(s));
 }
@@ -63,7 +53,7 @@ static uint32_t add_frame(struct ruby_state *st, const char *name, const char *f
 static uint64_t method_entry(const struct ruby_target *t, uint64_t w[3]) {
   for (int level = 0; level < ENV_LEVELS_MAX; level++) {
     uint64_t cand = w[0];
-    for (int hop = 0; hop < 2 && heap_ptr(cand); hop++) {
+    for (int hop = 0; hop < 2 && ruby_heap_ptr(cand); hop++) {
       uint64_t h[2];
       if (pp_remote_read((pid_t)t->pid, cand, h, sizeof(h)) < 0) break;
       if ((h[0] & T_MASK) != T_IMEMO) break;
@@ -74,7 +64,7 @@ static uint64_t method_entry(const struct ruby_target *t, uint64_t w[3]) {
     }
     if (w[2] & VM_ENV_FLAG_LOCAL) return 0;
     uint64_t prev = w[1] & ~3ull;
-    if (!heap_ptr(prev) || pp_remote_read((pid_t)t->pid, prev - 16, w, 24) < 0) return 0;
+    if (!ruby_heap_ptr(prev) || pp_remote_read((pid_t)t->pid, prev - 16, w, 24) < 0) return 0;
   }
   return 0;
 }
@@ -85,7 +75,8 @@ static uint32_t resolve_cfunc(struct ruby_state *st, struct ruby_target *t, uint
   uint32_t id = ruby_cache_get(&st->cfunc_cache, t->pid, key, 1);
   if (id != RUBY_NO_ID) return id;
   uint64_t me = method_entry(t, w), def = 0, mid = 0;
-  if (!me || pp_remote_read((pid_t)t->pid, me + ME_DEF, &def, sizeof(def)) < 0 || !heap_ptr(def) ||
+  if (!me || pp_remote_read((pid_t)t->pid, me + ME_DEF, &def, sizeof(def)) < 0 ||
+      !ruby_heap_ptr(def) ||
       pp_remote_read((pid_t)t->pid, def + DEF_ORIGINAL_ID, &mid, sizeof(mid)) < 0)
     return st->unknown_cfunc_id;
   id = ruby_cache_get(&st->cfunc_cache, t->pid, 0, mid);
@@ -151,15 +142,15 @@ static int walk_frames(struct ruby_state *st, struct ruby_target *t, const unsig
     }
     if (i == n) break;
     const unsigned char *f = blk + i * csz;
-    uint64_t pc = rd64(f + CFP_PC), iseq = rd64(f + CFP_ISEQ), ep = rd64(f + CFP_EP);
+    uint64_t pc = ruby_rd64(f + CFP_PC), iseq = ruby_rd64(f + CFP_ISEQ), ep = ruby_rd64(f + CFP_EP);
     uint32_t slot = out++;
     st->ids[slot] = RUBY_NO_ID;
     if (iseq && pc) {
-      if (!heap_ptr(iseq)) continue;
+      if (!ruby_heap_ptr(iseq)) continue;
       st->ids[slot] = ruby_cache_get(&st->iseq_cache, t->pid, iseq, pc);
       if (st->ids[slot] == RUBY_NO_ID)
         st->misses[nmiss++] = (struct ruby_miss){.iseq = iseq, .pc = pc, .slot = slot};
-    } else if (!iseq && heap_ptr(ep) && ep >= vm_stack + 16 && ep < vm_stack + words * 8) {
+    } else if (!iseq && ruby_heap_ptr(ep) && ep >= vm_stack + 16 && ep < vm_stack + words * 8) {
       if (th) {
         /* keep the root-most ones: they are the ones that stay put */
         if (th->nenv == RUBY_PREFETCH_ENVS) {
@@ -203,7 +194,7 @@ static int walk_frames(struct ruby_state *st, struct ruby_target *t, const unsig
 static int frame_span(struct ruby_state *st, const struct ruby_target *t, const uint64_t e[3],
                       uint64_t *base, uint64_t *n, bool *truncated) {
   uint64_t vm_stack = e[0], words = e[1], cfp = e[2];
-  if (!heap_ptr(vm_stack) || words == 0 || words > RUBY_MAX_VM_STACK_WORDS) return -EINVAL;
+  if (!ruby_heap_ptr(vm_stack) || words == 0 || words > RUBY_MAX_VM_STACK_WORDS) return -EINVAL;
   uint64_t csz = (uint64_t)t->L->cfp_size;
   *base = vm_stack + words * 8 - csz; /* the thread's dummy first frame */
   if (cfp < vm_stack || cfp >= *base || (*base - cfp) % csz) return -EFAULT; /* out of sync */
@@ -216,19 +207,29 @@ static int frame_span(struct ruby_state *st, const struct ruby_target *t, const 
   return 0;
 }
 
-int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *truncated) {
-  uint64_t e[3], base, n;
-  *truncated = false;
-  if (!heap_ptr(ec)) return -EINVAL;
-  int rc = pp_remote_read((pid_t)t->pid, ec, e, sizeof(e));
+/* Reads the execution context at ec (vm_stack, its size in words, the
+ * current control frame) into e and its control frames into st->cfp_buf.
+ * 1 with *n frames, 0 for a thread that has no VM stack (starting or
+ * finishing: no Ruby frames, as rbspy shows "(unknown) [c function]", not a
+ * torn read), or -errno. */
+static int read_ec_frames(struct ruby_state *st, struct ruby_target *t, uint64_t ec, uint64_t e[3],
+                          uint64_t *n, bool *truncated) {
+  if (!ruby_heap_ptr(ec)) return -EINVAL;
+  int rc = pp_remote_read((pid_t)t->pid, ec, e, 3 * sizeof(uint64_t));
   if (rc < 0) return rc;
-  /* a thread starting or finishing has no VM stack: no Ruby frames (rbspy
-   * shows "(unknown) [c function]"), not a torn read */
   if (e[0] == 0) return 0;
-  rc = frame_span(st, t, e, &base, &n, truncated);
+  uint64_t base;
+  rc = frame_span(st, t, e, &base, n, truncated);
   if (rc < 0) return rc;
-  rc = pp_remote_read((pid_t)t->pid, e[2], st->cfp_buf, n * (uint64_t)t->L->cfp_size);
-  if (rc < 0) return rc;
+  rc = pp_remote_read((pid_t)t->pid, e[2], st->cfp_buf, *n * (uint64_t)t->L->cfp_size);
+  return rc < 0 ? rc : 1;
+}
+
+int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *truncated) {
+  uint64_t e[3], n;
+  *truncated = false;
+  int rc = read_ec_frames(st, t, ec, e, &n, truncated);
+  if (rc <= 0) return rc;
   return walk_frames(st, t, st->cfp_buf, n, e[0], e[1], NULL, NULL);
 }
 
@@ -239,7 +240,7 @@ int ruby_walk_thread(struct ruby_state *st, struct ruby_target *t, struct ruby_t
                      bool *truncated) {
   const struct ruby_layout *L = t->L;
   uint64_t csz = (uint64_t)L->cfp_size;
-  uint64_t ec = 0, e[3] = {0, 0, 0}, base, n;
+  uint64_t ec = 0, e[3] = {0, 0, 0}, n;
   *truncated = false;
   if (th->ec && th->words) {
     /* One read for the thread's EC pointer, the EC's stack words and the
@@ -280,14 +281,8 @@ int ruby_walk_thread(struct ruby_state *st, struct ruby_target *t, struct ruby_t
   }
   th->ec = th->words = 0;
   if (!ec) return -ENOENT; /* the Ruby thread finished or has not started */
-  if (!heap_ptr(ec)) return -EINVAL;
-  int rc = pp_remote_read((pid_t)t->pid, ec, e, sizeof(e));
-  if (rc < 0) return rc;
-  if (e[0] == 0) return 0;
-  rc = frame_span(st, t, e, &base, &n, truncated);
-  if (rc < 0) return rc;
-  rc = pp_remote_read((pid_t)t->pid, e[2], st->cfp_buf, n * csz);
-  if (rc < 0) return rc;
+  int rc = read_ec_frames(st, t, ec, e, &n, truncated);
+  if (rc <= 0) return rc;
   th->ec = ec;
   th->vm_stack = e[0];
   th->words = e[1];
