@@ -1,12 +1,12 @@
-/* Pins every field of every Ruby layout row to the reference values
- * (../shared/reference/php-ruby-remote.md §3-§5.3: rbspy's bindgen bindings
- * of each release, the 3.1 row checked live on Debian 3.1.2). Written out
+/* Pins every field of every Ruby layout row to the values of rbspy's
+ * bindgen bindings of each release (the 3.1 row checked live on Debian
+ * 3.1.2). Written out
  * here independently of ruby_layout.c, so a change to how that table is
  * written (rows, deltas, macros) cannot silently change a number: one
  * version per line, every field spelled out. The tids of 3.1+ follow the
  * struct order (rb_thread_t.tid, rb_native_thread.tid after thread_id) and
  * are checked at attach time against the main thread; thread_id (pthread_t)
- * is the reference's "thread id" row. */
+ * is the bindings' "thread id" row. */
 #include <string.h>
 
 #include "../../plugins/ruby/ruby_layout.c"
