@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -83,6 +84,20 @@ int main(int argc, char **argv) {
   if (fcntl(SOCKET_FD, F_SETFD, FD_CLOEXEC) < 0) _exit(1);
   int fl = fcntl(SOCKET_FD, F_GETFL);
   if (fl < 0 || fcntl(SOCKET_FD, F_SETFL, fl | O_NONBLOCK) < 0) _exit(1);
+
+  /* A runtime plugin keeps a descriptor or two per watched thread (its
+   * state files, kept open so a look costs one pread): a host of a thousand
+   * interpreters needs more than the usual soft limit of 1024. That limit
+   * exists for select(), which no worker uses: raise it to the hard limit,
+   * at most 65536 (the plugins' own caches bound what they keep). */
+  struct rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    rlim_t want = nofile.rlim_max > 65536 ? 65536 : nofile.rlim_max;
+    if (nofile.rlim_cur < want) {
+      nofile.rlim_cur = want;
+      setrlimit(RLIMIT_NOFILE, &nofile);
+    }
+  }
 
   struct pp_worker_ctx *ctx = pp_worker_ctx_new(SOCKET_FD, false);
   if (!ctx) _exit(70);

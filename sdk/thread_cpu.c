@@ -15,6 +15,8 @@ struct slot {
   uint32_t tid;
   int stat_fd, sched_fd; /* -1: not open */
   uint64_t runtime;      /* schedstat ns at the previous look, UINT64_MAX: none yet */
+  uint64_t idle_runtime; /* the same for pp_thread_cpu_ran_ns */
+  uint64_t idle_slices;  /* and its count of times switched in */
   uint32_t used;         /* generation of its last look */
 };
 
@@ -75,8 +77,12 @@ static struct slot *slot_of(struct pp_thread_cpu *c, uint32_t tid) {
     close_slot(c, old);
   }
   struct slot *s = &c->s[c->n++];
-  *s = (struct slot){
-      .tid = tid, .stat_fd = fd, .sched_fd = -1, .runtime = UINT64_MAX, .used = c->gen};
+  *s = (struct slot){.tid = tid,
+                     .stat_fd = fd,
+                     .sched_fd = -1,
+                     .runtime = UINT64_MAX,
+                     .idle_runtime = UINT64_MAX,
+                     .used = c->gen};
   return s;
 }
 
@@ -104,25 +110,94 @@ char pp_thread_cpu_state(struct pp_thread_cpu *c, uint32_t tid) {
   return state_of(buf);
 }
 
-int pp_thread_cpu_ran(struct pp_thread_cpu *c, uint32_t tid) {
-  struct slot *s = slot_of(c, tid);
-  char buf[512];
-  if (!s || !read_fd(c, s, s->stat_fd, buf, sizeof(buf))) return -ESRCH;
-  bool runnable = state_of(buf) == 'R';
-  if (c->no_schedstat) return runnable;
+/* The thread's schedstat run time (and, optional, how many times it was
+ * switched in) through its kept file; false if gone. */
+static bool sched_runtime(struct pp_thread_cpu *c, struct slot *s, uint64_t *ran,
+                          uint64_t *slices) {
   if (s->sched_fd < 0) {
-    s->sched_fd = open_task_file(c->pid, tid, "schedstat");
+    s->sched_fd = open_task_file(c->pid, s->tid, "schedstat");
     if (s->sched_fd < 0) {
       if (errno == ENOENT && access("/proc/self/schedstat", F_OK) != 0) c->no_schedstat = true;
-      return runnable;
+      return false;
     }
   }
-  if (!read_fd(c, s, s->sched_fd, buf, sizeof(buf))) return -ESRCH;
-  /* "<ns on cpu> <ns waiting> <slices>" */
-  uint64_t ran = strtoull(buf, NULL, 10);
-  bool moved = s->runtime == UINT64_MAX || ran != s->runtime;
-  s->runtime = ran;
-  return runnable && moved;
+  char buf[128];
+  if (!read_fd(c, s, s->sched_fd, buf, sizeof(buf))) return false;
+  /* "<ns on cpu> <ns waiting> <times switched in>" */
+  char *end;
+  *ran = strtoull(buf, &end, 10);
+  if (slices) {
+    strtoull(end, &end, 10);
+    *slices = strtoull(end, NULL, 10);
+  }
+  return true;
+}
+
+int pp_thread_cpu_ran(struct pp_thread_cpu *c, uint32_t tid) {
+  struct slot *s = slot_of(c, tid);
+  if (!s) return -ESRCH;
+  if (!c->no_schedstat) {
+    uint32_t before = c->n;
+    uint64_t ran;
+    if (sched_runtime(c, s, &ran, NULL)) {
+      /* "<ns on cpu> <ns waiting> <slices>": a thread that did not run
+       * since the last look is still where the last sample saw it, and
+       * counting it again would weigh its wait in a run queue as CPU time;
+       * its state need not even be read */
+      bool moved = s->runtime == UINT64_MAX || ran != s->runtime;
+      s->runtime = ran;
+      if (!moved) return 0;
+    } else if (c->n != before) {
+      return -ESRCH; /* gone: its slot closed */
+    }
+  }
+  char buf[512];
+  if (!read_fd(c, s, s->stat_fd, buf, sizeof(buf))) return -ESRCH;
+  return state_of(buf) == 'R';
+}
+
+int64_t pp_thread_cpu_ran_ns(struct pp_thread_cpu *c) {
+  if (!c->n || c->n == c->max || c->no_schedstat) return -1;
+  c->gen++;
+  bool known = true;
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < c->n;) {
+    struct slot *s = &c->s[i];
+    uint32_t before = c->n;
+    uint64_t ran, slices;
+    if (!sched_runtime(c, s, &ran, &slices)) {
+      known = false;
+      if (c->n == before) i++; /* open failed, the slot stays */
+      continue;                /* else gone: its slot now holds another thread */
+    }
+    if (s->idle_runtime == UINT64_MAX || ran < s->idle_runtime)
+      known = false;
+    else if (ran != s->idle_runtime)
+      sum += ran - s->idle_runtime;
+    else if (slices != s->idle_slices)
+      sum += 1; /* switched in since: its run time is counted at the next scheduler tick */
+    s->idle_runtime = ran;
+    s->idle_slices = slices;
+    s->used = c->gen;
+    i++;
+  }
+  return known && sum <= INT64_MAX ? (int64_t)sum : -1;
+}
+
+int pp_thread_cpu_any_running(struct pp_thread_cpu *c) {
+  if (!c->n) return -1;
+  char buf[512];
+  for (uint32_t i = 0; i < c->n;) {
+    struct slot *s = &c->s[i];
+    uint32_t before = c->n;
+    if (!read_fd(c, s, s->stat_fd, buf, sizeof(buf))) {
+      if (c->n == before) i++;
+      continue;
+    }
+    if (state_of(buf) == 'R') return 1;
+    i++;
+  }
+  return 0;
 }
 
 void pp_thread_cpu_sweep(struct pp_thread_cpu *c) {

@@ -196,7 +196,8 @@ void python_report_targets(struct py_state *st, struct pp_sink *sink, uint64_t *
     *samples += pt->samples, *failed += pt->failed, *missed += pt->missed;
     set_version(st, sink, t->pid, pt->proc.version);
     log_efficiency(st, t->pid, pt->samples, pt->failed, pt->missed, pt->stacks);
-    pt->samples = pt->failed = pt->missed = pt->stacks = pt->idle = 0;
+    st->asleep_skips += pt->skipped;
+    pt->samples = pt->failed = pt->missed = pt->stacks = pt->idle = pt->skipped = 0;
     pt->proc.ntids = 0;
     if (pt->cpu) pp_thread_cpu_sweep(pt->cpu);
   }

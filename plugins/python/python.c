@@ -66,6 +66,7 @@ static int py_init(const struct pp_host *host, void **out) {
   struct py_state *st = calloc(1, sizeof(*st));
   if (!st) return -ENOMEM;
   st->host = host;
+  st->weight = 1;
   st->blocking = pp_opt_bool(host, PP_OPTIONS(options), "blocking");
   st->frequency = pp_opt_int(host, PP_OPTIONS(options), "frequency");
   int64_t cache_size = pp_opt_int(host, PP_OPTIONS(options), "code_cache_size");
@@ -114,6 +115,12 @@ static int py_start(void *state, struct pp_session *session) {
   if (st->frequency > 0) session->tick_interval_ns = 1000000000ull / (uint64_t)st->frequency;
   if (!session->tick_interval_ns) session->tick_interval_ns = 1000000000ull / 11;
   st->interval_ns = session->tick_interval_ns;
+  /* at most a second and 16 ticks between two looks: each sample of a
+   * process looked at that rarely stands for at most 16, which bounds how
+   * much one look can weigh in a profile */
+  uint64_t per_second = 1000000000ull / st->interval_ns;
+  st->max_asleep_span = per_second < 2 ? 2 : per_second > 16 ? 16 : (uint32_t)per_second;
+  st->weight = 1;
   st->due_ns = 0;
   /* At kHz rates the default 50 us timer slack of the thread that calls
    * tick() (ours: start() runs on it) would eat a third of each interval. */
@@ -147,6 +154,8 @@ static int py_snapshot(void *state, struct pp_sink *sink) {
   h->add_counter(sink, "samples", samples);
   h->add_counter(sink, "failed_samples", failed);
   h->add_counter(sink, "missed_samples", missed);
+  if (st->asleep_skips) h->add_counter(sink, "asleep_skips", st->asleep_skips);
+  st->asleep_skips = 0;
   h->add_counter(sink, "code_cache_misses", misses);
   h->add_counter(sink, "code_cache_evictions", evictions);
   python_codecache_new_gen(st->cc);

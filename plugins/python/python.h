@@ -250,6 +250,12 @@ struct py_target {
   struct pp_thread_cpu *cpu; /* cpu mode: its threads' kept-open stat files */
   uint64_t next_check_ns, last_check_ns;
   uint64_t samples, failed, missed, stacks, idle; /* this session */
+  uint64_t skipped;     /* cpu mode: ticks skipped, every thread asleep (this session) */
+  uint32_t asleep_span; /* cpu mode: ticks between two looks while it sleeps (1: every tick) */
+  uint32_t unlooked;    /* ticks since its last look */
+  bool was_running;     /* a thread was on a CPU at the last look */
+  bool tids_unknown;    /* a thread's host tid was not found: never skipped */
+  bool ran_since_check; /* sampled since the last identity check */
   bool exit_logged;
   uint32_t ns_map[PY_NS_MAP][2]; /* pid namespace: ns tid -> host tid */
   uint32_t nns;
@@ -269,6 +275,9 @@ struct py_released {
 
 struct py_state {
   const struct pp_host *host;
+  uint64_t asleep_skips;    /* samples not taken, every thread asleep (this session) */
+  uint32_t max_asleep_span; /* the longest wait between two looks, in ticks */
+  uint32_t weight;          /* ticks the sample being taken stands for */
   enum py_thread_filter filter;
   bool blocking;
   int64_t frequency;

@@ -70,8 +70,11 @@ static bool pred_running(void *ctx, uint32_t ns_tid) {
   struct py_state *st = ctx;
   struct py_target *pt = st->cur->data;
   uint32_t tid = host_tid(st, pt, st->cur->pid, ns_tid);
-  if (!tid) return true; /* unknown tid (py-spy does the same): count it */
-  if (st->npre) {        /* blocking: threads are stopped now, use the states from before */
+  if (!tid) {
+    pt->tids_unknown = true; /* its threads are not all watched: never skip it */
+    return true;             /* unknown tid (py-spy does the same): count it */
+  }
+  if (st->npre) { /* blocking: threads are stopped now, use the states from before */
     for (uint32_t i = 0; i < st->npre; i++)
       if (st->pre_tids[i] == tid) return st->pre_states[i] == 'R';
     return false;
@@ -95,7 +98,8 @@ static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *frames,
   if (truncated)
     st->frames[n++] = (struct pp_frame){.name = "[Truncated Stack]", .kind = PP_FRAME_PYTHON_ERROR};
   struct py_target *pt = st->cur->data;
-  if (pp_stack_table_add(st->stacks, st->cur->pid, 0, NULL, st->frames, n, 1) == 0) pt->stacks++;
+  if (pp_stack_table_add(st->stacks, st->cur->pid, 0, NULL, st->frames, n, st->weight) == 0)
+    pt->stacks++;
 }
 
 /* ---- blocking mode ------------------------------------------------------ */
@@ -174,11 +178,71 @@ static void sample_target(struct py_state *st, struct pp_target_entry *t) {
   }
 }
 
+/* In cpu mode only a thread on a CPU is sampled, and most processes of a
+ * host are asleep at any moment. So before a sample reads a process's
+ * interpreter and threads (about 13 us), a look asks the kernel: one pread
+ * of each thread's schedstat says whether any ran since the last look, and
+ * only if one did, its state file whether one runs now. And a process that
+ * barely runs is looked at less and less often (every 2, 4, ... ticks, at
+ * most once a second or every 16 ticks), the sample of its next look then standing for
+ * every tick it was not looked at: the expected count of each stack stays
+ * what a sample at every tick gives, so a host of mostly idle interpreters
+ * costs little and their bursts are not under-counted. A process that ran
+ * for 1 % of the time since its last look or more is looked at every tick.
+ * A thread the process starts is started by one that ran, and an exec or
+ * an exit moves or ends the watched threads, so such changes are seen at
+ * the next look. */
+static bool can_skip(const struct py_state *st, const struct py_target *pt) {
+  return st->filter == PY_RUNNING_THREADS && !st->blocking && pt->cpu && !pt->tids_unknown;
+}
+
+/* The span to the next look of a process that ran for `ran` ns of a look
+ * spanning `window` ns (ran < 0: unknown). */
+static uint32_t next_span(const struct py_state *st, const struct py_target *pt, int64_t ran,
+                          uint64_t window) {
+  if (ran < 0 || (uint64_t)ran * 100 >= window) return 1;
+  uint32_t span = pt->asleep_span ? pt->asleep_span * 2 : 2;
+  return span < st->max_asleep_span ? span : st->max_asleep_span;
+}
+
 static void sample_round(struct py_state *st, uint64_t missed) {
   struct pp_target_entry *t;
   PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
-    ((struct py_target *)t->data)->missed += missed;
+    struct py_target *pt = t->data;
+    pt->missed += missed;
+    uint32_t weight = 1;
+    if (can_skip(st, pt)) {
+      pt->unlooked++;
+      if (pt->asleep_span > 1 && pt->unlooked < pt->asleep_span) {
+        pt->skipped++; /* not looked at: the next look's sample stands for it */
+        continue;
+      }
+      weight = pt->unlooked;
+      pt->unlooked = 0;
+      int64_t ran = pp_thread_cpu_ran_ns(pt->cpu);
+      pt->asleep_span =
+          pt->was_running ? 1 : next_span(st, pt, ran, (uint64_t)weight * st->interval_ns);
+      /* the kernel adds a running thread's time only at its scheduler
+       * ticks: one running at the last look is asked for its state */
+      bool quiet = ran == 0 && !pt->was_running;
+      if (!quiet && ran >= 0) quiet = pp_thread_cpu_any_running(pt->cpu) == 0;
+      pt->was_running = !quiet;
+      if (quiet) {
+        /* no thread on a CPU now: what a sample would find. A process
+         * that only ran a little is not checked for an exec either: a new
+         * program starting runs more than that, or is announced again by
+         * the host if it is another executable */
+        pt->skipped++;
+        continue;
+      }
+    } else {
+      pt->unlooked = 0;
+      pt->asleep_span = 1;
+    }
+    pt->ran_since_check = true;
+    st->weight = weight;
     sample_target(st, t);
+    st->weight = 1;
   }
 }
 
@@ -202,7 +266,14 @@ int python_tick(struct py_state *st, uint64_t now) {
   pp_target_table_poll(st->targets, now); /* interpreters still starting */
   struct pp_target_entry *t;
   PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
-    if (now >= ((struct py_target *)t->data)->next_check_ns) python_check_identity(st, t);
+    /* a process that slept since the last check has not exec'd: an exec
+     * runs the new program, so the skip test above lets it be sampled and
+     * then checked */
+    struct py_target *pt = t->data;
+    if (now >= pt->next_check_ns && pt->ran_since_check) {
+      pt->ran_since_check = false;
+      python_check_identity(st, t);
+    }
   }
   /* the host decides when a tick happens: always one sample */
   for (int round = 0; round < CATCHUP_PER_TICK; round++) {

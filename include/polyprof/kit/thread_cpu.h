@@ -36,6 +36,25 @@ char pp_thread_cpu_state(struct pp_thread_cpu *c, uint32_t tid);
  * call for a thread answers by its state letter. */
 int pp_thread_cpu_ran(struct pp_thread_cpu *c, uint32_t tid);
 
+/* Nanoseconds the threads of the set ran, summed, since the previous call
+ * (each one's schedstat run time: one pread per thread, the cheapest look
+ * there is), or -1 if the set cannot tell: empty, full (a thread may have
+ * been evicted), a thread seen for the first time, one gone (its
+ * descriptors close), no schedstats. At least 1 for a thread switched in
+ * since, whose run time the kernel adds only at its next scheduler tick.
+ * 0 means no thread was switched in and none ran, so none that was not
+ * running at the previous call runs now: a sampler can skip the process
+ * instead of reading its memory (a thread that was running then may still
+ * be, its run time not yet updated: look at its state). The set
+ * must hold every thread that matters (every thread the sampler asked
+ * about with pp_thread_cpu_state/ran). Keeps its own memory of run times,
+ * apart from pp_thread_cpu_ran's. */
+int64_t pp_thread_cpu_ran_ns(struct pp_thread_cpu *c);
+
+/* 1 if a thread of the set is in state R now (one pread of its stat file
+ * each, stopping at the first), 0 if none, -1 if the set is empty. */
+int pp_thread_cpu_any_running(struct pp_thread_cpu *c);
+
 /* Closes the descriptors of threads not asked about since the previous
  * sweep (call once a snapshot or so). */
 void pp_thread_cpu_sweep(struct pp_thread_cpu *c);
