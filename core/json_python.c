@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "metadata.h"
+#include "polyprof/kit/json.h"
 
 struct sbuf {
   char *p;
@@ -60,31 +61,6 @@ static void sb_u16(struct sbuf *b, unsigned v) {
 /* Decode one UTF-8 sequence at s[0..n). Returns its length and the code
  * point, or 0 if the bytes there are not a valid (shortest-form,
  * non-surrogate, <= U+10FFFF) sequence. */
-static size_t utf8_decode(const unsigned char *s, size_t n, uint32_t *cp) {
-  unsigned char c = s[0];
-  if (c < 0x80) {
-    *cp = c;
-    return 1;
-  }
-  size_t len;
-  uint32_t v, min;
-  if ((c & 0xe0) == 0xc0)
-    len = 2, v = c & 0x1f, min = 0x80;
-  else if ((c & 0xf0) == 0xe0)
-    len = 3, v = c & 0x0f, min = 0x800;
-  else if ((c & 0xf8) == 0xf0)
-    len = 4, v = c & 0x07, min = 0x10000;
-  else
-    return 0;
-  if (len > n) return 0;
-  for (size_t i = 1; i < len; i++) {
-    if ((s[i] & 0xc0) != 0x80) return 0;
-    v = (v << 6) | (s[i] & 0x3f);
-  }
-  if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return 0;
-  *cp = v;
-  return len;
-}
 
 static void put_string(struct sbuf *b, const char *str, size_t n) {
   const unsigned char *s = (const unsigned char *)str;
@@ -102,7 +78,7 @@ static void put_string(struct sbuf *b, const char *str, size_t n) {
       continue;
     }
     uint32_t cp;
-    size_t l = utf8_decode(s + i, n - i, &cp);
+    size_t l = pp_utf8_decode((const char *)s + i, n - i, &cp);
     if (!l) {
       sb_u16(b, 0xdc00u | s[i]); /* surrogateescape */
       i++;
@@ -321,11 +297,10 @@ char *pp_json_real_repr(double d, char *buf, size_t len) {
 
 json_t *pp_json_string_lossy(const char *s, size_t n) {
   if (!s) return json_null();
-  const unsigned char *u = (const unsigned char *)s;
   size_t i = 0;
   uint32_t cp;
   while (i < n) {
-    size_t l = utf8_decode(u + i, n - i, &cp);
+    size_t l = pp_utf8_decode(s + i, n - i, &cp);
     if (!l) break;
     i += l;
   }
@@ -335,7 +310,7 @@ json_t *pp_json_string_lossy(const char *s, size_t n) {
   if (!out) return NULL;
   size_t o = 0;
   for (i = 0; i < n;) {
-    size_t l = utf8_decode(u + i, n - i, &cp);
+    size_t l = pp_utf8_decode(s + i, n - i, &cp);
     if (l) {
       memcpy(out + o, s + i, l);
       o += l;

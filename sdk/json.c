@@ -7,29 +7,32 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Length of the valid UTF-8 sequence at s (1-4), or 0 if it is not one. */
-static size_t utf8_len(const unsigned char *s) {
+size_t pp_utf8_decode(const char *str, size_t n, uint32_t *cp_out) {
+  const unsigned char *s = (const unsigned char *)str;
+  if (!n) return 0;
   unsigned c = s[0];
-  size_t n;
-  uint32_t cp;
-  if (c < 0x80) return 1;
+  size_t len;
+  uint32_t cp, min;
+  if (c < 0x80) {
+    if (cp_out) *cp_out = c;
+    return 1;
+  }
   if (c >= 0xc2 && c <= 0xdf)
-    n = 2, cp = c & 0x1f;
+    len = 2, cp = c & 0x1f, min = 0x80;
   else if (c >= 0xe0 && c <= 0xef)
-    n = 3, cp = c & 0x0f;
+    len = 3, cp = c & 0x0f, min = 0x800;
   else if (c >= 0xf0 && c <= 0xf4)
-    n = 4, cp = c & 0x07;
+    len = 4, cp = c & 0x07, min = 0x10000;
   else
     return 0;
-  for (size_t i = 1; i < n; i++) {
+  if (len > n) return 0;
+  for (size_t i = 1; i < len; i++) {
     if ((s[i] & 0xc0) != 0x80) return 0;
     cp = cp << 6 | (s[i] & 0x3f);
   }
-  /* overlong forms, surrogates, beyond U+10FFFF */
-  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || (cp >= 0xd800 && cp <= 0xdfff) ||
-      cp > 0x10ffff)
-    return 0;
-  return n;
+  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  if (cp_out) *cp_out = cp;
+  return len;
 }
 
 size_t pp_json_string(char *out, size_t cap, const char *in) {
@@ -40,11 +43,12 @@ size_t pp_json_string(char *out, size_t cap, const char *in) {
   size_t o = 0;
   out[o++] = '"';
   const unsigned char *s = (const unsigned char *)(in ? in : "");
+  size_t left = strlen((const char *)s);
   while (*s) {
     char esc[8];
     const char *piece;
     size_t len, adv;
-    size_t u = utf8_len(s);
+    size_t u = pp_utf8_decode((const char *)s, left, NULL);
     if (*s == '"' || *s == '\\') {
       esc[0] = '\\', esc[1] = (char)*s, esc[2] = '\0';
       piece = esc, len = 2, adv = 1;
@@ -67,6 +71,7 @@ size_t pp_json_string(char *out, size_t cap, const char *in) {
     memcpy(out + o, piece, len);
     o += len;
     s += adv;
+    left -= adv;
   }
   out[o++] = '"';
   out[o] = '\0';

@@ -1,29 +1,7 @@
 /* JSON string literal writer (see json_string.h). */
 #include "support/json_string.h"
 
-/* Length of the valid UTF-8 sequence at s (1-4), 0 if invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  size_t need;
-  unsigned min;
-  if (c < 0x80) return 1;
-  if (c >= 0xc2 && c <= 0xdf)
-    need = 2, min = 0x80;
-  else if (c >= 0xe0 && c <= 0xef)
-    need = 3, min = 0x800;
-  else if (c >= 0xf0 && c <= 0xf4)
-    need = 4, min = 0x10000;
-  else
-    return 0;
-  if (n < need) return 0;
-  unsigned cp = c & (0xff >> (need + 1));
-  for (size_t i = 1; i < need; i++) {
-    if ((s[i] & 0xc0) != 0x80) return 0;
-    cp = cp << 6 | (s[i] & 0x3f);
-  }
-  if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
-  return need;
-}
+#include "polyprof/kit/json.h"
 
 void pp_json_put_string(FILE *f, const char *s, size_t n) {
   const unsigned char *u = (const unsigned char *)s;
@@ -44,7 +22,7 @@ void pp_json_put_string(FILE *f, const char *s, size_t n) {
       fprintf(f, "\\u%04x", c);
       i++;
     } else {
-      size_t l = utf8_len(u + i, n - i);
+      size_t l = pp_utf8_decode(s + i, n - i, NULL);
       if (l) {
         fwrite(u + i, 1, l, f);
         i += l;
