@@ -3,6 +3,7 @@
 #   make test   install deps, build (normal + ASan/UBSan + libFuzzer), run the whole suite
 #   make fuzz   run every fuzz target longer (FUZZ_SECONDS each, default 300; bench/fuzz/run)
 #   make deb    build the Debian packages into dist/ (docs/packaging.md)
+SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
@@ -45,12 +46,15 @@ run: build
 	@echo "profile: $(OUT)/last_profile.col  flame graph: $(OUT)/last_flamegraph.html"
 
 # The sanitizer pass runs first and the normal build last, so the final
-# summary printed is the full suite's.
+# summary printed is the full suite's, after the names of the tests that
+# passed only on their retry.
 test: test-deps format-check build asan fuzz-build
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j 2 -R "^unit\.|^integration\.test_agent_"
 	ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j $(JOBS) -L fuzz
-	ctest --test-dir $(BUILD) --output-on-failure -j 1 --repeat until-pass:2 -E "$$(scripts/known-failing-regex)"
+	ctest --test-dir $(BUILD) --output-on-failure -j 1 --repeat until-pass:2 -E "$$(scripts/known-failing-regex)" \
+	  2>&1 | tee $(BUILD)/ctest-main.log; rc=$${PIPESTATUS[0]}; \
+	  scripts/ctest-retries $(BUILD)/ctest-main.log; exit $$rc
 
 test-fast: build
 	ctest --test-dir $(BUILD) --output-on-failure -j 2
