@@ -47,56 +47,6 @@ static void say(char *reason, size_t cap, const char *fmt, ...) {
 /* -1: not known yet, 0: the kernel has no openat2, 1: it has */
 static int have_openat2 = -1;
 
-int pp_open_beneath(int dirfd, const char *path) {
-  if (!path || !path[0]) return -ENOENT;
-  if (strlen(path) >= PATH_MAX) return -ENAMETOOLONG;
-  int cur = dirfd;
-  const char *p = path;
-  for (;;) {
-    while (*p == '/')
-      p++;
-    const char *slash = strchr(p, '/');
-    size_t n = slash ? (size_t)(slash - p) : strlen(p);
-    const char *rest = slash;
-    while (rest && *rest == '/')
-      rest++;
-    bool last = !rest || !*rest;
-    char comp[NAME_MAX + 1];
-    int rc = 0;
-    if (n == 0 || n > NAME_MAX)
-      rc = n ? -ENAMETOOLONG : -ENOENT;
-    else if ((n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
-      rc = -EACCES;
-    int fd = -1;
-    if (rc == 0) {
-      memcpy(comp, p, n);
-      comp[n] = '\0';
-      /* O_PATH opens nothing (no device open, no FIFO wait); a link as a
-       * directory component fails with ENOTDIR, as the last one it is
-       * refused by the caller as not a regular file */
-      fd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC | (last ? 0 : O_DIRECTORY));
-      if (fd < 0) rc = -errno;
-    }
-    if (cur != dirfd) close(cur);
-    if (rc < 0) return rc;
-    if (last) {
-      struct stat st;
-      if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        return -EINVAL;
-      }
-      char self[48];
-      snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-      int rfd = open(self, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-      rc = rfd < 0 ? -errno : rfd;
-      close(fd);
-      return rc;
-    }
-    cur = fd;
-    p = rest;
-  }
-}
-
 /* An O_PATH descriptor of `path` resolved inside the root `rootfd`, links
  * resolved in that root (openat2), or -ENOSYS where the kernel lacks it. */
 static int resolve_in_root(int rootfd, const char *path) {
@@ -260,6 +210,17 @@ static int reopen(int pfd, bool dir) {
   snprintf(self, sizeof(self), "/proc/self/fd/%d", pfd);
   int fd = open(self, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (dir ? O_DIRECTORY : 0));
   return fd < 0 ? -errno : fd;
+}
+
+int pp_open_beneath(int dirfd, const char *path) {
+  if (!path || !path[0]) return -ENOENT;
+  if (strlen(path) >= PATH_MAX) return -ENAMETOOLONG;
+  int pfd = walk_in_root(dirfd, path);
+  if (pfd < 0) return pfd;
+  struct stat st;
+  int rc = fstat(pfd, &st) < 0 ? -errno : !S_ISREG(st.st_mode) ? -EINVAL : reopen(pfd, false);
+  close(pfd);
+  return rc;
 }
 
 int pp_open_host_file(const char *path, const struct stat *same, struct stat *st) {
