@@ -9,11 +9,12 @@ per-plugin memory cap (plugins.memory_limit_mb, 256 MiB) and evictions must
 show the cache bound at work, without losing symbols.
 
 The binaries carry a symbol table of realistic size (PAD_FUNCS extra
-functions, ~40 KiB of symbols each once loaded): a bare blip has ten
-symbols (~0.5 KiB), so even 2,000 of them fit in 4 MiB and no eviction ever
-happened on a quiet host (the budget was never exceeded: a test defect, the
-cache was fine). Now the N/8 processes the test requires to be sampled
-already hold more than twice the budget, so evictions are certain.
+functions): a bare blip has ten symbols, so even 2,000 of them fit in 4 MiB
+and no eviction would ever happen. The plugin keeps 16 bytes per symbol in
+memory and, for up to 512 files, reads the names from the file it keeps
+open, so the size counted here is that lower bound, 16 bytes a symbol: the
+N/8 processes the test requires to be sampled hold more than twice the
+budget even then, so evictions are certain.
 """
 import os
 import resource
@@ -35,10 +36,10 @@ if hard != resource.RLIM_INFINITY and hard < N + 200:
     pputil.skip("RLIMIT_NPROC %d is below %d processes" % (hard, N))
 tmp = pputil.tempdir("ppperf-mem-")
 BUDGET = 4 << 20  # perf.symbol_cache_mb=4
-PAD_FUNCS = 700
-PAD_NAME = "pad_symbol_%04d_standing_for_a_real_program_s_code"
-# what the plugin keeps per function symbol: 16 bytes + the name
-pad_bytes = PAD_FUNCS * (16 + len(PAD_NAME % 0) + 1)
+PAD_FUNCS = 2400
+PAD_NAME = "pad_%04d"
+# what the plugin keeps per function symbol at least (names left in the file)
+pad_bytes = PAD_FUNCS * 16
 pad_src = os.path.join(tmp, "pad.c")
 with open(pad_src, "w") as f:
     for i in range(PAD_FUNCS):  # global: the compiler keeps them
