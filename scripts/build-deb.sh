@@ -9,7 +9,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
-out="${1:-$here/dist}"
+# resolved now: the build below runs in its own copy of the tree
+out="$(realpath -m "${1:-$here/dist}")"
 jobs="${DEB_JOBS:-2}"
 
 for tool in dpkg-buildpackage dh fakeroot; do
