@@ -35,10 +35,45 @@ missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; fi
-echo "install-deps: installing ${missing[*]}"
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The Node.js majors the nodejs tests cover, as official builds: the npm
+# registry's node-linux-<arch> package carries bin/node. Each goes to
+# /opt/polyprof-test/node-<major>/bin/node; one already there (of that
+# major) is kept, so a second run does nothing.
+install_node_major() {
+  local major="$1" dest="/opt/polyprof-test/node-$1" arch tmp
+  if [ -x "$dest/bin/node" ] && "$dest/bin/node" --version 2>/dev/null | grep -q "^v$major\."; then
+    return 0
+  fi
+  case "$(uname -m)" in
+    x86_64) arch=x64 ;;
+    aarch64) arch=arm64 ;;
+    *) echo "install-deps: no official Node.js build for $(uname -m)" >&2; return 0 ;;
+  esac
+  echo "install-deps: installing Node.js $major into $dest"
+  tmp="$(mktemp -d)"
+  npm install --prefix "$tmp" --ignore-scripts --no-audit --no-fund --silent \
+    "node-linux-$arch@$major" >/dev/null
+  $SUDO mkdir -p /opt/polyprof-test
+  $SUDO rm -rf "$dest.new"
+  $SUDO mv "$tmp/node_modules/node-linux-$arch" "$dest.new"
+  $SUDO rm -rf "$dest"
+  $SUDO mv "$dest.new" "$dest"
+  rm -rf "$tmp"
+}
+if [ "$what" = test ]; then
+  # Debian's nodejs comes without npm (NodeSource's carries its own)
+  if ! command -v npm >/dev/null; then
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null
+  fi
+  for major in 18 20 22 24; do install_node_major "$major"; done
+fi
