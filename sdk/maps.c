@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int parse_hex(const char **p, uint64_t *out) {
+int pp_parse_hex_u64(const char **p, uint64_t *out) {
   const char *s = *p;
   uint64_t v = 0;
   int n = 0;
@@ -56,7 +56,8 @@ int pp_maps_parse_line(const char *line, struct pp_map *m, char *path_buf, size_
   const char *p = line;
   uint64_t maj, min;
   memset(m, 0, sizeof(*m));
-  if (parse_hex(&p, &m->start) || expect(&p, '-') || parse_hex(&p, &m->end) || expect(&p, ' '))
+  if (pp_parse_hex_u64(&p, &m->start) || expect(&p, '-') || pp_parse_hex_u64(&p, &m->end) ||
+      expect(&p, ' '))
     return -EINVAL;
   if (m->end <= m->start) return -EINVAL;
   if (strlen(p) < 5) return -EINVAL;
@@ -65,8 +66,9 @@ int pp_maps_parse_line(const char *line, struct pp_map *m, char *path_buf, size_
   if (p[2] == 'x') m->prot |= PP_MAP_EXEC;
   if (p[3] == 's') m->prot |= PP_MAP_SHARED;
   p += 4;
-  if (expect(&p, ' ') || parse_hex(&p, &m->offset) || expect(&p, ' ') || parse_hex(&p, &maj) ||
-      expect(&p, ':') || parse_hex(&p, &min) || expect(&p, ' ') || parse_dec(&p, &m->inode))
+  if (expect(&p, ' ') || pp_parse_hex_u64(&p, &m->offset) || expect(&p, ' ') ||
+      pp_parse_hex_u64(&p, &maj) || expect(&p, ':') || pp_parse_hex_u64(&p, &min) ||
+      expect(&p, ' ') || parse_dec(&p, &m->inode))
     return -EINVAL;
   if (maj > UINT32_MAX || min > UINT32_MAX) return -EINVAL;
   m->dev_major = (uint32_t)maj;

@@ -2,6 +2,7 @@
  * perf-<pid>.map loader. See perfmap.h.
  */
 #include "polyprof/kit/perfmap.h"
+#include "polyprof/kit/maps.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,29 +27,10 @@ struct pp_perfmap {
   uint32_t next_seq;
 };
 
+/* perf maps are written with and without the 0x prefix */
 static int hexval(const char **p, uint64_t *out) {
-  const char *s = *p;
-  if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) s += 2;
-  uint64_t v = 0;
-  int n = 0;
-  for (;; s++, n++) {
-    char c = *s;
-    unsigned d;
-    if (c >= '0' && c <= '9')
-      d = (unsigned)(c - '0');
-    else if (c >= 'a' && c <= 'f')
-      d = (unsigned)(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F')
-      d = (unsigned)(c - 'A' + 10);
-    else
-      break;
-    if (n >= 16) return -1;
-    v = (v << 4) | d;
-  }
-  if (n == 0) return -1;
-  *p = s;
-  *out = v;
-  return 0;
+  if ((*p)[0] == '0' && ((*p)[1] == 'x' || (*p)[1] == 'X')) *p += 2;
+  return pp_parse_hex_u64(p, out);
 }
 
 static int cmp_ent(const void *a, const void *b) {

@@ -89,7 +89,7 @@ int pp_proc_root(uint32_t pid, char *buf, size_t len) {
 }
 
 /* Finds "Key:" at a line start in /proc/PID/status and returns the rest. */
-static const char *status_field(const char *text, const char *key) {
+const char *pp_proc_status_field(const char *text, const char *key) {
   size_t kl = strlen(key);
   const char *p = text;
   while (p && *p) {
@@ -105,7 +105,7 @@ int pp_proc_ns_pid(uint32_t pid, uint32_t *ns_pid) {
   proc_path(path, sizeof(path), pid, "status");
   int rc = pp_read_file(path, buf, sizeof(buf), NULL);
   if (rc < 0) return gone(rc);
-  const char *v = status_field(buf, "NSpid:");
+  const char *v = pp_proc_status_field(buf, "NSpid:");
   if (!v) {
     *ns_pid = pid; /* kernels before 4.1: no pid namespaces info */
     return 0;
@@ -228,7 +228,7 @@ int pp_proc_rss_kb(uint32_t pid, uint64_t *kb) {
   proc_path(path, sizeof(path), pid, "status");
   int rc = pp_read_file(path, buf, sizeof(buf), NULL);
   if (rc < 0) return gone(rc);
-  const char *v = status_field(buf, "VmRSS:");
+  const char *v = pp_proc_status_field(buf, "VmRSS:");
   if (!v) {
     *kb = 0; /* kernel threads and zombies have no VmRSS */
     return 0;

@@ -138,11 +138,10 @@ int pp_target_ids(uint32_t pid, uid_t *uid, gid_t *gid) {
   int rc = pp_read_file(path, buf, sizeof(buf), NULL);
   if (rc < 0) return rc == -ENOENT ? -ESRCH : rc;
   /* "Uid:\treal\teffective\tsaved\tfs" */
-  const char *u = strstr(buf, "\nUid:");
-  const char *g = strstr(buf, "\nGid:");
+  const char *u = pp_proc_status_field(buf, "Uid:");
+  const char *g = pp_proc_status_field(buf, "Gid:");
   unsigned long ru, eu, rg, eg;
-  if (!u || !g || sscanf(u + 5, "%lu %lu", &ru, &eu) != 2 ||
-      sscanf(g + 5, "%lu %lu", &rg, &eg) != 2)
+  if (!u || !g || sscanf(u, "%lu %lu", &ru, &eu) != 2 || sscanf(g, "%lu %lu", &rg, &eg) != 2)
     return -EINVAL;
   if (uid) *uid = (uid_t)eu;
   if (gid) *gid = (gid_t)eg;

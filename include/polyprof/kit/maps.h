@@ -27,6 +27,11 @@ struct pp_map {
 /* Parses one line (without or with its trailing newline). The path, if any,
  * is copied into path_buf (truncated to path_cap-1) and m->path points to it,
  * or is NULL. 0 or -EINVAL. */
+/* Parses 1 to 16 hexadecimal digits (no prefix) at *p, advancing *p past
+ * them: the address fields of maps and perf maps. -EINVAL for no digit or
+ * more than 64 bits. */
+int pp_parse_hex_u64(const char **p, uint64_t *out);
+
 int pp_maps_parse_line(const char *line, struct pp_map *m, char *path_buf, size_t path_cap);
 
 /* Reads /proc/<pid>/maps. only_exec: keep executable mappings only (what

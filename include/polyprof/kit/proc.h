@@ -23,6 +23,10 @@ int pp_proc_cwd(uint32_t pid, char *buf, size_t len);  /* readlink /proc/PID/cwd
 int pp_proc_cmdline(uint32_t pid, char *buf, size_t cap, size_t *len);
 /* innermost pid from /proc/PID/status NSpid: (== pid outside namespaces) */
 int pp_proc_ns_pid(uint32_t pid, uint32_t *ns_pid);
+
+/* In the text of a /proc/PID/status file, the rest of the line that starts
+ * with key (such as "Uid:"), or NULL. */
+const char *pp_proc_status_field(const char *status_text, const char *key);
 /* field 22 of /proc/PID/stat, clock ticks since boot */
 int pp_proc_start_time(uint32_t pid, uint64_t *start_time);
 /* Both of the above from one read of /proc/PID/stat (a liveness check that
