@@ -133,6 +133,14 @@ static void pass_pid_filter(struct pp_config *cfg, const char *plugin) {
   }
 }
 
+/* Every process the scan looks at, runtime or not, is remembered while it
+ * is alive: its samples must name it even if it exits before the session
+ * is written. */
+static void remember_process(void *ctx, uint32_t pid, uint64_t start_time) {
+  struct pp_agent *a = ctx;
+  pp_enrich_remember(a->enricher, pid, start_time);
+}
+
 static int setup_plugins(struct pp_agent *a) {
   const struct pp_config *cfg = a->cfg;
   a->plugins = calloc(a->ninfos ? a->ninfos : 1, sizeof(*a->plugins));
@@ -169,6 +177,7 @@ static int setup_plugins(struct pp_agent *a) {
   a->targets = pp_targets_new(descs, a->nplugins);
   if (!a->targets) return -ENOMEM;
   if (cfg->pid_count) pp_targets_set_filter(a->targets, cfg->pids, cfg->pid_count);
+  pp_targets_set_observer(a->targets, remember_process, a);
   return 0;
 }
 
@@ -486,10 +495,14 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
     exit_code = 2;
     goto out;
   }
-  if (cfg->output_dir && pp_output_check_dir(cfg->output_dir, err, sizeof(err)) < 0) {
-    pp_log(PP_LOG_ERROR, "polyprof", "%s", err);
-    exit_code = 1;
-    goto out;
+  if (cfg->output_dir) {
+    err[0] = '\0';
+    if (pp_output_check_dir(cfg->output_dir, err, sizeof(err)) < 0) {
+      pp_log(PP_LOG_ERROR, "polyprof", "%s", err);
+      exit_code = 1;
+      goto out;
+    }
+    if (err[0]) pp_log(PP_LOG_INFO, "polyprof", "%s", err); /* temp files of a crash swept */
   }
   if (cfg->pidns_check && !in_init_pid_namespace()) {
     pp_log(PP_LOG_ERROR, "polyprof",

@@ -52,6 +52,9 @@ struct pp_targets {
   pid_t *excluded;
   size_t nexcluded;
 
+  pp_process_cb observer;
+  void *observer_ctx;
+
   struct pp_target *per_plugin[PP_TARGETS_MAX_PLUGINS];
   size_t per_count[PP_TARGETS_MAX_PLUGINS];
   size_t per_cap[PP_TARGETS_MAX_PLUGINS];
@@ -115,6 +118,11 @@ void pp_targets_set_excluded(struct pp_targets *t, const pid_t *pids, size_t n) 
   if (!t->excluded) return;
   memcpy(t->excluded, pids, n * sizeof(*pids));
   t->nexcluded = n;
+}
+
+void pp_targets_set_observer(struct pp_targets *t, pp_process_cb cb, void *ctx) {
+  t->observer = cb;
+  t->observer_ctx = ctx;
 }
 
 static bool basename_matches(const char *const *patterns, const char *base) {
@@ -341,6 +349,7 @@ int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, voi
     }
     if (e.next_check && now >= e.next_check) {
       e.matched |= classify(t, pid, e.matched);
+      if (t->observer) t->observer(t->observer_ctx, pid, e.start_time);
       if (e.recheck_s >= RECHECK_MAX_S) {
         e.next_check = 0;
       } else {

@@ -34,6 +34,12 @@ void pp_targets_set_excluded(struct pp_targets *t, const pid_t *pids, size_t n);
 
 typedef void (*pp_target_cb)(void *ctx, size_t plugin, const struct pp_target *target);
 
+/* Called for every process the scan looks at closely, matched or not: when
+ * it is first seen and at each re-classification (which follows an exec),
+ * so what it is can be remembered while it is alive. NULL: none. */
+typedef void (*pp_process_cb)(void *ctx, uint32_t pid, uint64_t start_time);
+void pp_targets_set_observer(struct pp_targets *t, pp_process_cb cb, void *ctx);
+
 /* Scan /proc. For every (plugin, process) match not reported before, calls
  * on_new. Between scans a known pid is assumed to be the same process (pid
  * reuse within one tick needs a full pid wrap-around); recheck re-reads every
