@@ -184,6 +184,7 @@ struct dotnet_session {
   struct pp_stack_table *stacks; /* IP stacks (dotnet_stacks.c) */
   /* since the last dotnet_session_drained() */
   uint64_t samples, external, unknown_stack, method_events;
+  uint64_t r2r_entries;     /* of method_events: R2RGetEntryPoint */
   uint64_t drained_bytes;   /* this stream's bytes at the last drain */
   uint64_t undrained_bytes; /* of earlier streams, since the last drain */
   /* the runtime's own sampling period, from consecutive samples of a

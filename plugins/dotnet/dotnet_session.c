@@ -11,11 +11,14 @@
 #define IPC_TIMEOUT_MS DOTNET_IPC_TIMEOUT_MS
 #define MAX_DEPTH_LIMIT 512
 
-/* Runtime provider keywords: Loader 0x8 | Jit 0x10 | NGen 0x20 (R2R code),
- * at Verbose so MethodLoadVerbose carries names. */
-#define RUNTIME_KEYWORDS 0x38ull
+/* Runtime provider keywords: Loader 0x8 | Jit 0x10 | NGen 0x20, at Verbose
+ * so MethodLoadVerbose carries names, and CompilationDiagnostic
+ * 0x2000000000 for R2RGetEntryPoint: ReadyToRun code bound after attach
+ * gets no load event of its own (see methods.h). */
+#define RUNTIME_KEYWORDS (0x38ull | 0x2000000000ull)
 #define SAMPLE_PROFILER_KEYWORDS 0xF00000000000ull
 #define EV_METHOD_LOAD_VERBOSE 143
+#define EV_R2R_GET_ENTRY_POINT 159
 #define EV_RUNDOWN_DC_START_VERBOSE 143
 #define EV_RUNDOWN_DC_END_VERBOSE 144
 #define EV_THREAD_SAMPLE 0
@@ -100,6 +103,10 @@ static void on_event(void *ctx, const struct dotnet_nt_event *ev) {
       if (ev->event_id == EV_METHOD_LOAD_VERBOSE && s->methods) {
         s->method_events++;
         dotnet_methods_add_event(s->methods, ev->payload, ev->payload_len);
+      } else if (ev->event_id == EV_R2R_GET_ENTRY_POINT && s->methods) {
+        s->method_events++;
+        s->r2r_entries++;
+        dotnet_methods_add_r2r_event(s->methods, ev->payload, ev->payload_len);
       }
       break;
     case DOTNET_PROV_RUNDOWN:
@@ -160,7 +167,7 @@ void dotnet_session_reset(struct dotnet_session *s) {
   pp_stack_table_clear(s->stacks);
   s->undrained_bytes = 0;
   s->methods = NULL;
-  s->samples = s->external = s->unknown_stack = s->method_events = 0;
+  s->samples = s->external = s->unknown_stack = s->method_events = s->r2r_entries = 0;
   s->sampler_intervals = s->sampler_interval_ns = 0;
   s->rng = 0x2545f4914f6cdd1dull;
 }
@@ -268,7 +275,7 @@ bool dotnet_session_busy(const struct dotnet_session *s) {
 
 void dotnet_session_drained(struct dotnet_session *s) {
   pp_stack_table_clear(s->stacks);
-  s->samples = s->external = s->unknown_stack = s->method_events = 0;
+  s->samples = s->external = s->unknown_stack = s->method_events = s->r2r_entries = 0;
   s->sampler_intervals = s->sampler_interval_ns = 0;
   s->drained_bytes = dotnet_nt_stats(s->nt)->bytes;
   s->undrained_bytes = 0;

@@ -324,6 +324,7 @@ static void emit_session(struct dotnet_state *st, struct dotnet_target *t, struc
   h->add_counter(sink, "external_samples", s->external);
   h->add_counter(sink, "samples_without_stack", s->unknown_stack);
   h->add_counter(sink, "method_events", s->method_events);
+  h->add_counter(sink, "r2r_entry_points", s->r2r_entries);
   h->add_counter(sink, "stream_bytes", dotnet_session_undrained_bytes(s));
   h->add_counter(sink, "sampler_intervals", s->sampler_intervals);
   h->add_counter(sink, "sampler_interval_us", s->sampler_interval_ns / 1000u);

@@ -3,6 +3,13 @@
  * come in bursts at rundown; lookups come in one burst per snapshot), with
  * names in one growing arena. Both are capped; hitting a cap clears the map,
  * which the next rundown refills, instead of growing without bound.
+ *
+ * ReadyToRun code first run after attach is known only by its entry point
+ * (R2RGetEntryPoint carries no size): such an entry is "open" and, at each
+ * sort, reaches to the next known start, at most DOTNET_R2R_MAX_EXTENT.
+ * Every R2R method that runs has its entry point looked up once (that is
+ * where the runtime applies its fixups), and a method's funclets follow its
+ * body, so the next start is the next method.
  */
 #include "methods.h"
 
@@ -16,10 +23,13 @@
 
 struct range {
   uint64_t start;
-  uint32_t size;
-  uint32_t name; /* offset in names */
+  uint32_t size; /* for an open entry: its extent at the last sort */
+  uint32_t name; /* offset in names; OPEN_BIT: the size is inferred */
   uint64_t seq;  /* insertion order: the newest load of a start wins */
 };
+
+#define OPEN_BIT 0x80000000u
+#define NAME_MAX_BYTES (OPEN_BIT - 1) /* name offsets stay below OPEN_BIT */
 
 struct dotnet_methods {
   struct range *r;
@@ -35,6 +45,7 @@ struct dotnet_methods *dotnet_methods_new(uint32_t max_methods, uint32_t max_nam
   if (!m) return NULL;
   m->max = max_methods < 16 ? 16 : max_methods;
   m->names_max = max_name_bytes < 4096 ? 4096 : max_name_bytes;
+  if (m->names_max > NAME_MAX_BYTES) m->names_max = NAME_MAX_BYTES;
   m->sorted = true;
   return m;
 }
@@ -53,10 +64,10 @@ static void clear(struct dotnet_methods *m) {
   m->resets++;
 }
 
-int dotnet_methods_add(struct dotnet_methods *m, uint64_t start, uint32_t size, const char *name) {
+static int add(struct dotnet_methods *m, uint64_t start, uint32_t size, bool open,
+               const char *name) {
   size_t len = strlen(name) + 1;
   if (len > 1024) len = 1024;
-  if (size == 0 || start + size < start) return -EINVAL;
   if (m->n == m->max || m->names_used + len > m->names_max) clear(m);
   if (m->n == m->cap) {
     uint32_t ncap = m->cap ? m->cap * 2 : 1024;
@@ -78,10 +89,30 @@ int dotnet_methods_add(struct dotnet_methods *m, uint64_t start, uint32_t size, 
   }
   memcpy(m->names + m->names_used, name, len - 1);
   m->names[m->names_used + len - 1] = '\0';
-  m->r[m->n++] = (struct range){start, size, m->names_used, m->seq++};
+  m->r[m->n++] = (struct range){start, size, m->names_used | (open ? OPEN_BIT : 0), m->seq++};
   m->names_used += (uint32_t)len;
   m->sorted = false;
   return 0;
+}
+
+int dotnet_methods_add(struct dotnet_methods *m, uint64_t start, uint32_t size, const char *name) {
+  if (size == 0 || start + size < start) return -EINVAL;
+  return add(m, start, size, false, name);
+}
+
+int dotnet_methods_add_entry(struct dotnet_methods *m, uint64_t start, const char *name) {
+  if (start == 0 || start + DOTNET_R2R_MAX_EXTENT < start) return -EINVAL;
+  return add(m, start, 0, true, name);
+}
+
+/* "Ns.Type" + "Method" as the runtime's method events spell a method:
+ * MethodNamespace is the full type name (nested types "+Inner", generic
+ * instantiations "List`1[System.Int32]"). */
+static void join_name(char *out, size_t cap, const char *ns, const char *name) {
+  if (ns[0])
+    snprintf(out, cap, "%s.%s", ns, name);
+  else
+    snprintf(out, cap, "%s", name);
 }
 
 int dotnet_methods_add_event(struct dotnet_methods *m, const uint8_t *p, uint32_t len) {
@@ -99,12 +130,30 @@ int dotnet_methods_add_event(struct dotnet_methods *m, const uint8_t *p, uint32_
   if (a < 0) return -EINVAL;
   long b = dotnet_utf16z_to_utf8(p + 36 + a, len - 36 - (size_t)a, name, sizeof(name));
   if (b < 0) return -EINVAL;
-  /* MethodNamespace is the full type name: "Ns.Type" (+ nested "+Inner") */
-  if (ns[0])
-    snprintf(full, sizeof(full), "%s.%s", ns, name);
-  else
-    snprintf(full, sizeof(full), "%s", name);
+  join_name(full, sizeof(full), ns, name);
   return dotnet_methods_add(m, start, size, full);
+}
+
+int dotnet_methods_add_r2r_event(struct dotnet_methods *m, const uint8_t *p, uint32_t len) {
+  /* u64 MethodID, UTF-16z namespace, name, signature, u64 EntryPoint,
+   * u16 ClrInstanceID */
+  if (len < 8) return -EINVAL;
+  char ns[512], name[256], sig[8], full[1024];
+  size_t off = 8;
+  long a = dotnet_utf16z_to_utf8(p + off, len - off, ns, sizeof(ns));
+  if (a < 0) return -EINVAL;
+  off += (size_t)a;
+  long b = dotnet_utf16z_to_utf8(p + off, len - off, name, sizeof(name));
+  if (b < 0) return -EINVAL;
+  off += (size_t)b;
+  long c = dotnet_utf16z_to_utf8(p + off, len - off, sig, sizeof(sig));
+  if (c < 0 || len - off - (size_t)c < 8) return -EINVAL;
+  off += (size_t)c;
+  uint64_t entry = 0;
+  for (int i = 7; i >= 0; i--)
+    entry = (entry << 8) | p[off + (size_t)i];
+  join_name(full, sizeof(full), ns, name);
+  return dotnet_methods_add_entry(m, entry, full);
 }
 
 static int cmp_range(const void *a, const void *b) {
@@ -115,15 +164,25 @@ static int cmp_range(const void *a, const void *b) {
 
 static void sort_map(struct dotnet_methods *m) {
   qsort(m->r, m->n, sizeof(*m->r), cmp_range);
-  /* keep only the newest entry per start address */
+  /* keep only the newest entry per start address, except that an open
+   * entry (an R2R entry point) does not replace a sized range of the same
+   * start: that is the same precompiled method, whose size the rundown gave */
   uint32_t w = 0;
   for (uint32_t i = 0; i < m->n; i++) {
-    if (w > 0 && m->r[w - 1].start == m->r[i].start)
-      m->r[w - 1] = m->r[i];
-    else
+    if (w > 0 && m->r[w - 1].start == m->r[i].start) {
+      if (!(m->r[i].name & OPEN_BIT) || (m->r[w - 1].name & OPEN_BIT)) m->r[w - 1] = m->r[i];
+    } else {
       m->r[w++] = m->r[i];
+    }
   }
   m->n = w;
+  for (uint32_t i = 0; i < m->n; i++) {
+    if (!(m->r[i].name & OPEN_BIT)) continue;
+    uint64_t extent = DOTNET_R2R_MAX_EXTENT;
+    if (i + 1 < m->n && m->r[i + 1].start - m->r[i].start < extent)
+      extent = m->r[i + 1].start - m->r[i].start;
+    m->r[i].size = (uint32_t)extent;
+  }
   m->sorted = true;
 }
 
@@ -140,7 +199,7 @@ const char *dotnet_methods_lookup(struct dotnet_methods *m, uint64_t ip) {
   if (lo == 0) return NULL;
   const struct range *r = &m->r[lo - 1];
   if (ip - r->start >= r->size) return NULL;
-  return m->names + r->name;
+  return m->names + (r->name & ~OPEN_BIT);
 }
 
 uint32_t dotnet_methods_count(const struct dotnet_methods *m) {

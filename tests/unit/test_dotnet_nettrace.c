@@ -337,6 +337,67 @@ static void test_methods_and_agg(void) {
   dotnet_methods_free(m);
 }
 
+/* UTF-16LE, NUL-terminated, of an ASCII string; returns bytes written. */
+static size_t put_utf16z(uint8_t *out, const char *s) {
+  size_t n = 0;
+  for (; *s; s++) {
+    out[n++] = (uint8_t)*s;
+    out[n++] = 0;
+  }
+  out[n++] = 0;
+  out[n++] = 0;
+  return n;
+}
+
+static size_t r2r_payload(uint8_t *buf, const char *ns, const char *name, uint64_t entry) {
+  size_t n = 8;
+  memset(buf, 0x11, 8); /* MethodID */
+  n += put_utf16z(buf + n, ns);
+  n += put_utf16z(buf + n, name);
+  n += put_utf16z(buf + n, "instance void (class System.String)");
+  for (int i = 0; i < 8; i++)
+    buf[n++] = (uint8_t)(entry >> (8 * i));
+  buf[n++] = 0; /* ClrInstanceID */
+  buf[n++] = 0;
+  return n;
+}
+
+/* ReadyToRun entry points (no size): each reaches to the next known start,
+ * at most DOTNET_R2R_MAX_EXTENT; a sized range of the same start (rundown)
+ * keeps its size; every truncation of the payload is refused. */
+static void test_r2r_entries(void) {
+  struct dotnet_methods *m = dotnet_methods_new(1000, 1 << 16);
+  uint8_t buf[512];
+  size_t n =
+      r2r_payload(buf, "System.Text.Json.Utf8JsonWriter", "WriteStringValue", 0x7f0000001000);
+  CHECK_EQ_INT(dotnet_methods_add_r2r_event(m, buf, (uint32_t)n), 0);
+  for (size_t cut = 0; cut + 2 < n; cut++)
+    CHECK(dotnet_methods_add_r2r_event(m, buf, (uint32_t)cut) == -EINVAL);
+  n = r2r_payload(buf, "System.Collections.Generic.List`1[System.Int32]", "Sort", 0x7f0000001400);
+  CHECK_EQ_INT(dotnet_methods_add_r2r_event(m, buf, (uint32_t)n), 0);
+  /* a rundown range at the second start, sized 0x100 */
+  CHECK_EQ_INT(dotnet_methods_add(m, 0x7f0000001400, 0x100,
+                                  "System.Collections.Generic.List`1[System.Int32].Sort"),
+               0);
+  /* a lone entry far away: capped */
+  CHECK_EQ_INT(dotnet_methods_add_entry(m, 0x7f0000100000, "Far.Away"), 0);
+  CHECK_EQ_INT(dotnet_methods_add_entry(m, 0, "Null.Entry"), -EINVAL);
+  const char *a = dotnet_methods_lookup(m, 0x7f00000013ff);
+  CHECK(a && strcmp(a, "System.Text.Json.Utf8JsonWriter.WriteStringValue") == 0);
+  const char *b = dotnet_methods_lookup(m, 0x7f0000001450);
+  CHECK(b && strcmp(b, "System.Collections.Generic.List`1[System.Int32].Sort") == 0);
+  CHECK(dotnet_methods_lookup(m, 0x7f0000001500) == NULL); /* past the sized range */
+  CHECK(dotnet_methods_lookup(m, 0x7f0000100000 + DOTNET_R2R_MAX_EXTENT - 1) != NULL);
+  CHECK(dotnet_methods_lookup(m, 0x7f0000100000 + DOTNET_R2R_MAX_EXTENT) == NULL);
+  /* an entry added later between two known starts cuts the open one short */
+  CHECK_EQ_INT(dotnet_methods_add_entry(m, 0x7f0000001200, "Mid.Method"), 0);
+  const char *c = dotnet_methods_lookup(m, 0x7f0000001250);
+  CHECK(c && strcmp(c, "Mid.Method") == 0);
+  a = dotnet_methods_lookup(m, 0x7f00000011ff);
+  CHECK(a && strcmp(a, "System.Text.Json.Utf8JsonWriter.WriteStringValue") == 0);
+  dotnet_methods_free(m);
+}
+
 int main(void) {
   size_t len = 0;
   const uint8_t *d = load("tests/data/dotnet/net10-sampleprofiler.nettrace", &len);
@@ -348,5 +409,6 @@ int main(void) {
     test_hostile_headers(d, len);
   }
   test_methods_and_agg();
+  test_r2r_entries();
   return pp_test_finish("dotnet_nettrace");
 }
