@@ -3,10 +3,9 @@
  * the application-metadata index, plus the header tables they refer to, by
  * gProfiler's rules (docs/gprofiler-compat.md).
  *
- * What is learnt about a process is cached in a bounded LRU keyed by
- * (pid, start time): a reused pid has another start time and gets a fresh
- * entry, and a process that exited keeps what was learnt while it lived.
- * /proc is only read while the pid still names the same process.
+ * What is known about each process comes from the process memory
+ * (proc_memory.h), filled while the process lived: a process that exited
+ * before its session is written keeps its comm, container and appid.
  */
 #include "enrich.h"
 
@@ -23,38 +22,15 @@
 #include "lru.h"
 #include "metadata.h"
 #include "polyprof/kit/proc.h"
+#include "proc_memory.h"
 
-#define CMDLINE_CAP (128 * 1024)
-#define CGROUP_CAP (64 * 1024)
 #define DEFAULT_CACHE 4096
-
-struct proc_entry {
-  char *comm;            /* NULL if unknown */
-  char *exe;             /* NULL if unreadable */
-  uint64_t exe_id;       /* pp_proc_exe_id when read: an exec changes it */
-  char *appid;           /* NULL if no rule matched */
-  char container_id[65]; /* "" if not in a container */
-  enum pp_runtime rt;
-  bool unsettled; /* exe switched but argv not laid out yet: read again */
-  bool meta_done;
-  bool gone;         /* seen exited at the end of a session */
-  json_t *core_meta; /* NULL: nothing to report */
-};
 
 struct pp_enricher {
   struct pp_enrich_opts opts; /* strings owned */
-  struct pp_lru *procs;
+  struct pp_proc_memory *procs;
   struct pp_containers *containers;
 };
-
-static void entry_free(void *v) {
-  struct proc_entry *e = v;
-  free(e->comm);
-  free(e->exe);
-  free(e->appid);
-  json_decref(e->core_meta);
-  free(e);
-}
 
 void pp_enricher_free(struct pp_enricher *e) {
   if (!e) return;
@@ -62,7 +38,7 @@ void pp_enricher_free(struct pp_enricher *e) {
     free((char *)e->opts.app_id_args_filters[i]);
   free((void *)e->opts.app_id_args_filters);
   free((char *)e->opts.docker_socket);
-  pp_lru_free(e->procs);
+  pp_proc_memory_free(e->procs);
   pp_containers_free(e->containers);
   free(e);
 }
@@ -87,7 +63,7 @@ struct pp_enricher *pp_enricher_new(const struct pp_enrich_opts *opts) {
     }
   }
   if (opts->docker_socket && !(e->opts.docker_socket = strdup(opts->docker_socket))) goto oom;
-  e->procs = pp_lru_new(e->opts.cache_size, entry_free);
+  e->procs = pp_proc_memory_new(&e->opts, e->opts.cache_size);
   if (!e->procs) goto oom;
   if (e->opts.containers) {
     e->containers = pp_containers_new(e->opts.docker_socket, e->opts.cache_size);
@@ -97,83 +73,6 @@ struct pp_enricher *pp_enricher_new(const struct pp_enrich_opts *opts) {
 oom:
   pp_enricher_free(e);
   return NULL;
-}
-
-/* Everything cheap about a live process, read once per (pid, start). */
-static struct proc_entry *entry_create(struct pp_enricher *en, uint32_t pid) {
-  struct proc_entry *e = calloc(1, sizeof(*e));
-  if (!e) return NULL;
-  char buf[PATH_MAX];
-  if (pp_proc_comm(pid, buf, sizeof(buf)) == 0) e->comm = strdup(buf);
-  e->exe_id = pp_proc_exe_id(pid);
-  if (pp_proc_exe(pid, buf, sizeof(buf)) == 0) e->exe = strdup(buf);
-  char *cmd = malloc(CMDLINE_CAP);
-  size_t cmd_len = 0;
-  if (cmd && pp_proc_cmdline(pid, cmd, CMDLINE_CAP, &cmd_len) != 0) cmd_len = 0;
-  /* execve() switches /proc/PID/exe before it writes argv and auxv; a
-   * user process with an exe and an empty command line is in that gap */
-  e->unsettled = e->exe && cmd && cmd_len == 0;
-  e->rt = pp_runtime_detect(e->exe, cmd, cmd_len);
-  if (en->opts.appids && cmd_len && e->rt != PP_RT_UNKNOWN) {
-    char cwd[PATH_MAX], root[64];
-    bool have_cwd = pp_proc_cwd(pid, cwd, sizeof(cwd)) == 0;
-    pp_proc_root(pid, root, sizeof(root));
-    e->appid = pp_appid_for(e->exe, cmd, cmd_len, have_cwd ? cwd : NULL, root, &en->opts);
-  }
-  free(cmd);
-  if (en->opts.containers) {
-    char *cg = malloc(CGROUP_CAP);
-    char path[64];
-    snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
-    if (cg && pp_read_file(path, cg, CGROUP_CAP, NULL) == 0)
-      pp_container_id_from_cgroup(cg, e->container_id);
-    free(cg);
-  }
-  return e;
-}
-
-/* exec() keeps pid and start time but changes comm (to the new program's
- * name) and exe; comm is one small read, so live processes are checked
- * each time they are enriched. */
-static bool exec_changed(const struct proc_entry *e, uint32_t pid) {
-  /* exec keeps pid and start time; the file or the comm tells */
-  if (e->unsettled) return true;
-  if (e->exe_id != pp_proc_exe_id(pid)) return true;
-  char buf[64];
-  if (pp_proc_comm(pid, buf, sizeof(buf)) != 0) return false;
-  return !e->comm || strcmp(buf, e->comm) != 0;
-}
-
-/* The cache entry of a pid record: created while the pid still names the
- * process the record is about, otherwise whatever was cached (or NULL). */
-static struct proc_entry *entry_for(struct pp_enricher *en, uint32_t pid, uint64_t rec_start,
-                                    bool *live) {
-  *live = false;
-  if (pid == 0) return NULL; /* the idle task has no /proc entry */
-  uint64_t cur = 0;
-  bool exists = pp_proc_start_time(pid, &cur) == 0;
-  uint64_t start = rec_start ? rec_start : cur;
-  if (!start && !exists) return NULL;
-  *live = exists && cur == start;
-  struct pp_lru_pid_key key = pp_lru_pid_key(pid, start);
-  void *v = NULL;
-  if (pp_lru_lookup(en->procs, &key, sizeof(key), &v) && v) {
-    if (!*live || !exec_changed(v, pid)) return v;
-    /* same process, new program (a shell that exec'd python): what was
-     * learnt about the old one is wrong now */
-    pp_lru_remove(en->procs, &key, sizeof(key));
-  }
-  if (!*live) return NULL;
-  struct proc_entry *e = entry_create(en, pid);
-  if (!e) return NULL;
-  /* it may have exited (and the pid been reused) while we read it */
-  if (!pp_proc_same_process(pid, start)) {
-    entry_free(e);
-    *live = false;
-    return NULL;
-  }
-  if (pp_lru_put(en->procs, &key, sizeof(key), e) != 0) return NULL;
-  return e;
 }
 
 /* Index of `md` in the header table, appending it if new. Equal dicts share
@@ -214,7 +113,7 @@ static char *container_name(struct pp_enricher *en, const char *id) {
 }
 
 static json_t *pid_metadata(struct pp_enricher *en, const struct pp_pid_rec *rec,
-                            const struct pp_profile *p, struct proc_entry *e, bool live) {
+                            const struct pp_profile *p, struct pp_proc_facts *e, bool live) {
   const char *plugin_md = rec->app_meta != PP_NO_STR ? pp_profile_str(p, rec->app_meta) : NULL;
   bool runtime = e && e->rt != PP_RT_UNKNOWN && e->rt != PP_RT_PHP;
   if (e && !e->meta_done && live && (runtime || plugin_md)) {
@@ -223,30 +122,6 @@ static json_t *pid_metadata(struct pp_enricher *en, const struct pp_pid_rec *rec
   }
   const json_t *core = e && (runtime || plugin_md) ? e->core_meta : NULL;
   return pp_app_metadata_merge(core, plugin_md);
-}
-
-/* An exited process is kept for one more session, since a plugin may hand
- * over its last stacks a snapshot late (a Node program let go at exit),
- * then dropped: under churn the cache otherwise filled with thousands of
- * dead processes (~36 KiB of the core's RSS a minute in the soak). */
-static bool drop_exited(const void *key, size_t key_len, void *value, void *ctx) {
-  (void)ctx;
-  struct proc_entry *e = value;
-  struct pp_lru_pid_key k;
-  if (key_len != sizeof(k)) return false;
-  memcpy(&k, key, sizeof(k));
-  if (!e) return !pp_proc_same_process(k.pid, k.start_time);
-  if (pp_proc_same_process(k.pid, k.start_time)) {
-    e->gone = false;
-    return false;
-  }
-  if (e->gone) return true;
-  e->gone = true;
-  return false;
-}
-
-static void forget_exited(struct pp_enricher *en) {
-  pp_lru_remove_if(en->procs, drop_exited, NULL);
 }
 
 int pp_enrich(struct pp_enricher *en, struct pp_profile *merged, json_t *app_meta_list,
@@ -268,7 +143,7 @@ int pp_enrich(struct pp_enricher *en, struct pp_profile *merged, json_t *app_met
   for (size_t i = 0; i < npids; i++) {
     struct pp_pid_rec *rec = pp_profile_pid_at(merged, i);
     bool live;
-    struct proc_entry *e = entry_for(en, rec->pid, rec->start_time, &live);
+    struct pp_proc_facts *e = pp_proc_memory_get(en->procs, rec->pid, rec->start_time, &live);
     uint32_t id;
 
     if (rec->comm == PP_NO_STR && e && e->comm) {
@@ -307,11 +182,10 @@ int pp_enrich(struct pp_enricher *en, struct pp_profile *merged, json_t *app_met
     }
   }
   pp_lru_free(seen);
-  forget_exited(en);
+  pp_proc_memory_end_session(en->procs);
   return rc;
 }
 
 void pp_enrich_remember(struct pp_enricher *en, uint32_t pid, uint64_t start_time) {
-  bool live;
-  if (en) entry_for(en, pid, start_time, &live);
+  if (en) pp_proc_memory_see(en->procs, pid, start_time);
 }

@@ -235,6 +235,7 @@ struct perf_proc {
   uint64_t jit_checked_tick;
   bool jit_missing;
   bool jit_refused_logged;    /* the kit refused its perf map: said once */
+  int jit_open_err;           /* why its perf map could not be opened (-errno), 0: opened */
   struct pp_jitdump *jitdump; /* used when there is no perf map */
   uint64_t jitdump_tick;      /* next tick it may be read */
   uint32_t ns_pid;
@@ -281,6 +282,7 @@ struct perf_frame {
   uint32_t flags;  /* PERF_FRAME_* */
 };
 #define PERF_FRAME_UNKNOWN 1u /* counts as [unknown] for smart mode */
+#define PERF_FRAME_JIT_RUN 2u /* unnamed JIT code: a run of them is one frame */
 
 struct perf_frames {
   struct perf_frame *v;
@@ -302,6 +304,9 @@ static inline const char *perf_frames_str(const struct perf_frames *f, uint32_t 
  * address is where the CPU was (not a return address). */
 uint32_t perf_sym_kernel(struct perf_state *st, uint64_t addr);
 uint32_t perf_sym_user(struct perf_state *st, struct perf_proc *p, uint64_t addr, bool leaf);
+/* Frames of one stack (leaf first) with each run of unnamed JIT frames
+ * made one frame; returns the new count. */
+uint32_t perf_sym_fold_jit(const struct perf_state *st, uint32_t *fr, uint32_t n);
 /* The fixed id of "[unknown]". */
 #define PERF_FRAME_ID_UNKNOWN 0u
 

@@ -198,7 +198,7 @@ const char *perf_thread_comm(struct perf_state *st, uint32_t pid, uint32_t tid) 
   struct perf_thread *t = thread_get(st, pid, tid, true);
   if (!t) {
     struct perf_proc *p = perf_proc_get(st, pid, false);
-    return p && p->comm[0] ? p->comm : "[unknown]";
+    return p && p->comm[0] ? p->comm : "";
   }
   if (!t->comm[0]) {
     char path[64];
@@ -209,8 +209,12 @@ const char *perf_thread_comm(struct perf_state *st, uint32_t pid, uint32_t tid) 
         t->comm[--n] = '\0';
     }
     if (!t->comm[0]) {
-      /* gone already: perf prints ":<tid>" for a thread it never named */
-      snprintf(t->comm, sizeof(t->comm), ":%u", tid);
+      /* gone already and never named by a FORK or COMM record (perf would
+       * print ":<tid>"): the process's name if known, else "" and the host
+       * names the stack after the process it remembers. Not cached: a COMM
+       * record drained later from another CPU's ring still names it. */
+      struct perf_proc *p = perf_proc_get(st, pid, false);
+      return p && p->comm[0] ? p->comm : "";
     }
   }
   return t->comm;

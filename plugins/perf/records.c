@@ -144,6 +144,7 @@ static void handle_sample(struct perf_state *st, const uint8_t *rec, size_t size
       fr[n++] = kframes[i];
     for (uint32_t i = 0; i < nufp && n < PERF_MAX_FRAMES; i++)
       fr[n++] = ufp[i];
+    n = perf_sym_fold_jit(st, fr, n);
     if (n == 0) fr[n++] = PERF_FRAME_ID_UNKNOWN;
     perf_stacks_add(&st->fp, v.pid, comm, fr, n);
   }
@@ -169,6 +170,7 @@ static void handle_sample(struct perf_state *st, const uint8_t *rec, size_t size
       if (!maps_tried) maps_ok = perf_proc_need_maps(st, p) == 0;
       if (maps_ok) fr[n++] = perf_sym_user(st, p, user_ip(st, v.regs, v.nregs), true);
     }
+    n = perf_sym_fold_jit(st, fr, n);
     if (n == 0) fr[n++] = PERF_FRAME_ID_UNKNOWN;
     perf_stacks_add(&st->dwarf, v.pid, comm, fr, n);
   }

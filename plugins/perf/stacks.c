@@ -209,8 +209,15 @@ static void emit_stack(struct perf_state *st, struct pp_sink *sink, const struct
                               .file = perf_frames_str(&st->frames, f->file),
                               .kind = f->kind};
   }
+  /* a stack of a thread that had no name when sampled: its process's name
+   * if a COMM record brought it since, else the host's (NULL) */
+  const char *comm = e->comm;
+  if (!comm[0]) {
+    struct perf_proc *p = perf_proc_get(st, e->pid, false);
+    comm = p && p->comm[0] ? p->comm : NULL;
+  }
   struct pp_sample smp = {
-      .pid = e->pid, .tid = 0, .comm = e->comm, .frames = fr, .nframes = n, .count = count};
+      .pid = e->pid, .tid = 0, .comm = comm, .frames = fr, .nframes = n, .count = count};
   st->host->emit(sink, &smp);
 }
 

@@ -243,6 +243,7 @@ static const char *jit_lookup(struct perf_state *st, struct perf_proc *p, uint64
   if (!p->ns_pid && pp_proc_ns_pid(p->pid, &p->ns_pid) < 0) p->ns_pid = p->pid;
   struct stat sb;
   int fd = open_perfmap(st, p, &sb);
+  p->jit_open_err = fd < 0 ? fd : 0;
   if (fd < 0) {
     p->jit_missing = true;
     return jitdump_lookup(st, p, addr, start);
@@ -270,6 +271,57 @@ static const char *jit_lookup(struct perf_state *st, struct perf_proc *p, uint64
 }
 
 /* ---- user space ---- */
+
+/* The runtime whose JIT wrote anonymous code, from what the process maps
+ * (the file that holds the JIT), for the label of code it did not name. */
+static const char *jit_runtime(const struct perf_proc *p) {
+  static const struct {
+    const char *file, *runtime;
+  } known[] = {
+      {"libjvm.so", "java"},    {"libcoreclr.so", "dotnet"}, {"libclrjit.so", "dotnet"},
+      {"libnode.so", "nodejs"}, {"/node", "nodejs"},         {"libmonosgen", "mono"},
+      {"libruby", "ruby"},      {"/ruby", "ruby"},           {"libphp", "php"},
+      {"/php", "php"},          {"libpython", "python"},     {"/python", "python"},
+      {"libluajit", "luajit"},
+  };
+  for (size_t i = 0; i < p->nmaps; i++) {
+    const char *path = p->maps[i].dso ? p->maps[i].dso->path : NULL;
+    if (!path) continue;
+    const char *base = strrchr(path, '/');
+    for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++) {
+      const char *f = known[k].file;
+      /* "/name": the executable's own basename starts so (node, ruby3.1) */
+      if (f[0] == '/' ? base && strncmp(base, f, strlen(f)) == 0 : strstr(path, f) != NULL)
+        return known[k].runtime;
+    }
+  }
+  return "unknown runtime";
+}
+
+/* Anonymous executable memory that no perf map or jitdump names. perf
+ * calls it "/tmp/perf-<nspid>.map" whether or not that file exists, which
+ * reads as a file; here it says whose JIT it is and why it has no name
+ * (usually: the runtime's plugin never attached, e.g. a JVM that ended
+ * first, so nothing wrote a map). One frame per pid and reason. */
+static uint32_t unnamed_jit(struct perf_state *st, struct perf_proc *p, uint64_t ka) {
+  unsigned reason = p->jit || p->jitdump ? 0 : p->jit_open_err == -ENOENT ? 1 : 2;
+  uint64_t kb = UINT64_MAX - reason;
+  uint32_t id = frames_find(&st->frames, ka, kb);
+  if (id != UINT32_MAX) return id;
+  static const char *const why[] = {"not in its perf map", "no perf map", "perf map refused"};
+  char name[96];
+  snprintf(name, sizeof(name), "[jit: %s, unnamed: %s]", jit_runtime(p), why[reason]);
+  return frames_add(&st->frames, ka, kb, name, NULL, PP_FRAME_NATIVE, PERF_FRAME_JIT_RUN);
+}
+
+uint32_t perf_sym_fold_jit(const struct perf_state *st, uint32_t *fr, uint32_t n) {
+  uint32_t out = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    if (out && fr[i] == fr[out - 1] && (st->frames.v[fr[i]].flags & PERF_FRAME_JIT_RUN)) continue;
+    fr[out++] = fr[i];
+  }
+  return out;
+}
 
 static uint32_t unknown_in_dso(struct perf_state *st, struct perf_dso *dso) {
   uint32_t id = frames_find(&st->frames, dso->id, UINT64_MAX);
@@ -310,17 +362,7 @@ uint32_t perf_sym_user(struct perf_state *st, struct perf_proc *p, uint64_t addr
     char file[64];
     snprintf(file, sizeof(file), "/tmp/perf-%u.map", p->ns_pid ? p->ns_pid : p->pid);
     uint64_t ka = KEY_JIT | p->pid;
-    if (!name) {
-      /* Anonymous executable memory the map does not cover: perf names
-       * every such mapping "/tmp/perf-<nspid>.map" (whether or not the
-       * file exists), which gProfiler turns into "(/tmp/perf-N.map)". */
-      if (!m) return PERF_FRAME_ID_UNKNOWN;
-      uint32_t id = frames_find(&st->frames, ka, UINT64_MAX);
-      if (id != UINT32_MAX) return id;
-      char uname[80];
-      snprintf(uname, sizeof(uname), "(%s)", file);
-      return frames_add(&st->frames, ka, UINT64_MAX, uname, file, PP_FRAME_NATIVE, 0);
-    }
+    if (!name) return m ? unnamed_jit(st, p, ka) : PERF_FRAME_ID_UNKNOWN;
     uint32_t id = frames_find(&st->frames, ka, start);
     if (id != UINT32_MAX) return id;
     return frames_add(&st->frames, ka, start, name, file, PP_FRAME_NATIVE, 0);
