@@ -40,6 +40,8 @@ struct pp_agent {
   struct agent_plugin *plugins; /* enabled ones */
   size_t nplugins;
   struct pp_targets *targets;
+  struct pp_proc_events *proc_events; /* NULL: /proc is listed every scan */
+  uint64_t next_listing_ms;           /* with proc_events: the next full /proc listing */
   struct pp_enricher *enricher;
   struct pp_metrics *metrics;
   json_t *system_metadata;

@@ -61,6 +61,9 @@ static const struct core_key keys[] = {
     {"profiling.duration", KT_INT, FIELD(duration), 0, 1, 86400, NULL, NULL, 0},
     {"profiling.proc_scan_interval_ms", KT_INT, FIELD(proc_scan_interval_ms), 0, 100, 600000, NULL,
      NULL, 0},
+    {"profiling.proc_events", KT_BOOL, FIELD(proc_events), 0, 0, 0, NULL, NULL, 0},
+    {"profiling.proc_rescan_interval_s", KT_INT, FIELD(proc_rescan_interval_s), 0, 1, 86400, NULL,
+     NULL, 0},
     {"profiling.continuous", KT_BOOL, FIELD(continuous), 0, 0, 0, NULL, NULL, 0},
     {"profiling.pids", KT_PIDS, FIELD(pids), FIELD(pid_count), 1, PID_MAX, NULL, NULL, 0},
     {"profiling.mode", KT_ENUM, FIELD(profiling_mode), 0, 0, 0, profiling_modes, "mode", 0},
@@ -144,6 +147,8 @@ void pp_config_defaults(struct pp_config *c) {
   c->frequency = 11;
   c->duration = 60;
   c->proc_scan_interval_ms = 1000;
+  c->proc_events = true;
+  c->proc_rescan_interval_s = 30;
   c->profiling_mode = xstrdup("cpu");
   c->flamegraph = true;
   c->output_formats = strv_new(default_formats, 2);

@@ -85,6 +85,10 @@ struct pp_config {
   char *profiling_mode; /* "cpu" (only value for now) */
   /* how often /proc is listed for new processes, ms (default 1000) */
   int proc_scan_interval_ms;
+  /* learn of new processes from the kernel's process events (default on);
+   * /proc is then listed only every proc_rescan_interval_s (default 30) */
+  bool proc_events;
+  int proc_rescan_interval_s;
 
   /* output */
   char *output_dir; /* -o, NULL = no local output */

@@ -20,6 +20,7 @@
 #include "output/files.h"
 #include "pidfile.h"
 #include "polyprof/kit/proc.h"
+#include "proc_events.h"
 #include "rootless.h"
 #include "sd_notify.h"
 #include "upload/uploader.h"
@@ -246,11 +247,52 @@ static void flush_targets(struct pp_agent *a) {
   }
 }
 
+/* With process events, a scan applies what the kernel said since the last
+ * one, and /proc is listed only every proc_rescan_interval_s (a safety net),
+ * at session boundaries (recheck) and at once when events were lost. */
 static void scan_targets(struct pp_agent *a, bool recheck) {
   update_exclusions(a);
-  int rc = pp_targets_scan(a->targets, recheck, queue_target, a);
+  int rc = 0;
+  bool listing = true;
+  if (a->proc_events) {
+    uint64_t now = mono_ms();
+    bool lost = pp_proc_events_drain(a->proc_events) != 0;
+    const uint32_t *changed, *gone;
+    size_t nchanged, ngone;
+    pp_proc_events_take(a->proc_events, &changed, &nchanged, &gone, &ngone);
+    if (lost) {
+      pp_log(PP_LOG_INFO, "polyprof", "process events were lost: listing /proc now");
+      recheck = true; /* an exec may be among them */
+    } else {
+      rc = pp_targets_update(a->targets, changed, nchanged, gone, ngone, queue_target, a);
+      if (rc < 0) recheck = true;
+    }
+    listing = recheck || now >= a->next_listing_ms;
+    if (listing) a->next_listing_ms = now + (uint64_t)a->cfg->proc_rescan_interval_s * 1000;
+  }
+  if (listing) rc = pp_targets_scan(a->targets, recheck, queue_target, a);
   if (rc < 0) pp_log(PP_LOG_WARNING, "polyprof", "/proc scan failed: %s", strerror(-rc));
   flush_targets(a);
+}
+
+/* The kernel's process events, when it will give them (see proc_events.h). */
+static void open_proc_events(struct pp_agent *a) {
+  const struct pp_config *cfg = a->cfg;
+  if (!cfg->proc_events) {
+    pp_log(PP_LOG_INFO, "polyprof", "process events off: listing /proc every %d ms",
+           cfg->proc_scan_interval_ms);
+    return;
+  }
+  if (cfg->pid_count) return; /* --pids: the scan visits only those, no listing to save */
+  char why[256] = "";
+  a->proc_events = pp_proc_events_open(why, sizeof(why));
+  if (a->proc_events)
+    pp_log(PP_LOG_INFO, "polyprof",
+           "following the kernel's process events; /proc listed every %d s as a safety net",
+           cfg->proc_rescan_interval_s);
+  else
+    pp_log(PP_LOG_INFO, "polyprof", "process events unavailable (%s): listing /proc every %d ms",
+           why, cfg->proc_scan_interval_ms);
 }
 
 /* Starts the plugins not running yet; returns how many it started. */
@@ -564,6 +606,7 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
   /* the plugins are loaded and the first session starts now */
   notify_status(a, "READY=1\n");
 
+  open_proc_events(a);
   scan_targets(a, true);
   /* A session covers what the plugins sampled in it: it begins once they
    * have started (perf loads kallsyms and opens its rings first, a runtime
@@ -629,6 +672,7 @@ out:
   pp_agent_flush_pending_at_exit(a);
   pp_uploader_free(a->uploader); /* flushes, spools what is left */
   teardown_plugins(a);
+  pp_proc_events_close(a->proc_events);
   pp_enricher_free(a->enricher);
   pp_metrics_free(a->metrics);
   json_decref(a->system_metadata);

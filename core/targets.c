@@ -275,13 +275,24 @@ static int add_target(struct pp_targets *t, size_t plugin, const struct proc_ent
   return 0;
 }
 
-/* The next pid to look at: every numeric /proc entry, or, with --pids, only
- * the given pids that still exist (listing all of /proc every second costs
- * more than the handful of targets on a busy host). 0 at the end. */
-static uint32_t next_pid(const struct pp_targets *t, DIR *d, size_t *fi) {
-  if (!d) {
-    while (*fi < t->nfilter) {
-      uint32_t pid = t->filter[(*fi)++];
+/* Where a scan's pids come from: every numeric /proc entry; with --pids,
+ * only the given pids that still exist (listing all of /proc every second
+ * costs more than the handful of targets on a busy host); or, for an update
+ * from process events, a list built from the known processes and the
+ * changed ones. */
+struct pid_source {
+  DIR *d;
+  size_t fi;
+  const uint32_t *list;
+  size_t nlist;
+};
+
+/* The next pid to look at, 0 at the end. */
+static uint32_t next_pid(const struct pp_targets *t, struct pid_source *src) {
+  if (src->list) return src->fi < src->nlist ? src->list[src->fi++] : 0;
+  if (!src->d) {
+    while (src->fi < t->nfilter) {
+      uint32_t pid = t->filter[src->fi++];
       char path[32];
       snprintf(path, sizeof(path), "/proc/%u", pid);
       if (access(path, F_OK) == 0) return pid;
@@ -289,7 +300,7 @@ static uint32_t next_pid(const struct pp_targets *t, DIR *d, size_t *fi) {
     return 0;
   }
   struct dirent *de;
-  while ((de = readdir(d))) {
+  while ((de = readdir(src->d))) {
     if (!isdigit((unsigned char)de->d_name[0])) continue;
     char *end;
     unsigned long v = strtoul(de->d_name, &end, 10);
@@ -299,28 +310,67 @@ static uint32_t next_pid(const struct pp_targets *t, DIR *d, size_t *fi) {
   return 0;
 }
 
+static bool in_sorted(const uint32_t *v, size_t n, uint32_t pid) {
+  size_t lo = 0, hi = n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (v[mid] == pid) return true;
+    if (v[mid] < pid)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return false;
+}
+
+static int rebuild(struct pp_targets *t, struct pid_source *src, bool recheck,
+                   const uint32_t *changed, size_t nchanged, pp_target_cb on_new, void *ctx);
+
 int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, void *ctx) {
-  DIR *d = NULL;
-  if (t->nfilter == 0 && !(d = opendir("/proc"))) return -errno;
+  struct pid_source src = {0};
+  if (t->nfilter == 0 && !(src.d = opendir("/proc"))) return -errno;
+  int rc = rebuild(t, &src, recheck, NULL, 0, on_new, ctx);
+  if (src.d) closedir(src.d);
+  return rc;
+}
+
+int pp_targets_update(struct pp_targets *t, const uint32_t *changed, size_t nchanged,
+                      const uint32_t *gone, size_t ngone, pp_target_cb on_new, void *ctx) {
+  uint32_t *list = malloc((t->nents + nchanged + 1) * sizeof(*list));
+  if (!list) return -ENOMEM;
+  size_t n = 0;
+  for (size_t i = 0; i < t->nents; i++)
+    if (!in_sorted(gone, ngone, t->ents[i].pid)) list[n++] = t->ents[i].pid;
+  for (size_t i = 0; i < nchanged; i++)
+    if (!old_lookup(t->ents, t->index, t->index_cap, changed[i])) list[n++] = changed[i];
+  struct pid_source src = {.list = list, .nlist = n};
+  int rc = rebuild(t, &src, false, changed, nchanged, on_new, ctx);
+  free(list);
+  return rc;
+}
+
+/* One pass over the pids of src: known processes are kept without a file
+ * read unless recheck or listed in changed (sorted). */
+static int rebuild(struct pp_targets *t, struct pid_source *src, bool recheck,
+                   const uint32_t *changed, size_t nchanged, pp_target_cb on_new, void *ctx) {
   struct proc_ent *nents = NULL;
-  size_t nn = 0, ncap = 0, fi = 0;
+  size_t nn = 0, ncap = 0;
   time_t now = mono_s();
   uint32_t pid;
-  while ((pid = next_pid(t, d, &fi))) {
+  while ((pid = next_pid(t, src))) {
     if (is_filtered_out(t, pid)) continue;
     if (nn == ncap) {
       ncap = ncap ? ncap * 2 : 1024;
       struct proc_ent *g = realloc(nents, ncap * sizeof(*nents));
       if (!g) {
         free(nents);
-        if (d) closedir(d);
         return -ENOMEM;
       }
       nents = g;
     }
     struct proc_ent *old = old_lookup(t->ents, t->index, t->index_cap, pid);
     struct proc_ent e;
-    if (old && !recheck) {
+    if (old && !recheck && !in_sorted(changed, nchanged, pid)) {
       e = *old; /* known process: no file reads on the per-second path */
     } else {
       uint64_t st = 0;
@@ -359,7 +409,6 @@ int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, voi
     }
     nents[nn++] = e;
   }
-  if (d) closedir(d);
 
   /* new index */
   size_t icap = 16;

@@ -1,5 +1,6 @@
 /*
- * Target discovery: one /proc scan per tick, matched against every runtime
+ * Target discovery: one /proc scan per tick (or, with the kernel's process
+ * events, an update from the processes born, exec'd and gone), matched against every runtime
  * plugin's declarative patterns (exe basename, mapped-file basenames), so each
  * plugin is handed only its pids and no plugin walks /proc itself.
  *
@@ -51,6 +52,13 @@ void pp_targets_set_observer(struct pp_targets *t, pp_process_cb cb, void *ctx);
  * Unmatched processes are re-classified on their own backoff schedule.
  * Returns the number of processes seen, or -errno. */
 int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, void *ctx);
+
+/* Like a scan without recheck, without listing /proc: the known processes
+ * minus gone, plus changed (born or exec'd: their start time and executable
+ * are read again, so an exec'd process is re-announced as by a recheck).
+ * Both lists sorted ascending (pp_proc_events_take gives them so). */
+int pp_targets_update(struct pp_targets *t, const uint32_t *changed, size_t nchanged,
+                      const uint32_t *gone, size_t ngone, pp_target_cb on_new, void *ctx);
 
 /* Live pids currently matched by `plugin` (valid until the next scan). */
 size_t pp_targets_of(const struct pp_targets *t, size_t plugin, const struct pp_target **out);
