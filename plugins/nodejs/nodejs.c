@@ -9,6 +9,9 @@
  *  - attach-maps: make the process write /tmp/perf-<pid>.map so the perf
  *                 plugin names JIT frames (attach_maps.c).
  *  - perf:        rely on --perf-basic-prof / --perf-prof set by the user.
+ *  - v8:          read JS stacks from outside the process: perf samples of
+ *                 registers and stack, V8's own metadata, heap reads
+ *                 (v8_mode.c). Nothing is signalled or loaded.
  *
  * This file holds the descriptor, the options and the vtable; nodejs.h maps
  * the other files.
@@ -22,7 +25,7 @@
 #include "nodejs.h"
 #include "polyprof/kit/options.h"
 
-static const char *const mode_choices[] = {"inspector", "attach-maps", "perf", NULL};
+static const char *const mode_choices[] = {"inspector", "attach-maps", "perf", "v8", NULL};
 static const char *const exe_patterns[] = {"node", "nodejs", "node[0-9]*", NULL};
 static const char *const map_patterns[] = {"libnode.so*", NULL};
 
@@ -33,7 +36,8 @@ static const struct pp_option options[] = {
      .choices = mode_choices,
      .help = "inspector (V8 profiler over the inspector, perf-less), attach-maps (perf map for "
              "the perf plugin), perf (perf maps / jitdumps of processes started with "
-             "--perf-basic-prof / --perf-prof), or disabled"},
+             "--perf-basic-prof / --perf-prof), v8 (stacks read from outside the process, "
+             "nothing attached), or disabled"},
     {.key = "attach_timeout_s",
      .type = PP_OPT_INT,
      .default_value = "5",
@@ -83,6 +87,19 @@ static const struct pp_option options[] = {
      .type = PP_OPT_STRING,
      .default_value = NULL,
      .help = "attach-maps: path of nodejs-perfmap.node (default: next to the plugin)"},
+    {.key = "stack_kb",
+     .type = PP_OPT_INT,
+     .default_value = "32",
+     .min = 4,
+     .max = 60,
+     .help = "v8 mode: KiB of each thread's stack the kernel copies per sample (deeper JS "
+             "frames are cut)"},
+    {.key = "function_cache",
+     .type = PP_OPT_INT,
+     .default_value = "1024",
+     .min = 16,
+     .max = 65536,
+     .help = "v8 mode: functions (name, script, line) remembered per process"},
 };
 
 PP_EXPORT const struct pp_plugin *polyprof_plugin_entry(void);
@@ -102,6 +119,8 @@ static int nodejs_init(const struct pp_host *host, void **out) {
   st->retry_s = pp_opt_int(host, PP_OPTIONS(options), "retry_s");
   st->include_idle = pp_opt_bool(host, PP_OPTIONS(options), "include_idle");
   st->move_port = pp_opt_bool(host, PP_OPTIONS(options), "move_port");
+  st->v8_stack_kb = pp_opt_int(host, PP_OPTIONS(options), "stack_kb");
+  st->v8_functions = pp_opt_int(host, PP_OPTIONS(options), "function_cache");
   const char *addon = pp_opt_string(host, PP_OPTIONS(options), "perfmap_addon");
   if (addon && *addon) {
     snprintf(st->addon_path, sizeof(st->addon_path), "%s", addon);
@@ -131,8 +150,26 @@ static int nodejs_start(void *state, struct pp_session *session) {
   const char *m = session->mode ? session->mode : "inspector";
   st->mode = strcmp(m, "attach-maps") == 0 ? NODEJS_ATTACH_MAPS
              : strcmp(m, "perf") == 0      ? NODEJS_PERF
+             : strcmp(m, "v8") == 0        ? NODEJS_V8
                                            : NODEJS_INSPECTOR;
   uint32_t hz = session->frequency_hz ? session->frequency_hz : 11;
+  if (st->mode == NODEJS_V8) {
+    struct nodejs_v8_config c = {.hz = hz,
+                                 .stack_bytes = (uint32_t)st->v8_stack_kb * 1024,
+                                 .cache_entries = (uint32_t)st->v8_functions,
+                                 .max_threads = 64,
+                                 .max_depth = (uint32_t)st->max_depth,
+                                 .max_targets = (size_t)st->max_targets,
+                                 .retry_ns = (uint64_t)st->retry_s * 1000000000ull};
+    nodejs_v8_free(st->v8);
+    st->v8 = nodejs_v8_new(st->host, &c);
+    if (!st->v8) return -ENOMEM;
+    /* rings hold a few samples: drained at the sampling rate, at most 100 Hz */
+    session->tick_interval_ns = 1000000000ull / (hz < 100 ? hz : 100);
+    PP_INFO(st->host, "mode v8, %u Hz, %lld KiB of stack per sample", hz,
+            (long long)st->v8_stack_kb);
+    return 0;
+  }
   st->interval_us = 1000000u / hz;
   if (st->interval_us < 100) st->interval_us = 100;
   /* attach progress is polled; sampling itself happens inside the target */
@@ -143,11 +180,16 @@ static int nodejs_start(void *state, struct pp_session *session) {
 
 static int nodejs_add_targets(void *state, const struct pp_target *tg, size_t n) {
   struct nodejs_state *st = state;
+  if (st->mode == NODEJS_V8) return nodejs_v8_add(st->v8, tg, n);
   return pp_target_table_add(st->tt, tg, n);
 }
 
 static int nodejs_tick(void *state, uint64_t now_ns) {
   struct nodejs_state *st = state;
+  if (st->mode == NODEJS_V8) {
+    nodejs_v8_tick(st->v8);
+    return 0;
+  }
   /* attach work is bounded per tick so the worker stays responsive */
   nodejs_targets_tick(st, pp_clock_ns() + 3000000000ull);
   return 0;
@@ -156,6 +198,10 @@ static int nodejs_tick(void *state, uint64_t now_ns) {
 static int nodejs_snapshot(void *state, struct pp_sink *sink) {
   struct nodejs_state *st = state;
   const struct pp_host *h = st->host;
+  if (st->mode == NODEJS_V8) {
+    nodejs_v8_snapshot(st->v8, sink);
+    return 0;
+  }
   /* stay well inside the host's request timeout (plugins.timeout_s) */
   nodejs_targets_snapshot(st, sink, pp_clock_ns() + 7000000000ull);
   h->add_counter(sink, "attach_failures", st->attach_failures);
@@ -172,6 +218,8 @@ static int nodejs_stop(void *state) {
   struct nodejs_state *st = state;
   pp_target_table_free(st->tt);
   pp_stack_table_clear(st->stacks);
+  nodejs_v8_free(st->v8);
+  st->v8 = NULL;
   st->tt = nodejs_targets_new(st);
   return st->tt ? 0 : -ENOMEM;
 }
@@ -181,6 +229,7 @@ static void nodejs_fini(void *state) {
   if (!st) return;
   pp_target_table_free(st->tt);
   pp_stack_table_free(st->stacks);
+  nodejs_v8_free(st->v8);
   free(st);
 }
 

@@ -11,6 +11,10 @@
  *                     listening sockets, appid)
  *   cdp.c, ws.c       Chrome DevTools Protocol over a loopback WebSocket
  *   cpuprofile.c      V8 cpuprofile -> stacks
+ *   v8_mode.c         v8 mode: stacks read from outside the process, with
+ *                     v8_layout.c (V8's metadata), v8_sample.c (perf
+ *                     samples of registers and stack), v8_walk.c (frames),
+ *                     v8_heap.c (heap objects)
  */
 #ifndef POLYPROF_NODEJS_H
 #define POLYPROF_NODEJS_H
@@ -24,8 +28,9 @@
 #include "polyprof/kit/stack_table.h"
 #include "polyprof/kit/target_table.h"
 #include "polyprof/plugin.h"
+#include "v8_mode.h"
 
-enum nodejs_mode { NODEJS_INSPECTOR, NODEJS_ATTACH_MAPS, NODEJS_PERF };
+enum nodejs_mode { NODEJS_INSPECTOR, NODEJS_ATTACH_MAPS, NODEJS_PERF, NODEJS_V8 };
 
 /* Where an attached target is (struct nodejs_target.state). T_FAILED and
  * T_GONE are outcomes of a step, turned into the table's pending (retried
@@ -76,7 +81,9 @@ struct nodejs_state {
   bool include_idle, move_port;
   char addon_path[4096]; /* attach-maps: the perf-map addon next to this .so */
   struct pp_target_table *tt;
-  struct pp_stack_table *stacks; /* JS stacks since the last snapshot */
+  struct pp_stack_table *stacks;     /* JS stacks since the last snapshot */
+  int64_t v8_stack_kb, v8_functions; /* v8 mode options */
+  struct nodejs_v8 *v8;              /* v8 mode: its targets and stacks */
   /* counters since the last snapshot */
   uint64_t attach_failures, exited, dropped, truncated;
 };

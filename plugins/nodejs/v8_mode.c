@@ -1,0 +1,255 @@
+/*
+ * v8 mode targets (see v8_mode.h): the kit's target table, one V8 layout,
+ * stack reader and perf sampler per Node process, and the stacks of all of
+ * them in one stack table emitted at each snapshot.
+ *
+ * attach() finds the module holding V8 (libnode.so, else the executable)
+ * through the kit's target-file access, reads its post-mortem metadata and
+ * opens the perf events. A process without usable metadata is skipped with
+ * the reason (a copy of another program named node, a Node built without
+ * the metadata, an unknown layout); perf refusing the events fails it.
+ *
+ * A sample without a JS frame (the main thread in C++ or in the GC, a
+ * helper thread) counts as "(program)", as in V8's own profiles, so the
+ * process's CPU is all accounted for; a process that burns CPU and shows
+ * no JS frame at all in a session gets an error status saying why.
+ */
+#include "v8_mode.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "polyprof/kit/log.h"
+#include "polyprof/kit/proc.h"
+#include "polyprof/kit/remote.h"
+#include "polyprof/kit/stack_table.h"
+#include "polyprof/kit/target_table.h"
+#include "v8_layout.h"
+#include "v8_sample.h"
+#include "v8_walk.h"
+
+#define RESCAN_NS 1000000000ull /* thread list followed this often */
+#define BUSY_SAMPLES 10         /* fewer samples without JS are not worth a status */
+
+struct v8_target {
+  uint32_t pid;
+  struct v8_reader rd;
+  struct v8_sampler smp;
+  uint64_t next_rescan_ns;
+  struct v8_walk_stats last; /* reader stats at the previous snapshot */
+  uint64_t lost_reported;
+  char module[200];
+};
+
+struct nodejs_v8 {
+  const struct pp_host *host;
+  struct nodejs_v8_config cfg;
+  struct pp_target_table *tt;
+  struct pp_stack_table *stacks;
+  struct v8_walk_stats sum; /* counters since the last snapshot, all targets */
+  uint64_t lost;
+};
+
+static int skip(struct pp_target_entry *e, const char *why) {
+  snprintf(e->reason, sizeof(e->reason), "nodejs: %s", why);
+  return PP_ATTACH_SKIP;
+}
+
+/* The module holding V8: libnode.so if mapped, else the executable. */
+static int find_v8_module(uint32_t pid, struct pp_module *m, char *why, size_t whylen) {
+  why[0] = '\0';
+  int rc = pp_find_module(pid, "libnode.so*", m, why, whylen);
+  if (rc != -ENOENT) return rc;
+  char exe[PP_PATH_MAX];
+  rc = pp_proc_exe(pid, exe, sizeof(exe));
+  if (rc < 0) return rc;
+  char *del = strstr(exe, " (deleted)");
+  if (del) *del = '\0';
+  const char *base = strrchr(exe, '/');
+  base = base ? base + 1 : exe;
+  why[0] = '\0';
+  return pp_find_module(pid, base, m, why, whylen);
+}
+
+static int v8_attach(void *plugin, struct pp_target_entry *e) {
+  struct nodejs_v8 *v = plugin;
+  char why[160];
+  struct pp_module *m = calloc(1, sizeof(*m));
+  if (!m) return -ENOMEM;
+  m->fd = -1;
+  int rc = find_v8_module(e->pid, m, why, sizeof(why));
+  if (rc < 0) {
+    pp_module_close(m);
+    free(m);
+    if (rc == -ESRCH) return rc;
+    if (why[0]) return skip(e, why);
+    snprintf(e->reason, sizeof(e->reason), "nodejs: its executable cannot be read (%s)",
+             strerror(-rc));
+    return rc;
+  }
+  struct v8_layout L;
+  rc = v8_layout_load(e->pid, m->fd, m->bias, &L, why, sizeof(why));
+  struct v8_target *t = calloc(1, sizeof(*t));
+  if (t) snprintf(t->module, sizeof(t->module), "%.*s", (int)sizeof(t->module) - 1, m->path);
+  pp_module_close(m);
+  free(m);
+  if (!t) return -ENOMEM;
+  if (rc < 0) {
+    free(t);
+    if (rc == -ESRCH) return rc;
+    if (rc == -ENOTSUP) return skip(e, why);
+    snprintf(e->reason, sizeof(e->reason), "nodejs: %s", why);
+    return rc;
+  }
+  t->pid = e->pid;
+  rc = v8_reader_init(&t->rd, e->pid, &L, v->cfg.cache_entries);
+  if (rc == 0)
+    rc = v8_sampler_open(&t->smp, e->pid, v->cfg.hz, v->cfg.stack_bytes, v->cfg.max_threads);
+  if (rc < 0) {
+    v8_reader_free(&t->rd);
+    free(t);
+    if (rc == -ESRCH) return rc;
+    snprintf(e->reason, sizeof(e->reason), "nodejs: perf_event_open on its threads failed: %s",
+             strerror(-rc));
+    return rc == -EACCES || rc == -EPERM || rc == -ENOSYS ? PP_ATTACH_FAIL : rc;
+  }
+  t->next_rescan_ns = pp_clock_ns() + RESCAN_NS;
+  e->data = t;
+  PP_INFO(v->host, "pid %u: V8 metadata of %s read; sampling %zu threads out of process", e->pid,
+          t->module, t->smp.nth);
+  return 0;
+}
+
+static void add_stats(struct v8_walk_stats *sum, const struct v8_walk_stats *now,
+                      const struct v8_walk_stats *last) {
+  sum->samples += now->samples - last->samples;
+  sum->js_samples += now->js_samples - last->js_samples;
+  sum->torn += now->torn - last->torn;
+  sum->no_js += now->no_js - last->no_js;
+  sum->short_copy += now->short_copy - last->short_copy;
+  sum->cache_miss += now->cache_miss - last->cache_miss;
+}
+
+static void v8_release(void *plugin, struct pp_target_entry *e) {
+  struct nodejs_v8 *v = plugin;
+  struct v8_target *t = e->data;
+  if (!t) return;
+  add_stats(&v->sum, &t->rd.st, &t->last);
+  v->lost += t->smp.lost - t->lost_reported;
+  v8_sampler_close(&t->smp);
+  v8_reader_free(&t->rd);
+  free(t);
+  e->data = NULL;
+}
+
+struct nodejs_v8 *nodejs_v8_new(const struct pp_host *host, const struct nodejs_v8_config *cfg) {
+  struct nodejs_v8 *v = calloc(1, sizeof(*v));
+  if (!v) return NULL;
+  v->host = host;
+  v->cfg = *cfg;
+  static const struct pp_target_ops ops = {.attach = v8_attach, .release = v8_release};
+  struct pp_target_table_config tc = {
+      .max_targets = cfg->max_targets,
+      .retry_max_ns = cfg->retry_ns,
+      .liveness_ns = 1000000000ull,
+  };
+  struct pp_stack_table_limits lim = {.max_depth = cfg->max_depth};
+  v->tt = pp_target_table_new(host, &ops, v, &tc);
+  v->stacks = pp_stack_table_new(&lim);
+  if (!v->tt || !v->stacks) {
+    nodejs_v8_free(v);
+    return NULL;
+  }
+  return v;
+}
+
+void nodejs_v8_free(struct nodejs_v8 *v) {
+  if (!v) return;
+  pp_target_table_free(v->tt);
+  pp_stack_table_free(v->stacks);
+  free(v);
+}
+
+int nodejs_v8_add(struct nodejs_v8 *v, const struct pp_target *tg, size_t n) {
+  return pp_target_table_add(v->tt, tg, n);
+}
+
+struct drain_ctx {
+  struct nodejs_v8 *v;
+  struct v8_target *t;
+};
+
+static struct pp_frame frames[V8_MAX_FRAMES];
+
+static void on_sample(void *ctx, const struct v8_raw_sample *s) {
+  struct drain_ctx *d = ctx;
+  int n = v8_walk(&d->t->rd, s, frames, V8_MAX_FRAMES);
+  if (n < 0) return; /* torn: counted, never emitted */
+  if (n == 0) {
+    frames[0] = (struct pp_frame){.name = "(program)", .kind = PP_FRAME_PSEUDO};
+    n = 1;
+  }
+  /* frames are leaf first; the stack table wants the same */
+  pp_stack_table_add(d->v->stacks, d->t->pid, s->tid, NULL, frames, (uint32_t)n, 1);
+}
+
+void nodejs_v8_tick(struct nodejs_v8 *v) {
+  uint64_t now = pp_clock_ns();
+  pp_target_table_poll(v->tt, now);
+  struct pp_target_entry *e;
+  PP_TARGETS_FOREACH(v->tt, e, PP_TARGET_ATTACHED) {
+    struct v8_target *t = e->data;
+    if (now >= t->next_rescan_ns) {
+      t->next_rescan_ns = now + RESCAN_NS;
+      if (v8_sampler_rescan(&t->smp) == -ESRCH) {
+        struct drain_ctx d = {v, t};
+        v8_sampler_drain(&t->smp, on_sample, &d); /* what it did before it ended */
+        pp_target_table_gone(v->tt, e);
+        continue;
+      }
+    }
+    struct drain_ctx d = {v, t};
+    v8_sampler_drain(&t->smp, on_sample, &d);
+  }
+}
+
+/* A process that ran and showed no JS frame: say why. */
+static void busy_status(struct nodejs_v8 *v, struct pp_sink *sink, uint32_t pid,
+                        const struct v8_walk_stats *d) {
+  if (d->samples < BUSY_SAMPLES || d->js_samples) return;
+  char why[200];
+  snprintf(why, sizeof(why),
+           "nodejs: %llu samples without a JS frame (%llu torn reads, %llu in native code or "
+           "the GC, %llu stack copies too short)",
+           (unsigned long long)d->samples, (unsigned long long)d->torn,
+           (unsigned long long)d->no_js, (unsigned long long)d->short_copy);
+  v->host->set_pid_status(sink, pid, PP_PID_ERROR, why);
+}
+
+void nodejs_v8_snapshot(struct nodejs_v8 *v, struct pp_sink *sink) {
+  const struct pp_host *h = v->host;
+  nodejs_v8_tick(v);
+  struct pp_target_entry *e;
+  PP_TARGETS_FOREACH(v->tt, e, PP_TARGET_ATTACHED) {
+    struct v8_target *t = e->data;
+    struct v8_walk_stats d = {0};
+    add_stats(&d, &t->rd.st, &t->last);
+    busy_status(v, sink, t->pid, &d);
+    add_stats(&v->sum, &t->rd.st, &t->last);
+    t->last = t->rd.st;
+    v->lost += t->smp.lost - t->lost_reported;
+    t->lost_reported = t->smp.lost;
+  }
+  pp_stack_table_emit(v->stacks, h, sink);
+  pp_target_table_report(v->tt, sink);
+  h->add_counter(sink, "v8_samples", v->sum.samples);
+  h->add_counter(sink, "v8_js_samples", v->sum.js_samples);
+  h->add_counter(sink, "v8_torn_samples", v->sum.torn);
+  h->add_counter(sink, "v8_short_stack_copies", v->sum.short_copy);
+  h->add_counter(sink, "v8_function_lookups", v->sum.cache_miss);
+  h->add_counter(sink, "lost_samples", v->lost);
+  memset(&v->sum, 0, sizeof(v->sum));
+  v->lost = 0;
+}

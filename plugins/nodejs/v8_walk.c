@@ -1,0 +1,301 @@
+/*
+ * The frame walk of one sample (see v8_walk.h).
+ *
+ * Which frames are JavaScript. Every V8 frame has the caller's frame
+ * pointer at fp and the return address above it; below fp, a JS frame
+ * (interpreted, baseline or optimized) holds its context (a heap pointer)
+ * and its JSFunction, while V8's other frames hold a frame type marker (a
+ * small Smi-tagged integer) in the context slot. C++ frames hold anything.
+ * The chain alternates: JS code calls C++ through an exit frame, C++ enters
+ * JS through an entry frame. So, walking from the leaf outwards, frames
+ * after an exit marker and before the next entry marker are JS or V8
+ * frames, and frames after an entry marker and before the next exit marker
+ * are C++ and are not even looked at. Frames before the first marker are
+ * JS if that marker is an entry, C++ if it is an exit.
+ *
+ * Torn reads. The stack copy is the kernel's, taken at the sample instant;
+ * the heap is read afterwards while the target runs, and its GC moves
+ * objects. A frame known to be JS whose function, SharedFunctionInfo or
+ * name no longer checks out (pointer tag, instance type, string) drops the
+ * whole sample, counted as torn: a stack with a frame missing would be a
+ * wrong stack. A candidate before the first marker of a chain that never
+ * shows one is only kept when it checks out.
+ *
+ * The cache maps a SharedFunctionInfo's address to its name, script and
+ * line. GC can move another SharedFunctionInfo to that address, so an
+ * entry is used only if the object there is still a SharedFunctionInfo
+ * with the same name-or-ScopeInfo and script words it was resolved from
+ * (those objects move too, which only costs a fresh resolution). It is
+ * 4-way set associative with least-recently-used replacement; entries
+ * used by the sample being walked are never evicted during it.
+ */
+#include "v8_walk.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "polyprof/kit/hash.h"
+#include "polyprof/kit/remote.h"
+
+#define WAYS 4
+#define SPARE 32 /* resolutions that found their cache set full of this sample's */
+
+struct v8_fn {
+  uint64_t sfi; /* tagged; 0: empty */
+  uint64_t key_name, key_script;
+  uint32_t line;
+  uint32_t used; /* r->clock of the last sample that used it */
+  char name[128];
+  char file[V8_NAME_MAX];
+};
+
+struct cand {
+  uint64_t fn; /* tagged JSFunction */
+  int strict;  /* known to be a JS frame: a failed check is a torn read */
+  uint64_t hdr[6];
+  uint16_t fn_type, sfi_type;
+  uint64_t sfi_hdr[8];
+};
+
+static struct cand cands[V8_MAX_FRAMES];
+static struct v8_fn spare[SPARE];
+
+int v8_reader_init(struct v8_reader *r, uint32_t pid, const struct v8_layout *L,
+                   uint32_t cache_entries) {
+  memset(r, 0, sizeof(*r));
+  r->pid = pid;
+  r->L = *L;
+  uint32_t cap = 16;
+  while (cap < cache_entries && cap < (1u << 16))
+    cap <<= 1;
+  r->cache = calloc(cap, sizeof(*r->cache));
+  if (!r->cache) return -ENOMEM;
+  r->cache_cap = cap;
+  return 0;
+}
+
+void v8_reader_free(struct v8_reader *r) {
+  free(r->cache);
+  r->cache = NULL;
+}
+
+static uint64_t u64_at(const unsigned char *p) {
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+/* Collects the JS frame candidates of the chain, leaf first. */
+static int collect(struct v8_reader *r, const struct v8_raw_sample *s, int *short_copy) {
+  const struct v8_layout *L = &r->L;
+  enum { UNKNOWN, JS, NATIVE } region = UNKNOWN;
+  int n = 0;
+  uint64_t fp = s->regs.bp, sp = s->regs.sp;
+  size_t len = s->stack_len;
+  *short_copy = 0;
+  for (int hop = 0; hop < V8_MAX_HOPS && fp; hop++) {
+    if ((fp & 7) || fp < sp || fp - sp > len || len - (fp - sp) < 16) {
+      /* above the copy but plausible: outer frames were not copied */
+      if (fp > sp && !(fp & 7) && fp - sp < (64u << 20)) *short_copy = 1;
+      break;
+    }
+    uint64_t off = fp - sp;
+    uint64_t caller = u64_at(s->stack + off);
+    int64_t co = (int64_t)off + L->fp_context, fo = (int64_t)off + L->fp_function;
+    if (co >= 0 && fo >= 0) {
+      uint64_t ctx = u64_at(s->stack + co), fn = u64_at(s->stack + fo);
+      if (v8_is_smi(ctx) && (ctx >> 1) < V8_MAX_FRAME_TYPE && L->frame_kind[ctx >> 1]) {
+        int k = L->frame_kind[ctx >> 1];
+        if (k == V8F_EXIT) {
+          if (region == UNKNOWN) n = 0; /* the leaf side was C++ */
+          region = JS;
+        } else if (k == V8F_ENTRY) {
+          if (region == UNKNOWN)
+            for (int i = 0; i < n; i++)
+              cands[i].strict = 1;
+          region = NATIVE;
+        }
+      } else if (region != NATIVE && v8_is_heap(ctx) && v8_is_heap(fn)) {
+        if (n >= V8_MAX_FRAMES) break;
+        cands[n].fn = fn;
+        cands[n].strict = region == JS;
+        n++;
+      }
+    }
+    if (caller <= fp) break; /* a chain goes up the stack */
+    fp = caller;
+  }
+  return n;
+}
+
+/* One stage of reads for candidates [0, n): iov i of candidate c. On a
+ * batch failure each candidate is read alone; a failed one gets bad[c]. */
+static void read_stage(uint32_t pid, struct pp_remote_iov *iov, int per, int n, char *bad) {
+  for (int base = 0; base < n; base += 32) {
+    int cnt = n - base < 32 ? n - base : 32;
+    size_t k = 0;
+    struct pp_remote_iov batch[64];
+    int idx[64];
+    for (int c = base; c < base + cnt; c++) {
+      if (bad[c]) continue;
+      for (int j = 0; j < per; j++) {
+        batch[k] = iov[c * per + j];
+        idx[k] = c;
+        k++;
+      }
+    }
+    if (k == 0 || pp_remote_readv((pid_t)pid, batch, k) == 0) continue;
+    for (size_t i = 0; i < k; i++)
+      if (!bad[idx[i]] && pp_remote_read((pid_t)pid, batch[i].addr, batch[i].buf, batch[i].len) < 0)
+        bad[idx[i]] = 1;
+  }
+}
+
+static struct v8_fn *lookup(struct v8_reader *r, uint64_t sfi, uint64_t kname, uint64_t kscript) {
+  uint32_t set = (uint32_t)(pp_hash_u64(sfi) & (r->cache_cap / WAYS - 1)) * WAYS;
+  for (int w = 0; w < WAYS; w++) {
+    struct v8_fn *e = &r->cache[set + w];
+    if (e->sfi == sfi && e->key_name == kname && e->key_script == kscript) {
+      e->used = r->clock;
+      return e;
+    }
+  }
+  return NULL;
+}
+
+static struct v8_fn *victim(struct v8_reader *r, uint64_t sfi, int *spare_used) {
+  uint32_t set = (uint32_t)(pp_hash_u64(sfi) & (r->cache_cap / WAYS - 1)) * WAYS;
+  struct v8_fn *best = NULL;
+  for (int w = 0; w < WAYS; w++) {
+    struct v8_fn *e = &r->cache[set + w];
+    if (e->sfi == sfi) return e; /* same address, another function now */
+    if (e->used == r->clock && e->sfi) continue;
+    if (!best || !e->sfi || (best->sfi && e->used < best->used)) best = e;
+  }
+  if (best) return best;
+  return *spare_used < SPARE ? &spare[(*spare_used)++] : NULL;
+}
+
+/* Resolves a SharedFunctionInfo's name, script and line into e. 0, or
+ * -EAGAIN when an object did not check out. */
+static int resolve(struct v8_reader *r, struct v8_fn *e, uint64_t kname, uint64_t kscript) {
+  const struct v8_layout *L = &r->L;
+  uint32_t pid = r->pid;
+  int64_t start = -1;
+  e->name[0] = e->file[0] = '\0';
+  e->line = 0;
+  r->st.cache_miss++;
+  if (v8_is_heap(kname)) {
+    uint16_t t;
+    if (v8_type_of(pid, L, kname, &t) < 0) return -EAGAIN;
+    if (t < L->first_nonstring_type) {
+      if (v8_read_string(pid, L, kname, e->name, sizeof(e->name)) < 0) return -EAGAIN;
+    } else if (t == L->type_scope_info) {
+      if (v8_scope_info(pid, L, kname, e->name, sizeof(e->name), &start) < 0) return -EAGAIN;
+    }
+  }
+  if (v8_is_heap(kscript)) {
+    uint16_t t;
+    if (v8_type_of(pid, L, kscript, &t) < 0) return -EAGAIN;
+    if (t == L->type_script) {
+      uint64_t nw;
+      if (pp_remote_read((pid_t)pid, kscript - 1 + (uint64_t)L->script_name, &nw, 8) < 0)
+        return -EAGAIN;
+      uint16_t nt;
+      /* a script without a name (eval, new Function) has undefined there */
+      if (v8_is_heap(nw) && v8_type_of(pid, L, nw, &nt) == 0 && nt < L->first_nonstring_type &&
+          v8_read_string(pid, L, nw, e->file, sizeof(e->file)) < 0)
+        return -EAGAIN;
+      if (start >= 0 && v8_script_line(pid, L, kscript, start, &e->line) < 0) return -EAGAIN;
+    }
+  }
+  if (!e->name[0]) snprintf(e->name, sizeof(e->name), "(anonymous)");
+  return 0;
+}
+
+int v8_walk(struct v8_reader *r, const struct v8_raw_sample *s, struct pp_frame *frames,
+            uint32_t max) {
+  const struct v8_layout *L = &r->L;
+  r->st.samples++;
+  r->clock++;
+  int short_copy;
+  int n = collect(r, s, &short_copy);
+  if (short_copy) r->st.short_copy++;
+  if (n == 0) {
+    r->st.no_js++;
+    return 0;
+  }
+  static struct pp_remote_iov iov[V8_MAX_FRAMES * 2];
+  static char bad[V8_MAX_FRAMES];
+  memset(bad, 0, (size_t)n);
+  /* stage 1: each JSFunction's map and shared function info */
+  size_t fn_len = (size_t)L->jsfunction_shared + 8;
+  if (fn_len > sizeof(cands[0].hdr)) return -EINVAL;
+  for (int c = 0; c < n; c++)
+    iov[c] = (struct pp_remote_iov){cands[c].fn - 1, cands[c].hdr, fn_len};
+  read_stage(r->pid, iov, 1, n, bad);
+  /* stage 2: the function map's type, the SharedFunctionInfo's fields */
+  int32_t sfi_top =
+      L->sfi_name_or_scope_info > L->sfi_script ? L->sfi_name_or_scope_info : L->sfi_script;
+  size_t sfi_len = (size_t)sfi_top + 8;
+  if (sfi_len > sizeof(cands[0].sfi_hdr)) return -EINVAL;
+  for (int c = 0; c < n; c++) {
+    uint64_t map = cands[c].hdr[0], sfi = cands[c].hdr[L->jsfunction_shared / 8];
+    if (!bad[c] && (!v8_is_heap(map) || !v8_is_heap(sfi))) bad[c] = 1;
+    if (bad[c]) map = sfi = 4097; /* never read */
+    iov[2 * c] =
+        (struct pp_remote_iov){map - 1 + (uint64_t)L->map_instance_type, &cands[c].fn_type, 2};
+    iov[2 * c + 1] = (struct pp_remote_iov){sfi - 1, cands[c].sfi_hdr, sfi_len};
+  }
+  read_stage(r->pid, iov, 2, n, bad);
+  /* stage 3: the SharedFunctionInfo map's type */
+  for (int c = 0; c < n; c++) {
+    uint64_t smap = cands[c].sfi_hdr[0];
+    if (!bad[c] && (cands[c].fn_type < L->type_jsfunction_first ||
+                    cands[c].fn_type > L->type_jsfunction_last || !v8_is_heap(smap)))
+      bad[c] = 1;
+    if (bad[c]) smap = 4097;
+    iov[c] =
+        (struct pp_remote_iov){smap - 1 + (uint64_t)L->map_instance_type, &cands[c].sfi_type, 2};
+  }
+  read_stage(r->pid, iov, 1, n, bad);
+  uint32_t out = 0;
+  int spare_used = 0;
+  for (int c = 0; c < n; c++) {
+    if (!bad[c] && cands[c].sfi_type != L->type_sfi) bad[c] = 1;
+    if (bad[c]) {
+      if (cands[c].strict) goto torn;
+      continue; /* a C++ frame that looked like JS */
+    }
+    uint64_t sfi = cands[c].hdr[L->jsfunction_shared / 8];
+    uint64_t kname = cands[c].sfi_hdr[L->sfi_name_or_scope_info / 8];
+    uint64_t kscript = cands[c].sfi_hdr[L->sfi_script / 8];
+    struct v8_fn *e = lookup(r, sfi, kname, kscript);
+    if (!e) {
+      e = victim(r, sfi, &spare_used);
+      if (!e) break; /* more distinct functions than the cache holds: outer part cut */
+      e->sfi = 0;
+      if (resolve(r, e, kname, kscript) < 0) goto torn;
+      e->sfi = sfi;
+      e->key_name = kname;
+      e->key_script = kscript;
+      e->used = r->clock;
+    }
+    if (out < max)
+      frames[out++] = (struct pp_frame){.name = e->name,
+                                        .file = e->file[0] ? e->file : NULL,
+                                        .line = e->line,
+                                        .kind = PP_FRAME_JS};
+  }
+  if (out == 0) {
+    r->st.no_js++;
+    return 0;
+  }
+  r->st.js_samples++;
+  return (int)out;
+torn:
+  r->st.torn++;
+  return -EAGAIN;
+}
