@@ -3,9 +3,11 @@
  */
 #include "fuzz_input.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 int pp_fuzz_memfd(const uint8_t *data, size_t size, char *path, size_t cap) {
@@ -28,4 +30,27 @@ FILE *pp_fuzz_devnull(void) {
   if (!f) f = fopen("/dev/null", "we");
   if (!f) abort();
   return f;
+}
+
+int pp_fuzz_peer_socket(const uint8_t *data, size_t size, int *peer) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) abort();
+  int buf = 1 << 20;
+  setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+  setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+  int fl = fcntl(sv[0], F_GETFL);
+  fcntl(sv[0], F_SETFL, fl | O_NONBLOCK); /* never block on an input larger than the buffer */
+  size_t done = 0;
+  while (done < size) {
+    ssize_t n = write(sv[0], data + done, size - done);
+    if (n <= 0) break;
+    done += (size_t)n;
+  }
+  if (peer) {
+    shutdown(sv[0], SHUT_WR);
+    *peer = sv[0];
+  } else {
+    close(sv[0]);
+  }
+  return sv[1];
 }

@@ -18,6 +18,14 @@ int pp_fuzz_memfd(const uint8_t *data, size_t size, char *path, size_t cap);
  * without filling the disk. Opened once. */
 FILE *pp_fuzz_devnull(void);
 
+/* A connected socket from which the input can be read, as if a peer (the
+ * profiled process, a server) had sent it and stopped sending: a reader
+ * meets end-of-stream instead of waiting. Input past what the socket
+ * buffers (1 MiB asked) is cut. With peer NULL the peer's end is closed;
+ * else it is returned (shut for writing), so that what the code under test
+ * sends is still accepted. The caller closes the fds. */
+int pp_fuzz_peer_socket(const uint8_t *data, size_t size, int *peer);
+
 /* libFuzzer's entry point, also called by replay.c over a corpus. */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

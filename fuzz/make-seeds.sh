@@ -5,7 +5,11 @@
 # the committed seeds (a real agent profile, a real JIT map, the start of a
 # real jitdump and a hand-made one); maps: real
 # /proc/PID/maps; kallsyms: the start of the real /proc/kallsyms; elf: a
-# small program compiled here (with .symtab), real shared objects.
+# small program compiled here (with .symtab), real shared objects;
+# nettrace: the recorded .NET 10 stream of the unit tests; debug_frame:
+# sections of programs compiled here; appid/container: this host's
+# command lines and cgroup files; the rest: committed seeds (what real
+# runtimes sent, captured with capture-seeds.py, or the documented forms).
 set -euo pipefail
 t="$1" out="$2" codec_tool="${3:-}"
 src="$(cd "$(dirname "$0")/.." && pwd)"
@@ -41,6 +45,40 @@ case "$t" in
     for so in /usr/lib/x86_64-linux-gnu/libdl.so.2 /usr/lib/x86_64-linux-gnu/libutil.so.1; do
       [ -f "$so" ] && cp -n "$so" "$out/" || true
     done
+    ;;
+  nettrace)
+    # a stream recorded from a real .NET 10 process (SampleProfiler, JIT events)
+    cp -n "$src"/tests/data/dotnet/*.nettrace "$out"/
+    ;;
+  debug_frame)
+    # .debug_frame of programs built without unwind tables, as the perf
+    # plugin meets them, from gcc and clang at several levels
+    tmp="$(mktemp -d)"
+    printf '%s\n' 'int helper(int x){return x*3;}' 'static int rec(int n){return n<=1?1:n*rec(n-1);}' \
+      'int main(int c,char**v){(void)v;return helper(c)+rec(c);}' >"$tmp/t.c"
+    for cc in "cc -O0" "cc -O2" "clang -O1" "clang -O2 -gdwarf-4"; do
+      name="$(echo "$cc" | tr -c 'a-zA-Z0-9\n' -)"
+      $cc -g -fno-asynchronous-unwind-tables -o "$tmp/t" "$tmp/t.c" 2>/dev/null &&
+        objcopy --dump-section .debug_frame="$out/$name.debug_frame" "$tmp/t" || true
+    done
+    rm -rf "$tmp"
+    ;;
+  appid)
+    # real command lines of this host's processes (the committed seeds
+    # hold the forms the rules know, and uwsgi ini files)
+    n=0
+    for c in /proc/[0-9]*/cmdline; do
+      cat "$c" >"$out/host-$n.cmdline" 2>/dev/null || true
+      [ -s "$out/host-$n.cmdline" ] && n=$((n + 1))
+      [ $n -ge 64 ] && break
+    done
+    rm -f "$out/host-$n.cmdline"
+    ;;
+  container)
+    # real cgroup files (the committed seeds hold the runtimes' cgroup path
+    # forms and container API replies)
+    cat /proc/self/cgroup >"$out/self.cgroup"
+    cat /proc/1/cgroup >"$out/init.cgroup" 2>/dev/null || true
     ;;
   codec)
     if [ -n "$codec_tool" ]; then "$codec_tool" "$out" "$src"/fuzz/seeds/col/* >/dev/null; fi

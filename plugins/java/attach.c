@@ -358,6 +358,11 @@ int java_attach(const struct java_target_info *ti, int allow_signal, int timeout
     free(buf);
     return code == EX_NOSOCKET ? -ENOENT : code == EX_IDENTITY ? -ESRCH : -EIO;
   }
+  return java_attach_parse_reply(buf, len, reply, err, errlen);
+}
+
+int java_attach_parse_reply(char *buf, size_t len, struct java_attach_reply *reply, char *err,
+                            size_t errlen) {
   buf[len] = '\0';
   char *nl = memchr(buf, '\n', len);
   char *end = NULL;
@@ -398,7 +403,7 @@ int java_load_result(const struct java_attach_reply *r, int *rc, char *err, size
       *rc = (int)v; /* JDK 8: bare return code */
     } else {
       /* JDK 21+: status 0 and an error text instead of a return code */
-      snprintf(err, errlen, "%.200s", body);
+      snprintf(err, errlen, "%.200s", body[0] ? body : "load reply without a return code");
       for (char *c = err; *c; c++)
         if (*c == '\n') *c = ' ';
       return -1;

@@ -94,6 +94,10 @@ int java_attach(const struct java_target_info *ti, int allow_signal, int timeout
                 const char *cmd, const char *a0, const char *a1, const char *a2,
                 struct java_attach_reply *reply, char *err, size_t errlen);
 void java_attach_reply_free(struct java_attach_reply *r);
+/* The JVM's reply (len bytes in buf, malloc'd with room for a NUL after
+ * them, taken over): status line, then the body. 0, or -EPROTO with err. */
+int java_attach_parse_reply(char *buf, size_t len, struct java_attach_reply *reply, char *err,
+                            size_t errlen);
 /* `load` result: 0 if the agent returned 0, else -1 with a reason. */
 int java_load_result(const struct java_attach_reply *r, int *rc, char *err, size_t errlen);
 /* Whether the JVM's attach socket is there (a socket owned by the JVM's

@@ -77,7 +77,8 @@ static int64_t rd_sleb(struct reader *r) {
     v |= (int64_t)((uint64_t)(b & 0x7f) << shift);
     shift += 7;
     if (!(b & 0x80)) {
-      if (shift < 64 && (b & 0x40)) v |= -((int64_t)1 << shift);
+      /* sign-extend; computed unsigned, as 1 << 63 overflows int64_t */
+      if (shift < 64 && (b & 0x40)) v |= (int64_t)(~(uint64_t)0 << shift);
       return v;
     }
   }
@@ -235,13 +236,16 @@ struct cie_map {
 };
 
 struct entry {
-  uint64_t ip;  /* link-time start address */
+  /* link-time start address - base: what the table holds, and so what it
+   * is sorted by (an address below base is negative; sorting by the
+   * address itself would misplace one that wraps around) */
+  int64_t ip_off;
   uint64_t fde; /* offset of the FDE in the output frame buffer */
 };
 
 static int cmp_entry(const void *a, const void *b) {
   const struct entry *x = a, *y = b;
-  return x->ip < y->ip ? -1 : x->ip > y->ip;
+  return x->ip_off < y->ip_off ? -1 : x->ip_off > y->ip_off;
 }
 
 /* Copies one CIE; returns its output offset or -1 if it cannot be used. */
@@ -338,7 +342,7 @@ int perf_debug_frame_convert(const uint8_t *df, size_t len, uint64_t base,
           ents = ne;
           entcap = cap;
         }
-        ents[nents].ip = ip;
+        ents[nents].ip_off = (int64_t)(ip - base);
         ents[nents].fde = start;
         nents++;
       }
@@ -361,9 +365,8 @@ int perf_debug_frame_convert(const uint8_t *df, size_t len, uint64_t base,
   size_t k = 0;
   for (size_t i = 0; i < nents; i++) {
     /* initial_location field: 8 bytes into the FDE */
-    uint64_t field = base + table_bytes + ents[i].fde + 8;
-    int64_t pcrel = (int64_t)(ents[i].ip - field);
-    int64_t ip_off = (int64_t)(ents[i].ip - base);
+    int64_t ip_off = ents[i].ip_off;
+    int64_t pcrel = (int64_t)((uint64_t)ip_off - (table_bytes + ents[i].fde + 8));
     if (pcrel < INT32_MIN || pcrel > INT32_MAX || ip_off < INT32_MIN || ip_off > INT32_MAX)
       continue; /* too far from base for 32-bit offsets: no unwind info there */
     int32_t v = (int32_t)pcrel;
