@@ -104,6 +104,8 @@ static const struct field fields[] = {
     U16("type_FixedArray__FIXED_ARRAY_TYPE", type_fixed_array, 1),
     U16("type_BytecodeArray__BYTECODE_ARRAY_TYPE", type_bytecode_array, 0),
     U16("FirstNonstringType", first_nonstring_type, 1),
+    U16("FirstContextType", type_context_first, 1),
+    U16("LastContextType", type_context_last, 1),
     U16("StringRepresentationMask", string_repr_mask, 1),
     U16("StringEncodingMask", string_enc_mask, 1),
     U16("OneByteStringTag", one_byte_tag, 1),
@@ -319,8 +321,8 @@ int v8_layout_load(uint32_t pid, int fd, uint64_t bias, struct v8_layout *L, cha
              L->scopeinfo_first_vars, L->scopeinfo_ncontextlocals);
     return -ENOTSUP;
   }
-  if (L->first_nonstring_type == 0 || L->type_sfi < L->first_nonstring_type ||
-      L->type_script < L->first_nonstring_type) {
+  if (L->first_nonstring_type == 0 || L->type_context_first > L->type_context_last ||
+      L->type_sfi < L->first_nonstring_type || L->type_script < L->first_nonstring_type) {
     snprintf(why, whylen, "V8 metadata inconsistent: instance types");
     return -ENOTSUP;
   }

@@ -43,7 +43,7 @@ struct v8_layout {
       sliced_offset;
   int32_t scopeinfo_first_vars, scopeinfo_ncontextlocals;
   /* instance types */
-  uint16_t type_jsfunction_first, type_jsfunction_last;
+  uint16_t type_jsfunction_first, type_jsfunction_last, type_context_first, type_context_last;
   uint16_t type_sfi, type_scope_info, type_script, type_fixed_array, type_bytecode_array;
   uint16_t first_nonstring_type;
   uint16_t string_repr_mask, string_enc_mask, one_byte_tag, seq_tag, cons_tag, sliced_tag, thin_tag,

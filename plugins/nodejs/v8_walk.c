@@ -11,15 +11,21 @@
  * after an exit marker and before the next entry marker are JS or V8
  * frames, and frames after an entry marker and before the next exit marker
  * are C++ and are not even looked at. Frames before the first marker are
- * JS if that marker is an entry, C++ if it is an exit.
+ * C++ if that marker is an exit; if it is an entry, they are JS frames,
+ * possibly under C++ frames at the leaf: V8's fast API calls (Node 22 and
+ * later use them, e.g. for process.cpuUsage) go from optimized code
+ * straight into C++ without an exit frame. And V8 13 has frames of its
+ * own with a heap pointer in the context slot and no function.
  *
  * Torn reads. The stack copy is the kernel's, taken at the sample instant;
  * the heap is read afterwards while the target runs, and its GC moves
- * objects. A frame known to be JS whose function, SharedFunctionInfo or
- * name no longer checks out (pointer tag, instance type, string) drops the
- * whole sample, counted as torn: a stack with a frame missing would be a
- * wrong stack. A candidate before the first marker of a chain that never
- * shows one is only kept when it checks out.
+ * objects. A candidate whose function or SharedFunctionInfo does not check
+ * out (pointer tag, instance type) is looked at again: if its context slot
+ * still holds a V8 Context, it was a JS frame whose function moved, and
+ * the whole sample is dropped, counted as torn (a stack with a frame
+ * missing would be a wrong stack); otherwise it was not a JS frame. A name
+ * or script that does not read back once the function checked out is torn
+ * too.
  *
  * The cache maps a SharedFunctionInfo's address to its name, script and
  * line. GC can move another SharedFunctionInfo to that address, so an
@@ -52,8 +58,8 @@ struct v8_fn {
 };
 
 struct cand {
-  uint64_t fn; /* tagged JSFunction */
-  int strict;  /* known to be a JS frame: a failed check is a torn read */
+  uint64_t fn;  /* tagged JSFunction */
+  uint64_t ctx; /* tagged Context */
   uint64_t hdr[6];
   uint16_t fn_type, sfi_type;
   uint64_t sfi_hdr[8];
@@ -112,15 +118,12 @@ static int collect(struct v8_reader *r, const struct v8_raw_sample *s, int *shor
           if (region == UNKNOWN) n = 0; /* the leaf side was C++ */
           region = JS;
         } else if (k == V8F_ENTRY) {
-          if (region == UNKNOWN)
-            for (int i = 0; i < n; i++)
-              cands[i].strict = 1;
           region = NATIVE;
         }
       } else if (region != NATIVE && v8_is_heap(ctx) && v8_is_heap(fn)) {
         if (n >= V8_MAX_FRAMES) break;
         cands[n].fn = fn;
-        cands[n].strict = region == JS;
+        cands[n].ctx = ctx;
         n++;
       }
     }
@@ -266,8 +269,11 @@ int v8_walk(struct v8_reader *r, const struct v8_raw_sample *s, struct pp_frame 
   for (int c = 0; c < n; c++) {
     if (!bad[c] && cands[c].sfi_type != L->type_sfi) bad[c] = 1;
     if (bad[c]) {
-      if (cands[c].strict) goto torn;
-      continue; /* a C++ frame that looked like JS */
+      uint16_t ct;
+      if (v8_type_of(r->pid, L, cands[c].ctx, &ct) == 0 && ct >= L->type_context_first &&
+          ct <= L->type_context_last)
+        goto torn;
+      continue; /* not a JS frame */
     }
     uint64_t sfi = cands[c].hdr[L->jsfunction_shared / 8];
     uint64_t kname = cands[c].sfi_hdr[L->sfi_name_or_scope_info / 8];
