@@ -18,9 +18,16 @@
 
 #define PAGE 4096u /* a string is read page by page */
 
+static pp_remote_reader_fn reader; /* NULL: the process itself */
+
+void pp_remote_set_reader(pp_remote_reader_fn fn) {
+  reader = fn;
+}
+
 int pp_remote_read(pid_t pid, uint64_t addr, void *buf, size_t len) {
   if (len == 0) return 0;
   if (len > PP_REMOTE_MAX_READ || addr == 0 || addr + len < addr) return -EINVAL;
+  if (reader) return reader(pid, addr, buf, len);
   struct iovec local = {.iov_base = buf, .iov_len = len};
   struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = len};
   ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
@@ -38,6 +45,11 @@ int pp_remote_readv(pid_t pid, const struct pp_remote_iov *iov, size_t n) {
     remote[i] = (struct iovec){.iov_base = (void *)(uintptr_t)iov[i].addr, .iov_len = iov[i].len};
     total += iov[i].len;
   }
+  for (size_t i = 0; reader && i < n; i++) {
+    int rc = iov[i].len ? reader(pid, iov[i].addr, iov[i].buf, iov[i].len) : 0;
+    if (rc < 0) return rc;
+  }
+  if (reader) return 0;
   ssize_t got = process_vm_readv(pid, local, (unsigned long)n, remote, (unsigned long)n, 0);
   if (got < 0) return -errno;
   return (size_t)got == total ? 0 : -EFAULT;

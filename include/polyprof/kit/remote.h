@@ -25,6 +25,15 @@
  * partial, -ESRCH: gone, -EPERM: not allowed, -EINVAL: len too large). */
 int pp_remote_read(pid_t pid, uint64_t addr, void *buf, size_t len);
 
+/* Test and fuzzing seam: every read above (and so every walker built on
+ * them) goes to fn instead of the process, which lets a test or a fuzz
+ * target stand a recorded or made-up address space in for a target. fn
+ * returns 0 with len bytes at buf, or -errno (-EFAULT: not mapped). NULL
+ * restores the real reads. Set it before any read, from one thread: no
+ * plugin calls this. */
+typedef int (*pp_remote_reader_fn)(pid_t pid, uint64_t addr, void *buf, size_t len);
+void pp_remote_set_reader(pp_remote_reader_fn fn);
+
 /* Several reads in one system call; 0 only if every one was complete. */
 struct pp_remote_iov {
   uint64_t addr;

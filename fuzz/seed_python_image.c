@@ -1,0 +1,94 @@
+/*
+ * Records python_walk seeds from real CPython processes (run by hand, the
+ * output committed to fuzz/seeds/python_walk/, docs/fuzzing.md):
+ *   seed_python_image OUTDIR PYTHON...
+ * Each interpreter runs a small recursive program; once it is located,
+ * what one validation and two samples read of its memory is kept, with
+ * the locate results as the header (fuzz_memimage.h).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fuzz_memimage.h"
+#include "fuzz_python_walk.h"
+#include "polyprof/kit/remote.h"
+#include "python.h"
+
+static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *frames, uint32_t n,
+                     bool truncated) {
+  (void)tid, (void)truncated, (void)frames;
+  *(uint32_t *)ctx += n;
+}
+
+static const char program[] =
+    "import time\n"
+    "def leaf(n):\n"
+    "    end = time.time() + 30\n"
+    "    while time.time() < end: n = (n * 7 + 1) % 1000003\n"
+    "def mid(d):\n"
+    "    return leaf(d) if d == 0 else mid(d - 1)\n"
+    "class Runner:\n"
+    "    def go(self): mid(5)\n"
+    "Runner().go()\n";
+
+static int record(const char *outdir, const char *exe) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    execlp(exe, exe, "-c", program, (char *)NULL);
+    _exit(127);
+  }
+  struct py_proc p;
+  char why[160] = "";
+  int rc = -1;
+  for (int i = 0; i < 40 && rc != 0; i++) {
+    usleep(100000);
+    rc = python_locate((uint32_t)pid, &p, why, sizeof(why));
+  }
+  uint32_t frames = 0;
+  if (rc == 0) {
+    usleep(300000); /* into the loop */
+    pp_fuzz_image_record_start();
+    if (p.major == 3 && p.minor >= 13) {
+      uint8_t dbg[PY_DEBUG_OFFSETS_READ];
+      (void)pp_remote_read(pid, p.runtime, dbg, sizeof(dbg));
+    }
+    (void)python_validate(&p);
+    struct py_walker *w = python_walker_new(64);
+    struct py_codecache *cc = python_codecache_new(32);
+    for (int i = 0; i < 2; i++) {
+      struct py_sample_result res;
+      python_sample(w, &p, cc, i ? PY_GIL_THREAD : PY_ALL_THREADS, NULL, on_stack, &frames, &res);
+    }
+    python_codecache_free(cc);
+    python_walker_free(w);
+    struct py_image_hdr h = {.major = (uint8_t)p.major,
+                             .minor = (uint8_t)p.minor,
+                             .micro = (uint8_t)p.micro,
+                             .runtime = p.runtime,
+                             .interp_head = p.interp_head,
+                             .tstate_cur = p.tstate_cur,
+                             .pycode_type = p.pycode_type,
+                             .map_lo = p.map_lo,
+                             .map_hi = p.map_hi};
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/cpython-%s.img", outdir, p.version);
+    rc = pp_fuzz_image_record_write(path, &h, sizeof(h));
+    printf("%s: %s, %u frames\n", exe, rc == 0 ? path : "write failed", frames);
+  } else {
+    fprintf(stderr, "%s: not located: %s\n", exe, why);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  int failed = 0;
+  for (int i = 2; i < argc; i++)
+    failed |= record(argv[1], argv[i]) != 0;
+  return failed;
+}
