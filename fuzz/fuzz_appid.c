@@ -10,17 +10,26 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "appid.h"
 #include "enrich.h"
 #include "fuzz_input.h"
 
+static char root_dir[] = "/tmp/pp-fuzz-root-XXXXXX";
+
+static void remove_root(void) {
+  rmdir(root_dir);
+}
+
 static const char *empty_root(void) {
-  static char dir[] = "/tmp/pp-fuzz-root-XXXXXX";
   static int made;
-  if (!made && !mkdtemp(dir)) abort();
-  made = 1;
-  return dir;
+  if (!made) {
+    if (!mkdtemp(root_dir)) abort();
+    atexit(remove_root);
+    made = 1;
+  }
+  return root_dir;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -79,17 +79,23 @@ uint16_t pp_fuzz_server_tcp(void) {
   return port;
 }
 
+static char unix_path[108];
+
+static void remove_unix_path(void) {
+  unlink(unix_path);
+}
+
 const char *pp_fuzz_server_unix(void) {
-  static char path[108];
-  if (path[0]) return path;
+  if (unix_path[0]) return unix_path;
   int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   struct sockaddr_un sa = {.sun_family = AF_UNIX};
   snprintf(sa.sun_path, sizeof(sa.sun_path), "/tmp/pp-fuzz-%d.sock", (int)getpid());
   unlink(sa.sun_path);
   if (l < 0 || bind(l, (struct sockaddr *)&sa, sizeof(sa)) < 0) abort();
   start(l);
-  snprintf(path, sizeof(path), "%s", sa.sun_path);
-  return path;
+  snprintf(unix_path, sizeof(unix_path), "%s", sa.sun_path);
+  atexit(remove_unix_path);
+  return unix_path;
 }
 
 void pp_fuzz_server_reply(const uint8_t *data, size_t size) {
