@@ -77,3 +77,26 @@ if [ "$what" = test ]; then
   fi
   for major in 18 20 22 24; do install_node_major "$major"; done
 fi
+
+# The .NET majors the dotnet tests cover: the test workload published
+# self-contained (runtime packs from NuGet) into
+# /opt/polyprof-test/dotnet-<major>/; an up-to-date one is kept.
+if [ "$what" = test ] && command -v dotnet >/dev/null; then
+  $SUDO mkdir -p /opt/polyprof-test
+  $SUDO python3 "$here/../tests/workloads/dotnet/build_workload.py" publish /opt/polyprof-test 8 9 10
+fi
+
+# The real-software corpus (tests/corpus/README.md): TypeScript's compiler
+# from the npm registry into /opt/polyprof-test/corpus/typescript; a copy of
+# that version already there is kept.
+install_typescript() {
+  local version=5.9.3 dest=/opt/polyprof-test/corpus/typescript
+  if [ -f "$dest/node_modules/typescript/package.json" ] &&
+     grep -q "\"version\": \"$version\"" "$dest/node_modules/typescript/package.json"; then
+    return 0
+  fi
+  echo "install-deps: installing TypeScript $version into $dest"
+  $SUDO mkdir -p "$dest"
+  $SUDO npm install --prefix "$dest" --ignore-scripts --no-audit --no-fund --silent "typescript@$version" >/dev/null
+}
+if [ "$what" = test ]; then install_typescript; fi

@@ -157,6 +157,12 @@ enum dotnet_session_kind {
 struct dotnet_thread_due {
   uint64_t tid;
   uint64_t due; /* timestamp of this thread's previous sample */
+  /* where the runtime's sample type cannot be trusted: the thread's
+   * schedstat run time at the last look, when (pp_clock_ns), and the share
+   * of the window before it that the thread ran, in 1/1024 (-1: none yet) */
+  uint64_t run_ns, look_ns;
+  int32_t share;
+  uint32_t credit; /* weight x share carried to the next sample, in 1/1024 */
 };
 
 #define DOTNET_MAX_THREADS 4096 /* downsampling state; more threads share slots */
@@ -167,6 +173,9 @@ struct dotnet_session {
   uint64_t id;
   uint32_t pid;    /* the target (host pid), whose socket this is */
   bool thread_ids; /* the stream's thread ids are host tids (no pid namespace) */
+  /* the runtime marks threads running managed code "External" (.NET 9,
+   * 10.0 before 10.0.4): whether a thread ran is read from its schedstat */
+  bool type_unreliable;
   bool eof, stopping;
   bool rundown;      /* asked for a rundown at stop */
   bool closed_by_us; /* stream cut before its end tag: truncated */
@@ -185,6 +194,7 @@ struct dotnet_session {
   /* since the last dotnet_session_drained() */
   uint64_t samples, external, unknown_stack, method_events;
   uint64_t r2r_entries;     /* of method_events: R2RGetEntryPoint */
+  uint64_t cpu_looks;       /* schedstat reads for type_unreliable */
   uint64_t drained_bytes;   /* this stream's bytes at the last drain */
   uint64_t undrained_bytes; /* of earlier streams, since the last drain */
   /* the runtime's own sampling period, from consecutive samples of a
@@ -197,6 +207,9 @@ struct dotnet_session {
 struct dotnet_session *dotnet_session_new(const struct dotnet_cfg *cfg, uint32_t pid,
                                           bool thread_ids);
 void dotnet_session_free(struct dotnet_session *s);
+/* True for runtime versions ("9.0.20") whose SampleProfiler marks every
+ * thread External, running managed code or not. */
+bool dotnet_sample_type_unreliable(const char *version);
 /* Starts tracing on the target's socket; on success s->fd streams. Samples
  * and counters not drained yet are kept (late samples add up until a snapshot).
  * Returns 0 or -errno; *hresult holds the runtime's error code for -EPROTO. */

@@ -125,6 +125,13 @@ static int start_tracing(struct dotnet_state *st, struct pp_target_entry *e,
     snprintf(e->reason, sizeof(e->reason), "session setup: %s", strerror(ENOMEM));
     return -ENOMEM;
   }
+  if (dotnet_sample_type_unreliable(t->version)) {
+    t->cur->type_unreliable = t->old->type_unreliable = true;
+    PP_INFO(st->host, "pid %u: .NET %s marks every sample External: running threads are told %s",
+            t->pid, t->version,
+            thread_ids ? "by their schedstat"
+                       : "by nothing in a pid namespace (wall: true counts all)");
+  }
   uint32_t hr = 0;
   int rc = dotnet_session_start(t->cur, t->sock, t->methods, DOTNET_SESSION_SAMPLING, false, &hr);
   if (rc < 0) {
@@ -325,6 +332,7 @@ static void emit_session(struct dotnet_state *st, struct dotnet_target *t, struc
   h->add_counter(sink, "samples_without_stack", s->unknown_stack);
   h->add_counter(sink, "method_events", s->method_events);
   h->add_counter(sink, "r2r_entry_points", s->r2r_entries);
+  h->add_counter(sink, "thread_cpu_looks", s->cpu_looks);
   h->add_counter(sink, "stream_bytes", dotnet_session_undrained_bytes(s));
   h->add_counter(sink, "sampler_intervals", s->sampler_intervals);
   h->add_counter(sink, "sampler_interval_us", s->sampler_interval_ns / 1000u);

@@ -4,11 +4,24 @@
 //
 // Usage: PolyprofWorkload [seconds] [mode]
 //   mode "all" (default): split + generic + lambda + async threads
-//   mode "split": only the 3:1 split thread
 //   mode "bench": one thread doing fixed work units; prints units/s on exit
+//   otherwise a comma list of behaviours, one thread each:
+//     split       the 3:1 split
+//     generic     a generic method of a generic type
+//     lambda      a lambda
+//     async       an async method (state machine MoveNext)
+//     exceptions  throws and catches in a loop
+//     framework   System.Text.Json, LINQ and Regex: time spent in framework
+//                 code (ReadyToRun unless re-JITted)
+//     wait        the behaviours start only once a line is read on stdin
+//                 (a profiler can attach before any of their code is bound)
 using System;
+using System.Collections.Generic;
 using System.Diagnostics;
+using System.Linq;
 using System.Runtime.CompilerServices;
+using System.Text.Json;
+using System.Text.RegularExpressions;
 using System.Threading;
 using System.Threading.Tasks;
 
@@ -107,9 +120,102 @@ namespace Polyprof.Workload
             while (!ct.IsCancellationRequested)
             {
                 s = Hot.Spin(5, s);
-                await Task.Yield();
+                await Task.Delay(5);
             }
             return s;
+        }
+    }
+
+    public static class ExceptionWorker
+    {
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        static void Thrower(int i)
+        {
+            throw new InvalidOperationException("polyprof test exception " + i);
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static long ThrowAndCatch(int i)
+        {
+            try
+            {
+                Thrower(i);
+            }
+            catch (InvalidOperationException e)
+            {
+                return e.Message.Length;
+            }
+            return 0;
+        }
+
+        public static void Run(CancellationToken ct)
+        {
+            long s = 0;
+            // half busy: throws for 5 ms, sleeps 5 ms
+            long slice = Stopwatch.Frequency / 200;
+            for (int i = 0; !ct.IsCancellationRequested;)
+            {
+                long end = Stopwatch.GetTimestamp() + slice;
+                while (Stopwatch.GetTimestamp() < end) s += ThrowAndCatch(i++);
+                Thread.Sleep(5);
+            }
+            GC.KeepAlive(s);
+        }
+    }
+
+    public class Order
+    {
+        public int Id { get; set; }
+        public string Customer { get; set; }
+        public double Amount { get; set; }
+        public List<string> Items { get; set; }
+    }
+
+    public static class FrameworkWorker
+    {
+        static readonly Regex Pattern = new Regex(@"(\w+)@(\w+)\.example\.(com|org)",
+                                                  RegexOptions.None);
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static long JsonRoundTrip(List<Order> orders)
+        {
+            string json = JsonSerializer.Serialize(orders);
+            var back = JsonSerializer.Deserialize<List<Order>>(json);
+            return json.Length + back.Count;
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static long LinqQuery(List<Order> orders)
+        {
+            return orders.Where(o => o.Amount > 10)
+                .GroupBy(o => o.Customer)
+                .OrderByDescending(g => g.Sum(o => o.Amount))
+                .Select(g => g.Key.Length + g.Count())
+                .Sum();
+        }
+
+        [MethodImpl(MethodImplOptions.NoInlining)]
+        public static long RegexScan(string text)
+        {
+            long n = 0;
+            foreach (Match m in Pattern.Matches(text)) n += m.Groups[2].Length;
+            return n;
+        }
+
+        public static void Run(CancellationToken ct)
+        {
+            var orders = new List<Order>();
+            for (int i = 0; i < 200; i++)
+                orders.Add(new Order { Id = i, Customer = "customer" + (i % 17), Amount = i * 1.5,
+                                       Items = new List<string> { "a" + i, "b" + i, "c" } });
+            var sb = new System.Text.StringBuilder();
+            for (int i = 0; i < 400; i++) sb.Append("user").Append(i).Append("@host").Append(i % 9)
+                .Append(i % 2 == 0 ? ".example.com " : ".example.org ").Append("filler text ");
+            string text = sb.ToString();
+            long s = 0;
+            while (!ct.IsCancellationRequested)
+                s += JsonRoundTrip(orders) + LinqQuery(orders) + RegexScan(text);
+            GC.KeepAlive(s);
         }
     }
 
@@ -173,19 +279,33 @@ namespace Polyprof.Workload
                 return 0;
             }
 
-            StartThread("split", () => SplitWorker.Run(cts.Token));
-            if (mode == "all")
+            var behaviours = new HashSet<string>(
+                (mode == "all" ? "split,generic,lambda,async" : mode).Split(','));
+            if (behaviours.Contains("wait"))
             {
+                Console.WriteLine("waiting " + Environment.ProcessId);
+                Console.In.ReadLine();
+            }
+            if (behaviours.Contains("split")) StartThread("split", () => SplitWorker.Run(cts.Token));
+            if (behaviours.Contains("generic"))
                 StartThread("generic", () =>
                 {
                     var box = new GenericBox<string>();
                     long s = 0;
-                    while (!cts.IsCancellationRequested) s += box.GenericCompute<int>(42, 4);
+                    // half busy: the split thread keeps most of a loaded CPU
+                    while (!cts.IsCancellationRequested)
+                    {
+                        s += box.GenericCompute<int>(42, 4);
+                        Thread.Sleep(20);
+                    }
                     GC.KeepAlive(s);
                 });
-                StartThread("lambda", () => LambdaWorker.Run(cts.Token));
-                Task.Run(() => AsyncWorker.AsyncCompute(5, cts.Token));
-            }
+            if (behaviours.Contains("lambda")) StartThread("lambda", () => LambdaWorker.Run(cts.Token));
+            if (behaviours.Contains("async")) Task.Run(() => AsyncWorker.AsyncCompute(5, cts.Token));
+            if (behaviours.Contains("exceptions"))
+                StartThread("exceptions", () => ExceptionWorker.Run(cts.Token));
+            if (behaviours.Contains("framework"))
+                StartThread("framework", () => FrameworkWorker.Run(cts.Token));
             Console.WriteLine("ready " + Environment.ProcessId);
             Thread.Sleep(seconds * 1000);
             cts.Cancel();

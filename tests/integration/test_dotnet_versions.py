@@ -1,0 +1,142 @@
+"""dotnet-trace mode on .NET 8, 9 and 10: the test workload published
+self-contained for each major (runtime from that major's NuGet runtime
+pack, the workload's own code precompiled ReadyToRun) by
+scripts/install-deps.sh test into /opt/polyprof-test/dotnet-<major>/.
+
+One agent run profiles the three majors at once, each running the split,
+generic, async and exceptions behaviours, plus one short-lived process per
+major that exits during the second or third session. Per major: the 3:1
+split within 5 points, the generic, async and exception-throwing methods
+named (and the runtime's exception dispatch, managed since .NET 9), >= 95 % of its .NET frames named, its runtime version in
+the app metadata, and the short process's samples kept while the plugin
+goes on (no restart).
+"""
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+import pputil  # noqa: E402
+from pputil import check, finish, skip  # noqa: E402
+
+sys.path.insert(0, os.path.join(pputil.SRC, "tests", "workloads", "dotnet"))
+import build_workload  # noqa: E402
+
+MAJORS = ["8", "9", "10"]
+ROOT = "/opt/polyprof-test"
+NS = "Polyprof.Workload."
+
+
+def start(cmd):
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                         env=build_workload.dotnet_env())
+    line = p.stdout.readline()
+    if not line.startswith("ready"):
+        pputil.kill(p)
+        raise RuntimeError("workload did not start: %r" % line)
+    return p
+
+
+def main():
+    exes = {m: build_workload.published(ROOT, m) for m in MAJORS}
+    missing = [m for m, e in exes.items() if not e]
+    if missing:
+        skip("no up-to-date self-contained workload for .NET %s under %s "
+             "(run scripts/install-deps.sh test)" % (", ".join(missing), ROOT))
+    procs = []
+    try:
+        longs = {m: start([exes[m], "60", "split,generic,async,exceptions"]) for m in MAJORS}
+        shorts = {m: start([exes[m], "10", "generic"]) for m in MAJORS}
+        procs = list(longs.values()) + list(shorts.values())
+        outdir = pputil.tempdir("ppdotnet-ver-")
+        cmd = pputil.agent_cmd(outdir, pputil.PLUGIN_DIR, "--dotnet-mode", "dotnet-trace", "-c",
+                               "-f", "100", "--no-perf", "--no-python", "--no-ruby", "--no-java", "--pids", ",".join(str(p.pid) for p in procs),
+                               duration=4)
+        log_path = os.path.join(os.path.dirname(cmd[cmd.index("--log-file") + 1]), "polyprof.log")
+        agent = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            deadline = time.time() + 60
+            while time.time() < deadline and agent.poll() is None:
+                if len([f for f in os.listdir(outdir) if f.startswith("profile_")
+                        and f.endswith(".col")]) >= 4:
+                    break
+                time.sleep(0.5)
+            agent.send_signal(signal.SIGINT)
+            out, _ = agent.communicate(timeout=60)
+        finally:
+            pputil.kill(agent)
+    finally:
+        for p in procs:
+            pputil.kill(p)
+    check(agent.returncode == 0, "agent exits 0 (rc=%s)" % agent.returncode)
+    cols = sorted(f for f in os.listdir(outdir) if f.startswith("profile_") and f.endswith(".col"))
+    check(len(cols) >= 4, "at least 4 sessions written (%d)" % len(cols))
+
+    # per major (from the appid's path): frames and counts
+    seen = {m: {} for m in MAJORS}
+    split = {m: [0, 0] for m in MAJORS}
+    frames_total = {m: 0 for m in MAJORS}
+    frames_named = {m: 0 for m in MAJORS}
+    versions = {}
+    restarts = 0
+    for c in cols:
+        header, stacks = pputil.parse_col(os.path.join(outdir, c))
+        restarts = max(restarts, header.get("polyprof", {}).get("dotnet", {}).get("restarts", 0))
+        meta = header.get("application_metadata", [])
+        for frames, count in stacks:
+            major = next((m for m in MAJORS for f in frames[3:4]
+                          if f.startswith("appid: ") and "/dotnet-%s/" % m in f), None)
+            if major is None:
+                continue
+            idx = int(frames[0]) if frames[0].isdigit() else 0
+            if 0 < idx < len(meta) and meta[idx]:
+                versions[major] = str(meta[idx].get("dotnet_version", ""))
+            net = [f for f in frames if f.endswith("_[net]")]
+            frames_total[major] += len(net) * count
+            frames_named[major] += sum(1 for f in net if f != "[unknown]_[net]") * count
+            for f in set(net):
+                seen[major][f] = seen[major].get(f, 0) + count
+            if NS + "SplitWorker.ThreeQuarters_[net]" in frames:
+                split[major][0] += count
+            if NS + "SplitWorker.OneQuarter_[net]" in frames:
+                split[major][1] += count
+
+    for m in MAJORS:
+        names = seen[m]
+        check(versions.get(m, "").startswith(m + "."),
+              ".NET %s: runtime version in the app metadata (%r)" % (m, versions.get(m)))
+        a, b = split[m]
+        ratio = a / (a + b) if a + b else 0
+        check(a + b >= 100 and 0.70 <= ratio <= 0.80,
+              ".NET %s: 3:1 split within 5 points: %.3f (A=%d B=%d)" % (m, ratio, a, b))
+        check(any(f.startswith(NS + "GenericBox`1[") and f.endswith("].GenericCompute_[net]")
+                  for f in names), ".NET %s: generic method named (GenericBox`1[...].GenericCompute)" % m)
+        check(NS + "AsyncWorker+<AsyncCompute>d__0.MoveNext_[net]" in names,
+              ".NET %s: async state machine named (<AsyncCompute>d__0.MoveNext)" % m)
+        check(NS + "ExceptionWorker.ThrowAndCatch_[net]" in names,
+              ".NET %s: exceptions thrown in a loop: ThrowAndCatch named" % m)
+        if m != "8":
+            check("System.Runtime.EH.DispatchEx_[net]" in names,
+                  ".NET %s: the managed exception dispatch named (System.Runtime.EH.DispatchEx)" % m)
+        share = frames_named[m] / frames_total[m] if frames_total[m] else 0
+        check(frames_total[m] > 0 and share >= 0.95,
+              ".NET %s: %.1f %% of %d .NET frames named" % (m, 100 * share, frames_total[m]))
+    log = open(log_path).read()
+    for m, p in shorts.items():
+        # its stream's end, or its exit seen first by the process scan
+        check("pid %d: event stream ended" % p.pid in log or
+              "pid %d: new program image" % p.pid in log,
+              ".NET %s: the process that exited mid-session was noticed" % m)
+    check(restarts == 0, "plugin never crashed or restarted")
+    if pputil.failures:
+        print(out[-3000:])
+        for m in MAJORS:
+            print(m, sorted(seen[m].items(), key=lambda x: -x[1])[:15])
+    finish()
+
+
+if __name__ == "__main__":
+    main()
