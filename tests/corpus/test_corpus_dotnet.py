@@ -1,0 +1,76 @@
+"""Corpus: `dotnet build` of a small console project (the .NET SDK on PATH;
+MSBuild and the C# compiler run in-process, no build servers left behind),
+under the agent as shipped (.NET through the dotnet-trace plugin).
+
+A user looks for: every sample under its process name (`dotnet`) with the
+appid the dotnet plugin gives; MSBuild's build engine types
+(Microsoft.Build.*) in the stacks. The share of samples whose .NET frames
+are all named is printed, not asserted beyond what is true today: naming
+ReadyToRun (precompiled) code is the dotnet plugin's work in progress.
+"""
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+import corpusutil as cu  # noqa: E402
+from corpusutil import u  # noqa: E402
+
+DOTNET = shutil.which("dotnet") or "/usr/bin/dotnet"
+# measured on the 2-core CI machine (docs/fidelity.md)
+FLOOR = 0.0
+
+cu.need(DOTNET, "the .NET SDK (dotnet)")
+ENV = {"DOTNET_CLI_TELEMETRY_OPTOUT": "1", "DOTNET_NOLOGO": "1", "DOTNET_SKIP_FIRST_TIME_EXPERIENCE": "1",
+       "MSBUILDDISABLENODEREUSE": "1", "DOTNET_CLI_USE_MSBUILD_SERVER": "0", "UseSharedCompilation": "false"}
+
+
+def sdk_major():
+    import subprocess
+    out = subprocess.run([DOTNET, "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()
+    return out.split(".")[0] if out[:1].isdigit() else None
+
+
+major = sdk_major()
+if not major:
+    u.skip("dotnet --version printed no SDK version")
+
+with cu.Run("dotnet") as run:
+    proj = os.path.join(run.tmp, "app")
+    os.makedirs(proj)
+    with open(os.path.join(proj, "app.csproj"), "w") as f:
+        f.write("""<Project Sdk="Microsoft.NET.Sdk">
+  <PropertyGroup>
+    <OutputType>Exe</OutputType>
+    <TargetFramework>net%s.0</TargetFramework>
+    <Nullable>enable</Nullable>
+  </PropertyGroup>
+</Project>
+""" % major)
+    with open(os.path.join(proj, "Program.cs"), "w") as f:
+        f.write("""using System;
+using System.Linq;
+static class Program {
+  static int Main(string[] args) => Enumerable.Range(0, 10).Select(i => i * i).Sum() > 0 ? 0 : 1;
+}
+""")
+    env = dict(ENV, HOME=run.tmp, NUGET_PACKAGES=os.path.join(run.tmp, "nuget"))
+    rc = run.run([DOTNET, "build", "-nodeReuse:false", "--disable-build-servers", "-p:UseSharedCompilation=false",
+                  "-v:q", proj], cwd=proj, env=env, timeout=300)
+    u.check(rc == 0, "dotnet build succeeded (exit %d)" % rc)
+lines = run.lines()
+# the build's processes: the CLI, MSBuild and the C# compiler, all SDK code
+# (other .NET programs on the machine have appids of their own)
+SDK = os.path.dirname(os.path.realpath(DOTNET))
+mine = [ln for ln in lines if ln.comm == "dotnet" and (ln.appid is None or SDK in ln.appid)]
+print("appids: %s" % sorted({ln.appid for ln in mine if ln.appid})[:6])
+cu.dump_top(mine)
+cu.check_attribution(run, mine, "dotnet build")
+msbuild = [ln for ln in mine if ln.has("Microsoft.Build.")]
+u.check(msbuild, "dotnet build: MSBuild's engine (Microsoft.Build.*) in %d samples" % cu.total(msbuild))
+cu.check_marked(lines, lambda f: f.startswith("Microsoft.Build.") or f.startswith("Microsoft.CodeAnalysis."),
+                lambda c: not cu.PID_COMM.match(c), lambda a: True, "dotnet build")
+cu.check_no_pid_comm(lines, lambda f: "libcoreclr" in f or "Microsoft.Build" in f or f.startswith("[jit: dotnet"),
+                     "dotnet build")
+cu.report("dotnet", "dotnet", mine, FLOOR)
+u.finish()

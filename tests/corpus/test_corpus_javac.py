@@ -1,0 +1,90 @@
+"""Corpus: the JDK's Java compiler (Debian's openjdk-17) compiles a
+generated project of generic classes, twice, each in its own JVM started as
+`java -m jdk.compiler/com.sun.tools.javac.Main` (as build tools run it;
+the `javac` launcher is the same code without an appid by gProfiler's
+rules), under the agent as shipped.
+
+A user looks for: every sample under `java` with the appid of the compiler's
+main class; JavaCompiler in the stacks once the Java plugin attached; code
+the JVM ran before that as one `[jit: java, unnamed: ...]` frame per run,
+never `(/tmp/perf-PID.map)`; the share of samples whose Java frames are all
+named. A JVM is attached once it is java.min_age_ms (1.5 s) old and the
+plugin's next tick has come: its first ~2 s are perf stacks only.
+"""
+import os
+import shutil
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+import corpusutil as cu  # noqa: E402
+from corpusutil import u  # noqa: E402
+
+JAVA = "/usr/lib/jvm/java-17-openjdk-amd64/bin/java"
+if not os.path.exists(JAVA):
+    JAVA = shutil.which("java") or JAVA
+RUNS = 2
+CLASSES = 120
+# measured on the 2-core CI machine (docs/fidelity.md)
+FLOOR = 0.30
+
+cu.need(JAVA, "Java 17 (openjdk-17-jdk-headless)")
+
+
+def make_sources(d):
+    os.makedirs(d)
+    names = []
+    for i in range(CLASSES):
+        n = os.path.join(d, "C%d.java" % i)
+        with open(n, "w") as f:
+            f.write("""
+import java.util.*;
+import java.util.function.*;
+import java.util.stream.*;
+public class C{i}<T extends Comparable<T>> {{
+  private final List<T> items = new ArrayList<>();
+  public C{i}<T> add(T t) {{ items.add(t); return this; }}
+  public Optional<T> max() {{ return items.stream().max(Comparator.naturalOrder()); }}
+  public <R> List<R> map(Function<? super T, ? extends R> f) {{ return items.stream().map(f).collect(Collectors.toList()); }}
+  public Map<Boolean, List<T>> split(Predicate<T> p) {{ return items.stream().collect(Collectors.partitioningBy(p)); }}
+  public static String run(int n) {{
+    C{i}<Integer> c = new C{i}<>();
+    for (int k = 0; k < n; k++) c.add(k * {i} % 97);
+    return c.max().map(Object::toString).orElse("") + c.map(x -> x + 1).size() + C{p}.run(n - 1);
+  }}
+}}
+""".format(i=i, p=(i + 1) % CLASSES))
+        names.append(n)
+    return names
+
+
+with cu.Run("javac") as run:
+    srcs = make_sources(os.path.join(run.tmp, "src"))
+    for k in range(RUNS):
+        rc = run.run([JAVA, "-m", "jdk.compiler/com.sun.tools.javac.Main", "-d", os.path.join(run.tmp, "out%d" % k)]
+                     + srcs)
+        u.check(rc == 0, "javac run %d compiled %d classes (exit %d)" % (k, CLASSES, rc))
+lines = run.lines()
+mine = [ln for ln in lines if ln.appid and "com.sun.tools.javac.Main" in ln.appid]
+print("appids: %s" % sorted({ln.appid for ln in mine}))
+cu.dump_top(mine)
+cu.check_attribution(run, mine, "javac")
+u.check(all(ln.comm == "java" or not cu.PID_COMM.match(ln.comm) for ln in mine),
+        "javac: every sample under a name (java, or the JVM thread perf sampled)")
+compiler = [ln for ln in mine if ln.has("com.sun.tools.javac.main.JavaCompiler.")]
+u.check(compiler, "javac: JavaCompiler frames in %d samples" % cu.total(compiler))
+jit = [f for ln in lines for f in ln.frames if f.startswith("[jit: ")]
+paths = [f for ln in lines for f in ln.frames if f.startswith("(/tmp/perf-")]
+u.check(not paths, "javac: no (/tmp/perf-PID.map) frame (%d)" % len(paths))
+runs = [ln for ln in mine if any(a == b and a.startswith("[jit: ") for a, b in zip(ln.frames, ln.frames[1:]))]
+u.check(not runs, "javac: unnamed JIT code is one frame per run (%d stacks repeat it)" % len(runs))
+print("unnamed JIT frames: %s" % sorted(set(jit)))
+cu.check_marked(lines, lambda f: "com.sun.tools.javac" in f, lambda c: not cu.PID_COMM.match(c),
+                lambda a: bool(a) and "com.sun.tools.javac.Main" in a, "javac")
+cu.check_no_pid_comm(lines, lambda f: "libjvm.so" in f or "JavaMain" in f or f.startswith("[jit: java"), "javac")
+# how long after its start each JVM had the agent armed
+armed = cu.log_times(run.log, ": agent armed")
+for k, t0 in enumerate(run.starts):
+    after = [t - t0 for t in armed if t >= t0]
+    print("FIGURE corpus.javac attach: JVM %d armed %s s after it started" % (k, ("%.1f" % after[0]) if after else "never"))
+cu.report("javac", "java", mine, FLOOR)
+u.finish()
