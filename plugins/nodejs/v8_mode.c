@@ -132,10 +132,32 @@ static void add_stats(struct v8_walk_stats *sum, const struct v8_walk_stats *now
   sum->cache_miss += now->cache_miss - last->cache_miss;
 }
 
+struct drain_ctx {
+  struct nodejs_v8 *v;
+  struct v8_target *t;
+};
+
+static struct pp_frame frames[V8_MAX_FRAMES];
+
+static void on_sample(void *ctx, const struct v8_raw_sample *s) {
+  struct drain_ctx *d = ctx;
+  int n = v8_walk(&d->t->rd, s, frames, V8_MAX_FRAMES);
+  if (n < 0) return; /* torn: counted, never emitted */
+  if (n == 0) {
+    frames[0] = (struct pp_frame){.name = "(program)", .kind = PP_FRAME_PSEUDO};
+    n = 1;
+  }
+  /* frames are leaf first; the stack table wants the same */
+  pp_stack_table_add(d->v->stacks, d->t->pid, s->tid, NULL, frames, (uint32_t)n, 1);
+}
+
 static void v8_release(void *plugin, struct pp_target_entry *e) {
   struct nodejs_v8 *v = plugin;
   struct v8_target *t = e->data;
   if (!t) return;
+  /* what the kernel recorded before the process ended (or exec'd) */
+  struct drain_ctx d = {v, t};
+  v8_sampler_drain(&t->smp, on_sample, &d);
   add_stats(&v->sum, &t->rd.st, &t->last);
   v->lost += t->smp.lost - t->lost_reported;
   v8_sampler_close(&t->smp);
@@ -176,25 +198,6 @@ int nodejs_v8_add(struct nodejs_v8 *v, const struct pp_target *tg, size_t n) {
   return pp_target_table_add(v->tt, tg, n);
 }
 
-struct drain_ctx {
-  struct nodejs_v8 *v;
-  struct v8_target *t;
-};
-
-static struct pp_frame frames[V8_MAX_FRAMES];
-
-static void on_sample(void *ctx, const struct v8_raw_sample *s) {
-  struct drain_ctx *d = ctx;
-  int n = v8_walk(&d->t->rd, s, frames, V8_MAX_FRAMES);
-  if (n < 0) return; /* torn: counted, never emitted */
-  if (n == 0) {
-    frames[0] = (struct pp_frame){.name = "(program)", .kind = PP_FRAME_PSEUDO};
-    n = 1;
-  }
-  /* frames are leaf first; the stack table wants the same */
-  pp_stack_table_add(d->v->stacks, d->t->pid, s->tid, NULL, frames, (uint32_t)n, 1);
-}
-
 void nodejs_v8_tick(struct nodejs_v8 *v) {
   uint64_t now = pp_clock_ns();
   pp_target_table_poll(v->tt, now);
@@ -204,9 +207,7 @@ void nodejs_v8_tick(struct nodejs_v8 *v) {
     if (now >= t->next_rescan_ns) {
       t->next_rescan_ns = now + RESCAN_NS;
       if (v8_sampler_rescan(&t->smp) == -ESRCH) {
-        struct drain_ctx d = {v, t};
-        v8_sampler_drain(&t->smp, on_sample, &d); /* what it did before it ended */
-        pp_target_table_gone(v->tt, e);
+        pp_target_table_gone(v->tt, e); /* drains what it did before it ended */
         continue;
       }
     }
