@@ -156,6 +156,7 @@ int pp_cmd_check(struct pp_config *cfg, FILE *out) {
   else
     fprintf(out, "plugin worker: MISSING: %s (only isolation: inline plugins can run)\n", why);
   int rc = pp_cmd_plugins(cfg, false, out);
+  pp_cmd_print_worker_privileges(cfg, out);
   fprintf(out, "%s\n",
           missing ? "some capabilities are missing: see above what they disable"
                   : "all capabilities present");

@@ -9,5 +9,8 @@
 
 int pp_cmd_plugins(struct pp_config *cfg, bool verbose, FILE *out);
 int pp_cmd_check(struct pp_config *cfg, FILE *out);
+/* Part of check: each plugin worker's capabilities, no_new_privs, seccomp
+ * allow-list and mount view (cmd_privileges.c). */
+void pp_cmd_print_worker_privileges(struct pp_config *cfg, FILE *out);
 
 #endif

@@ -31,6 +31,8 @@ const char *pp_ipc_type_name(uint32_t type) {
       return "REPLY";
     case PP_MSG_PROFILE:
       return "PROFILE";
+    case PP_MSG_DENIED:
+      return "DENIED";
     default:
       return "unknown";
   }

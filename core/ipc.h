@@ -49,6 +49,9 @@ enum pp_ipc_type {
   PP_MSG_LOG = 64,     /* u32 level, str text */
   PP_MSG_REPLY = 65,   /* i32 rc, str message ("" on success) */
   PP_MSG_PROFILE = 66, /* i32 rc, str message, then an encoded profile (profile_codec.h) */
+  /* u32 syscall number, str its name: the seccomp allow-list refused it;
+   * the worker exits right after sending this (worker_sandbox.c) */
+  PP_MSG_DENIED = 67,
 };
 
 const char *pp_ipc_type_name(uint32_t type);

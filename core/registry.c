@@ -26,6 +26,7 @@
 
 #include "ipc.h"
 #include "log.h"
+#include "privileges.h"
 #include "supervisor.h"
 #include "worker_loop.h"
 
@@ -428,6 +429,15 @@ static int validate_desc(struct pp_plugin *d, uint32_t vt, char *why, size_t why
       return -EINVAL;
     }
   }
+  if (!pp_priv_declared(d->capabilities)) {
+    /* Its worker would hold exactly what it declares: nothing declared
+     * cannot be told from an old descriptor that needs everything. */
+    snprintf(why, whylen,
+             "plugin %s declares no privileges: set the PP_CAP_NEEDS_* bits it needs, or "
+             "PP_CAP_NEEDS_NOTHING (ABI 1.2, docs/plugin-sdk.md)",
+             d->name);
+    return -EINVAL;
+  }
   bool system_wide = d->capabilities & PP_CAP_SYSTEM_WIDE;
   if (!system_wide && !(vt & VT_ADD_TARGETS)) {
     snprintf(why, whylen, "add_targets() is NULL but the plugin is not PP_CAP_SYSTEM_WIDE");
@@ -511,6 +521,7 @@ static void probe(struct pp_plugin_info *info) {
     goto refuse;
   }
   pid_t parent = getpid();
+  int last_cap = pp_priv_last_cap(); /* before fork: the child reads no files */
   pid_t pid = fork();
   if (pid < 0) {
     snprintf(why, sizeof(why), "fork: %s", strerror(errno));
@@ -520,7 +531,10 @@ static void probe(struct pp_plugin_info *info) {
   }
   if (pid == 0) {
     close(pfd[0]);
-    probe_child(info->path, pp_worker_child_setup(parent, pfd[1], "pp-probe"));
+    int fd = pp_worker_child_setup(parent, pfd[1], "pp-probe");
+    /* Loading a plugin to read its descriptor needs no privilege at all. */
+    if (pp_priv_child_drop_all(last_cap) != 0) _exit(1);
+    probe_child(info->path, fd);
   }
   close(pfd[1]);
   struct pp_wbuf b;

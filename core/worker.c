@@ -53,10 +53,12 @@
 #include "ipc.h"
 #include "log.h"
 #include "polyprof/kit/proc.h"
+#include "privileges.h"
 #include "profile_codec.h"
 #include "supervisor.h"
 #include "worker_exe.h"
 #include "worker_loop.h"
+#include "worker_sandbox.h"
 
 #define NS 1000000000ull
 #define MAXQ 32
@@ -80,6 +82,8 @@ struct pp_worker {
   struct pp_wbuf init;         /* INIT payload: path, name, cfg */
   char exe[PP_WORKER_EXE_MAX]; /* worker executable; "" inline or not found */
   char exe_err[768];           /* why it was not found */
+  struct pp_privs privs;       /* what its process holds (privileges.h) */
+  char denied[64];             /* system call its allow-list refused ("" none) */
   bool inline_mode;
   int memory_limit_mb, timeout_s, backoff_max_s;
   uint64_t timeout_ns;
@@ -234,8 +238,16 @@ static void fail(struct pp_worker *w, int rc, const char *fmt, ...) {
   }
 }
 
-static void describe_status(int st, char *buf, size_t len) {
-  if (WIFSIGNALED(st))
+static void describe_status(const struct pp_worker *w, int st, char *buf, size_t len) {
+  /* The worker said which call its allow-list refused just before it
+   * exited (worker_sandbox.c); a SIGSYS death without that word is the
+   * same verdict with the kernel's default action. */
+  if (w->denied[0])
+    snprintf(buf, len, "stopped: system call %s not in its allow-list", w->denied);
+  else if ((WIFSIGNALED(st) && WTERMSIG(st) == SIGSYS) ||
+           (WIFEXITED(st) && WEXITSTATUS(st) == PP_WORKER_EXIT_DENIED))
+    snprintf(buf, len, "stopped: a system call not in its allow-list");
+  else if (WIFSIGNALED(st))
     snprintf(buf, len, "crashed with %s%s", pp_signal_name(WTERMSIG(st)),
              WCOREDUMP(st) ? " (core dumped)" : "");
   else if (WIFEXITED(st))
@@ -251,7 +263,7 @@ static void died(struct pp_worker *w) {
     int st;
     if (pp_reap(w->sp.pid, now_ns() + NS, &st)) {
       w->sp.pid = 0; /* reaped: never signal the pid itself again */
-      describe_status(st, why, sizeof(why));
+      describe_status(w, st, why, sizeof(why));
     } else {
       snprintf(why, sizeof(why), "closed its connection");
     }
@@ -328,6 +340,23 @@ static int on_msg(void *arg, uint32_t type, const uint8_t *p, uint32_t len) {
       size_t n;
       if (pp_rbuf_str(&r, 65536, &s, &n) || !s) return protocol_error(w, "malformed LOG");
       relog(w, level, s, n);
+      return 0;
+    }
+    case PP_MSG_DENIED: {
+      uint32_t nr = pp_rbuf_u32(&r);
+      const char *s;
+      size_t n;
+      if (pp_rbuf_str(&r, 64, &s, &n) || !s) return protocol_error(w, "malformed DENIED");
+      size_t k = 0;
+      for (; k < n && k + 1 < sizeof(w->denied); k++) {
+        char c = s[k];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+        w->denied[k] = ok ? c : '?';
+      }
+      w->denied[k] = 0;
+      pp_log(PP_LOG_ERROR, "polyprof",
+             "worker %s stopped: system call %s (number %u) not in its allow-list", w->name,
+             w->denied[0] ? w->denied : "?", nr);
       return 0;
     }
     case PP_MSG_REPLY: {
@@ -407,7 +436,7 @@ static void check(struct pp_worker *w) {
     /* Gone while its socket stays open (a child of it holds it?). */
     w->sp.pid = 0;
     char why[256];
-    describe_status(st, why, sizeof(why));
+    describe_status(w, st, why, sizeof(why));
     fail(w, -ECHILD, "%s", why);
     return;
   }
@@ -562,8 +591,9 @@ static int spawn(struct pp_worker *w) {
     fail(w, PP_PERMANENT(ENOENT), "could not be started: %s", w->exe_err);
     return w->fail_rc;
   }
-  rc = pp_worker_spawn(w->inline_mode ? NULL : w->exe, w->name, w->inline_mode, &w->sp, err,
-                       sizeof(err));
+  w->denied[0] = 0;
+  rc = pp_worker_spawn(w->inline_mode ? NULL : w->exe, w->name, w->inline_mode, &w->privs, &w->sp,
+                       err, sizeof(err));
   if (rc) {
     w->sp.fd = -1;
     w->state = W_UP; /* so fail() books it like any other failure */
@@ -632,6 +662,7 @@ struct pp_worker *pp_worker_new(const struct pp_plugin_info *info,
   }
   snprintf(w->tag, sizeof(w->tag), "polyprof.%s", w->name);
   w->inline_mode = opts && opts->inline_mode;
+  w->privs = pp_priv_for_plugin(info->desc.capabilities);
   pp_wbuf_init(&w->init);
   pp_worker_init_encode(&w->init, w->path, w->name, &w->cfg);
   if (!w->inline_mode && pp_worker_exe_find(opts ? opts->worker_path : NULL, w->exe, sizeof(w->exe),

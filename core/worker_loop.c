@@ -112,6 +112,14 @@ static int do_init(struct wloop *l, const uint8_t *p, uint32_t len) {
   if (!rc) rc = pp_host_config_decode(&r, &l->cfg);
   if (!rc && pp_rbuf_left(&r)) rc = -EINVAL;
   if (rc) return reply(l, rc == -ENOMEM ? -ENOMEM : -EPROTO, "malformed INIT");
+  if (l->ctx->before_load) {
+    char why[500] = "";
+    rc = l->ctx->before_load(l->ctx->fd, l->path, l->name, why, sizeof(why));
+    if (rc) {
+      snprintf(msg, sizeof(msg), "sandbox: %s", why);
+      return reply(l, rc, msg);
+    }
+  }
   l->dl = dlopen(l->path, RTLD_NOW | RTLD_LOCAL);
   if (!l->dl) {
     const char *e = dlerror();

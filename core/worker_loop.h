@@ -30,6 +30,10 @@
 struct pp_worker_ctx {
   int fd; /* worker end of the socketpair (non-blocking) */
   bool inline_mode;
+  /* Called with INIT's plugin path and name before the plugin is loaded
+   * (the worker process enters its sandbox there); NULL: nothing. 0, or
+   * -errno with err set: INIT fails with that reason. */
+  int (*before_load)(int fd, const char *path, const char *name, char *err, size_t errlen);
 };
 
 struct pp_worker_ctx *pp_worker_ctx_new(int fd, bool inline_mode);
@@ -53,9 +57,11 @@ struct pp_spawned {
 /* Start a worker for plugin `name`: fork and exec the worker executable
  * `exe` (which runs pp_worker_loop()), or in inline mode (exe NULL) start a
  * thread running it. The plugin itself is loaded by INIT. 0, or -errno with
- * err set (the errno of execve() if the executable could not be run). */
-int pp_worker_spawn(const char *exe, const char *name, bool inline_mode, struct pp_spawned *out,
-                    char *err, size_t errlen);
+ * err set (the errno of execve() if the executable could not be run). A
+ * worker process holds exactly privs' capabilities (privileges.h). */
+struct pp_privs;
+int pp_worker_spawn(const char *exe, const char *name, bool inline_mode,
+                    const struct pp_privs *privs, struct pp_spawned *out, char *err, size_t errlen);
 
 /* Serve requests until EXIT or until the core goes away. Returns 0 after
  * EXIT, -EPIPE if the core went away, or another -errno. */

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "worker_loop.h"
+#include "worker_sandbox.h"
 
 #define SOCKET_FD 3
 
@@ -101,6 +102,10 @@ int main(int argc, char **argv) {
 
   struct pp_worker_ctx *ctx = pp_worker_ctx_new(SOCKET_FD, false);
   if (!ctx) _exit(70);
+  /* The agent gave this process exactly the plugin's capabilities; before
+   * the plugin is loaded it also gets no_new_privs and its system call
+   * allow-list (docs/security.md). */
+  ctx->before_load = pp_sandbox_enter;
   int rc = pp_worker_loop(ctx);
   /* _exit: plugins' own atexit handlers and destructors may not expect to
    * run after fini() (the forked workers never ran them either). */

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "ipc.h"
+#include "privileges.h"
 #include "worker_loop.h"
 
 const char *pp_signal_name(int sig) {
@@ -128,34 +129,11 @@ int pp_worker_child_setup(pid_t parent, int keep_fd, const char *comm) {
   return 3;
 }
 
-/* Capabilities of an agent that is not root (file capabilities, or granted
- * by its service manager) are lost across exec() unless they are ambient:
- * make every permitted one inheritable and ambient, so the worker keeps
- * what the agent has and nothing more. Raw syscalls: between fork and exec. */
-static void keep_caps_over_exec(void) {
-  if (getuid() == 0 && geteuid() == 0) return; /* root gets them back from exec */
-  struct {
-    uint32_t version;
-    int pid;
-  } hdr = {0x20080522 /* _LINUX_CAPABILITY_VERSION_3 */, 0};
-  struct {
-    uint32_t effective, permitted, inheritable;
-  } data[2];
-  if (syscall(SYS_capget, &hdr, data) != 0) return;
-  if (!data[0].permitted && !data[1].permitted) return;
-  data[0].inheritable |= data[0].permitted;
-  data[1].inheritable |= data[1].permitted;
-  if (syscall(SYS_capset, &hdr, data) != 0) return;
-  for (int cap = 0; cap < 64; cap++)
-    if (data[cap / 32].permitted & (1u << (cap % 32)))
-      prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, (unsigned long)cap, 0ul, 0ul);
-}
-
 /* The child between fork() and exec(): socket on fd 3 for the worker, an
  * error pipe on 4 (close-on-exec: end of file means exec() worked), nothing
  * else. Never returns. */
 static void exec_child(pid_t parent, int sock, int errpipe, const char *exe, char *const argv[],
-                       const char *comm) {
+                       const char *comm, const struct pp_privs *privs) {
   child_hygiene(parent, comm);
   int err_parked = fcntl(errpipe, F_DUPFD_CLOEXEC, 10);
   if (err_parked < 0) _exit(1);
@@ -163,10 +141,17 @@ static void exec_child(pid_t parent, int sock, int errpipe, const char *exe, cha
   if (dup2(err_parked, 4) < 0) _exit(1);
   fcntl(4, F_SETFD, FD_CLOEXEC);
   close_fds_from(5);
-  keep_caps_over_exec();
+  /* Exactly the plugin's capabilities, in every set, so the exec'd worker
+   * (root or not) starts with them and nothing else. */
+  int e = -pp_priv_child_apply(privs);
+  if (e) {
+    ssize_t w = write(4, &e, sizeof(e));
+    (void)w;
+    _exit(126);
+  }
   extern char **environ;
   execve(exe, argv, environ);
-  int e = errno;
+  e = errno;
   ssize_t w = write(4, &e, sizeof(e));
   (void)w;
   _exit(127);
@@ -185,7 +170,7 @@ static int wait_exec(int errfd) {
     if (n <= 0) return n == 0 ? -ETIMEDOUT : -errno;
     ssize_t r = read(errfd, &e, sizeof(e));
     if (r < 0 && errno == EINTR) continue;
-    if (r == (ssize_t)sizeof(e)) return e > 0 ? -e : -EIO;
+    if (r == (ssize_t)sizeof(e)) return e > 0 ? -e : -EIO; /* errno or PP_PRIV_ESETPCAP */
     return r == 0 ? 0 : -EIO;
   }
 }
@@ -197,8 +182,9 @@ static void *thread_main(void *arg) {
   return NULL;
 }
 
-int pp_worker_spawn(const char *exe, const char *name, bool inline_mode, struct pp_spawned *out,
-                    char *err, size_t errlen) {
+int pp_worker_spawn(const char *exe, const char *name, bool inline_mode,
+                    const struct pp_privs *privs, struct pp_spawned *out, char *err,
+                    size_t errlen) {
   memset(out, 0, sizeof(*out));
   out->fd = -1;
   int sv[2];
@@ -264,7 +250,7 @@ int pp_worker_spawn(const char *exe, const char *name, bool inline_mode, struct 
     snprintf(err, errlen, "fork: %s", strerror(-rc));
     return rc;
   }
-  if (pid == 0) exec_child(parent, sv[1], ep[1], exe, argv, comm);
+  if (pid == 0) exec_child(parent, sv[1], ep[1], exe, argv, comm, privs);
   close(sv[1]);
   close(ep[1]);
   /* Also from this side, so the group exists before anyone signals it. */
@@ -276,6 +262,12 @@ int pp_worker_spawn(const char *exe, const char *name, bool inline_mode, struct 
     kill(pid, SIGKILL);
     pp_reap(pid, pp_ipc_now_ns() + 2000000000ull, &st);
     close(sv[0]);
+    if (rc == -PP_PRIV_ESETPCAP) {
+      snprintf(err, errlen,
+               "cannot cut the worker's capabilities to what the plugin declares: the agent "
+               "runs as root without CAP_SETPCAP (add it to the service's capability set)");
+      return -EPERM;
+    }
     snprintf(err, errlen, "cannot run the plugin worker %s: %s", exe, strerror(-rc));
     return rc;
   }

@@ -30,7 +30,7 @@ static const struct pp_plugin plugin = {
     .name = "python",
     .version = "0",
     .description = "fuzz descriptor",
-    .capabilities = PP_CAP_RUNTIME,
+    .capabilities = PP_CAP_RUNTIME | PP_CAP_NEEDS_NOTHING,
     .options = options,
     .option_count = sizeof(options) / sizeof(options[0]),
 };

@@ -23,7 +23,9 @@
  * All functions returning int return 0 on success or a negative errno-style
  * code; the human-readable reason goes to host->log() once.
  *
- * Minor versions: 1.1 added PP_PERMANENT() (a failure not worth retrying).
+ * Minor versions: 1.1 added PP_PERMANENT() (a failure not worth retrying);
+ * 1.2 added PP_CAP_NEEDS_NOTHING, _NSENTER, _SETID and _FILE_OVERRIDE, and
+ * made a privilege declaration mandatory (see the capability bits).
  */
 #ifndef POLYPROF_PLUGIN_H
 #define POLYPROF_PLUGIN_H
@@ -36,7 +38,7 @@ extern "C" {
 #endif
 
 #define PP_ABI_MAJOR 1
-#define PP_ABI_MINOR 1
+#define PP_ABI_MINOR 2
 
 #define PP_PLUGIN_ENTRY_SYMBOL "polyprof_plugin_entry"
 
@@ -135,15 +137,45 @@ enum pp_log_level {
   PP_LOG_ERROR = 3,
 };
 
-/* Capabilities and requirements (descriptor.capabilities). */
+/* Capabilities and requirements (descriptor.capabilities).
+ *
+ * Privileges: a plugin's worker process holds exactly the Linux
+ * capabilities its PP_CAP_NEEDS_* bits map to (and only those the agent
+ * itself holds), runs with no_new_privs and under a seccomp allow-list
+ * (docs/security.md). Every plugin must declare at least one NEEDS bit;
+ * one that needs no privilege says PP_CAP_NEEDS_NOTHING. A descriptor with
+ * none is refused by hosts of ABI 1.2 and later, naming the plugin. */
 #define PP_CAP_SYSTEM_WIDE (1ull << 0) /* samples every process itself; gets no target list */
 #define PP_CAP_RUNTIME (1ull << 1)     /* samples only the pids the host hands it */
 #define PP_CAP_PERFLESS (1ull << 2)    /* its stacks stand on their own without perf */
+/* Every capability the agent holds (a plugin that cannot say better; the
+ * host warns about it). */
 #define PP_CAP_NEEDS_ROOT (1ull << 8)
+/* perf_event_open of other processes and the kernel: CAP_PERFMON (CAP_SYS_ADMIN
+ * on kernels before 5.8), CAP_IPC_LOCK (ring buffers past perf_event_mlock_kb). */
 #define PP_CAP_NEEDS_PERFMON (1ull << 9)
-#define PP_CAP_NEEDS_PTRACE (1ull << 10) /* CAP_SYS_PTRACE: reads another process */
-#define PP_CAP_NEEDS_SYSLOG (1ull << 11) /* CAP_SYSLOG: kernel addresses */
-#define PP_CAP_NEEDS_KILL (1ull << 12)   /* signals targets (attach protocols) */
+/* Reads another process (process_vm_readv, ptrace, /proc/PID/mem, maps, and
+ * its files through /proc/PID/root or /proc/PID/map_files): CAP_SYS_PTRACE,
+ * CAP_DAC_READ_SEARCH, CAP_CHECKPOINT_RESTORE (5.9+). */
+#define PP_CAP_NEEDS_PTRACE (1ull << 10)
+#define PP_CAP_NEEDS_SYSLOG (1ull << 11) /* CAP_SYSLOG: kernel addresses (kallsyms) */
+#define PP_CAP_NEEDS_KILL (1ull << 12)   /* CAP_KILL: signals targets (attach protocols) */
+/* ABI 1.2: the plugin needs no privilege at all (reads only what any user
+ * may read). */
+#define PP_CAP_NEEDS_NOTHING (1ull << 13)
+/* ABI 1.2: setns() into a target's namespaces: CAP_SYS_ADMIN, CAP_SYS_CHROOT
+ * (the latter for mount namespaces). */
+#define PP_CAP_NEEDS_NSENTER (1ull << 14)
+/* ABI 1.2: takes a target's uid/gid (attach protocols that check the peer's
+ * credentials): CAP_SETUID, CAP_SETGID. */
+#define PP_CAP_NEEDS_SETID (1ull << 15)
+/* ABI 1.2: opens or connects to a target's files and sockets whatever their
+ * owner and mode (an owner-only diagnostics socket): CAP_DAC_OVERRIDE. */
+#define PP_CAP_NEEDS_FILE_OVERRIDE (1ull << 18)
+#define PP_CAP_NEEDS_ANY                                                                  \
+  (PP_CAP_NEEDS_ROOT | PP_CAP_NEEDS_PERFMON | PP_CAP_NEEDS_PTRACE | PP_CAP_NEEDS_SYSLOG | \
+   PP_CAP_NEEDS_KILL | PP_CAP_NEEDS_NOTHING | PP_CAP_NEEDS_NSENTER | PP_CAP_NEEDS_SETID | \
+   PP_CAP_NEEDS_FILE_OVERRIDE)
 #define PP_CAP_ARCH_X86_64 (1ull << 16)
 #define PP_CAP_ARCH_AARCH64 (1ull << 17) /* no arch bit set: any architecture */
 

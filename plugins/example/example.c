@@ -270,7 +270,9 @@ static const struct pp_plugin descriptor = {
     .name = "example",
     .version = "1.1.0",
     .description = "thread states and kernel wait channels of every process (SDK sample)",
-    .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS,
+    /* ptrace read access: the wait channel of a process more privileged than
+     * the worker (a root daemon) reads as "0" without CAP_SYS_PTRACE */
+    .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_PTRACE,
     .match_exe = match_all,
     .match_maps = NULL,
     .options = options,

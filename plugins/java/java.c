@@ -158,7 +158,7 @@ static const struct pp_plugin descriptor = {
     .name = "java",
     .version = POLYPROF_VERSION,
     .description = "Java stacks of HotSpot JVMs (JVMTI agent over dynamic attach, or perf maps)",
-    .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_ROOT | PP_CAP_NEEDS_KILL |
+    .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_SETID | PP_CAP_NEEDS_KILL |
                     PP_CAP_NEEDS_PTRACE,
     .match_exe = NULL,
     .match_maps = maps,

@@ -238,7 +238,7 @@ static const struct pp_plugin descriptor = {
     .name = "nodejs",
     .version = "0.1.0",
     .description = "JavaScript stacks of running Node.js processes (inspector / perf maps)",
-    .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_ROOT | PP_CAP_NEEDS_PTRACE |
+    .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_NSENTER | PP_CAP_NEEDS_PTRACE |
                     PP_CAP_NEEDS_KILL,
     .match_exe = exe_patterns,
     .match_maps = map_patterns,

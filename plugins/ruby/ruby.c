@@ -311,7 +311,10 @@ static const struct pp_plugin descriptor = {
     .name = "ruby",
     .version = "0.1.0",
     .description = "Ruby stacks read from outside the process (rbspy-compatible frames)",
-    .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_PTRACE | PP_CAP_ARCH_X86_64,
+    /* perf: a task-clock event per thread (its CPU-time alarm), which a
+     * kernel with perf_event_paranoid 3 allows CAP_PERFMON only */
+    .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_PTRACE | PP_CAP_NEEDS_PERFMON |
+                    PP_CAP_ARCH_X86_64,
     .match_exe = match_exe,
     .match_maps = match_maps,
     .options = options,

@@ -56,6 +56,23 @@ procs = []  # everything we start, killed in cleanup()
 extra_files = []  # files we put into package-owned directories
 
 
+def worker_status(parent):
+    """{comm: /proc/PID/status fields} of the plugin workers of `parent`."""
+    out = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/status" % d) as f:
+                st = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
+        except OSError:
+            continue
+        st = {k: v.strip() for k, v in st.items()}
+        if st.get("PPid") == str(parent) and st.get("Name", "").startswith("pp-"):
+            out[st["Name"]] = st
+    return out
+
+
 def worker_exes(parent):
     """{comm: executable} of the children of `parent` (its plugin workers)."""
     out = {}
@@ -290,6 +307,28 @@ try:
         print(agent.stderr.read(4000) if agent.poll() is not None else "(agent still running)")
     u.check(first is not None, "a profile appears in %s within 60 s" % STATE)
     exes = worker_exes(agent.pid)
+    # least privilege under the unit: every worker has no_new_privs, its
+    # seccomp filter, and a capability set inside the unit's (cut to its
+    # plugin's declaration; docs/security.md)
+    agent_bnd = int(capbnd[0].split()[1], 16) if capbnd else 0
+    for comm, st in sorted(worker_status(agent.pid).items()):
+        bnd, eff = int(st["CapBnd"], 16), int(st["CapEff"], 16)
+        u.check(st.get("NoNewPrivs") == "1" and st.get("Seccomp") == "2",
+                "%s under the unit: no_new_privs and a seccomp filter" % comm)
+        u.check(bnd & ~agent_bnd == 0 and eff == bnd and bnd != agent_bnd,
+                "%s under the unit: its own capability set %#x, inside the unit's %#x" % (comm, bnd, agent_bnd))
+    # the unit's set is derived from the workers' sets: their union, plus
+    # CAP_SETPCAP with which the agent cuts them
+    chk = subprocess.run(["/usr/sbin/polyprof", "check", "--config", CONFIG], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    union = set()
+    for line in chk.stdout.splitlines():
+        if line.strip().startswith("capabilities: "):
+            union |= set(line.split(":", 1)[1].split("(")[0].strip().split(",")) - {"none"}
+    u.check(union and union | {"CAP_SETPCAP"} == set(caps),
+            "the unit's capability set is the union of the workers' sets plus CAP_SETPCAP: unit %s, workers %s"
+            % (sorted(caps), sorted(union)))
+    u.check(unit_value("AmbientCapabilities").split() == caps, "AmbientCapabilities is the bounding set")
     u.check(exes.get("pp-python") == "/usr/lib/%s/polyprof/polyprof-worker" % multiarch,
             "the installed agent runs its plugins in the packaged worker executable: %s" % exes)
     jlog = agent_log()

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "polyprof/plugin.h"
@@ -26,7 +27,7 @@
 #define TA_TICK_FN ta_tick /* a plugin may wrap the shared tick (ta_tickhang) */
 #endif
 
-enum { TA_FAULT_NONE, TA_FAULT_CRASH, TA_FAULT_HANG };
+enum { TA_FAULT_NONE, TA_FAULT_CRASH, TA_FAULT_HANG, TA_FAULT_SYSCALL };
 
 struct ta_state {
   const struct pp_host *host;
@@ -87,6 +88,11 @@ static void ta_fault(struct ta_state *s, int fault) {
     volatile uintptr_t addr = 16; /* a real invalid access, as a buggy plugin makes */
     *(volatile int *)addr = 1;
   }
+  if (fault == TA_FAULT_SYSCALL) {
+    /* A harmless query, but outside every allow-list: the worker must be
+     * stopped for it. */
+    syscall(SYS_personality, 0xffffffffUL);
+  }
   for (;;)
     pause();
 }
@@ -115,26 +121,26 @@ static void ta_fini(void *state) {
   free(state);
 }
 
-#define TA_DESCRIPTOR(snapshot_fn)                                \
-  static const struct pp_plugin ta_descriptor = {                 \
-      PP_PLUGIN_HEADER,                                           \
-      .name = TA_NAME,                                            \
-      .version = "0",                                             \
-      .description = "agent isolation test plugin",               \
-      .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS,           \
-      .match_exe = ta_exe,                                        \
-      .options = ta_options,                                      \
-      .option_count = 1,                                          \
-      .init = ta_init,                                            \
-      .start = ta_start,                                          \
-      .add_targets = ta_add_targets,                              \
-      .tick = TA_TICK_FN,                                         \
-      .snapshot = snapshot_fn,                                    \
-      .stop = ta_stop,                                            \
-      .fini = ta_fini,                                            \
-  };                                                              \
-  PP_EXPORT const struct pp_plugin *polyprof_plugin_entry(void) { \
-    return &ta_descriptor;                                        \
+#define TA_DESCRIPTOR(snapshot_fn)                                             \
+  static const struct pp_plugin ta_descriptor = {                              \
+      PP_PLUGIN_HEADER,                                                        \
+      .name = TA_NAME,                                                         \
+      .version = "0",                                                          \
+      .description = "agent isolation test plugin",                            \
+      .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_NOTHING, \
+      .match_exe = ta_exe,                                                     \
+      .options = ta_options,                                                   \
+      .option_count = 1,                                                       \
+      .init = ta_init,                                                         \
+      .start = ta_start,                                                       \
+      .add_targets = ta_add_targets,                                           \
+      .tick = TA_TICK_FN,                                                      \
+      .snapshot = snapshot_fn,                                                 \
+      .stop = ta_stop,                                                         \
+      .fini = ta_fini,                                                         \
+  };                                                                           \
+  PP_EXPORT const struct pp_plugin *polyprof_plugin_entry(void) {              \
+    return &ta_descriptor;                                                     \
   }
 
 #endif

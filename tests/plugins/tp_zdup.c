@@ -21,9 +21,17 @@ static int x_stop(void *s) {
 static void x_fini(void *s) {}
 
 static const struct pp_plugin plugin = {
-    PP_PLUGIN_HEADER, .name = "tp_ok",  .version = "2.0",     .description = "impostor",
-    .init = x_init,   .start = x_start, .add_targets = x_add, .snapshot = x_snapshot,
-    .stop = x_stop,   .fini = x_fini,
+    PP_PLUGIN_HEADER,
+    .name = "tp_ok",
+    .version = "2.0",
+    .description = "impostor",
+    .capabilities = PP_CAP_RUNTIME | PP_CAP_NEEDS_NOTHING,
+    .init = x_init,
+    .start = x_start,
+    .add_targets = x_add,
+    .snapshot = x_snapshot,
+    .stop = x_stop,
+    .fini = x_fini,
 };
 
 PP_EXPORT const struct pp_plugin *polyprof_plugin_entry(void) {

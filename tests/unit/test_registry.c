@@ -59,7 +59,7 @@ static void test_scan(const char *dir) {
     CHECK_EQ_INT(d->struct_size, sizeof(struct pp_plugin));
     CHECK_EQ_STR(d->version, "1.0");
     CHECK_EQ_STR(d->description, "well-behaved test plugin");
-    CHECK(d->capabilities == PP_CAP_RUNTIME);
+    CHECK(d->capabilities == (PP_CAP_RUNTIME | PP_CAP_NEEDS_NOTHING));
     CHECK(d->match_exe && d->match_exe[0] && d->match_exe[1] == NULL);
     if (d->match_exe) CHECK_EQ_STR(d->match_exe[0], "tp_ok_target*");
     CHECK(d->match_maps == NULL);
@@ -101,6 +101,7 @@ static void test_scan(const char *dir) {
   expect_refused(v, n, "tp_bad_name.so", "plugin name \"Bad-Name\" is not [a-z0-9_]+");
   expect_refused(v, n, "tp_small_struct.so", "smaller than the ABI 1.0 minimum");
   expect_refused(v, n, "tp_zdup.so", "duplicate plugin name \"tp_ok\"");
+  expect_refused(v, n, "tp_undeclared.so", "plugin tp_undeclared declares no privileges");
   CHECK_EQ_INT(getpid(), me); /* probes never return into our code */
   pp_registry_free(v, n);
 }

@@ -1,0 +1,181 @@
+"""Plugin workers run with least privilege, end to end on the real agent.
+
+1. Every in-tree plugin's worker (one agent running them all, with a
+   python target so the runtime workers have work) holds exactly the Linux
+   capabilities its declaration maps to, in every set (CapEff, CapPrm,
+   CapInh, CapBnd, CapAmb of /proc/PID/status), with NoNewPrivs 1 and
+   Seccomp 2 (filter). The expected sets are written out here on purpose:
+   a change of a plugin's privileges must change this test too.
+2. A plugin that makes a system call outside its allow-list (ta_syscall:
+   personality(), once) has its worker stopped with the log line "worker
+   ta_syscall stopped: system call personality ... not in its allow-list";
+   the agent keeps running, the healthy plugin beside it keeps its data in
+   every session, and the restarted worker brings its data back.
+3. A plugin that declares no privileges (tp_undeclared) is refused, by name.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+import pputil as u  # noqa: E402
+
+if os.geteuid() != 0:
+    u.skip("needs root: the workers' capability sets are cut from the agent's")
+
+with open("/proc/sys/kernel/cap_last_cap") as f:
+    LAST_CAP = int(f.read())
+CAP = {"CAP_DAC_OVERRIDE": 1, "CAP_DAC_READ_SEARCH": 2, "CAP_KILL": 5, "CAP_SETGID": 6,
+       "CAP_SETUID": 7, "CAP_IPC_LOCK": 14, "CAP_SYS_CHROOT": 18, "CAP_SYS_PTRACE": 19,
+       "CAP_SYS_ADMIN": 21, "CAP_SYSLOG": 34, "CAP_PERFMON": 38, "CAP_CHECKPOINT_RESTORE": 40}
+PERFMON = "CAP_PERFMON" if LAST_CAP >= 38 else "CAP_SYS_ADMIN"
+READ = ["CAP_SYS_PTRACE", "CAP_DAC_READ_SEARCH"] + (["CAP_CHECKPOINT_RESTORE"] if LAST_CAP >= 40 else [])
+EXPECTED = {
+    "perf": [PERFMON, "CAP_IPC_LOCK", "CAP_SYSLOG"] + READ,
+    "python": [PERFMON, "CAP_IPC_LOCK"] + READ,
+    "php": READ,
+    "ruby": [PERFMON, "CAP_IPC_LOCK"] + READ,
+    "java": READ + ["CAP_KILL", "CAP_SETUID", "CAP_SETGID"],
+    "nodejs": READ + ["CAP_KILL", "CAP_SYS_ADMIN", "CAP_SYS_CHROOT"],
+    "dotnet": READ + ["CAP_DAC_OVERRIDE"],
+    "example": READ,
+}
+
+
+def mask(names):
+    m = 0
+    for n in names:
+        m |= 1 << CAP[n]
+    return m
+
+
+def status(pid):
+    fields = {}
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            fields[k] = v.strip()
+    return fields
+
+
+def workers_of(agent_pid):
+    found = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            st = status(int(d))
+        except OSError:
+            continue
+        if st.get("PPid") == str(agent_pid) and st.get("Name", "").startswith("pp-"):
+            found[st["Name"][3:]] = int(d)
+    return found
+
+
+def wait_cols(out, n, agent, limit):
+    deadline = time.time() + limit
+    while time.time() < deadline and agent.poll() is None:
+        cols = sorted(f for f in os.listdir(out) if f.startswith("profile_") and f.endswith(".col"))
+        if len(cols) >= n:
+            return cols
+        time.sleep(0.3)
+    return sorted(f for f in os.listdir(out) if f.startswith("profile_") and f.endswith(".col"))
+
+
+def stop(agent):
+    agent.send_signal(signal.SIGTERM)
+    try:
+        agent.communicate(timeout=40)
+    except subprocess.TimeoutExpired:
+        agent.kill()
+        agent.communicate()
+
+
+# ---- 1. every in-tree plugin's worker --------------------------------------
+present = [n for n in EXPECTED if os.path.exists(os.path.join(u.PLUGIN_DIR, n + ".so"))]
+missing = sorted(set(EXPECTED) - set(present))
+u.check(not missing, "every in-tree plugin is built: missing %s" % missing)
+target = u.spawn([sys.executable, "-c", "import time\nwhile True: sum(range(1000))"])
+out = u.tempdir("ppout-")
+try:
+    cmd = u.agent_cmd(out, u.PLUGIN_DIR, "-c", "--php-mode", "phpspy", "--nodejs-mode", "inspector",
+                      "--dotnet-mode", "dotnet-trace", "--example-mode", "states", duration=2)
+    logfile = cmd[cmd.index("--log-file") + 1]
+    agent = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_cols(out, 1, agent, 60)
+    workers = workers_of(agent.pid)
+    for name in present:
+        pid = workers.get(name)
+        if not u.check(pid is not None, "%s: a worker process runs (found %s)" % (name, sorted(workers))):
+            continue
+        st = status(pid)
+        want = mask(EXPECTED[name])
+        for key in ("CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"):
+            got = int(st[key], 16)
+            u.check(got == want, "%s worker: %s %#x == declared %#x (%s)"
+                    % (name, key, got, want, ",".join(EXPECTED[name])))
+        u.check(st.get("NoNewPrivs") == "1", "%s worker: NoNewPrivs 1 (got %s)" % (name, st.get("NoNewPrivs")))
+        u.check(st.get("Seccomp") == "2", "%s worker: Seccomp 2 (got %s)" % (name, st.get("Seccomp")))
+    u.check(agent.poll() is None, "agent still running with every plugin sandboxed")
+    stop(agent)
+    with open(logfile) as f:
+        log = f.read()
+    u.check("not in its allow-list" not in log, "no worker stopped by its allow-list: %s"
+            % [l for l in log.splitlines() if "allow-list" in l][:3])
+    u.check("has no system call allow-list" not in log, "every in-tree plugin ships its allow-list")
+finally:
+    u.kill(target)
+
+# ---- 2 and 3. a forbidden system call, an undeclared plugin ----------------
+needed = [os.path.join(u.TEST_PLUGIN_DIR, n) for n in ("ta_ok.so", "ta_syscall.so", "tp_undeclared.so")]
+for p in needed:
+    if not os.path.exists(p):
+        u.skip("test plugin not built: " + p)
+plugins = u.plugin_dir_with(*needed)
+work = u.tempdir("ppsys-")
+cfg = os.path.join(work, "polyprof.yaml")
+with open(cfg, "w") as f:
+    f.write("plugins:\n  timeout_s: 5\n  restart_backoff_max_s: 1\n"
+            "ta_syscall:\n  fault_file: %s/tripped\n" % work)
+sleeper = u.spawn(["sleep", "600"])
+catter = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+out = u.tempdir("ppout-")
+try:
+    time.sleep(0.3)
+    cmd = u.agent_cmd(out, plugins, "--pids", "%d,%d" % (sleeper.pid, catter.pid), "-c", duration=2)
+    cmd[cmd.index("--config") + 1] = cfg
+    logfile = cmd[cmd.index("--log-file") + 1]
+    agent = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    cols = wait_cols(out, 4, agent, 60)
+    u.check(agent.poll() is None, "agent survived a worker stopped by its allow-list")
+    stop(agent)
+    with open(logfile) as f:
+        log = f.read()
+    stopped = [l for l in log.splitlines()
+               if "worker ta_syscall stopped: system call personality" in l and "not in its allow-list" in l]
+    u.check(len(stopped) >= 1, "the log names the plugin and the refused call: %s"
+            % [l for l in log.splitlines() if "ta_syscall" in l][:6])
+    u.check(any("plugin ta_syscall: worker stopped: system call personality not in its allow-list; restarting"
+                in l for l in log.splitlines()), "and the worker is restarted as after a crash")
+    refused = [l for l in log.splitlines() if "tp_undeclared" in l and "refused" in l]
+    u.check(any("plugin tp_undeclared declares no privileges" in l for l in refused),
+            "the undeclared plugin is refused by name: %s" % refused)
+    u.check(len(cols) >= 3, "sessions written: %s" % cols)
+    sessions = [u.parse_col(os.path.join(out, c))[1] for c in cols]
+
+    def lines_for(stacks, comm):
+        return [f[3:] for f, _ in stacks if len(f) > 3 and f[2] == comm]
+
+    u.check(all(["ta_main", "ta_ok_work"] in lines_for(s, "cat") for s in sessions),
+            "the healthy plugin has data in every session")
+    first = lines_for(sessions[0], "sleep")
+    u.check(any(len(l) == 1 and l[0].startswith("[Profiling error: ta_syscall ") and "allow-list" in l[0]
+                for l in first), "session 1: the stopped plugin's pid says why: %s" % first)
+    u.check(any(["ta_main", "ta_syscall_work"] in lines_for(s, "sleep") for s in sessions[1:]),
+            "a later session has the restarted worker's data")
+finally:
+    u.kill(sleeper)
+    u.kill(catter)
+u.finish()
