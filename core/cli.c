@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "cli.h"
+#include "log.h"
 #include "rootless.h"
 
 #define FLAG_MAX 128
@@ -79,7 +81,8 @@ static const struct flag_spec specs[] = {
      "upload profiles (needs --token and --service-name)"},
     {0, "--server-host", "upload.server_host", NULL, "URL", 0, SP_NONE, G_UPLOAD,
      "upload server (default https://profiler.granulate.io)"},
-    {0, "--token", "upload.token", NULL, "TOKEN", 0, SP_NONE, G_UPLOAD, "API token"},
+    {0, "--token", "upload.token", NULL, "TOKEN", 0, SP_NONE, G_UPLOAD,
+     "API token (visible in ps: prefer --token-file)"},
     {0, "--service-name", "upload.service_name", NULL, "NAME", 0, SP_NONE, G_UPLOAD,
      "service the profiles belong to"},
     {0, "--token-file", "upload.token_file", NULL, "FILE", 0, SP_NONE, G_UPLOAD,
@@ -90,6 +93,8 @@ static const struct flag_spec specs[] = {
      "do not verify the server's TLS certificate (insecure)"},
     {0, "--no-verify", "upload.tls_verify", "false", NULL, 0, SP_NONE, G_UPLOAD,
      "same as --insecure-skip-verify (gProfiler's name)"},
+    {0, "--insecure-http", "upload.insecure_http", "true", NULL, 0, SP_NONE, G_UPLOAD,
+     "allow sending the token to a plain http:// server (trusted networks only)"},
     {0, "--server-upload-timeout", "upload.timeout_s", NULL, "SECONDS", 0, SP_NONE, G_UPLOAD,
      "timeout of one profile upload (default 120)"},
     {0, "--api-server", "upload.api_server", NULL, "URL", 0, SP_NONE, G_UPLOAD,
@@ -412,6 +417,43 @@ int pp_cli_apply(const struct pp_cli *cli, struct pp_config *c, char err[PP_MAX_
   return rc;
 }
 
+/* POLYPROF_TOKEN, taken out of the environment the first time it is read:
+ * every worker and child (plugins' helpers, libcurl's resolver) inherits
+ * the environment, and none of them needs the token. Kept here for the
+ * reloads, which rebuild the configuration from scratch. */
+static char *env_token;
+
+static void take_env_token(void) {
+  char *env = getenv("POLYPROF_TOKEN");
+  if (!env) return;
+  if (*env) {
+    free(env_token);
+    env_token = strdup(env);
+  }
+  /* the string itself stays in /proc/PID/environ unless overwritten */
+  explicit_bzero(env, strlen(env));
+  unsetenv("POLYPROF_TOKEN");
+}
+
+/* A token in a file others can read is as good as published. */
+static void warn_readable_config_token(const struct pp_config *c, const char *path) {
+  struct stat st;
+  if (!c->token || !c->config_path || stat(path, &st) < 0 || !(st.st_mode & (S_IRGRP | S_IROTH)))
+    return;
+  pp_log(PP_LOG_WARNING, "polyprof",
+         "%s holds upload.token and is readable by %s (mode %04o): chmod 600 it, or keep the "
+         "token in a private upload.token_file",
+         path, (st.st_mode & S_IROTH) ? "everyone" : "its group", (unsigned)(st.st_mode & 07777));
+}
+
+static bool token_flag_given(const struct pp_cli *cli) {
+  for (size_t i = 0; i < cli->arg_count; i++)
+    if (cli->args[i].spec && cli->args[i].spec->key &&
+        strcmp(cli->args[i].spec->key, "upload.token") == 0)
+      return true;
+  return false;
+}
+
 int pp_cli_configure(const struct pp_cli *cli, struct pp_config *c, char err[PP_MAX_ERR]) {
   pp_config_defaults(c);
   const char *path = cli->config_path ? cli->config_path : PP_DEFAULT_CONFIG_PATH;
@@ -419,16 +461,24 @@ int pp_cli_configure(const struct pp_cli *cli, struct pp_config *c, char err[PP_
    * mistake in its contents, which is as much a usage error as a bad flag */
   if (pp_config_load(c, path, cli->config_path != NULL, err) < 0)
     return c->config_path ? PP_CLI_EXIT_USAGE : PP_CLI_EXIT_CONFIG;
+  warn_readable_config_token(c, path);
   /* environment between the file and the flags, as gProfiler's GPROFILER_* */
-  const char *env = getenv("POLYPROF_TOKEN");
-  if (env && *env) {
+  take_env_token();
+  if (env_token) {
     free(c->token);
-    c->token = strdup(env);
+    c->token = strdup(env_token);
   }
-  env = getenv("GPROFILER_DONT_SEND_LOGS");
+  const char *env = getenv("GPROFILER_DONT_SEND_LOGS");
   if (env && *env && strcmp(env, "0") != 0 && strcasecmp(env, "false") != 0) c->send_logs = false;
   int rc = pp_cli_apply(cli, c, err);
+  if (rc == 0 && token_flag_given(cli))
+    pp_log(PP_LOG_WARNING, "polyprof",
+           "--token puts the API token on the command line, where every local user can read it "
+           "(ps, /proc/PID/cmdline): prefer --token-file FILE (mode 600)");
   if (rc == 0 && c->token_file && pp_config_read_token(c, err) < 0) rc = PP_CLI_EXIT_USAGE;
+  if (rc == 0 && (c->upload || cli->command == PP_CMD_UPLOAD_FILE) &&
+      pp_config_check_token_transport(c, err) < 0)
+    rc = PP_CLI_EXIT_USAGE;
   if (rc == 0) pp_rootless_apply_defaults(c); /* user-writable paths for what is unset */
   return rc;
 }

@@ -18,6 +18,7 @@
 #include "output/formats.h"
 #include "output/html.h"
 #include "profile.h"
+#include "support/safe_file.h"
 
 #define MAX_COL (1u << 30)
 
@@ -52,6 +53,16 @@ struct pp_profile *pp_cmd_load_col(const char *path, char **header_json) {
   return p;
 }
 
+struct convert_job {
+  const struct pp_output_format *fmt;
+  const struct pp_output_input *in;
+};
+
+static int write_converted(FILE *f, void *ctx) {
+  const struct convert_job *j = ctx;
+  return j->fmt->write(f, j->in);
+}
+
 int pp_cmd_convert(struct pp_config *cfg, const char *const *operands, size_t n) {
   const struct pp_output_format *fmt = pp_output_format_find(cfg->convert_to);
   if (n != 1 || !fmt) {
@@ -72,10 +83,6 @@ int pp_cmd_convert(struct pp_config *cfg, const char *const *operands, size_t n)
   char *header = NULL;
   struct pp_profile *p = pp_cmd_load_col(in, &header);
   if (!p) return 1;
-  char tmp[4200];
-  snprintf(tmp, sizeof(tmp), "%s.tmp", out);
-  FILE *f = fopen(tmp, "we");
-  int rc = f ? 0 : -errno;
   time_t start = header_time(header, "start_time"), end = header_time(header, "end_time");
   if (!end) end = header_time(header, "current_time");
   char st[32] = "", et[32] = "";
@@ -95,11 +102,11 @@ int pp_cmd_convert(struct pp_config *cfg, const char *const *operands, size_t n)
       .end = end,
       .name = in,
   };
-  if (f) rc = fmt->write(f, &oin);
-  if (f && fclose(f) != 0 && rc == 0) rc = -errno;
-  if (rc == 0 && rename(tmp, out) < 0) rc = -errno;
+  /* a temp file of OUT's directory renamed over OUT: a symlink planted at
+   * OUT or next to it is replaced, never written through */
+  struct convert_job job = {fmt, &oin};
+  int rc = pp_safe_write_file(out, 0644, write_converted, &job);
   if (rc < 0) {
-    remove(tmp);
     fprintf(stderr, "polyprof: convert: %s: %s\n", out, strerror(-rc));
   } else {
     printf("wrote %s\n", out);

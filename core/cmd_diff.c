@@ -15,6 +15,7 @@
 #include "cmd_tools.h"
 #include "output/col.h"
 #include "profile.h"
+#include "support/safe_file.h"
 
 extern const unsigned char pp_asset_diff_html[];
 extern const size_t pp_asset_diff_html_len;
@@ -87,6 +88,21 @@ static int add_profile(struct diffset *d, const struct pp_profile *p, int which,
   return 0;
 }
 
+struct diff_page {
+  const char *page, *placeholder, *js;
+};
+
+/* The page with its placeholder replaced by the data. */
+static int write_page(FILE *f, void *ctx) {
+  const struct diff_page *d = ctx;
+  if (!d->placeholder) return -EINVAL;
+  fwrite(d->page, 1, (size_t)(d->placeholder - d->page), f);
+  fputs(d->js, f);
+  const char *rest = d->placeholder + strlen(PLACEHOLDER);
+  fwrite(rest, 1, pp_asset_diff_html_len - (size_t)(rest - d->page), f);
+  return 0;
+}
+
 int pp_cmd_diff(struct pp_config *cfg, const char *const *operands, size_t n) {
   if (n != 2) {
     fprintf(stderr, "polyprof: usage: polyprof diff BASE.col NEW.col [-o diff.html]\n");
@@ -123,21 +139,10 @@ int pp_cmd_diff(struct pp_config *cfg, const char *const *operands, size_t n) {
   }
   const char *page = (const char *)pp_asset_diff_html;
   const char *ph = memmem(page, pp_asset_diff_html_len, PLACEHOLDER, strlen(PLACEHOLDER));
-  char tmp[4200];
-  snprintf(tmp, sizeof(tmp), "%s.tmp", out);
-  FILE *f = fopen(tmp, "we");
-  rc = f ? 0 : -errno;
-  if (f && ph) {
-    fwrite(page, 1, (size_t)(ph - page), f);
-    fputs(js, f);
-    const char *rest = ph + strlen(PLACEHOLDER);
-    fwrite(rest, 1, pp_asset_diff_html_len - (size_t)(rest - page), f);
-  }
-  if (f && (fclose(f) != 0 || !ph) && rc == 0) rc = ph ? -errno : -EINVAL;
-  if (rc == 0 && rename(tmp, out) < 0) rc = -errno;
+  struct diff_page dp = {page, ph, js};
+  rc = pp_safe_write_file(out, 0644, write_page, &dp);
   free(js);
   if (rc < 0) {
-    remove(tmp);
     fprintf(stderr, "polyprof: diff: %s: %s\n", out, strerror(-rc));
     return 1;
   }

@@ -106,6 +106,7 @@ static const struct core_key keys[] = {
     {"upload.token_file", KT_STRING, FIELD(token_file), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
     {"upload.server_ca", KT_STRING, FIELD(server_ca), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
     {"upload.tls_verify", KT_BOOL, FIELD(tls_verify), 0, 0, 0, NULL, NULL, 0},
+    {"upload.insecure_http", KT_BOOL, FIELD(insecure_http), 0, 0, 0, NULL, NULL, 0},
     {"upload.timeout_s", KT_INT, FIELD(upload_timeout_s), 0, 1, 3600, NULL, NULL, 0},
     {"upload.connect_timeout_s", KT_INT, FIELD(connect_timeout_s), 0, 1, 600, NULL, NULL, 0},
     {"upload.retries", KT_INT, FIELD(upload_retries), 0, 0, 100, NULL, NULL, 0},
@@ -549,10 +550,16 @@ int pp_config_read_token(struct pp_config *c, char err[PP_MAX_ERR]) {
     return -1;
   }
   struct stat st;
-  if (fstat(fileno(f), &st) == 0 && (st.st_mode & S_IROTH)) {
+  if (fstat(fileno(f), &st) < 0 || !S_ISREG(st.st_mode)) {
     fclose(f);
-    snprintf(err, PP_MAX_ERR, "polyprof: --token-file %s: readable by everyone (chmod 600 it)",
-             c->token_file);
+    snprintf(err, PP_MAX_ERR, "polyprof: --token-file %s: not a regular file", c->token_file);
+    return -1;
+  }
+  if (st.st_mode & S_IROTH) {
+    fclose(f);
+    snprintf(err, PP_MAX_ERR,
+             "polyprof: --token-file %s: readable by everyone (mode %04o): refused, chmod 600 it",
+             c->token_file, (unsigned)(st.st_mode & 07777));
     return -1;
   }
   char buf[1024] = "";
@@ -570,6 +577,25 @@ int pp_config_read_token(struct pp_config *c, char err[PP_MAX_ERR]) {
   set_str(&c->token, b);
   explicit_bzero(buf, sizeof(buf));
   return 0;
+}
+
+static bool plain_http(const char *url) {
+  return url && strncasecmp(url, "http://", 7) == 0;
+}
+
+int pp_config_check_token_transport(const struct pp_config *c, char err[PP_MAX_ERR]) {
+  if (!c->token || c->insecure_http) return 0;
+  /* the logs API gets the token too, so its host counts as much */
+  const char *url = plain_http(c->server_host)  ? c->server_host
+                    : plain_http(c->api_server) ? c->api_server
+                                                : NULL;
+  if (!url) return 0;
+  snprintf(err, PP_MAX_ERR,
+           "polyprof: refusing to send the API token in clear text to %.200s: use an https:// "
+           "server, or pass --insecure-http (upload.insecure_http: true) if the network to it is "
+           "trusted",
+           url);
+  return -1;
 }
 
 int pp_config_check_run(const struct pp_config *c, char err[PP_MAX_ERR]) {

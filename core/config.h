@@ -137,6 +137,7 @@ struct pp_config {
   char *token_file;         /* --token-file: token read from this file */
   char *server_ca;          /* --server-ca: PEM bundle for self-hosted servers */
   bool tls_verify;          /* --insecure-skip-verify / --no-verify clear */
+  bool insecure_http;       /* --insecure-http: allow the token over plain http:// */
   int upload_timeout_s;     /* --server-upload-timeout (default 120) */
   int connect_timeout_s;    /* upload.connect_timeout_s (default 10) */
   int upload_retries;       /* attempts after the first (default 3) */
@@ -213,6 +214,11 @@ void pp_config_add_flag(struct pp_config *c, const char *flag, const char *value
 /* Cross-key checks for the `run` command: at least one output (-o or -u),
  * and -u needs a token and a service name. 0, or -1 with a message. */
 int pp_config_check_run(const struct pp_config *c, char err[PP_MAX_ERR]);
+
+/* The token is about to travel: refuse a plain http:// server (studio or
+ * logs API) unless c->insecure_http says the network is trusted. 0, or -1
+ * with a message. */
+int pp_config_check_token_transport(const struct pp_config *c, char err[PP_MAX_ERR]);
 
 /* Replace c->token by the first line of c->token_file (blanks trimmed). The
  * file should be readable by root only; a world-readable one is refused.

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "support/safe_file.h"
+
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static int stderr_level = PP_LOG_INFO;
 static FILE *log_file;
@@ -77,8 +79,10 @@ int pp_log_open_file(const char *path, size_t max_bytes, int backups) {
   if (!path || !*path) return 0;
   int rc = mkdir_parents(path);
   if (rc < 0) return rc;
-  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (fd < 0) return -errno;
+  /* the log directory may be shared: no planted symlink or foreign file is
+   * ever appended to */
+  int fd = pp_safe_open_own(path, true, 0640);
+  if (fd < 0) return fd;
   FILE *f = fdopen(fd, "a");
   if (!f) {
     rc = -errno;
@@ -120,7 +124,7 @@ static void rotate_locked(void) {
   }
   fclose(log_file);
   if (log_backups == 0) unlink(log_path);
-  int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  int fd = pp_safe_open_own(log_path, true, 0640);
   log_file = fd >= 0 ? fdopen(fd, "a") : NULL;
   if (log_file) setvbuf(log_file, NULL, _IOLBF, 0);
 }

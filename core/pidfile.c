@@ -2,12 +2,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "support/safe_file.h"
 
 static void mkdir_parent(const char *path) {
   char dir[4096];
@@ -18,28 +21,46 @@ static void mkdir_parent(const char *path) {
   mkdir(dir, 0755);
 }
 
+/* Whether fd is still the file at path: an agent that exits unlinks the
+ * file while holding the lock, so a lock won on an unlinked file is
+ * worthless and the open is retried. */
+static bool still_at(int fd, const char *path) {
+  struct stat a, b;
+  return fstat(fd, &a) == 0 && lstat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 int pp_pidfile_acquire(const char *path, char *err, size_t errlen) {
   mkdir_parent(path);
-  /* O_NOFOLLOW: the file may sit in a shared directory; never follow a
-   * planted symlink as root */
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) {
-    int e = errno;
-    snprintf(err, errlen, "cannot open pid file %s: %s", path, strerror(e));
-    return -e;
-  }
-  if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-    int e = errno;
-    char buf[32] = "";
-    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-    if (n > 0) buf[n] = '\0';
-    long holder = strtol(buf, NULL, 10);
-    if (e == EWOULDBLOCK && holder > 0)
-      snprintf(err, errlen, "another polyprof (pid %ld) is running: %s is locked", holder, path);
-    else
-      snprintf(err, errlen, "cannot lock pid file %s: %s", path, strerror(e));
+  int fd = -1;
+  for (int attempt = 0; attempt < 8; attempt++) {
+    /* the file may sit in a shared directory: never follow a planted
+     * symlink, never write a file someone else created */
+    fd = pp_safe_open_own(path, false, 0644);
+    if (fd < 0) {
+      snprintf(err, errlen, "cannot open pid file %s: %s", path,
+               fd == -EPERM ? "not a regular file of the agent's user (planted?)" : strerror(-fd));
+      return fd;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+      int e = errno;
+      char buf[32] = "";
+      ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+      if (n > 0) buf[n] = '\0';
+      long holder = strtol(buf, NULL, 10);
+      if (e == EWOULDBLOCK && holder > 0)
+        snprintf(err, errlen, "another polyprof (pid %ld) is running: %s is locked", holder, path);
+      else
+        snprintf(err, errlen, "cannot lock pid file %s: %s", path, strerror(e));
+      close(fd);
+      return -(e == EWOULDBLOCK ? EBUSY : e);
+    }
+    if (still_at(fd, path)) break;
     close(fd);
-    return -(e == EWOULDBLOCK ? EBUSY : e);
+    fd = -1;
+  }
+  if (fd < 0) {
+    snprintf(err, errlen, "cannot lock pid file %s: it keeps being replaced", path);
+    return -EBUSY;
   }
   char buf[32];
   int n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());

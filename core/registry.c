@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -28,6 +29,7 @@
 #include "log.h"
 #include "privileges.h"
 #include "supervisor.h"
+#include "support/trusted_path.h"
 #include "worker_loop.h"
 
 #define PROBE_TIMEOUT_MS 5000
@@ -590,6 +592,15 @@ int pp_registry_scan(const char *dir, struct pp_plugin_info **out, size_t *count
   *count = 0;
   char *absdir = realpath(dir, NULL);
   if (!absdir) return -errno;
+  /* dlopen runs a plugin's code with the agent's privileges: the directory
+   * and every one above it must be beyond the reach of other users */
+  char why[PATH_MAX + 128];
+  int trc = pp_trusted_path_check(dir, true, why, sizeof(why));
+  if (trc < 0) {
+    pp_log(PP_LOG_ERROR, "polyprof", "plugin directory %s refused: %s", dir, why);
+    free(absdir);
+    return trc == -ENOENT ? trc : -EACCES;
+  }
   DIR *dh = opendir(absdir);
   if (!dh) {
     int rc = -errno;
@@ -631,7 +642,12 @@ int pp_registry_scan(const char *dir, struct pp_plugin_info **out, size_t *count
       rc = -ENOMEM;
       break;
     }
-    probe(info);
+    char why_file[PATH_MAX + 128];
+    if (pp_trusted_path_check(info->path, false, why_file, sizeof(why_file)) < 0) {
+      if (asprintf(&info->error, "%s", why_file) < 0) info->error = strdup("untrusted plugin file");
+    } else {
+      probe(info);
+    }
     for (size_t j = 0; !info->error && j < i; j++) {
       if (!infos[j].error && strcmp(infos[j].desc.name, info->desc.name) == 0) {
         if (asprintf(&info->error, "%s: duplicate plugin name \"%s\" (already provided by %s)",

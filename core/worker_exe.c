@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "support/trusted_path.h"
+
 /* Set by the build: the install path, and the worker's directory relative
  * to the agent's (sbin). */
 #ifndef POLYPROF_WORKER_PATH
@@ -16,27 +18,38 @@
 #define POLYPROF_WORKER_RELDIR "../lib/polyprof"
 #endif
 
-/* 0 if path is a regular file we may execute, else -errno. */
-static int runnable(const char *path) {
+/* 0 if path is a regular file we may execute, else -errno. The worker
+ * runs every plugin with the agent's privileges: the file and each
+ * directory above it must be beyond other users' reach (why says how not). */
+static int runnable(const char *path, char *why, size_t whylen) {
   struct stat st;
   if (stat(path, &st) < 0) return -errno;
   if (!S_ISREG(st.st_mode)) return -EACCES;
   if (access(path, X_OK) < 0) return -errno;
-  return 0;
+  return pp_trusted_path_check(path, false, why, whylen);
 }
 
-static int take(const char *path, char *out, size_t cap) {
-  if (runnable(path)) return -1;
+/* An untrusted candidate is remembered in untrusted (the first one) so the
+ * final error says why it was passed over instead of calling it missing. */
+static int take(const char *path, char *out, size_t cap, char *untrusted, size_t ulen) {
+  char why[PP_WORKER_EXE_MAX + 160] = "";
+  int rc = runnable(path, why, sizeof(why));
+  if (rc == -EPERM && !untrusted[0]) snprintf(untrusted, ulen, "%s", why);
+  if (rc) return -1;
   if ((size_t)snprintf(out, cap, "%s", path) >= cap) return -1;
   return 0;
 }
 
 int pp_worker_exe_find(const char *configured, char *out, size_t cap, char *err, size_t errlen) {
+  char untrusted[PP_WORKER_EXE_MAX + 160] = "";
   if (configured && configured[0]) {
-    int rc = configured[0] == '/' ? runnable(configured) : -EINVAL;
-    if (!rc && !take(configured, out, cap)) return 0;
+    char why[PP_WORKER_EXE_MAX + 160] = "";
+    int rc = configured[0] == '/' ? runnable(configured, why, sizeof(why)) : -EINVAL;
+    if (!rc && (size_t)snprintf(out, cap, "%s", configured) < cap) return 0;
     snprintf(err, errlen, "plugins.worker_path %s: %s", configured,
-             rc == -EINVAL ? "not an absolute path" : strerror(rc ? -rc : ENAMETOOLONG));
+             rc == -EINVAL  ? "not an absolute path"
+             : rc == -EPERM ? why
+                            : strerror(rc ? -rc : ENAMETOOLONG));
     return rc ? rc : -ENAMETOOLONG;
   }
   char self[PP_WORKER_EXE_MAX];
@@ -50,10 +63,16 @@ int pp_worker_exe_find(const char *configured, char *out, size_t cap, char *err,
       snprintf(beside, sizeof(beside), "%s/%s", self, PP_WORKER_EXE_NAME);
       snprintf(relative, sizeof(relative), "%s/%s/%s", self, POLYPROF_WORKER_RELDIR,
                PP_WORKER_EXE_NAME);
-      if (!take(beside, out, cap) || !take(relative, out, cap)) return 0;
+      if (!take(beside, out, cap, untrusted, sizeof(untrusted)) ||
+          !take(relative, out, cap, untrusted, sizeof(untrusted)))
+        return 0;
     }
   }
-  if (!take(POLYPROF_WORKER_PATH, out, cap)) return 0;
+  if (!take(POLYPROF_WORKER_PATH, out, cap, untrusted, sizeof(untrusted))) return 0;
+  if (untrusted[0]) {
+    snprintf(err, errlen, "the plugin worker executable is refused: %s", untrusted);
+    return -EPERM;
+  }
   snprintf(err, errlen,
            "the plugin worker executable %s is missing (also looked for %s%s%s); reinstall "
            "polyprof or set plugins.worker_path",

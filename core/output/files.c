@@ -2,19 +2,21 @@
  * Output files (docs/formats.md): <dir>/profile_<UTC end>.<ext>,
  * a "last_*" symlink to the newest one, and --rotating-output.
  *
- * Crash safety: readers only ever see complete files, because data goes to
- * a hidden temp name in the same directory and is renamed into place, and
- * the symlink is re-pointed by renaming a fresh symlink over it.
+ * Crash safety and hostile neighbours: every file and the symlink are made
+ * by support/safe_file (a fresh temp name created with O_EXCL|O_NOFOLLOW,
+ * renamed into place, the directory fsynced), so readers only ever see
+ * complete files and nothing planted in the directory is written through.
+ * The directory itself must be the agent's (or root's) and not writable by
+ * group or others, else someone could swap files between our steps.
  *
- * No fsync. A profile is telemetry that the next session replaces within a
- * minute; what fsync buys is that a power cut right after a session cannot
- * leave that one file empty, and what it costs is that on a busy ext4 host
- * fsync waits for a journal commit that may carry everybody's dirty data:
- * seconds of stall in the session loop, plus forced writeback that the
- * profiled workload pays for. Write errors are still caught: fflush/fclose
- * results are checked (local filesystems report ENOSPC/EDQUOT at write time
- * with delayed allocation; NFS reports at close), and a failed file is
- * removed, never renamed into place.
+ * The data file itself is not fsynced. A profile is telemetry that the next
+ * session replaces within a minute; an fsync per file on a busy ext4 host
+ * waits for a journal commit carrying everybody's dirty data, which the
+ * session loop and the profiled workload would pay for. The directory fsync
+ * after the rename is cheap (metadata only) and makes the new name durable.
+ * Write errors are still caught: fflush/fclose results are checked (ENOSPC
+ * and EDQUOT at write time with delayed allocation, NFS at close), and a
+ * failed file is removed, never renamed into place.
  */
 #include "output/files.h"
 
@@ -30,6 +32,7 @@
 
 #include "output/formats.h"
 #include "polyprof/plugin.h" /* PP_PRINTF */
+#include "support/safe_file.h"
 
 static int set_err(char *err, size_t errlen, int rc, const char *fmt, ...) PP_PRINTF(4, 5);
 static int set_err(char *err, size_t errlen, int rc, const char *fmt, ...) {
@@ -73,24 +76,29 @@ static int mkdir_p(const char *dir, char *err, size_t errlen) {
   return 0;
 }
 
+/* Leftover temp files younger than this may belong to a `polyprof convert`
+ * writing into the same directory right now. */
+#define SWEEP_MIN_AGE_S 60
+
 int pp_output_check_dir(const char *dir, char *err, size_t errlen) {
   if (!dir) return set_err(err, errlen, -EINVAL, "output directory: not set");
   int rc = mkdir_p(dir, err, errlen);
   if (rc < 0) return rc;
-  /* access(W_OK) would say yes to root on a read-only mount's neighbour
-   * rules and no for ACL cases; creating a file is the only real proof. */
+  char why[PATH_MAX + 160];
+  rc = pp_safe_check_dir(dir, why, sizeof(why));
+  if (rc < 0) return set_err(err, errlen, rc, "output directory %s", why);
+  /* access(W_OK) would say yes to root on a read-only mount and no in ACL
+   * cases; creating a file is the only real proof. */
   char probe[PATH_MAX];
-  if (snprintf(probe, sizeof(probe), "%s/.polyprof-probe-%ld", dir, (long)getpid()) >=
-      (int)sizeof(probe))
-    return set_err(err, errlen, -ENAMETOOLONG, "output directory %s: %s", dir,
-                   strerror(ENAMETOOLONG));
-  int fd = open(probe, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    int e = errno;
-    return set_err(err, errlen, -e, "output directory %s is not writable: %s", dir, strerror(e));
-  }
+  int fd = pp_safe_create_temp(dir, "probe", 0600, probe, sizeof(probe));
+  if (fd < 0)
+    return set_err(err, errlen, fd, "output directory %s is not writable: %s", dir, strerror(-fd));
   close(fd);
   unlink(probe);
+  size_t swept = pp_safe_sweep_temps(dir, SWEEP_MIN_AGE_S);
+  if (swept && err && errlen)
+    snprintf(err, errlen, "output directory %s: removed %zu temporary file(s) left by a crash", dir,
+             swept);
   return 0;
 }
 
@@ -120,49 +128,10 @@ void pp_output_session_stem(const char *dir, time_t end, char *buf, size_t len) 
     snprintf(buf, len, "%s_%d", base, n);
 }
 
-/* A fresh hidden temp file next to `final`, 0644 (minus umask). */
-static int open_temp(const char *dir, const char *base, char *tmp, size_t tmplen) {
-  static unsigned counter;
-  for (int attempt = 0; attempt < 100; attempt++) {
-    if (snprintf(tmp, tmplen, "%s/.%s.%ld.%u.tmp", dir, base, (long)getpid(), counter++) >=
-        (int)tmplen)
-      return -ENAMETOOLONG;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd >= 0 || errno != EEXIST) return fd >= 0 ? fd : -errno;
-  }
-  return -EEXIST;
-}
-
-static int write_file(const char *dir, const char *base, const char *final, pp_output_write_fn fn,
-                      void *ctx, char *err, size_t errlen) {
-  char tmp[PATH_MAX];
-  int fd = open_temp(dir, base, tmp, sizeof(tmp));
-  if (fd < 0) return set_err(err, errlen, fd, "cannot create a file in %s: %s", dir, strerror(-fd));
-  FILE *f = fdopen(fd, "w");
-  if (!f) {
-    int e = errno;
-    close(fd);
-    unlink(tmp);
-    return set_err(err, errlen, -e, "%s: %s", final, strerror(e));
-  }
-  setvbuf(f, NULL, _IOFBF, 1 << 16);
-  errno = 0;
-  int rc = fn(f, ctx);
-  int e = errno;
-  if (rc == 0 && (fflush(f) != 0 || ferror(f)))
-    rc = -(errno ? errno : EIO);
-  else if (rc > 0)
-    rc = -(e ? e : EIO); /* writer returned a positive code */
-  if (fclose(f) != 0 && rc == 0) rc = -(errno ? errno : EIO);
-  if (rc == 0 && rename(tmp, final) < 0) {
-    rc = -errno;
-    unlink(tmp);
-    return set_err(err, errlen, rc, "cannot rename %s to %s: %s", tmp, final, strerror(-rc));
-  }
-  if (rc < 0) {
-    unlink(tmp);
-    return set_err(err, errlen, rc, "writing %s failed: %s", final, strerror(-rc));
-  }
+static int write_file(const char *final, pp_output_write_fn fn, void *ctx, char *err,
+                      size_t errlen) {
+  int rc = pp_safe_write_file(final, 0644, fn, ctx);
+  if (rc < 0) return set_err(err, errlen, rc, "writing %s failed: %s", final, strerror(-rc));
   return 0;
 }
 
@@ -170,23 +139,14 @@ static int write_file(const char *dir, const char *base, const char *final, pp_o
  * the old target as read before (empty if none). */
 static int repoint_link(const char *dir, const char *link_name, const char *base, char *prev,
                         size_t prevlen, char *err, size_t errlen) {
-  char link[PATH_MAX], tmp[PATH_MAX];
-  if (snprintf(link, sizeof(link), "%s/%s", dir, link_name) >= (int)sizeof(link) ||
-      snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dir, link_name) >= (int)sizeof(tmp))
+  char link[PATH_MAX];
+  if (snprintf(link, sizeof(link), "%s/%s", dir, link_name) >= (int)sizeof(link))
     return set_err(err, errlen, -ENAMETOOLONG, "%s/%s: %s", dir, link_name, strerror(ENAMETOOLONG));
   ssize_t n = readlink(link, prev, prevlen - 1);
   prev[n > 0 ? n : 0] = '\0';
   if (n >= (ssize_t)prevlen - 1) prev[0] = '\0'; /* truncated: not a name we wrote */
-  /* "<link>.tmp", like gProfiler; a leftover from a crash is replaced. */
-  if (symlink(base, tmp) < 0 && (errno != EEXIST || unlink(tmp) < 0 || symlink(base, tmp) < 0)) {
-    int e = errno;
-    return set_err(err, errlen, -e, "cannot create symlink %s: %s", tmp, strerror(e));
-  }
-  if (rename(tmp, link) < 0) {
-    int e = errno;
-    unlink(tmp);
-    return set_err(err, errlen, -e, "cannot replace %s: %s", link, strerror(e));
-  }
+  int rc = pp_safe_replace_symlink(dir, base, link_name);
+  if (rc < 0) return set_err(err, errlen, rc, "cannot replace %s: %s", link, strerror(-rc));
   return 0;
 }
 
@@ -213,7 +173,7 @@ int pp_output_publish(const char *dir, const char *stem, const char *ext, const 
       snprintf(final, sizeof(final), "%s/%s", dir, base) >= (int)sizeof(final))
     return set_err(err, errlen, -ENAMETOOLONG, "%s/%s%s: %s", dir, stem, ext ? ext : "",
                    strerror(ENAMETOOLONG));
-  int rc = write_file(dir, base, final, fn, ctx, err, errlen);
+  int rc = write_file(final, fn, ctx, err, errlen);
   if (rc < 0 || !link_name) return rc;
   char prev[PATH_MAX];
   /* If re-pointing fails, the new file is complete and stays (it is data

@@ -4,16 +4,22 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
 #include "log.h"
+#include "support/safe_file.h"
 #include "upload/spool.h"
 
 #define SUFFIX ".json.gz"
+/* temp name of the versions before support/safe_file */
+#define OLD_TEMP_PREFIX ".tmp-"
 
 struct pp_spool {
   char *dir;
@@ -39,6 +45,8 @@ static int mkdir_p(const char *dir) {
   if (mkdir(buf, 0700) < 0 && errno != EEXIST) return -errno;
   return 0;
 }
+
+static struct entry *list(struct pp_spool *s, size_t *count, size_t *total);
 
 struct pp_spool *pp_spool_open(const char *dir, size_t max_bytes, char *err, size_t errlen) {
   int rc = mkdir_p(dir);
@@ -70,6 +78,7 @@ struct pp_spool *pp_spool_open(const char *dir, size_t max_bytes, char *err, siz
   }
   s->max_bytes = max_bytes;
   pthread_mutex_init(&s->mu, NULL);
+  free(list(s, &(size_t){0}, &(size_t){0})); /* sweeps what a crash left */
   return s;
 }
 
@@ -89,20 +98,35 @@ static bool is_entry(const char *name) {
   return name[0] != '.' && n > sl && strcmp(name + n - sl, SUFFIX) == 0 && n < 128;
 }
 
-/* Entries sorted oldest first; *total their size. Caller frees. */
+static bool is_temp(const char *name) {
+  return pp_safe_is_temp_name(name) || strncmp(name, OLD_TEMP_PREFIX, strlen(OLD_TEMP_PREFIX)) == 0;
+}
+
+/* Entries sorted oldest first; *total their size. Temp files found here
+ * were left by a crash (a put in progress holds the mutex): they are
+ * removed, and any that cannot be counts toward the cap like an entry, so
+ * crash leftovers can never grow the spool past it. Caller frees. */
 static struct entry *list(struct pp_spool *s, size_t *count, size_t *total) {
   *count = 0;
   *total = 0;
   DIR *d = opendir(s->dir);
   if (!d) return NULL;
   struct entry *v = NULL;
-  size_t cap = 0;
+  size_t cap = 0, swept = 0;
   struct dirent *de;
   while ((de = readdir(d))) {
-    if (!is_entry(de->d_name)) continue;
+    bool temp = is_temp(de->d_name);
+    if (!temp && !is_entry(de->d_name)) continue;
     struct stat st;
-    if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+    if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) continue;
+    if (temp) {
+      if (unlinkat(dirfd(d), de->d_name, 0) == 0)
+        swept++;
+      else if (S_ISREG(st.st_mode))
+        *total += (size_t)st.st_size;
       continue;
+    }
+    if (!S_ISREG(st.st_mode)) continue;
     if (*count == cap) {
       cap = cap ? cap * 2 : 16;
       struct entry *nv = realloc(v, cap * sizeof(*v));
@@ -116,6 +140,9 @@ static struct entry *list(struct pp_spool *s, size_t *count, size_t *total) {
     (*count)++;
   }
   closedir(d);
+  if (swept)
+    pp_log(PP_LOG_WARNING, "polyprof.upload",
+           "spool %s: removed %zu incomplete file(s) left by an interrupted write", s->dir, swept);
   if (v) qsort(v, *count, sizeof(*v), cmp_entry);
   return v;
 }
@@ -143,26 +170,17 @@ int pp_spool_put(struct pp_spool *s, time_t end, const char *id, const void *bod
   snprintf(name, sizeof(name), "%010lld-%06u-%.32s" SUFFIX, (long long)end, s->seq++ % 1000000u,
            id);
   snprintf(path, sizeof(path), "%s/%s", s->dir, name);
-  snprintf(tmp, sizeof(tmp), "%s/.tmp-%s", s->dir, name);
-  int rc = 0;
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) {
-    rc = -errno;
-  } else {
-    const char *p = body;
-    size_t left = len;
-    while (left && rc == 0) {
-      ssize_t w = write(fd, p, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0)
-        rc = w < 0 ? -errno : -EIO;
-      else
-        p += w, left -= (size_t)w;
-    }
+  int fd = pp_safe_create_temp(s->dir, "spool", 0600, tmp, sizeof(tmp));
+  int rc = fd < 0 ? fd : pp_safe_write_all(fd, body, len);
+  if (fd >= 0) {
+    /* the spool outlives the agent: the body itself must be on disk before
+     * its name says it is complete */
     if (rc == 0 && fsync(fd) < 0) rc = -errno;
     if (close(fd) < 0 && rc == 0) rc = -errno;
-    if (rc == 0 && rename(tmp, path) < 0) rc = -errno;
-    if (rc < 0) unlink(tmp);
+    if (rc == 0)
+      rc = pp_safe_rename_into_place(tmp, path);
+    else
+      unlink(tmp);
   }
   pthread_mutex_unlock(&s->mu);
   return rc;
@@ -188,26 +206,50 @@ int pp_spool_oldest(struct pp_spool *s, char *path, size_t pathlen, char id[33])
   return rc;
 }
 
+/* Whether body is one whole gzip member: a file cut short (a disk filled
+ * before the spool wrote with fsync, a copy from an older agent, a hand
+ * edit) must not be sent as a profile. Inflated into a scratch buffer that
+ * is thrown away. */
+static bool gzip_whole(const unsigned char *body, size_t len) {
+  z_stream z;
+  memset(&z, 0, sizeof(z));
+  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) return false;
+  unsigned char scratch[16384];
+  z.next_in = (unsigned char *)body;
+  z.avail_in = (uInt)len;
+  int zr;
+  do {
+    z.next_out = scratch;
+    z.avail_out = sizeof(scratch);
+    zr = inflate(&z, Z_NO_FLUSH);
+  } while (zr == Z_OK);
+  bool ok = zr == Z_STREAM_END;
+  inflateEnd(&z);
+  return ok;
+}
+
 int pp_spool_read(struct pp_spool *s, const char *path, unsigned char **body, size_t *len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) return -errno;
   struct stat st;
-  if (fstat(fd, &st) < 0 || (size_t)st.st_size > s->max_bytes) {
+  if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > s->max_bytes ||
+      (size_t)st.st_size > UINT32_MAX) {
     close(fd);
     return -EFBIG;
   }
-  unsigned char *b = malloc((size_t)st.st_size + 1);
-  size_t n = 0;
-  while (b && n < (size_t)st.st_size) {
-    ssize_t r = read(fd, b + n, (size_t)st.st_size - n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    n += (size_t)r;
-  }
+  size_t size = (size_t)st.st_size;
+  unsigned char *b = malloc(size + 1);
+  /* a short read (the file shrank under us) is an error: the entry stays
+   * for the next attempt instead of a part of it being sent */
+  int rc = b ? pp_safe_read_exact(fd, b, size) : -ENOMEM;
   close(fd);
-  if (!b) return -ENOMEM;
+  if (rc == 0 && !gzip_whole(b, size)) rc = -EBADMSG;
+  if (rc < 0) {
+    free(b);
+    return rc;
+  }
   *body = b;
-  *len = n;
+  *len = size;
   return 0;
 }
 

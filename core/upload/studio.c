@@ -57,11 +57,13 @@ int pp_studio_body(const char *col, size_t col_len, time_t start, time_t end, do
   return rc;
 }
 
-/* base + "/api/<ver>/<path>?key=..&service=..&hostname=..&timestamp=..[&extra]" */
+/* base + "/api/<ver>/<path>?service=..&hostname=..&timestamp=..[&extra]".
+ * The token travels only in the GPROFILER-API-KEY header, which is where
+ * the studio reads it (docs/upload.md): a URL ends up in proxy and server
+ * access logs, a header does not. */
 static char *studio_url(const struct pp_studio_conf *c, const char *path, const char *extra) {
   char ts[32];
   pp_http_now_iso(ts, sizeof(ts));
-  char *k = pp_url_escape(c->token ? c->token : "");
   char *s = pp_url_escape(c->service_name ? c->service_name : "");
   char *h = pp_url_escape(c->hostname ? c->hostname : "");
   char *t = pp_url_escape(ts);
@@ -69,11 +71,10 @@ static char *studio_url(const struct pp_studio_conf *c, const char *path, const 
   size_t bl = strlen(c->server_host);
   while (bl && c->server_host[bl - 1] == '/')
     bl--;
-  if (k && s && h && t &&
-      asprintf(&url, "%.*s%s?key=%s&service=%s&hostname=%s&timestamp=%s%s%s", (int)bl,
-               c->server_host, path, k, s, h, t, extra ? "&" : "", extra ? extra : "") < 0)
+  if (s && h && t &&
+      asprintf(&url, "%.*s%s?service=%s&hostname=%s&timestamp=%s%s%s", (int)bl, c->server_host,
+               path, s, h, t, extra ? "&" : "", extra ? extra : "") < 0)
     url = NULL;
-  free(k);
   free(s);
   free(h);
   free(t);

@@ -215,9 +215,20 @@ static void drain_one(struct pp_uploader *u) {
   unsigned char *body = NULL;
   size_t len = 0;
   int rc = pp_spool_read(u->spool, path, &body, &len);
-  if (rc < 0) {
-    pp_log(PP_LOG_WARNING, TAG, "spooled %s unreadable (%s): removed", path, strerror(-rc));
+  if (rc == -EBADMSG || rc == -EFBIG) {
+    /* never sendable: a cut-off gzip or more than the whole spool may hold */
+    pp_log(PP_LOG_ERROR, TAG, "spooled %s is %s: not uploaded, removed", path,
+           rc == -EBADMSG ? "incomplete (a truncated gzip)" : "larger than the spool cap");
     pp_spool_remove(u->spool, path);
+    return;
+  }
+  if (rc < 0) {
+    /* a short read or an I/O error may pass: the file stays for a later try */
+    pp_log(PP_LOG_WARNING, TAG, "spooled %s unreadable (%s): kept for a later attempt", path,
+           strerror(-rc));
+    pthread_mutex_lock(&u->mu);
+    u->spool_dirty = false;
+    pthread_mutex_unlock(&u->mu);
     return;
   }
   char gpid[PP_GPID_MAX + 1];

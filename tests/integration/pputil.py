@@ -63,8 +63,11 @@ def tempdir(prefix="pptest-"):
 
 
 def plugin_dir_with(*paths):
-    """A temp plugin directory holding symlinks to exactly these .so files."""
+    """A temp plugin directory holding symlinks to exactly these .so files.
+    0755 like an installed one: the agent refuses a plugin directory that
+    others could write to, and workers that drop root must still read it."""
     d = tempdir("pplugins-")
+    os.chmod(d, 0o755)
     for p in paths:
         os.symlink(p, os.path.join(d, os.path.basename(p)))
     return d

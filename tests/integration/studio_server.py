@@ -22,7 +22,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 REQUIRED_BODY = ["start_time", "end_time", "hostname", "profile", "cpu_avg", "mem_avg",
                  "spawn_time", "gpid"]
-REQUIRED_QUERY = ["key", "service", "hostname", "timestamp", "version"]
+REQUIRED_QUERY = ["service", "hostname", "timestamp", "version"]
+# the token travels in the GPROFILER-API-KEY header only: a URL is logged by
+# proxies and servers
+FORBIDDEN_QUERY = ["key", "token"]
 
 
 def make_cert(d):
@@ -143,8 +146,13 @@ class Studio:
                 for k in REQUIRED_QUERY:
                     if k not in q:
                         studio.err("query parameter %s missing" % k)
-                if q.get("key", [""])[0] != studio.token or q.get("service", [""])[0] != studio.service:
-                    studio.err("query key/service wrong")
+                for k in FORBIDDEN_QUERY:
+                    if k in q:
+                        studio.err("query parameter %s carries the token" % k)
+                if q.get("service", [""])[0] != studio.service:
+                    studio.err("query service wrong")
+                if studio.token in self.path:
+                    studio.err("the token is in the URL")
                 try:
                     body = json.loads(gzip.decompress(raw).decode("utf-8"))
                 except Exception as e:  # noqa

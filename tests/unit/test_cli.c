@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "config.h"
@@ -442,6 +444,82 @@ static void test_help(void) {
   CHECK(pp_cli_suggest_flag("--zzzzzzzzzz", NULL, 0) == NULL);
 }
 
+/* The token: taken out of the environment, refused over plain http://
+ * without --insecure-http, refused from a token file others can read. */
+static void test_secrets(void) {
+  struct pp_cli cli;
+  struct args a;
+  struct pp_config c;
+  char err[PP_MAX_ERR] = "";
+  char dir[] = "/tmp/pp-cli-secrets-XXXXXX", tf[128], cfgf[128];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(cfgf, sizeof(cfgf), "%s/empty.yaml", dir);
+  FILE *f = fopen(cfgf, "w");
+  CHECK(f && fputs("{}\n", f) >= 0 && fclose(f) == 0);
+
+  /* POLYPROF_TOKEN is used, then gone from the environment, and still
+   * there for a reload that rebuilds the configuration */
+  setenv("POLYPROF_TOKEN", "env-tok", 1);
+  CHECK_EQ_INT(parse(&cli, &a, err, "--config", cfgf, NULL), 0);
+  CHECK_EQ_INT(pp_cli_configure(&cli, &c, err), 0);
+  CHECK_EQ_STR(c.token, "env-tok");
+  CHECK(getenv("POLYPROF_TOKEN") == NULL);
+  pp_config_free(&c);
+  CHECK_EQ_INT(pp_cli_configure(&cli, &c, err), 0);
+  CHECK_EQ_STR(c.token, "env-tok");
+  pp_config_free(&c);
+  pp_cli_free(&cli);
+
+  /* plain http with a token: refused unless asked for */
+  CHECK_EQ_INT(parse(&cli, &a, err, "--config", cfgf, "-u", "--service-name", "s", "--server-host",
+                     "http://studio.example:8080", NULL),
+               0);
+  CHECK_EQ_INT(pp_cli_configure(&cli, &c, err), PP_CLI_EXIT_USAGE);
+  CHECK_CONTAINS(err, "refusing to send the API token in clear text to http://studio.example:8080");
+  CHECK_CONTAINS(err, "--insecure-http");
+  pp_config_free(&c);
+  pp_cli_free(&cli);
+  CHECK_EQ_INT(parse(&cli, &a, err, "--config", cfgf, "-u", "--service-name", "s", "--server-host",
+                     "https://studio.example", "--api-server", "HTTP://logs.example", NULL),
+               0);
+  CHECK_EQ_INT(pp_cli_configure(&cli, &c, err), PP_CLI_EXIT_USAGE);
+  CHECK_CONTAINS(err, "HTTP://logs.example");
+  pp_config_free(&c);
+  pp_cli_free(&cli);
+  CHECK_EQ_INT(parse(&cli, &a, err, "--config", cfgf, "-u", "--service-name", "s", "--server-host",
+                     "http://studio.example:8080", "--insecure-http", NULL),
+               0);
+  CHECK_EQ_INT(pp_cli_configure(&cli, &c, err), 0);
+  CHECK(c.insecure_http);
+  pp_config_free(&c);
+  pp_cli_free(&cli);
+  /* without upload the token goes nowhere: nothing to refuse */
+  CHECK_EQ_INT(parse(&cli, &a, err, "--config", cfgf, "--server-host", "http://s", NULL), 0);
+  CHECK_EQ_INT(pp_cli_configure(&cli, &c, err), 0);
+  pp_config_free(&c);
+  pp_cli_free(&cli);
+  unsetenv("POLYPROF_TOKEN");
+
+  /* --token-file: readable by others is refused, private is read */
+  snprintf(tf, sizeof(tf), "%s/token", dir);
+  f = fopen(tf, "w");
+  CHECK(f && fputs("  file-tok \n", f) >= 0 && fclose(f) == 0);
+  CHECK(chmod(tf, 0644) == 0);
+  CHECK_EQ_INT(parse(&cli, &a, err, "--config", cfgf, "--token-file", tf, NULL), 0);
+  CHECK_EQ_INT(pp_cli_configure(&cli, &c, err), PP_CLI_EXIT_USAGE);
+  CHECK_CONTAINS(err, tf);
+  CHECK_CONTAINS(err, "readable by everyone");
+  pp_config_free(&c);
+  CHECK(chmod(tf, 0600) == 0);
+  CHECK_EQ_INT(pp_cli_configure(&cli, &c, err), 0);
+  CHECK_EQ_STR(c.token, "file-tok");
+  pp_config_free(&c);
+  pp_cli_free(&cli);
+  unlink(tf);
+  unlink(cfgf);
+  rmdir(dir);
+}
+
 int main(void) {
   test_every_flag();
   test_precedence();
@@ -449,5 +527,6 @@ int main(void) {
   test_commands();
   test_plugin_flags();
   test_help();
+  test_secrets();
   return pp_test_finish("test_cli");
 }

@@ -166,7 +166,7 @@ static void test_good_file(void) {
   CHECK_EQ_INT(c.worker_timeout_s, 5);
   CHECK_EQ_INT(c.worker_restart_backoff_max_s, 60);
   CHECK(c.upload);
-  CHECK_EQ_STR(c.server_host, "http://127.0.0.1:8080");
+  CHECK_EQ_STR(c.server_host, "https://127.0.0.1:8080");
   CHECK_EQ_STR(c.token, "secret");
   CHECK_EQ_STR(c.service_name, "my-service");
   /* the plugin section is kept raw, with positions */

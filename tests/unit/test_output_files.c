@@ -181,7 +181,8 @@ static void test_publish_and_rotate(void) {
   snprintf(lnk, sizeof(lnk), "%s/last_profile.col", dir);
   unlink(lnk);
   CHECK(symlink(keep, lnk) == 0);
-  /* and a stale "<link>.tmp" from a crash is replaced */
+  /* a symlink planted at the old fixed temp name is neither used nor
+   * followed: the link is made under a fresh name */
   snprintf(path, sizeof(path), "%s/last_profile.col.tmp", dir);
   CHECK(symlink("garbage", path) == 0);
   CHECK_EQ_INT(pp_output_publish(dir, "profile_F", ".col", "last_profile.col", true, write_text,
@@ -191,7 +192,10 @@ static void test_publish_and_rotate(void) {
   CHECK_EQ_STR(link_target(dir, "last_profile.col"), "profile_F.col");
   listing(dir, ls, sizeof(ls));
   CHECK_EQ_STR(ls,
-               "last_flamegraph.html last_profile.col profile_E.col profile_E.html profile_F.col");
+               "last_flamegraph.html last_profile.col last_profile.col.tmp profile_E.col "
+               "profile_E.html profile_F.col");
+  CHECK_EQ_STR(link_target(dir, "last_profile.col.tmp"), "garbage");
+  unlink(path);
   unlink(keep);
 
   /* no link at all */
@@ -246,7 +250,7 @@ static void test_tmpfs(void) {
   snprintf(dir, sizeof(dir), "%s/tiny", root);
   mkdir(dir, 0755);
   if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-      mount("tmpfs", dir, "tmpfs", 0, "size=16k") < 0) {
+      mount("tmpfs", dir, "tmpfs", 0, "size=16k,mode=0755") < 0) {
     printf("test_output_files: SKIPPED ENOSPC/EROFS cases: cannot mount a private tmpfs (%s)\n",
            strerror(errno));
     return;
@@ -257,7 +261,7 @@ static void test_tmpfs(void) {
                0);
   expect_clean_failure(dir, write_big, -ENOSPC, "tmpfs full");
 
-  CHECK(mount(NULL, dir, NULL, MS_REMOUNT | MS_RDONLY, "size=16k") == 0);
+  CHECK(mount(NULL, dir, NULL, MS_REMOUNT | MS_RDONLY, "size=16k,mode=0755") == 0);
   snprintf(sub, sizeof(sub), "%s/new", dir);
   CHECK_EQ_INT(pp_output_check_dir(dir, err, sizeof(err)), -EROFS);
   CHECK_CONTAINS(err, dir);

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "support/gzip.h"
+#include "support/safe_file.h"
 #include "testlib.h"
 #include "upload/http.h"
 #include "upload/spool.h"
@@ -35,8 +37,18 @@ int main(void) {
   char path[4200], id[33];
   CHECK_EQ_INT(pp_spool_oldest(s, path, sizeof(path), id), -ENOENT);
 
+  /* bodies are real gzip (the spool refuses a cut-off one): 277 random
+   * bytes stay a stored block, 300 bytes in all */
   static char body[1100];
-  memset(body, 0x78, sizeof(body));
+  unsigned char raw[277], *gz = NULL;
+  size_t gzlen = 0;
+  srand(7);
+  for (size_t i = 0; i < sizeof(raw); i++)
+    raw[i] = (unsigned char)rand();
+  CHECK_EQ_INT(pp_gzip(raw, sizeof(raw), 1, &gz, &gzlen), 0);
+  CHECK_EQ_INT(gzlen, 300);
+  memcpy(body, gz, gzlen);
+  free(gz);
   CHECK_EQ_INT(pp_spool_put(s, 200, "bbbb", body, 300), 0);
   CHECK_EQ_INT(pp_spool_put(s, 100, "aaaa", body, 300), 0); /* older end time sorts first */
   CHECK_EQ_INT(pp_spool_put(s, 300, "cccc", body, 300), 0);
@@ -64,9 +76,32 @@ int main(void) {
   CHECK_EQ_INT(count_files(sub, ".tmp-"), 0);
   pp_spool_free(s);
 
-  /* a reopened spool sees what an earlier run left */
+  /* a reopened spool sees what an earlier run left, and removes the temp
+   * files a crash left (old and current names) */
+  char junk[4300];
+  snprintf(junk, sizeof(junk), "%s/.tmp-0000000001-000001-zzzz.json.gz", sub);
+  FILE *jf = fopen(junk, "w");
+  CHECK(jf && fwrite(body, 1, 200, jf) == 200 && fclose(jf) == 0);
+  snprintf(junk, sizeof(junk), "%s/" PP_SAFE_TEMP_PREFIX "spool.0123456789abcdef", sub);
+  jf = fopen(junk, "w");
+  CHECK(jf && fwrite(body, 1, 200, jf) == 200 && fclose(jf) == 0);
   s = pp_spool_open(sub, 1000, err, sizeof(err));
-  CHECK_EQ_INT(pp_spool_count(s, NULL), 2);
+  CHECK_EQ_INT(pp_spool_count(s, &bytes), 2);
+  CHECK_EQ_INT(bytes, 600);
+  CHECK_EQ_INT(count_files(sub, ".tmp-") + count_files(sub, PP_SAFE_TEMP_PREFIX), 0);
+
+  /* a cut-off entry is refused (never sent as a profile) */
+  CHECK_EQ_INT(pp_spool_oldest(s, path, sizeof(path), id), 0);
+  CHECK(truncate(path, 150) == 0);
+  b = NULL;
+  CHECK_EQ_INT(pp_spool_read(s, path, &b, &len), -EBADMSG);
+  CHECK(b == NULL);
+  CHECK_EQ_INT(pp_spool_remove(s, path), 0);
+  /* a symlink in place of an entry is not read through */
+  CHECK_EQ_INT(pp_spool_oldest(s, path, sizeof(path), id), 0);
+  CHECK(unlink(path) == 0 && symlink("/etc/hostname", path) == 0);
+  CHECK_EQ_INT(pp_spool_read(s, path, &b, &len), -ELOOP);
+  unlink(path);
   pp_spool_free(s);
 
   /* a group/world-accessible directory is made private */
