@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
-"""Node.js inspector-mode overhead: requests per second of a loopback HTTP
-workload (tests/workloads/nodejs/server.js) without profiling, under polyprof
-`--nodejs-mode inspector` at 100 Hz, and under Node's own `--cpu-prof` at the
-same interval, measured in the same run. Rounds interleave the three
+"""Node.js profiling overhead: requests per second (and server CPU per
+request) of a loopback HTTP workload (tests/workloads/nodejs/server.js)
+without profiling, under polyprof's `v8` mode (stacks read from outside the
+process) and `inspector` mode, and under Node's own `--cpu-prof`, each at
+11 and 100 Hz, measured in the same run. Rounds interleave the
 configurations (rotating the order) and the median per configuration is
-reported, since the host is shared.
+reported, since the host is shared. The agent's CPU (core and nodejs
+worker, attach included) is reported per sample it wrote.
 
   bench/nodejs/bench.py [--rounds 5] [--seconds 10] [--fib 25] [--concurrency 4]
+                        [--modes v8,inspector] [--hz 11,100]
 
 Needs root (the agent signals and setns's into the target) and a built tree
 (build/polyprof, build/plugins, or PP_AGENT / PP_PLUGIN_DIR).
@@ -40,22 +43,21 @@ def start_server(extra, fib, tmp):
     return p, port
 
 
-def start_agent(pid, tmp):
+def start_agent(pid, tmp, mode, hz):
     plugins = tempfile.mkdtemp(prefix="plugins-", dir=tmp)
     os.symlink(os.path.join(PLUGIN_DIR, "nodejs.so"), os.path.join(plugins, "nodejs.so"))
     log = os.path.join(tmp, "agent.log")
-    cmd = [AGENT, "-c", "-d", "3", "-f", "100", "-o", os.path.join(tmp, "out"),
+    cmd = [AGENT, "-c", "-d", "3", "-f", str(hz), "-o", os.path.join(tmp, "out"),
            "--plugin-dir", plugins, "--config", os.path.join(SRC, "tests", "integration", "empty.yaml"),
            "--pid-file", os.path.join(tmp, "agent.pid"), "--log-file", log,
-           "--nodejs-mode", "inspector", "--pids", str(pid)]
+           "--nodejs-mode", mode, "--pids", str(pid)]
     a = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # measure the steady state: after the attach and the first session's
     # output (which includes one-off work such as reading the node binary)
     end = time.time() + 60
     while time.time() < end:
         try:
-            if "profiling" in open(log).read() and any(
-                    f.endswith(".col") for f in os.listdir(os.path.join(tmp, "out"))):
+            if any(f.endswith(".col") for f in os.listdir(os.path.join(tmp, "out"))):
                 return a
         except OSError:
             pass
@@ -100,18 +102,40 @@ def measure(port, seconds, concurrency, server_pid, agent_pid):
     return d["ok"] / seconds, d["errors"], 1e6 * (s1 - s0) / ok, a1 - a0
 
 
+def samples_written(out, skip=()):
+    """Samples of the nodejs plugin in the .col files the agent wrote (but
+    those in skip)."""
+    n = 0
+    for f in os.listdir(out):
+        if f.startswith("profile_") and f.endswith(".col") and f not in skip:
+            with open(os.path.join(out, f)) as fh:
+                head = json.loads(fh.readline()[2:])
+            n += head.get("polyprof", {}).get("nodejs", {}).get("samples", 0)
+    return n
+
+
 def one(config, args, tmp):
+    """(req/s, errors, server us CPU per request, agent CPU s in the
+    window, agent CPU s per sample in the window or None)."""
+    kind, hz = config
     extra = []
-    if config == "cpu-prof":
-        # 10000 us = 100 Hz, the rate polyprof is run at
-        extra = ["--cpu-prof", "--cpu-prof-interval", "10000", "--cpu-prof-dir", tmp]
+    if kind == "cpu-prof":
+        extra = ["--cpu-prof", "--cpu-prof-interval", str(1000000 // hz), "--cpu-prof-dir", tmp]
     server, port = start_server(extra, args.fib, tmp)
     agent = None
+    per_sample = None
     try:
-        if config == "polyprof":
-            agent = start_agent(server.pid, tmp)
-        return measure(port, args.seconds, args.concurrency, server.pid,
-                       agent.pid if agent else 0)
+        if kind in ("v8", "inspector"):
+            agent = start_agent(server.pid, tmp, kind, hz)
+        out = os.path.join(tmp, "out")
+        before = set(os.listdir(out)) if agent else set()
+        res = measure(port, args.seconds, args.concurrency, server.pid,
+                      agent.pid if agent else 0)
+        if agent:
+            # the sessions written during the window: about its length of sampling
+            n = samples_written(out, before)
+            per_sample = res[3] / n if n else None
+        return res + (per_sample,)
     finally:
         if agent:
             agent.send_signal(signal.SIGTERM)
@@ -129,6 +153,8 @@ def main():
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--fib", type=int, default=25)
     ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--modes", default="v8,inspector", help="polyprof nodejs modes to measure")
+    ap.add_argument("--hz", default="11,100", help="sampling frequencies")
     args = ap.parse_args()
     if not NODE:
         sys.exit("node not found")
@@ -138,40 +164,46 @@ def main():
     print("host: %d CPUs, %s, node %s, %d rounds x %d s, fib(%d), concurrency %d"
           % (os.cpu_count(), os.uname().release, ver, args.rounds, args.seconds, args.fib,
              args.concurrency))
-    configs = ["baseline", "polyprof", "cpu-prof"]
+    freqs = [int(x) for x in args.hz.split(",")]
+    configs = [("baseline", 0)] + [(k, hz) for hz in freqs for k in args.modes.split(",") +
+                                   ["cpu-prof"]]
+    name = {c: c[0] if c[0] == "baseline" else "%s@%d" % c for c in configs}
     rps = {c: [] for c in configs}
     cpu = {c: [] for c in configs}
-    agent_cpu = []
+    agent_cpu = {c: [] for c in configs}
+    per_sample = {c: [] for c in configs}
     errors = 0
     for r in range(args.rounds):
-        order = configs[r % 3:] + configs[:r % 3]
+        k = r % len(configs)
+        order = configs[k:] + configs[:k]
         for c in order:
             with tempfile.TemporaryDirectory(prefix="ppbench-") as tmp:
-                v, e, us, ac = one(c, args, tmp)
+                v, e, us, ac, ps = one(c, args, tmp)
             rps[c].append(v)
             cpu[c].append(us)
-            if c == "polyprof":
-                agent_cpu.append(ac / args.seconds)
+            if ps is not None:
+                agent_cpu[c].append(ac / args.seconds)
+                per_sample[c].append(ps)
             errors += e
-        print("round %d: %s" % (r + 1, ", ".join("%s %.0f req/s %.0f us/req" % (c, rps[c][-1], cpu[c][-1])
-                                                for c in configs)), flush=True)
+        print("round %d: %s" % (r + 1, ", ".join("%s %.0f req/s %.0f us/req" % (
+            name[c], rps[c][-1], cpu[c][-1]) for c in configs)), flush=True)
     med = {c: statistics.median(rps[c]) for c in configs}
     mcpu = {c: statistics.median(cpu[c]) for c in configs}
+    base = configs[0]
+    print("%-14s %9s %9s %12s %9s %11s %12s" % ("configuration", "req/s", "slowdown", "us CPU/req",
+                                                "CPU/req", "agent CPU", "agent/sample"))
     for c in configs:
-        print("%-9s %8.1f req/s, %7.1f us server CPU per request (medians of %d)"
-              % (c, med[c], mcpu[c], len(rps[c])))
-    print("polyprof inspector 100 Hz CPU per request: %+.2f%% vs baseline; --cpu-prof: %+.2f%%"
-          % (100.0 * (mcpu["polyprof"] / mcpu["baseline"] - 1),
-             100.0 * (mcpu["cpu-prof"] / mcpu["baseline"] - 1)))
-    print("agent (core + nodejs worker) CPU while profiling: %.2f%% of one core (median)"
-          % (100.0 * statistics.median(agent_cpu)))
-    print("polyprof inspector 100 Hz slowdown: %.2f%% (target <= 3%%)"
-          % (100.0 * (1 - med["polyprof"] / med["baseline"])))
-    print("node --cpu-prof 100 Hz slowdown:    %.2f%%" % (100.0 * (1 - med["cpu-prof"] / med["baseline"])))
-    print("polyprof / --cpu-prof throughput ratio: %.3f (>= 1 means no worse)"
-          % (med["polyprof"] / med["cpu-prof"]))
+        agent = ("%10.2f%%" % (100.0 * statistics.median(agent_cpu[c]))) if agent_cpu[c] else ""
+        ps = ("%10.1f us" % (1e6 * statistics.median(per_sample[c]))) if per_sample[c] else ""
+        print("%-14s %9.1f %8.2f%% %12.1f %+8.2f%% %11s %12s"
+              % (name[c], med[c], 100.0 * (1 - med[c] / med[base]), mcpu[c],
+                 100.0 * (mcpu[c] / mcpu[base] - 1), agent, ps))
+    for hz in freqs:
+        if ("v8", hz) in med:
+            print("v8 mode %d Hz slowdown: %.2f%% (goal < 1%% at 100 Hz); throughput vs "
+                  "--cpu-prof: %.3f" % (hz, 100.0 * (1 - med[("v8", hz)] / med[base]),
+                                        med[("v8", hz)] / med[("cpu-prof", hz)]))
     print("request errors: %d" % errors)
-
 
 if __name__ == "__main__":
     main()
