@@ -127,7 +127,7 @@ static int java_tick(void *state, uint64_t tick_ns) {
   st->in_tick = 1;
   st->tick_busy = 0;
   pp_target_table_poll(st->targets, pp_clock_ns());
-  if (!st->tick_busy) java_jvm_rearm_one(st);
+  if (!st->tick_busy) java_jvm_tick_work(st);
   st->in_tick = 0;
   return 0;
 }
@@ -149,7 +149,8 @@ static int java_stop(void *state) {
 static void java_fini(void *state) {
   struct java_state *st = state;
   if (!st) return;
-  pp_target_table_free(st->targets);
+  pp_target_table_free(st->targets); /* releases JVMs: may leave exited ones' stacks */
+  java_jvm_free_gone(st);
   free(st);
 }
 

@@ -35,6 +35,15 @@ struct java_state {
   int in_tick;     /* attaching is allowed (never from add_targets or snapshot) */
   int tick_busy;   /* this tick already talked to a JVM */
   uint64_t exited; /* JVMs seen exiting at a dump, since the last snapshot */
+  /* stacks dumped early (jvm_lifecycle.c) from JVMs that exited before the
+   * snapshot, kept for it: bounded in count and bytes */
+  struct java_exited_dump {
+    uint32_t pid;
+    char *text;
+    size_t len;
+  } gone[16];
+  size_t ngone;
+  uint64_t early_dropped; /* early dumps dropped (bounds), since the last snapshot */
 };
 
 /* What the plugin holds for one JVM (the target table entry's data). No
@@ -47,6 +56,12 @@ void java_jvm_release(void *plugin, struct pp_target_entry *t);
 /* tick(): re-arms one JVM whose agent is dormant (a new session), or whose
  * mode changed, unless this tick already attached one. */
 void java_jvm_rearm_one(struct java_state *st);
+/* tick(): re-arms one JVM, or else takes one young JVM's stacks early (a
+ * JVM that exits before the snapshot keeps them), unless this tick
+ * already talked to a JVM. */
+void java_jvm_tick_work(struct java_state *st);
+/* fini(): what exited JVMs left for a snapshot that never came. */
+void java_jvm_free_gone(struct java_state *st);
 /* snapshot(): the agent's dump (or Compiler.perfmap) of every attached JVM. */
 void java_jvm_collect_all(struct java_state *st, struct pp_sink *sink);
 /* stop(): makes every armed agent dormant. */

@@ -25,14 +25,27 @@
 
 struct java_jvm {
   struct java_target_info ti;
-  char agent_path[512]; /* as the JVM sees it */
-  char *metadata;       /* JSON object text */
-  int perfmap;          /* attached for perfmap mode */
-  int armed;            /* the agent samples for this session */
-  int failures;         /* dumps failed in a row */
+  char agent_path[512];  /* as the JVM sees it */
+  char *metadata;        /* JSON object text */
+  int perfmap;           /* attached for perfmap mode */
+  int armed;             /* the agent samples for this session */
+  int failures;          /* dumps failed in a row */
+  uint64_t last_dump_ns; /* pp_clock_ns of the last dump (or of arming) */
+  char *early;           /* dumps taken from tick() since the last snapshot */
+  size_t early_len;
 };
 
 #define MAX_DUMP_FAILURES 3
+/* A young JVM's stacks are taken every EARLY_DUMP_NS while it is younger
+ * than EARLY_AGE_MS, not only at the snapshot: the agent keeps them inside
+ * the JVM, so a JVM that exits before the snapshot (javac, a build step, a
+ * CLI tool) would otherwise lose every sample; now it loses at most the
+ * last EARLY_DUMP_NS. Older JVMs are dumped at snapshots only (one attach
+ * operation per JVM per session). EARLY_MAX_BYTES bounds what one JVM
+ * holds between snapshots. */
+#define EARLY_DUMP_NS 2000000000ull
+#define EARLY_AGE_MS 120000.0
+#define EARLY_MAX_BYTES (8u << 20)
 /* A process this old without a Signal Dispatcher thread is not a JVM
  * starting up: skipped instead of retried. */
 #define STARTUP_MS 30000.0
@@ -91,6 +104,7 @@ static int arm(struct java_state *st, struct pp_target_entry *t, struct java_jvm
   if (rc == 0 && java_load_result(&r, &arc, err, errlen) == 0) {
     j->armed = 1;
     j->failures = 0;
+    j->last_dump_ns = pp_clock_ns();
     PP_INFO(st->host, "pid %u: agent armed (%s)", t->pid, j->agent_path);
     out = 0;
   } else if (rc == 0 && text && java_collect_error(text, err, errlen)) {
@@ -170,10 +184,19 @@ int java_jvm_attach(void *plugin, struct pp_target_entry *t) {
 }
 
 void java_jvm_release(void *plugin, struct pp_target_entry *t) {
-  (void)plugin;
+  struct java_state *st = plugin;
   struct java_jvm *j = t->data;
   if (!j) return;
   free(j->metadata);
+  if (j->early) { /* an exited JVM's last stacks: the snapshot emits them */
+    if (st->ngone < sizeof(st->gone) / sizeof(st->gone[0])) {
+      st->gone[st->ngone++] = (struct java_exited_dump){t->pid, j->early, j->early_len};
+      j->early = NULL;
+    } else {
+      st->early_dropped++;
+    }
+  }
+  free(j->early);
   free(j);
   t->data = NULL;
 }
@@ -200,11 +223,84 @@ void java_jvm_rearm_one(struct java_state *st) {
   }
 }
 
+/* The agent's stacks since the last dump, written by the agent into the
+ * JVM's /tmp and read back: the text (malloc'd) or NULL with err. */
+static char *dump(struct java_state *st, struct pp_target_entry *t, struct java_jvm *j, size_t *len,
+                  char *err, size_t errlen) {
+  char result[96], args[256], why[256] = "";
+  java_result_name(j->ti.nspid, result, sizeof(result));
+  snprintf(args, sizeof(args), "dump,timeout=%u,file=/tmp/%s", watchdog_s(st), result);
+  struct java_attach_reply r;
+  int rc =
+      java_attach(&j->ti, 0, attach_ms(st), "load", j->agent_path, "true", args, &r, err, errlen);
+  int arc = -1;
+  *len = 0;
+  char *text = java_read_result(t->pid, result, 64u << 20, len, why, sizeof(why));
+  int ok = rc == 0 && java_load_result(&r, &arc, err, errlen) == 0 && text;
+  if (rc == 0) java_attach_reply_free(&r);
+  j->last_dump_ns = pp_clock_ns();
+  if (ok) return text;
+  free(text);
+  if (!err[0]) snprintf(err, errlen, "no dump: %s", why[0] ? why : "no file");
+  return NULL;
+}
+
+/* From tick(), when it has talked to no JVM yet: one young JVM whose last
+ * dump is EARLY_DUMP_NS old is dumped now and the text kept for the
+ * snapshot. */
+static void early_dump_one(struct java_state *st) {
+  uint64_t now = pp_clock_ns();
+  struct pp_target_entry *t;
+  PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
+    struct java_jvm *j = t->data;
+    if (st->perfmap || !j->armed || now - j->last_dump_ns < EARLY_DUMP_NS ||
+        java_target_age_ms(t->start_time) >= EARLY_AGE_MS)
+      continue;
+    st->tick_busy = 1;
+    char err[512] = "";
+    size_t len = 0;
+    char *text = dump(st, t, j, &len, err, sizeof(err));
+    if (!text) {
+      /* gone or failing: the snapshot says which */
+      PP_DEBUG(st->host, "pid %u: early dump failed: %s", t->pid, err);
+      return;
+    }
+    if (j->early_len + len > EARLY_MAX_BYTES) {
+      st->early_dropped++;
+      free(text);
+      return;
+    }
+    char *g = realloc(j->early, j->early_len + len + 1);
+    if (!g) {
+      st->early_dropped++;
+      free(text);
+      return;
+    }
+    memcpy(g + j->early_len, text, len);
+    j->early_len += len;
+    g[j->early_len] = '\0';
+    j->early = g;
+    free(text);
+    return;
+  }
+}
+
+void java_jvm_tick_work(struct java_state *st) {
+  java_jvm_rearm_one(st);
+  if (!st->tick_busy) early_dump_one(st);
+}
+
 static void collect_one(struct java_state *st, struct pp_target_entry *t, struct pp_sink *sink,
                         struct java_collect_stats *cs) {
   const struct pp_host *h = st->host;
   struct java_jvm *j = t->data;
-  char err[512] = "", result[96], args[256];
+  char err[512] = "";
+  if (j->early) { /* taken while it lived, whether or not it still does */
+    java_collect_emit(h, sink, t->pid, j->early, j->early_len, st->thread_names, cs);
+    free(j->early);
+    j->early = NULL;
+    j->early_len = 0;
+  }
   if (!java_target_alive(t->pid, t->start_time)) {
     PP_INFO(h, "pid %u: JVM exited during the session", t->pid);
     pp_target_table_gone(st->targets, t);
@@ -222,16 +318,9 @@ static void collect_one(struct java_state *st, struct pp_target_entry *t, struct
     return;
   }
   if (!j->armed) return; /* re-armed from tick() */
-  java_result_name(j->ti.nspid, result, sizeof(result));
-  snprintf(args, sizeof(args), "dump,timeout=%u,file=/tmp/%s", watchdog_s(st), result);
-  struct java_attach_reply r;
-  int rc = java_attach(&j->ti, 0, attach_ms(st), "load", j->agent_path, "true", args, &r, err,
-                       sizeof(err));
-  int arc = -1;
   size_t len = 0;
-  char why[256] = "";
-  char *text = java_read_result(t->pid, result, 64u << 20, &len, why, sizeof(why));
-  if (rc == 0 && java_load_result(&r, &arc, err, sizeof(err)) == 0 && text) {
+  char *text = dump(st, t, j, &len, err, sizeof(err));
+  if (text) {
     java_collect_emit(h, sink, t->pid, text, len, st->thread_names, cs);
     j->failures = 0;
   } else if (!java_target_alive(t->pid, t->start_time)) {
@@ -239,18 +328,26 @@ static void collect_one(struct java_state *st, struct pp_target_entry *t, struct
     pp_target_table_gone(st->targets, t);
     st->exited++;
   } else {
-    if (!err[0]) snprintf(err, sizeof(err), "no dump: %s", why[0] ? why : "no file");
     PP_WARNING(h, "pid %u: %s", t->pid, err);
     h->set_pid_status(sink, t->pid, PP_PID_ERROR, err);
     if (++j->failures >= MAX_DUMP_FAILURES) j->armed = 0;
   }
-  if (rc == 0) java_attach_reply_free(&r);
   free(text);
+}
+
+void java_jvm_free_gone(struct java_state *st) {
+  for (size_t i = 0; i < st->ngone; i++)
+    free(st->gone[i].text);
+  st->ngone = 0;
 }
 
 void java_jvm_collect_all(struct java_state *st, struct pp_sink *sink) {
   const struct pp_host *h = st->host;
   struct java_collect_stats cs = {0};
+  for (size_t i = 0; i < st->ngone; i++)
+    java_collect_emit(h, sink, st->gone[i].pid, st->gone[i].text, st->gone[i].len, st->thread_names,
+                      &cs);
+  java_jvm_free_gone(st);
   struct pp_target_entry *t;
   PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
     collect_one(st, t, sink, &cs);
@@ -262,6 +359,8 @@ void java_jvm_collect_all(struct java_state *st, struct pp_sink *sink) {
   h->add_counter(sink, "java_samples", cs.samples);
   h->add_counter(sink, "java_agent_dropped", cs.dropped);
   h->add_counter(sink, "java_bad_lines", cs.bad_lines);
+  h->add_counter(sink, "java_early_dropped", st->early_dropped);
+  st->early_dropped = 0;
 }
 
 void java_jvm_stop_all(struct java_state *st) {
