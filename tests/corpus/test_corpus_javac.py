@@ -24,8 +24,10 @@ if not os.path.exists(JAVA):
     JAVA = shutil.which("java") or JAVA
 RUNS = 2
 CLASSES = 120
-# measured on the 2-core CI machine (docs/fidelity.md)
-FLOOR = 0.30
+# measured on the 2-core CI machine (docs/fidelity.md): a JVM's first ~2 s
+# are perf stacks only, and its JIT compiler threads' samples are
+# [no_Java_frame] once attached
+FLOOR = 0.10
 
 cu.need(JAVA, "Java 17 (openjdk-17-jdk-headless)")
 
@@ -70,7 +72,7 @@ cu.dump_top(mine)
 cu.check_attribution(run, mine, "javac")
 u.check(all(ln.comm == "java" or not cu.PID_COMM.match(ln.comm) for ln in mine),
         "javac: every sample under a name (java, or the JVM thread perf sampled)")
-compiler = [ln for ln in mine if ln.has("com.sun.tools.javac.main.JavaCompiler.")]
+compiler = [ln for ln in mine if ln.has("com/sun/tools/javac/main/JavaCompiler.")]
 u.check(compiler, "javac: JavaCompiler frames in %d samples" % cu.total(compiler))
 jit = [f for ln in lines for f in ln.frames if f.startswith("[jit: ")]
 paths = [f for ln in lines for f in ln.frames if f.startswith("(/tmp/perf-")]
@@ -78,13 +80,15 @@ u.check(not paths, "javac: no (/tmp/perf-PID.map) frame (%d)" % len(paths))
 runs = [ln for ln in mine if any(a == b and a.startswith("[jit: ") for a, b in zip(ln.frames, ln.frames[1:]))]
 u.check(not runs, "javac: unnamed JIT code is one frame per run (%d stacks repeat it)" % len(runs))
 print("unnamed JIT frames: %s" % sorted(set(jit)))
-cu.check_marked(lines, lambda f: "com.sun.tools.javac" in f, lambda c: not cu.PID_COMM.match(c),
+# comm java: the `javac` launcher of other builds on the machine runs the same code
+cu.check_marked([ln for ln in lines if not cu.PID_COMM.match(ln.comm) and ln.comm != "javac"],
+                lambda f: f.startswith("com/sun/tools/javac/"), lambda c: True,
                 lambda a: bool(a) and "com.sun.tools.javac.Main" in a, "javac")
 cu.check_no_pid_comm(lines, lambda f: "libjvm.so" in f or "JavaMain" in f or f.startswith("[jit: java"), "javac")
 # how long after its start each JVM had the agent armed
-armed = cu.log_times(run.log, ": agent armed")
-for k, t0 in enumerate(run.starts):
-    after = [t - t0 for t in armed if t >= t0]
-    print("FIGURE corpus.javac attach: JVM %d armed %s s after it started" % (k, ("%.1f" % after[0]) if after else "never"))
+for k, (pid, t0) in enumerate(zip(run.pids, run.starts)):
+    armed = cu.log_times(run.log, "pid %d: agent armed" % pid)
+    print("FIGURE corpus.javac attach: JVM %d (pid %d, %.1f s of CPU) armed %s after it started"
+          % (k, pid, run.cpus[k], ("%.1f s" % (armed[0] - t0)) if armed else "never"))
 cu.report("javac", "java", mine, FLOOR)
 u.finish()
