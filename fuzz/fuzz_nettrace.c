@@ -1,8 +1,9 @@
 /*
  * Fuzz target: the nettrace stream a .NET runtime writes on an EventPipe
- * session (plugins/dotnet/nettrace.c), and the method-load events decoded
+ * session (plugins/dotnet/nettrace.c), and the method events decoded
  * from it (methods.c). The runtime is the profiled process: every byte is
- * hostile. The stream is parsed twice: fed whole with generous limits, then
+ * hostile. Method-load and ReadyToRun entry-point events are decoded too.
+ * The stream is parsed twice: fed whole with generous limits, then
  * in chunks of a size the input picks with tight limits (a block larger
  * than the buffer, a full metadata table, a full stack cache).
  */
@@ -38,9 +39,12 @@ static void on_event(void *arg, const struct dotnet_nt_event *ev) {
       if (name) c->sink += strlen(name);
     }
   }
-  /* every payload goes to the method decoder, not only MethodLoad events:
-   * it must refuse what is not one */
-  if (ev->payload_len) (void)dotnet_methods_add_event(c->m, ev->payload, ev->payload_len);
+  /* every payload goes to the method decoders, not only MethodLoad and
+   * R2RGetEntryPoint events: they must refuse what is not one */
+  if (ev->payload_len) {
+    (void)dotnet_methods_add_event(c->m, ev->payload, ev->payload_len);
+    (void)dotnet_methods_add_r2r_event(c->m, ev->payload, ev->payload_len);
+  }
 }
 
 static void run(const uint8_t *data, size_t size, const struct dotnet_nt_limits *lim, size_t chunk,
