@@ -269,24 +269,38 @@ char *java_read_result(uint32_t pid, const char *name, size_t max, size_t *len, 
   return text;
 }
 
+/* What the host copy of a perf map may hold at most: the perf plugin loads
+ * no more of a map than this by default (perf.perfmap_max_mb), so a larger
+ * copy would only fill the host's /tmp with the target's text. */
+#define PERFMAP_COPY_MAX (64u << 20)
+
 int java_publish_perfmap(uint32_t pid, uint32_t nspid, char *err, size_t errlen) {
   if (same_mount_ns(pid) && pid == nspid) return 0; /* the JVM wrote it where perf looks */
+  /* The perf plugin reads a live process's map in its own root. The host
+   * copy only serves a process of the host's pid namespace that is gone
+   * before its samples are named (its root gone with it): perf then looks
+   * at the host path under its pid. A JVM in a pid namespace of its own is
+   * never looked up there, so nothing of it is copied to the host. */
+  if (pid != nspid) return 0;
   char name[64], why[256] = "";
   snprintf(name, sizeof(name), "/tmp/perf-%u.map", nspid);
   /* the JVM writes it: a regular file of the JVM's user */
   int fd = pp_target_open(pid, name, 0, NULL, NULL, why, sizeof(why));
   size_t len = 0;
-  char *text = fd >= 0 ? slurp_fd(fd, 512u << 20, &len) : NULL;
+  char *text = fd >= 0 ? slurp_fd(fd, PERFMAP_COPY_MAX, &len) : NULL;
   if (fd >= 0) close(fd);
   if (!text) {
-    snprintf(err, errlen, "perf map: %s", why[0] ? why : "unreadable");
+    snprintf(err, errlen, "perf map: %s", why[0] ? why : "larger than 64 MiB or unreadable");
     return fd < 0 ? fd : -EIO;
   }
   int host = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  char tmpname[64], final[64];
-  snprintf(tmpname, sizeof(tmpname), ".perf-%u.map.polyprof", pid);
+  char tmpname[96], final[64];
+  /* an unguessable temp name created O_EXCL|O_NOFOLLOW: nothing planted in
+   * the host's /tmp is opened or written through; rename replaces a link
+   * at the final name instead of following it */
+  snprintf(tmpname, sizeof(tmpname), ".pp-tmp-perf-%u.map.%016llx", pid,
+           (unsigned long long)unpredictable_u64());
   snprintf(final, sizeof(final), "perf-%u.map", pid);
-  unlinkat(host, tmpname, 0);
   int out = host >= 0
                 ? openat(host, tmpname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)
                 : -1;
@@ -294,6 +308,7 @@ int java_publish_perfmap(uint32_t pid, uint32_t nspid, char *err, size_t errlen)
   if (out < 0 || write(out, text, len) != (ssize_t)len || renameat(host, tmpname, host, final)) {
     snprintf(err, errlen, "cannot write /tmp/%s: %s", final, strerror(errno));
     rc = -EIO;
+    if (out >= 0) unlinkat(host, tmpname, 0);
   }
   if (out >= 0) close(out);
   if (host >= 0) close(host);

@@ -7,6 +7,7 @@ on the perf plugin's side.)"""
 import os
 import re
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "workloads", "java"))
@@ -54,4 +55,49 @@ finally:
         os.unlink(pmap)
 with open(out_path) as f:
     pputil.check(f.read() == "ready\n", "JVM output unchanged")
+
+
+def child_pid(pid, timeout=10):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+                kids = f.read().split()
+            if kids:
+                return int(kids[0])
+        except OSError:
+            pass
+        time.sleep(0.05)
+    return None
+
+
+# A JVM in a pid namespace of its own: the perf plugin reads its map in
+# the JVM's root under its namespace pid, so no copy of the map (text the
+# container controls) lands in the host's /tmp under its host pid.
+out_path = os.path.join(work, "jvm-ns.out")
+wrapper = javawork.start(classes, "HotCold", 60, 2, 0, stdout=open(out_path, "w"),
+                         prefix=["unshare", "--pid", "--fork", "--mount-proc", "sh", "-c", '"$@" & wait', "sh"])
+jvm = shell = None
+try:
+    shell = child_pid(wrapper.pid)
+    jvm = child_pid(shell) if shell else None
+    pputil.check(jvm is not None and javawork.wait_for_line(out_path, "ready"), "JVM started in its own pid namespace")
+    own_map = "/tmp/perf-2.map"  # its /tmp is the host's; its pid there is 2
+    host_copy = "/tmp/perf-%d.map" % (jvm or 0)
+    res = pputil.run_agent(os.path.join(work, "prof-ns"), plugins, "--java-mode", "perfmap", "--java-min-age-ms", "0",
+                           duration=3)
+    pputil.check(res.returncode == 0, "agent exits 0 with a JVM in a pid namespace")
+    pputil.check(os.path.exists(own_map), "the JVM wrote its own map (%s) for the session" % own_map)
+    pputil.check(not os.path.exists(host_copy), "no copy of it under the host pid (%s)" % host_copy)
+finally:
+    for pid in (jvm, shell):  # the namespace's init (shell) outlives unshare
+        if pid:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+    pputil.kill(wrapper)
+    for f in ("/tmp/perf-2.map", "/tmp/perf-%d.map" % (jvm or 0)):
+        if jvm and os.path.exists(f):
+            os.unlink(f)
 pputil.finish()
