@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 
+#include "polyprof/kit/cpu_switches.h"
 #include "polyprof/kit/log.h"
 #include "polyprof/kit/options.h"
 #include "python.h"
@@ -125,6 +126,16 @@ static int py_start(void *state, struct pp_session *session) {
   /* At kHz rates the default 50 us timer slack of the thread that calls
    * tick() (ours: start() runs on it) would eat a third of each interval. */
   if (st->interval_ns < 2000000) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  if (st->filter == PY_RUNNING_THREADS && !st->blocking && !st->switches_tried) {
+    st->switches_tried = true;
+    char why[256] = "";
+    st->switches = pp_cpu_switches_open(0, why, sizeof(why));
+    if (!st->switches)
+      PP_INFO(st->host,
+              "context switch records unavailable (%s): each process's schedstat is read to "
+              "learn whether it runs",
+              why);
+  }
   PP_INFO(st->host, "sampling Python processes at %.0f Hz (mode %s%s%s)",
           1e9 / (double)st->interval_ns, m,
           st->filter == PY_RUNNING_THREADS && strcmp(m, "cpu") ? " = cpu" : "",
@@ -171,6 +182,7 @@ static void py_fini(void *state) {
   struct py_state *st = state;
   if (!st) return;
   pp_target_table_free(st->targets); /* releases every target: needs the code cache */
+  pp_cpu_switches_close(st->switches);
   python_codecache_free(st->cc);
   python_walker_free(st->walker);
   pp_stack_table_free(st->stacks);
@@ -188,8 +200,9 @@ static const struct pp_plugin descriptor = {
     .description =
         "CPython 2.7 and 3.6-3.13 stacks read from outside the process (3.14: "
         "from the 3.14 layout, tested on a synthetic image only)",
-    .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_PTRACE | PP_CAP_ARCH_X86_64 |
-                    PP_CAP_ARCH_AARCH64,
+    /* PERFMON: the per-CPU context switch records of cpu mode */
+    .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_PTRACE | PP_CAP_NEEDS_PERFMON |
+                    PP_CAP_ARCH_X86_64 | PP_CAP_ARCH_AARCH64,
     .match_exe = exe_patterns,
     .match_maps = map_patterns,
     .options = options,

@@ -285,6 +285,11 @@ struct py_state {
   uint64_t interval_ns, due_ns; /* due_ns: when the next sample is due */
   uint64_t now_ns;
   struct pp_target_table *targets;
+  /* cpu mode: who is on a CPU, from the kernel's switch records (NULL:
+   * unavailable, each process is looked at instead); switches_ok: this
+   * tick's answers are exact */
+  struct pp_cpu_switches *switches;
+  bool switches_ok, switches_tried;
   struct py_codecache *cc;
   struct py_walker *walker;
   struct pp_stack_table *stacks;

@@ -18,6 +18,7 @@
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 
+#include "polyprof/kit/cpu_switches.h"
 #include "polyprof/kit/proc.h"
 #include "python.h"
 
@@ -191,7 +192,12 @@ static void sample_target(struct py_state *st, struct pp_target_entry *t) {
  * for 1 % of the time since its last look or more is looked at every tick.
  * A thread the process starts is started by one that ran, and an exec or
  * an exit moves or ends the watched threads, so such changes are seen at
- * the next look. */
+ * the next look.
+ * Cheaper still, when the kernel gives per-CPU context switch records
+ * (CAP_PERFMON): they say which processes are runnable at the tick (on a
+ * CPU, or preempted and waiting for one), so every process is decided every
+ * tick without a system call, and only those are sampled (weight 1);
+ * a tick whose records overflowed falls back to looks. */
 static bool can_skip(const struct py_state *st, const struct py_target *pt) {
   return st->filter == PY_RUNNING_THREADS && !st->blocking && pt->cpu && !pt->tids_unknown;
 }
@@ -211,7 +217,16 @@ static void sample_round(struct py_state *st, uint64_t missed) {
     struct py_target *pt = t->data;
     pt->missed += missed;
     uint32_t weight = 1;
-    if (can_skip(st, pt)) {
+    if (can_skip(st, pt) && st->switches_ok) {
+      /* the switch records say who is on a CPU: no look needed */
+      pt->unlooked = 0;
+      pt->asleep_span = 1;
+      pt->was_running = pp_cpu_switches_runnable(st->switches, t->pid);
+      if (!pt->was_running) {
+        pt->skipped++;
+        continue;
+      }
+    } else if (can_skip(st, pt)) {
       pt->unlooked++;
       if (pt->asleep_span > 1 && pt->unlooked < pt->asleep_span) {
         pt->skipped++; /* not looked at: the next look's sample stands for it */
@@ -275,6 +290,9 @@ int python_tick(struct py_state *st, uint64_t now) {
       python_check_identity(st, t);
     }
   }
+  /* who is on a CPU now, for every target at once; a tick whose records
+   * cannot be trusted (a ring overflowed) looks at each process instead */
+  st->switches_ok = st->switches && pp_cpu_switches_read(st->switches) == 0;
   /* the host decides when a tick happens: always one sample */
   for (int round = 0; round < CATCHUP_PER_TICK; round++) {
     sample_round(st, round == 0 ? missed : 0);
