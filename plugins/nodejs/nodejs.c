@@ -2,7 +2,7 @@
  * polyprof nodejs plugin: JavaScript frames of running Node.js processes,
  * without restarting them.
  *
- * Modes (nodejs.mode / --nodejs-mode, off by default as in gProfiler):
+ * Modes (nodejs.mode / --nodejs-mode; v8 by default):
  *  - inspector:   open the inspector (SIGUSR1), run V8's sampling profiler
  *                 over CDP, one cpuprofile per session -> JS stacks. Works
  *                 without perf.
@@ -32,7 +32,7 @@ static const char *const map_patterns[] = {"libnode.so*", NULL};
 static const struct pp_option options[] = {
     {.key = "mode",
      .type = PP_OPT_ENUM,
-     .default_value = "disabled",
+     .default_value = "v8",
      .choices = mode_choices,
      .help = "inspector (V8 profiler over the inspector, perf-less), attach-maps (perf map for "
              "the perf plugin), perf (perf maps / jitdumps of processes started with "
