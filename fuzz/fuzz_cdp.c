@@ -3,14 +3,18 @@
  * as the plugin reads them: each line of the input is one message the
  * profiled process sends, framed as a WebSocket text frame on a socket.
  * The plugin evaluates an expression (reply matching by id, error and
- * exception replies, events in between, the exit announcement), then
- * waits for the replies of two more requests, as attaching does.
+ * exception replies, events in between), then waits for the replies of two
+ * more requests, as attaching does. The same bytes are then read as the
+ * helper's channel (chan.c), one JSON object per line.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "cdp.h"
+#include "chan.h"
 #include "fuzz_input.h"
 #include "polyprof/kit/log.h"
 
@@ -68,12 +72,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   nodejs_ws_close(&c.ws, 0);
   close(peer);
-  /* each line alone, as the exit watch reads events */
-  for (size_t i = 0; i < size;) {
-    const uint8_t *nl = memchr(data + i, '\n', size - i);
-    size_t n = nl ? (size_t)(nl - (data + i)) : size - i;
-    (void)nodejs_cdp_note_event(&c, (const char *)data + i, n);
-    i += n + 1;
+  /* the raw bytes as the helper's channel */
+  int cv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, cv) < 0) abort();
+  struct nodejs_chan ch;
+  nodejs_chan_init(&ch, 4096);
+  ch.fd = cv[0];
+  size_t room = size < 65536 ? size : 65536; /* within the socket's buffer */
+  if (room && write(cv[1], data, room) < 0) abort();
+  close(cv[1]);
+  for (int i = 0; i < 64; i++) {
+    json_t *m = NULL;
+    int rc = nodejs_chan_recv(&ch, &m, 0);
+    if (rc == 0 && !json_is_object(m)) abort();
+    json_decref(m);
+    if (rc < 0 && rc != -EPROTO) break;
   }
+  nodejs_chan_close(&ch);
   return 0;
 }

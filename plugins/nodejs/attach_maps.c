@@ -5,10 +5,10 @@
  * The map writer is the small nodejs-perfmap.node addon (perfmap_addon.c)
  * built next to this plugin. It is copied into the target's mount namespace
  * (its /tmp opened through the kit's target-root access, into a root-owned
- * directory we create there, never following links or mounts), loaded
- * with process.dlopen from Runtime.evaluate, which works for CommonJS and
- * ES-module entry points alike, and kept alive on a symbol-keyed global. The inspector is closed
- * again right after (if we opened it) and reopened briefly at stop.
+ * directory we create there, never following links or mounts) and loaded
+ * by the helper's install expression (helper.h), whose helper thread stops
+ * it again when the agent says so or goes away. Nothing here reopens the
+ * inspector.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -24,12 +24,6 @@
 #define ADDON_DIR "polyprof-nodejs"
 #define TARGET_DIR "/tmp/" ADDON_DIR
 #define ADDON_NAME "nodejs-perfmap.node"
-
-/* Node majors whose V8 (9..12) has the JitCodeEvent layout the addon uses. */
-static int supported_version(const char *v) {
-  int major = v[0] == 'v' ? atoi(v + 1) : 0;
-  return major >= 16 && major <= 22;
-}
 
 /* The mount a descriptor is on (statx), or 0 when the kernel cannot say. */
 static uint64_t mount_id(int fd) {
@@ -155,75 +149,18 @@ static void remove_perf_map(struct nodejs_state *st, const struct nodejs_target 
   close(tmpfd);
 }
 
-int nodejs_perfmap_start(struct nodejs_state *st, struct nodejs_target *t, uint64_t deadline) {
+int nodejs_perfmap_prepare(struct nodejs_state *st, struct nodejs_target *t, char *path,
+                           size_t cap) {
   char err[256] = "";
-  if (t->perf_prof) {
-    PP_LOG(st->host, PP_LOG_INFO, "pid %u: already writes a perf map (--perf-basic-prof)", t->pid);
-    nodejs_close_session(st, t, deadline);
-    return 0;
-  }
-  if (!supported_version(t->version)) {
-    snprintf(t->reason, sizeof(t->reason), "attach-maps supports Node.js 16 to 22, not %s",
-             t->version);
-    return -ENOTSUP;
-  }
   int rc = install_addon(st, t->pid, err, sizeof(err));
   if (rc < 0) {
     snprintf(t->reason, sizeof(t->reason), "%s", err);
     return rc;
   }
-  static const char expr[] =
-      "(() => { const k = Symbol.for('polyprof.perfmap'); if (globalThis[k]) return 'ok';"
-      " const m = { exports: {} }; process.dlopen(m, '" TARGET_DIR "/" ADDON_NAME
-      "');"
-      " const r = m.exports.start(); if (r !== 'ok') return r;"
-      " const iv = setInterval(() => m.exports.flush(), 1000); iv.unref();"
-      " Object.defineProperty(globalThis, k, { value: { m: m.exports, iv }, configurable: true });"
-      " return 'ok'; })()";
-  json_t *v = NULL;
-  rc = nodejs_cdp_evaluate(&t->cdp, expr, &v, err, sizeof(err), deadline);
-  const char *r = json_string_value(v);
-  if (rc == 0 && (!r || strcmp(r, "ok") != 0)) {
-    snprintf(err, sizeof(err), "%s", r ? r : "unexpected reply");
-    rc = -EPROTO;
-  }
-  json_decref(v);
-  if (rc < 0) {
-    snprintf(t->reason, sizeof(t->reason), "loading the perf-map addon: %.200s",
-             err[0] ? err : strerror(-rc));
-    return rc;
-  }
-  t->maps_on = 1;
-  /* the map keeps being written without the inspector: close it */
-  nodejs_close_session(st, t, deadline);
+  snprintf(path, cap, "%s/%s", TARGET_DIR, ADDON_NAME);
   return 0;
 }
 
-int nodejs_perfmap_stop(struct nodejs_state *st, struct nodejs_target *t, uint64_t deadline) {
-  if (!t->maps_on || !nodejs_alive(st, t)) return 0;
-  deadline += (uint64_t)st->attach_timeout_s * 1000000000ull;
-  int rc = nodejs_open_sync(st, t, deadline);
-  if (rc < 0) {
-    PP_LOG(st->host, PP_LOG_WARNING,
-           "pid %u: cannot reopen the inspector to stop the perf map: %s (it keeps "
-           "writing /tmp/perf-%u.map)",
-           t->pid, strerror(-rc), t->ns_pid);
-    return rc;
-  }
-  static const char expr[] =
-      "(() => { const k = Symbol.for('polyprof.perfmap'); const s = globalThis[k];"
-      " if (!s) return 'not started'; clearInterval(s.iv); const r = s.m.stop();"
-      " delete globalThis[k]; return r; })()";
-  json_t *v = NULL;
-  char err[256] = "";
-  rc = nodejs_cdp_evaluate(&t->cdp, expr, &v, err, sizeof(err), deadline);
-  json_decref(v);
-  nodejs_close_session(st, t, deadline);
-  if (rc < 0) {
-    PP_LOG(st->host, PP_LOG_WARNING, "pid %u: stopping the perf map: %s", t->pid, err);
-    return rc;
-  }
-  t->maps_on = 0;
+void nodejs_perfmap_remove(struct nodejs_state *st, const struct nodejs_target *t) {
   remove_perf_map(st, t);
-  return 0;
 }

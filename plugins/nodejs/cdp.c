@@ -28,19 +28,6 @@ int nodejs_cdp_send(struct nodejs_cdp *c, const char *method, json_t *params,
   return rc < 0 ? rc : id;
 }
 
-static int is_exit_event(json_t *m) {
-  const char *method = json_string_value(json_object_get(m, "method"));
-  return method && strcmp(method, "NodeRuntime.waitingForDisconnect") == 0;
-}
-
-int nodejs_cdp_note_event(struct nodejs_cdp *c, const char *msg, size_t len) {
-  json_t *m = json_loadb(msg, len, 0, NULL);
-  int hit = is_exit_event(m);
-  json_decref(m);
-  if (hit) c->exit_pending = 1;
-  return hit;
-}
-
 int nodejs_cdp_wait(struct nodejs_cdp *c, int id, json_t **result, char *err, size_t errlen,
                     uint64_t deadline_ns) {
   if (result) *result = NULL;
@@ -59,8 +46,7 @@ int nodejs_cdp_wait(struct nodejs_cdp *c, int id, json_t **result, char *err, si
     }
     json_t *jid = json_object_get(m, "id");
     if (!json_is_integer(jid) || json_integer_value(jid) != id) {
-      if (is_exit_event(m)) c->exit_pending = 1;
-      json_decref(m); /* any other event, or a reply to an abandoned request */
+      json_decref(m); /* any event, or a reply to an abandoned request */
       continue;
     }
     json_t *e = json_object_get(m, "error");

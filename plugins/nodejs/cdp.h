@@ -13,23 +13,14 @@
 struct nodejs_cdp {
   struct nodejs_ws ws;
   int next_id;
-  /* NodeRuntime.waitingForDisconnect was received: the program has finished
-   * and Node holds the process at exit until our session goes. Node sends
-   * it once, so it is remembered whichever read sees it (a reply wait
-   * included), never dropped with the other events. */
-  int exit_pending;
 };
-
-/* Notes an event of interest in c (today only the exit announcement).
- * Returns 1 if msg (an event or a reply) was one. */
-int nodejs_cdp_note_event(struct nodejs_cdp *c, const char *msg, size_t len);
 
 /* Sends {"id":N,"method":method,"params":params} (params may be NULL; it is
  * not stolen). Returns the id (> 0) or a negative errno. */
 int nodejs_cdp_send(struct nodejs_cdp *c, const char *method, json_t *params, uint64_t deadline_ns);
 
 /* Waits for the reply to id, skipping other replies and events (noting the
- * exit announcement, see exit_pending). On success
+ * On success
  * *result is the "result" object (new reference). A CDP error reply is
  * -EREMOTEIO with its message in err. */
 int nodejs_cdp_wait(struct nodejs_cdp *c, int id, json_t **result, char *err, size_t errlen,

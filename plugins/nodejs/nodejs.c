@@ -3,8 +3,10 @@
  * without restarting them.
  *
  * Modes (nodejs.mode / --nodejs-mode; v8 by default):
- *  - inspector:   open the inspector (SIGUSR1), run V8's sampling profiler
- *                 over CDP, one cpuprofile per session -> JS stacks. Works
+ *  - inspector:   open the inspector (SIGUSR1) for one request that starts
+ *                 a helper thread in the process and closes it again; the
+ *                 helper runs V8's sampling profiler, one cpuprofile per
+ *                 session -> JS stacks (inspector.c, helper.c). Works
  *                 without perf.
  *  - attach-maps: make the process write /tmp/perf-<pid>.map so the perf
  *                 plugin names JIT frames (attach_maps.c).
@@ -78,11 +80,6 @@ static const struct pp_option options[] = {
      .type = PP_OPT_BOOL,
      .default_value = "false",
      .help = "keep V8's (idle) samples (the main thread waiting in the event loop)"},
-    {.key = "move_port",
-     .type = PP_OPT_BOOL,
-     .default_value = "true",
-     .help = "move an inspector we opened off port 9229 to a random loopback port, so every "
-             "Node process of a network namespace can be profiled"},
     {.key = "perfmap_addon",
      .type = PP_OPT_STRING,
      .default_value = NULL,
@@ -118,7 +115,6 @@ static int nodejs_init(const struct pp_host *host, void **out) {
   st->max_targets = pp_opt_int(host, PP_OPTIONS(options), "max_targets");
   st->retry_s = pp_opt_int(host, PP_OPTIONS(options), "retry_s");
   st->include_idle = pp_opt_bool(host, PP_OPTIONS(options), "include_idle");
-  st->move_port = pp_opt_bool(host, PP_OPTIONS(options), "move_port");
   st->v8_stack_kb = pp_opt_int(host, PP_OPTIONS(options), "stack_kb");
   st->v8_functions = pp_opt_int(host, PP_OPTIONS(options), "function_cache");
   const char *addon = pp_opt_string(host, PP_OPTIONS(options), "perfmap_addon");

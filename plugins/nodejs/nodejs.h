@@ -4,7 +4,10 @@
  *   nodejs.c          descriptor, options, vtable
  *   nodejs_targets.c  the target table's attach/release, the per-target work
  *                     of tick() and snapshot(), statuses, metadata, stacks
- *   inspector.c       inspector attach state machine and profiling sessions
+ *   inspector.c       attach state machine: the one TCP inspector request
+ *                     that installs the helper, then the helper's channel
+ *   helper.c          the helper run inside the target (JS), its install
+ *   chan.c            the agent's end of the helper's unix socket
  *   attach_maps.c     attach-maps mode: the perf-map addon in the target
  *   perfmap_addon.c   that addon (loaded into Node, not into the agent)
  *   nodeproc.c        what /proc says of a Node process (identity, flags,
@@ -23,6 +26,7 @@
 #include <stdint.h>
 
 #include "cdp.h"
+#include "chan.h"
 #include "nodeproc.h"
 #include "polyprof/kit/log.h"
 #include "polyprof/kit/stack_table.h"
@@ -37,10 +41,11 @@ enum nodejs_mode { NODEJS_INSPECTOR, NODEJS_ATTACH_MAPS, NODEJS_PERF, NODEJS_V8 
  * after retry_s) and gone by settle() in nodejs_targets.c. */
 enum nodejs_tstate {
   T_QUEUED, /* Node; waits for another attach in its network namespace */
-  T_WAIT,   /* SIGUSR1 sent (or inspector being moved); waiting for it to listen */
-  T_LIVE,   /* inspector session open, profiler running */
-  T_MAPS,   /* attach-maps: perf map writer running, inspector closed */
-  T_ENDED,  /* wanted to exit: profile kept, session closed */
+  T_WAIT,   /* SIGUSR1 sent; waiting for the inspector to listen */
+  T_HELLO,  /* helper installed, inspector closed; waiting for its socket */
+  T_LIVE,   /* helper running V8's profiler */
+  T_MAPS,   /* attach-maps: perf map writer running, helper watching */
+  T_ENDED,  /* exited: its last profile kept */
   T_FAILED, /* lost: reason says why */
   T_GONE,   /* exited */
 };
@@ -55,19 +60,23 @@ struct nodejs_target {
   uint32_t pid, ns_pid;
   uint64_t start_time;
   int state;        /* enum nodejs_tstate */
-  int we_opened;    /* we signalled it: close the inspector again at stop */
+  int we_opened;    /* we signalled it: the inspector is ours to close */
   int quiet;        /* an earlier attempt failed and was logged: log the next at debug */
   int perf_prof;    /* started with --perf-basic-prof / --perf-prof */
   int inspect_flag; /* started with --inspect* */
   int maps_on;      /* attach-maps: the addon writes the perf map */
-  int moved;        /* the inspector we opened was moved off port 9229 */
   int start_failed; /* its inspector answered, the mode's work did not start */
   int bad_profile;  /* a cpuprofile was refused: bad_reason, at the next snapshot */
-  uint64_t netns;   /* inode of its network namespace */
+  int no_samples;   /* used CPU but the session's profile had no sample: why in bad_reason */
+  uint64_t cpu_ns;  /* main thread's CPU time at the last snapshot */
+  uint64_t session_samples; /* JS samples collected since the last snapshot */
+  uint64_t netns;           /* inode of its network namespace */
   uint64_t deadline_ns;
   struct nodejs_listener pre[NODEJS_MAX_PRE];
   int npre;
-  struct nodejs_cdp cdp;
+  struct nodejs_cdp cdp;   /* the TCP inspector, during the attach only */
+  struct nodejs_chan chan; /* the helper's socket */
+  char dir[64];            /* the helper's directory in the target */
   char version[32];
   char reason[256];
   char bad_reason[200];
@@ -78,7 +87,7 @@ struct nodejs_state {
   int mode;
   uint32_t interval_us;
   int64_t attach_timeout_s, command_timeout_ms, max_profile_mb, max_depth, max_targets, retry_s;
-  bool include_idle, move_port;
+  bool include_idle;
   char addon_path[4096]; /* attach-maps: the perf-map addon next to this .so */
   struct pp_target_table *tt;
   struct pp_stack_table *stacks;     /* JS stacks since the last snapshot */
@@ -98,25 +107,26 @@ void nodejs_collect(struct nodejs_state *st, struct nodejs_target *t, const json
 
 /* inspector.c */
 /* attach(): identifies Node, then opens the inspector (SIGUSR1) or joins
- * an open one. 0 (t->state T_QUEUED, T_WAIT, T_LIVE or T_MAPS), PP_ATTACH_*, or a
+ * an open one. 0 (t->state T_QUEUED, T_WAIT, T_HELLO...), PP_ATTACH_*, or a
  * negative errno (reason in t->reason, or none: not yet). */
 int nodejs_begin_attach(struct nodejs_state *st, struct pp_target_entry *e,
                         struct nodejs_target *t);
+/* One tick of attach progress, or of watching a running helper. */
 void nodejs_step(struct nodejs_state *st, struct nodejs_target *t);
 int nodejs_snapshot_target(struct nodejs_state *st, struct nodejs_target *t, uint64_t deadline_ns);
+/* Ends what we started in a live process: the helper undoes its work,
+ * an inspector we opened and did not close yet is closed. */
 void nodejs_detach(struct nodejs_state *st, struct nodejs_target *t);
-/* T_LIVE: lets a process that finished go (see inspector.c). */
-void nodejs_watch_exit(struct nodejs_state *st, struct nodejs_target *t);
 int nodejs_alive(struct nodejs_state *st, const struct nodejs_target *t);
-/* The inspector we opened is no longer ours to close (the target is gone). */
+/* The process is gone or exec'd: only our side is closed. */
 void nodejs_forget_inspector(struct nodejs_state *st, struct nodejs_target *t);
-/* Synchronous attach for short jobs (attach-maps stop): signal if needed,
- * wait for the inspector until deadline, open and validate a session. */
-int nodejs_open_sync(struct nodejs_state *st, struct nodejs_target *t, uint64_t deadline_ns);
-void nodejs_close_session(struct nodejs_state *st, struct nodejs_target *t, uint64_t deadline_ns);
 
 /* attach_maps.c */
-int nodejs_perfmap_start(struct nodejs_state *st, struct nodejs_target *t, uint64_t deadline_ns);
-int nodejs_perfmap_stop(struct nodejs_state *st, struct nodejs_target *t, uint64_t deadline_ns);
+/* Copies the addon into the target (attach-maps); *path gets where the
+ * target sees it. 0, or -errno with t->reason set. */
+int nodejs_perfmap_prepare(struct nodejs_state *st, struct nodejs_target *t, char *path,
+                           size_t cap);
+/* Removes the target's perf map once the helper stopped writing it. */
+void nodejs_perfmap_remove(struct nodejs_state *st, const struct nodejs_target *t);
 
 #endif

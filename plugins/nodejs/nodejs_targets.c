@@ -1,14 +1,17 @@
 /*
  * The nodejs plugin's targets in the kit's target table.
  *
- * attach() identifies Node and starts the mode's work: the inspector
- * session (SIGUSR1, then a tick finds the new listener) or the perf-map
- * addon. A target whose session is lost later (closed by another client,
- * the inspector never came up, a request failed) goes back to the table as
+ * attach() identifies Node and starts the mode's work: SIGUSR1, then a
+ * tick finds the new inspector and installs the helper through it
+ * (inspector.c). A target whose helper is lost later (it ended, the
+ * inspector never came up, a request failed) goes back to the table as
  * pending with its reason, retried after retry_s. release() ends what we
- * started in a live process (closes an inspector we opened, stops the perf
- * map) and closes the WebSocket; for a process that is gone or exec'd it
- * only closes.
+ * started in a live process (the helper undoes its work, an inspector we
+ * opened is closed); for a process that is gone or exec'd it only closes
+ * our side.
+ *
+ * A target that used CPU during a session but whose profile held no JS
+ * sample is reported with an error status, never left silently empty.
  *
  * Stacks of every target go to one stack table, emitted at the snapshot:
  * a profile taken when a program wanted to exit is kept there even when its
@@ -33,6 +36,7 @@ static int target_attach(void *plugin, struct pp_target_entry *e) {
   t->pid = e->pid;
   t->start_time = e->start_time;
   t->cdp.ws.fd = -1;
+  nodejs_chan_init(&t->chan, 0);
   t->state = T_FAILED; /* nothing to undo until the attach got somewhere */
   /* failed before (not merely "still starting"): logged then */
   t->quiet = e->last_error != 0 && e->last_error != -EAGAIN;
@@ -54,8 +58,9 @@ static void target_release(void *plugin, struct pp_target_entry *e) {
      * or spoken to: only our side is closed */
     nodejs_forget_inspector(st, t);
     st->exited++;
-  } else if (t->state == T_FAILED || t->state == T_GONE) {
+  } else if (t->state == T_FAILED || t->state == T_GONE || t->state == T_ENDED) {
     nodejs_ws_close(&t->cdp.ws, 1);
+    nodejs_chan_close(&t->chan);
   } else {
     nodejs_detach(st, t);
   }
@@ -86,15 +91,24 @@ static void settle(struct nodejs_state *st, struct pp_target_entry *e) {
   }
 }
 
+/* CPU time the process's main thread has run (schedstat, ns), or 0. */
+static uint64_t main_thread_cpu_ns(uint32_t pid) {
+  char path[64], buf[128];
+  size_t len = 0;
+  snprintf(path, sizeof(path), "/proc/%u/task/%u/schedstat", pid, pid);
+  if (pp_read_file(path, buf, sizeof(buf), &len) < 0) return 0;
+  buf[len < sizeof(buf) ? len : sizeof(buf) - 1] = '\0';
+  return strtoull(buf, NULL, 10);
+}
+
 void nodejs_targets_tick(struct nodejs_state *st, uint64_t budget_ns) {
   pp_target_table_poll(st->tt, pp_clock_ns());
   struct pp_target_entry *e;
   PP_TARGETS_FOREACH(st->tt, e, PP_TARGET_ATTACHED) {
     if (pp_clock_ns() >= budget_ns) break;
-    nodejs_step(st, e->data);
-    settle(st, e);
-    if (e->state != PP_TARGET_ATTACHED) continue;
-    nodejs_watch_exit(st, e->data);
+    struct nodejs_target *t = e->data;
+    nodejs_step(st, t);
+    if (t->state == T_LIVE && !t->cpu_ns) t->cpu_ns = main_thread_cpu_ns(t->pid);
     settle(st, e);
   }
 }
@@ -120,10 +134,29 @@ void nodejs_collect(struct nodejs_state *st, struct nodejs_target *t, const json
   int rc = nodejs_cpuprofile_collapse(profile, &o, add_stack, &c, &cs, err, sizeof(err));
   st->dropped += cs.dropped;
   st->truncated += cs.truncated;
+  t->session_samples += cs.samples;
   if (rc < 0) {
     t->bad_profile = 1;
     snprintf(t->bad_reason, sizeof(t->bad_reason), "%s", err);
   }
+}
+
+/* After a snapshot of a live target: a main thread that ran for several
+ * sampling intervals must have given samples. */
+static void check_samples(struct nodejs_state *st, struct nodejs_target *t) {
+  uint64_t cpu = main_thread_cpu_ns(t->pid);
+  uint64_t ran = cpu > t->cpu_ns && t->cpu_ns ? cpu - t->cpu_ns : 0;
+  uint64_t enough = 10ull * st->interval_us * 1000;
+  if (enough < 100 * MS) enough = 100 * MS;
+  if (t->cpu_ns && ran >= enough && t->session_samples == 0) {
+    t->no_samples = 1;
+    snprintf(t->bad_reason, sizeof(t->bad_reason),
+             "nodejs: its main thread ran %.1f s of CPU but V8's profiler recorded no JS sample",
+             (double)ran / 1e9);
+    PP_LOG(st->host, PP_LOG_WARNING, "pid %u: %s", t->pid, t->bad_reason);
+  }
+  t->cpu_ns = cpu;
+  t->session_samples = 0;
 }
 
 /* Application metadata and appid of a profiled target. */
@@ -135,9 +168,9 @@ static void report_target(struct nodejs_state *st, struct nodejs_target *t, stru
     snprintf(meta, sizeof(meta), "{\"node_version\": %s}", ver);
     h->set_app_metadata(sink, t->pid, meta);
   }
-  if (t->bad_profile) {
+  if (t->bad_profile || t->no_samples) {
     h->set_pid_status(sink, t->pid, PP_PID_ERROR, t->bad_reason);
-    t->bad_profile = 0;
+    t->bad_profile = t->no_samples = 0;
   }
   /* the core's appid rule knows *.js scripts only; ES modules are *.mjs */
   if (t->state == T_LIVE || t->state == T_MAPS) {
@@ -155,7 +188,8 @@ void nodejs_targets_snapshot(struct nodejs_state *st, struct pp_sink *sink, uint
       uint64_t now = pp_clock_ns();
       if (now >= budget_ns) continue; /* it keeps profiling: the next snapshot gets it */
       uint64_t dl = now + 2 * (uint64_t)st->command_timeout_ms * MS;
-      nodejs_snapshot_target(st, t, dl < budget_ns ? dl : budget_ns);
+      if (nodejs_snapshot_target(st, t, dl < budget_ns ? dl : budget_ns) == 0 && t->state == T_LIVE)
+        check_samples(st, t);
     }
     report_target(st, t, sink);
     settle(st, e);

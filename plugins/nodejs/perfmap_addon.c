@@ -13,11 +13,13 @@
  * few prototypes are declared below), so the addon loads in any Node
  * version; the two V8 entry points are looked up by their mangled names in
  * the running process at start(), and start() fails cleanly if they are
- * absent. The JitCodeEvent layout below is the one of V8 9 to 12 (Node 16
- * to 22); the plugin only loads the addon into those versions.
+ * absent. The JitCodeEvent layout below is the one of V8 9 to 13 (Node 16
+ * to 24); the plugin only loads the addon into those versions.
  *
- * The handler runs on the JS thread for every code creation, so it only
- * appends to a buffered FILE; flush() is called from a JS interval.
+ * The handler runs on the JS thread for every code creation and writes its
+ * line at once (one write(2) of an append-only descriptor, as V8's own
+ * --perf-basic-prof does): no buffer waits for a JS timer, so a process
+ * whose main thread never returns to its event loop has its map complete.
  */
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -36,7 +38,6 @@ extern napi_status napi_create_function(napi_env env, const char *utf8name, size
                                         napi_callback cb, void *data, napi_value *result);
 extern napi_status napi_set_named_property(napi_env env, napi_value object, const char *utf8name,
                                            napi_value value);
-extern napi_status napi_get_boolean(napi_env env, int value, napi_value *result);
 extern napi_status napi_create_string_utf8(napi_env env, const char *str, size_t length,
                                            napi_value *result);
 
@@ -68,12 +69,12 @@ typedef void (*set_handler_fn)(void *isolate, int options, jit_handler);
   "_ZN2v87Isolate22SetJitCodeEventHandlerENS_19JitCodeEventOptionsEPFvPKNS_12JitCodeEventEE"
 #define ENUM_EXISTING 1
 
-static FILE *map_file;
+static int map_fd = -1;
 static void *isolate;
 static set_handler_fn set_handler;
 
 static void on_code(const struct jit_code_event *ev) {
-  if (!map_file || ev->type != JIT_CODE_ADDED || ev->code_type == JIT_BYTE_CODE) return;
+  if (map_fd < 0 || ev->type != JIT_CODE_ADDED || ev->code_type == JIT_BYTE_CODE) return;
   size_t len = ev->u.name.len;
   if (len > 1024) len = 1024;
   /* perf splits on whitespace only at the first two fields; a newline in
@@ -82,8 +83,13 @@ static void on_code(const struct jit_code_event *ev) {
   size_t cut = 0;
   while (s && cut < len && s[cut] != '\n' && s[cut] != '\r')
     cut++;
-  fprintf(map_file, "%lx %zx %.*s\n", (unsigned long)ev->code_start, ev->code_len, (int)cut,
-          s ? s : "");
+  char line[1100];
+  int n = snprintf(line, sizeof(line), "%lx %zx %.*s\n", (unsigned long)ev->code_start,
+                   ev->code_len, (int)cut, s ? s : "");
+  if (n > 0) {
+    ssize_t w = write(map_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+    (void)w; /* a full disk loses names, never the process */
+  }
 }
 
 static napi_value result_str(napi_env env, const char *s) {
@@ -94,7 +100,7 @@ static napi_value result_str(napi_env env, const char *s) {
 
 static napi_value js_start(napi_env env, napi_callback_info info) {
   (void)info;
-  if (map_file) return result_str(env, "already started");
+  if (map_fd >= 0) return result_str(env, "already started");
   get_current_fn get_current = (get_current_fn)dlsym(RTLD_DEFAULT, V8_GET_CURRENT);
   set_handler = (set_handler_fn)dlsym(RTLD_DEFAULT, V8_SET_JIT_HANDLER);
   if (!get_current || !set_handler) return result_str(env, "V8 entry points not found");
@@ -116,31 +122,17 @@ static napi_value js_start(napi_env env, napi_callback_info info) {
     return result_str(env, "/tmp/perf-<pid>.map is not a regular file");
   }
   fcntl(fd, F_SETFL, O_APPEND);
-  map_file = fdopen(fd, "a");
-  if (!map_file) {
-    close(fd);
-    return result_str(env, "fdopen failed");
-  }
-  setvbuf(map_file, NULL, _IOFBF, 1 << 16);
+  map_fd = fd;
   set_handler(isolate, ENUM_EXISTING, on_code); /* existing code is written now */
-  fflush(map_file);
   return result_str(env, "ok");
-}
-
-static napi_value js_flush(napi_env env, napi_callback_info info) {
-  (void)info;
-  if (map_file) fflush(map_file);
-  napi_value v;
-  napi_get_boolean(env, map_file != NULL, &v);
-  return v;
 }
 
 static napi_value js_stop(napi_env env, napi_callback_info info) {
   (void)info;
-  if (!map_file) return result_str(env, "not started");
+  if (map_fd < 0) return result_str(env, "not started");
   set_handler(isolate, 0, NULL); /* NULL handler: no more events */
-  fclose(map_file);
-  map_file = NULL;
+  close(map_fd);
+  map_fd = -1;
   return result_str(env, "ok");
 }
 
@@ -149,7 +141,7 @@ __attribute__((visibility("default"))) napi_value napi_register_module_v1(napi_e
   static const struct {
     const char *name;
     napi_callback fn;
-  } fns[] = {{"start", js_start}, {"stop", js_stop}, {"flush", js_flush}};
+  } fns[] = {{"start", js_start}, {"stop", js_stop}};
   for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
     napi_value f;
     if (napi_create_function(env, fns[i].name, (size_t)-1, fns[i].fn, NULL, &f) == 0)

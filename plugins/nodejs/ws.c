@@ -550,14 +550,25 @@ int nodejs_ws_recv(struct nodejs_ws *ws, const char **msg, size_t *len, uint64_t
   }
 }
 
-int nodejs_ws_send_close(struct nodejs_ws *ws, uint64_t deadline_ns) {
+static int send_close(struct nodejs_ws *ws, uint64_t deadline_ns) {
   if (ws->fd < 0) return -ENOTCONN;
   return send_frame(ws, NODEJS_WS_OP_CLOSE, "", 0, deadline_ns);
 }
 
-void nodejs_ws_close(struct nodejs_ws *ws, int send_close) {
+void nodejs_ws_finish(struct nodejs_ws *ws, uint64_t deadline_ns) {
   if (ws->fd >= 0) {
-    if (send_close) nodejs_ws_send_close(ws, pp_clock_ns() + 200000000ull);
+    uint64_t soon = pp_clock_ns() + 200000000ull;
+    send_close(ws, soon < deadline_ns ? soon : deadline_ns);
+    char sink[4096];
+    while (recv_some(ws->fd, sink, sizeof(sink), deadline_ns) > 0) {
+    }
+  }
+  nodejs_ws_close(ws, 0);
+}
+
+void nodejs_ws_close(struct nodejs_ws *ws, int send_close_frame) {
+  if (ws->fd >= 0) {
+    if (send_close_frame) send_close(ws, pp_clock_ns() + 200000000ull);
     close(ws->fd);
   }
   ws->fd = -1;

@@ -74,9 +74,14 @@ int nodejs_ws_send_text(struct nodejs_ws *ws, const char *text, size_t len, uint
  * call; it is NUL-terminated. Pings are ignored (Node drops a client that
  * answers with a pong); a close frame or EOF is -ECONNRESET. */
 int nodejs_ws_recv(struct nodejs_ws *ws, const char **msg, size_t *len, uint64_t deadline_ns);
-/* Sends a close frame and leaves the socket open (to read until EOF). */
-int nodejs_ws_send_close(struct nodejs_ws *ws, uint64_t deadline_ns);
-/* Sends a close frame (best effort, when send_close) and closes the socket. */
+/* Sends a close frame (best effort, when send_close) and closes the socket
+ * at once. Only for a connection Node is not closing itself. */
 void nodejs_ws_close(struct nodejs_ws *ws, int send_close);
+/* Ends the session the way Node expects, whoever started closing it: our
+ * close frame (the answer to Node's, or the request), then reading until
+ * Node closes the connection (or the deadline), then closing ours. Dropping
+ * the connection while Node's inspector thread still writes its close frame
+ * crashes Node 20 (SIGSEGV in WsHandler::OnCloseFrameWritten). */
+void nodejs_ws_finish(struct nodejs_ws *ws, uint64_t deadline_ns);
 
 #endif

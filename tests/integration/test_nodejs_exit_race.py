@@ -1,16 +1,15 @@
 """nodejs plugin, inspector mode: a program that finishes while the agent
-is still setting up its session is let go, and the agent keeps no socket.
+attaches is let go, exits cleanly, and the agent keeps no socket.
 
-Node holds a finished process at exit while an inspector session is
-attached, and announces it (NodeRuntime.waitingForDisconnect) only to a
-session that asked beforehand. ends_at_attach.js ends its program on the
-agent's first evaluation, before the agent asks, so the announcement never
-comes: the agent must notice by itself (the target's JS context is gone)
-and disconnect. This reproduces what the one-hour soak showed as a slow
-socket leak in the nodejs worker: short-lived Node processes that finished
-during an attach stayed alive, each holding one of the worker's sockets,
-until the agent stopped. Real node, real agent; checked: the process exits
-within seconds with status 0 in a 60 s session, the log says why, and the
+ends_at_attach.js ends its program on the agent's install request (the one
+request the agent sends over the inspector, which also closes it), before
+the helper thread has even started. Nothing of the agent's may hold the
+process or crash it at exit: no inspector session is left attached (Node
+would hold the process "waiting for the debugger to disconnect"), our end
+of that session is never dropped while Node still writes its close frame
+(that crashed Node 20 with SIGSEGV), and a helper that is still starting
+is not waited for. Real node, real agent; checked: the process exits
+within seconds with status 0 (never a signal) in a 60 s session, and the
 worker then holds no TCP socket.
 """
 import os
@@ -47,10 +46,8 @@ node = n.spawn_node([script], stderr_path=err_path)
 agent = None
 try:
     t0 = time.time()
-    # port 9229 kept: the agent's first evaluation is then the validation
-    # on the inspector it opened, the moment the program ends
-    agent = n.Agent(out, plugins, "--nodejs-mode", "inspector", "--nodejs-move-port=false",
-                    "--pids", str(node.pid), duration=60)
+    agent = n.Agent(out, plugins, "--nodejs-mode", "inspector", "--pids", str(node.pid),
+                    duration=60)
     while node.poll() is None and time.time() - t0 < 40:
         time.sleep(0.1)
     lived = time.time() - t0
@@ -62,9 +59,8 @@ try:
             "the program ended on the agent's first evaluation (stdout %r)" % stdout[:80])
     u.check(node.poll() is not None and lived < 20,
             "the process is let go and exits (%.1f s after start, session of 60 s)" % lived)
-    u.check(node.returncode == 0, "its exit status is 0 (%s)" % node.returncode)
-    log = agent.log_text()
-    u.check("exiting; session closed" in log, "the log says the session was closed for it")
+    u.check(node.returncode == 0, "its exit status is 0, no signal (%s)" % node.returncode)
+    u.check("Waiting for the debugger" not in err, "nothing held it at exit")
     worker = (fu.children_of(agent.p.pid, "pp-nodejs") or [None])[0]
     u.check(worker is not None, "the nodejs worker runs (%s)" % worker)
     held = tcp_sockets(worker) if worker else ["no worker"]

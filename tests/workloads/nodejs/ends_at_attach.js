@@ -1,13 +1,11 @@
 'use strict';
-// A Node program that finishes the moment a profiler has attached to it:
-// the agent's first request on a new session evaluates an expression that
-// asks process.getBuiltinModule('fs') for the target's pid namespace, and
-// that call ends the program (the work timer is cleared, so the event loop
-// empties). The program is then over before the agent has asked Node to
-// announce the exit (NodeRuntime.notifyWhenWaitingForDisconnect), so no
-// announcement ever comes, while Node holds the process at exit until the
-// session goes ("Waiting for the debugger to disconnect..."). An agent
-// that waits for the announcement keeps this process alive for good.
+// A Node program that finishes the moment a profiler attaches to it: the
+// agent's request over the inspector asks process.getBuiltinModule('fs')
+// for the target's pid namespace, and that call ends the program (the work
+// timer is cleared, so the event loop empties). The process then exits
+// while the agent's inspector session is being closed and its helper
+// thread is still starting: anything of the agent's left attached would
+// hold it ("Waiting for the debugger to disconnect...") or crash it.
 function attachedWork(ms) {
   const end = Date.now() + ms;
   let x = 0;

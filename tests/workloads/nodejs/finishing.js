@@ -1,10 +1,9 @@
 'use strict';
 // A Node program that finishes on its own while being profiled: it burns
-// CPU in finishingWork() for 8 s, in slices so the event loop turns (the
-// agent moves the inspector it opened off port 9229 from the event loop),
-// then returns and the process exits. Node holds a process whose inspector
-// has a session attached at exit, so this one exits on time only if the
-// profiler lets it go.
+// CPU in finishingWork() for 8 s, in slices from setImmediate, then
+// returns and the process exits. It exits on time only if nothing the
+// profiler left in it holds it, and its last samples reach the agent only
+// if they are handed over at exit.
 function finishingWork(ms) {
   const end = Date.now() + ms;
   let x = 0;

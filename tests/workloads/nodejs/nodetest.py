@@ -23,13 +23,7 @@ NODE = shutil.which("node") or shutil.which("nodejs")
 def foreign_node_profilers():
     """Other polyprof nodejs workers on this host (pid, agent command line).
     A system-wide agent with nodejs enabled (a soak benchmark, another
-    checkout's test) attaches to this test's Node processes too. That used
-    to stall the targets (a detaching agent's process._debugEnd() waited for
-    the other agent to answer Node's close frame); the plugin no longer
-    closes an inspector other clients use and drops its session as soon as
-    someone else closes it, so tests run anyway. Only a consequence remains:
-    an inspector the agent opened stays open while another client is still
-    connected, which inspector_left() accounts for."""
+    checkout's test) attaches to this test's Node processes too."""
     found = []
     for d in os.listdir("/proc"):
         if not d.isdigit():
@@ -55,26 +49,47 @@ def require_node():
     if not os.path.exists(plugin):
         u.skip("nodejs plugin not built: " + plugin)
     for pid, cmd in foreign_node_profilers():
-        if not shares_safely(pid):
-            # a build from before the fix closes inspectors other clients
-            # use, which freezes this test's targets: the result would be
-            # about that agent, not this build
-            u.skip("another polyprof agent with a nodejs plugin that predates the shared-"
-                   "inspector fix runs on this host (worker pid %d: %s)" % (pid, cmd))
+        if not shares_safely(pid) and attaches_inspectors(pid):
+            # a build that keeps an inspector session for the whole run
+            # holds this test's targets' inspectors open: the results
+            # would be about that agent, not this build
+            u.skip("another polyprof agent whose nodejs plugin keeps inspector sessions open "
+                   "runs on this host (worker pid %d: %s)" % (pid, cmd))
         print("note: another agent's nodejs worker runs (pid %d: %s); it may attach to this "
               "test's Node processes too" % (pid, cmd))
     return plugin
 
 
+def attaches_inspectors(worker_pid):
+    """Whether a foreign worker's agent runs a mode that opens inspectors
+    (its command line names one, or names no mode and may use a config)."""
+    try:
+        with open("/proc/%d/stat" % worker_pid) as f:
+            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        with open("/proc/%d/cmdline" % ppid, "rb") as f:
+            args = f.read().split(b"\0")
+    except (OSError, ValueError, IndexError):
+        return True
+    if b"--pids" in args or any(a.startswith(b"--pids=") for a in args):
+        return False  # its own processes only: another test's
+    for i, a in enumerate(args):
+        mode = a.split(b"=", 1)[1] if a.startswith(b"--nodejs-mode=") else (
+            args[i + 1] if a == b"--nodejs-mode" and i + 1 < len(args) else None)
+        if mode is not None:
+            return mode in (b"inspector", b"attach-maps")
+    return True
+
+
 def shares_safely(worker_pid):
-    """Whether the nodejs.so a foreign worker loaded leaves an inspector
-    other clients use open (it carries that log line); False if unknown."""
+    """Whether the nodejs.so a foreign worker loaded profiles through the
+    in-process helper and closes the inspector right after the attach (it
+    carries that log line); False if unknown."""
     try:
         with open("/proc/%d/maps" % worker_pid) as f:
             paths = {ln.split(None, 5)[5].strip() for ln in f if ln.rstrip().endswith("nodejs.so")}
         for path in paths:
             with open("/proc/%d/root%s" % (worker_pid, path), "rb") as f:
-                if b"other inspector session(s) connected" in f.read():
+                if b"helper installed" in f.read():
                     return True
     except (OSError, IndexError):
         pass
