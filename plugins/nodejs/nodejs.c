@@ -160,8 +160,7 @@ static int nodejs_start(void *state, struct pp_session *session) {
     nodejs_v8_free(st->v8);
     st->v8 = nodejs_v8_new(st->host, &c);
     if (!st->v8) return -ENOMEM;
-    /* rings hold a few samples: drained at the sampling rate, at most 100 Hz */
-    session->tick_interval_ns = 1000000000ull / (hz < 100 ? hz : 100);
+    session->tick_interval_ns = nodejs_v8_tick_ns(hz);
     PP_INFO(st->host, "mode v8, %u Hz, %lld KiB of stack per sample", hz,
             (long long)st->v8_stack_kb);
     return 0;

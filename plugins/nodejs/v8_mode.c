@@ -132,6 +132,16 @@ static void add_stats(struct v8_walk_stats *sum, const struct v8_walk_stats *now
   sum->cache_miss += now->cache_miss - last->cache_miss;
 }
 
+/* The rings hold six samples per thread: drained every three sampling
+ * periods (a wake-up of the worker costs more than a sample), at least
+ * 10 ms and at most 250 ms apart. */
+uint64_t nodejs_v8_tick_ns(uint32_t hz) {
+  uint64_t ns = 3000000000ull / (hz ? hz : 11);
+  if (ns < 10000000ull) ns = 10000000ull;
+  if (ns > 250000000ull) ns = 250000000ull;
+  return ns;
+}
+
 struct drain_ctx {
   struct nodejs_v8 *v;
   struct v8_target *t;

@@ -30,6 +30,8 @@ struct nodejs_v8_config {
 struct nodejs_v8 *nodejs_v8_new(const struct pp_host *host, const struct nodejs_v8_config *cfg);
 void nodejs_v8_free(struct nodejs_v8 *v);
 int nodejs_v8_add(struct nodejs_v8 *v, const struct pp_target *tg, size_t n);
+/* How often tick() should run at hz samples per second per thread. */
+uint64_t nodejs_v8_tick_ns(uint32_t hz);
 /* Drains the samples of every target into its stacks. */
 void nodejs_v8_tick(struct nodejs_v8 *v);
 void nodejs_v8_snapshot(struct nodejs_v8 *v, struct pp_sink *sink);

@@ -124,8 +124,8 @@ int v8_sampler_open(struct v8_sampler *s, uint32_t pid, uint32_t hz, uint32_t st
   s->period_ns = 1000000000ull / (hz ? hz : 11);
   s->stack_bytes = stack_bytes & ~7u;
   s->max_threads = max_threads;
-  /* room for six full records: a drain per sampling interval keeps up
-   * even when the agent is not scheduled for a few intervals */
+  /* room for six full records: drained every three sampling periods
+   * (nodejs_v8_tick_ns), with room for the agent being late */
   size_t rec = s->stack_bytes + 128, ring = page_size();
   while (ring < 6 * rec)
     ring <<= 1;
