@@ -10,6 +10,8 @@
  *   dotnet_session.c  one EventPipe session: stream, parser, sample intake
  *   dotnet_stacks.c   sampled IP stacks in the kit's stack table, named at
  *                     snapshot from the method map
+ *   dotnet_runshare.c whether sampled threads ran, where the runtime's
+ *                     sample type cannot tell
  *   dotnet_appid.c    appid of a .NET process
  *   methods.c/.h      code address -> method name map
  *   nettrace.c/.h     the nettrace stream parser
@@ -157,12 +159,6 @@ enum dotnet_session_kind {
 struct dotnet_thread_due {
   uint64_t tid;
   uint64_t due; /* timestamp of this thread's previous sample */
-  /* where the runtime's sample type cannot be trusted: the thread's
-   * schedstat run time at the last look, when (pp_clock_ns), and the share
-   * of the window before it that the thread ran, in 1/1024 (-1: none yet) */
-  uint64_t run_ns, look_ns;
-  int32_t share;
-  uint32_t credit; /* weight x share carried to the next sample, in 1/1024 */
 };
 
 #define DOTNET_MAX_THREADS 4096 /* downsampling state; more threads share slots */
@@ -176,6 +172,7 @@ struct dotnet_session {
   /* the runtime marks threads running managed code "External" (.NET 9,
    * 10.0 before 10.0.4): whether a thread ran is read from its schedstat */
   bool type_unreliable;
+  struct dotnet_runshare *runshare; /* allocated at the first such sample */
   bool eof, stopping;
   bool rundown;      /* asked for a rundown at stop */
   bool closed_by_us; /* stream cut before its end tag: truncated */
@@ -210,6 +207,26 @@ void dotnet_session_free(struct dotnet_session *s);
 /* True for runtime versions ("9.0.20") whose SampleProfiler marks every
  * thread External, running managed code or not. */
 bool dotnet_sample_type_unreliable(const char *version);
+
+/* ---- run share of sampled threads (dotnet_runshare.c) -------------- */
+
+struct dotnet_runshare;
+/* For process pid, whose stream names threads by host tid (host_tids) or
+ * by their tid in its pid namespace. */
+struct dotnet_runshare *dotnet_runshare_new(uint32_t pid, bool host_tids);
+void dotnet_runshare_free(struct dotnet_runshare *r);
+/* Forgets every thread (a new stream). NULL is fine. */
+void dotnet_runshare_reset(struct dotnet_runshare *r);
+/* The weight an External sample of thread tid keeps: its weight times the
+ * share of time the thread ran over its latest window (schedstat run time
+ * over wall time between two looks, at most every 50 ms per thread), the
+ * fraction carried to the thread's next sample (no coin flips: less noise
+ * on few samples). A busy thread keeps every sample, a blocked one none;
+ * the counts are the thread's CPU time spread over the stacks it was
+ * sampled in. 0 until the thread's first window is known. *looks counts
+ * the schedstat reads. */
+uint32_t dotnet_runshare_weight(struct dotnet_runshare *r, uint64_t tid, uint32_t weight,
+                                uint64_t *looks);
 /* Starts tracing on the target's socket; on success s->fd streams. Samples
  * and counters not drained yet are kept (late samples add up until a snapshot).
  * Returns 0 or -errno; *hresult holds the runtime's error code for -EPROTO. */

@@ -36,12 +36,8 @@
  * (a fixed "every Nth sample" rule aliased a 30 ms/10 ms workload into
  * 50/50). Called for every sample, managed or not, so that time spent
  * outside managed code is not folded into the next managed sample. */
-static struct dotnet_thread_due *thread_slot(struct dotnet_session *s, uint64_t tid) {
-  return &s->due[(tid * 0x9e3779b97f4a7c15ull >> 52) % DOTNET_MAX_THREADS];
-}
-
 static uint32_t sample_weight(struct dotnet_session *s, uint64_t tid, uint64_t ts) {
-  struct dotnet_thread_due *d = thread_slot(s, tid);
+  struct dotnet_thread_due *d = &s->due[(tid * 0x9e3779b97f4a7c15ull >> 52) % DOTNET_MAX_THREADS];
   uint64_t dt = s->interval_ns;
   /* every sweep samples every managed thread, running managed code or
    * not, so a thread's gap is the sweep period however slow it got; a gap
@@ -51,8 +47,7 @@ static uint32_t sample_weight(struct dotnet_session *s, uint64_t tid, uint64_t t
     s->sampler_intervals++;
     s->sampler_interval_ns += dt;
   }
-  if (d->tid != tid) *d = (struct dotnet_thread_due){.tid = tid, .share = -1};
-  d->due = ts;
+  *d = (struct dotnet_thread_due){.tid = tid, .due = ts};
   uint32_t n = (uint32_t)(dt / s->interval_ns);
   uint64_t rem = dt % s->interval_ns;
   if (rem == 0) return n;
@@ -74,45 +69,6 @@ bool dotnet_sample_type_unreliable(const char *version) {
   return major == 9 || (major == 10 && minor == 0 && patch < 4);
 }
 
-#define CPU_LOOK_NS 50000000ull /* a thread's schedstat is read at most this often */
-
-/* The weight an External sample of host thread tid keeps on a runtime
- * whose sample type says nothing: its weight times the share of time the
- * thread ran over its latest window (its schedstat run time over the wall
- * time between two looks, at most every CPU_LOOK_NS). Fractions carry over
- * to the thread's next sample (no coin flips: less noise on few samples).
- * A busy thread keeps every sample, a blocked one none; the counts are the
- * thread's CPU time spread over the stacks it was sampled in. Until a
- * thread's first window is known its samples are dropped. */
-static uint32_t ran_weight(struct dotnet_session *s, struct dotnet_thread_due *d, uint64_t tid,
-                           uint32_t weight) {
-  uint64_t now = pp_clock_ns();
-  if (!d->look_ns || now - d->look_ns >= CPU_LOOK_NS) {
-    char path[96], buf[96];
-    size_t len = 0;
-    snprintf(path, sizeof(path), "/proc/%u/task/%llu/schedstat", s->pid, (unsigned long long)tid);
-    unsigned long long run = 0;
-    s->cpu_looks++;
-    if (pp_read_file(path, buf, sizeof(buf), &len) < 0 || sscanf(buf, "%llu", &run) != 1) {
-      d->share = -1;
-      d->look_ns = now;
-      return 0;
-    }
-    if (d->look_ns && run >= d->run_ns && now > d->look_ns) {
-      uint64_t share = (run - d->run_ns) * 1024 / (now - d->look_ns);
-      d->share = share > 1024 ? 1024 : (int32_t)share;
-    } else {
-      d->share = -1;
-    }
-    d->run_ns = run;
-    d->look_ns = now;
-  }
-  if (d->share <= 0) return 0;
-  uint64_t credit = d->credit + (uint64_t)weight * (uint32_t)d->share;
-  d->credit = (uint32_t)(credit % 1024);
-  return (uint32_t)(credit / 1024);
-}
-
 static void on_sample(struct dotnet_session *s, const struct dotnet_nt_event *ev) {
   uint32_t type = ev->payload_len >= 4 ? ev->payload[0] : 0;
   /* the next session has samples after the cutoff; a target whose clock is
@@ -121,8 +77,10 @@ static void on_sample(struct dotnet_session *s, const struct dotnet_nt_event *ev
     return;
   uint32_t weight = sample_weight(s, ev->thread_id, ev->timestamp);
   if (type != SAMPLE_TYPE_MANAGED && !s->cfg->wall) {
-    if (s->type_unreliable && s->thread_ids && weight)
-      weight = ran_weight(s, thread_slot(s, ev->thread_id), ev->thread_id, weight);
+    if (s->type_unreliable && weight && !s->runshare)
+      s->runshare = dotnet_runshare_new(s->pid, s->thread_ids);
+    if (s->type_unreliable && weight && s->runshare)
+      weight = dotnet_runshare_weight(s->runshare, ev->thread_id, weight, &s->cpu_looks);
     else
       weight = 0;
     if (weight == 0) {
@@ -219,6 +177,7 @@ static void reset_stream(struct dotnet_session *s) {
   s->id = 0;
   s->drained_bytes = 0;
   memset(s->due, 0, sizeof(s->due));
+  dotnet_runshare_reset(s->runshare);
 }
 
 void dotnet_session_reset(struct dotnet_session *s) {
@@ -237,6 +196,7 @@ void dotnet_session_free(struct dotnet_session *s) {
   dotnet_session_close(s);
   dotnet_nt_free(s->nt);
   pp_stack_table_free(s->stacks);
+  dotnet_runshare_free(s->runshare);
   free(s);
 }
 

@@ -127,10 +127,10 @@ static int start_tracing(struct dotnet_state *st, struct pp_target_entry *e,
   }
   if (dotnet_sample_type_unreliable(t->version)) {
     t->cur->type_unreliable = t->old->type_unreliable = true;
-    PP_INFO(st->host, "pid %u: .NET %s marks every sample External: running threads are told %s",
-            t->pid, t->version,
-            thread_ids ? "by their schedstat"
-                       : "by nothing in a pid namespace (wall: true counts all)");
+    PP_INFO(st->host,
+            "pid %u: .NET %s marks every sample External: running threads are told by their "
+            "schedstat",
+            t->pid, t->version);
   }
   uint32_t hr = 0;
   int rc = dotnet_session_start(t->cur, t->sock, t->methods, DOTNET_SESSION_SAMPLING, false, &hr);

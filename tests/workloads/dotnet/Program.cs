@@ -15,6 +15,7 @@
 //                 code (ReadyToRun unless re-JITted)
 //     wait        the behaviours start only once a line is read on stdin
 //                 (a profiler can attach before any of their code is bound)
+//     stdin-exit  the process exits (code 0) when its stdin reaches its end
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
@@ -306,6 +307,12 @@ namespace Polyprof.Workload
                 StartThread("exceptions", () => ExceptionWorker.Run(cts.Token));
             if (behaviours.Contains("framework"))
                 StartThread("framework", () => FrameworkWorker.Run(cts.Token));
+            if (behaviours.Contains("stdin-exit"))
+                StartThread("stdin-exit", () =>
+                {
+                    while (Console.In.ReadLine() != null) { }
+                    Environment.Exit(0);
+                });
             Console.WriteLine("ready " + Environment.ProcessId);
             Thread.Sleep(seconds * 1000);
             cts.Cancel();
