@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nodeproc.h"
 #include "polyprof/kit/log.h"
 #include "polyprof/kit/proc.h"
 #include "polyprof/kit/remote.h"
@@ -41,6 +42,7 @@ struct v8_target {
   struct v8_walk_stats last; /* reader stats at the previous snapshot */
   uint64_t lost_reported;
   char module[200];
+  char appid[600]; /* set for .mjs/.cjs entry points (the core's rule knows .js) */
 };
 
 struct nodejs_v8 {
@@ -116,6 +118,8 @@ static int v8_attach(void *plugin, struct pp_target_entry *e) {
     return rc == -EACCES || rc == -EPERM || rc == -ENOSYS ? PP_ATTACH_FAIL : rc;
   }
   t->next_rescan_ns = pp_clock_ns() + RESCAN_NS;
+  if (nodejs_appid(e->pid, t->appid, sizeof(t->appid)) < 0 || strstr(t->appid, ".js ("))
+    t->appid[0] = '\0';
   e->data = t;
   PP_INFO(v->host, "pid %u: V8 metadata of %s read; sampling %zu threads out of process", e->pid,
           t->module, t->smp.nth);
@@ -248,6 +252,7 @@ void nodejs_v8_snapshot(struct nodejs_v8 *v, struct pp_sink *sink) {
     struct v8_walk_stats d = {0};
     add_stats(&d, &t->rd.st, &t->last);
     busy_status(v, sink, t->pid, &d);
+    if (t->appid[0]) h->set_appid(sink, t->pid, t->appid);
     add_stats(&v->sum, &t->rd.st, &t->last);
     t->last = t->rd.st;
     v->lost += t->smp.lost - t->lost_reported;
