@@ -73,8 +73,12 @@ if shutil.which("setpriv"):
     if paranoid >= 1:
         out = pputil.tempdir("ppperf-agent-out-")
         run_dir = pputil.tempdir("ppperf-agent-run-")
-        for d in (out, run_dir, plugins):
-            os.chmod(d, 0o777)
+        # the agent's own directories belong to its user; the plugin
+        # directory stays root's and writable by nobody else (both are
+        # required of them)
+        for d in (out, run_dir):
+            os.chown(d, 65534, 65534)
+        os.chmod(plugins, 0o755)
         cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
                "--bounding-set=-all", pputil.AGENT, "-o", out, "-d", "3", "--plugin-dir", plugins,
                "--pid-file", os.path.join(run_dir, "pid"), "--log-file", os.path.join(run_dir, "log"),
