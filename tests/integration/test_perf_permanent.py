@@ -32,7 +32,6 @@ if not os.path.exists(pputil.AGENT):
 plugins = pputil.plugin_dir_with(perfutil.PLUGIN)
 has_pmu = os.path.exists("/sys/bus/event_source/devices/cpu")
 out = pputil.tempdir("ppperf-perm-")
-os.chmod(out, 0o777)
 extra = ["-c", "-f", "49"]
 prefix = []
 if has_pmu:
@@ -40,6 +39,7 @@ if has_pmu:
         if int(f.read()) < 1:
             pputil.skip("this machine has a PMU and perf_event_paranoid < 1: no refusal to provoke")
     prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"]
+    os.chown(out, 65534, 65534)  # the agent's output directory is its user's
     expect = "the kernel refused system-wide perf events"
     print("hardware PMU present: provoking EACCES as an unprivileged agent")
 else:
