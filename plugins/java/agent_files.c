@@ -313,5 +313,19 @@ int java_publish_perfmap(uint32_t pid, uint32_t nspid, char *err, size_t errlen)
   if (out >= 0) close(out);
   if (host >= 0) close(host);
   free(text);
-  return rc;
+  return rc < 0 ? rc : 1;
+}
+
+void java_unpublish_perfmap(uint32_t pid) {
+  char final[64];
+  snprintf(final, sizeof(final), "perf-%u.map", pid);
+  int host = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (host < 0) return;
+  /* only what we wrote: a regular file of the agent's user (something else
+   * under that name since, a link or another user's file, stays) */
+  struct stat st;
+  if (fstatat(host, final, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+      st.st_uid == geteuid())
+    unlinkat(host, final, 0);
+  close(host);
 }

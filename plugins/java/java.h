@@ -132,9 +132,14 @@ void java_result_name(uint32_t nspid, char *name, size_t len);
  * with a reason (a refused or missing file). */
 char *java_read_result(uint32_t pid, const char *name, size_t max, size_t *len, char *err,
                        size_t errlen);
-/* perfmap mode: copy /tmp/perf-<nspid>.map of a container to the host's
- * /tmp/perf-<pid>.map so perf finds it. */
+/* perfmap mode: copy /tmp/perf-<pid>.map of a JVM of the host's pid
+ * namespace in another mount namespace to the host's /tmp, where perf
+ * looks once the JVM is gone. 1 if a copy was made, 0 if none is needed,
+ * or a negative errno with err set. */
 int java_publish_perfmap(uint32_t pid, uint32_t nspid, char *err, size_t errlen);
+/* The host copy java_publish_perfmap made, removed when its JVM is
+ * released (only a regular file of ours is). */
+void java_unpublish_perfmap(uint32_t pid);
 
 /* ---- collect.c ---- */
 struct java_collect_stats {

@@ -28,6 +28,7 @@ struct java_jvm {
   char agent_path[512];  /* as the JVM sees it */
   char *metadata;        /* JSON object text */
   int perfmap;           /* attached for perfmap mode */
+  int perfmap_copied;    /* a copy of its perf map is in the host's /tmp */
   int armed;             /* the agent samples for this session */
   int failures;          /* dumps failed in a row */
   uint64_t last_dump_ns; /* pp_clock_ns of the last dump (or of arming) */
@@ -187,6 +188,8 @@ void java_jvm_release(void *plugin, struct pp_target_entry *t) {
   struct java_state *st = plugin;
   struct java_jvm *j = t->data;
   if (!j) return;
+  /* nothing of a JVM's stays in the host's /tmp after it */
+  if (j->perfmap_copied) java_unpublish_perfmap(t->pid);
   free(j->metadata);
   if (j->early) { /* an exited JVM's last stacks: the snapshot emits them */
     if (st->ngone < sizeof(st->gone) / sizeof(st->gone[0])) {
@@ -295,6 +298,7 @@ static void collect_one(struct java_state *st, struct pp_target_entry *t, struct
   const struct pp_host *h = st->host;
   struct java_jvm *j = t->data;
   char err[512] = "";
+  int rc;
   if (j->early) { /* taken while it lived, whether or not it still does */
     java_collect_emit(h, sink, t->pid, j->early, j->early_len, st->thread_names, cs);
     free(j->early);
@@ -312,8 +316,10 @@ static void collect_one(struct java_state *st, struct pp_target_entry *t, struct
     char *body = op(st, j, 0, "jcmd", "Compiler.perfmap", NULL, NULL, &status, err, sizeof(err));
     if (!body || status != 0)
       PP_WARNING(h, "pid %u: Compiler.perfmap failed: %s", t->pid, body ? body : err);
-    else if (java_publish_perfmap(t->pid, j->ti.nspid, err, sizeof(err)) != 0)
+    else if ((rc = java_publish_perfmap(t->pid, j->ti.nspid, err, sizeof(err))) < 0)
       PP_WARNING(h, "pid %u: %s", t->pid, err);
+    else if (rc > 0)
+      j->perfmap_copied = 1;
     free(body);
     return;
   }

@@ -6,7 +6,12 @@ JVMs alone. (That perf's own output then shows named JIT frames is checked
 on the perf plugin's side.)"""
 import os
 import re
+import shutil
+import signal
+import stat
+import subprocess
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -100,4 +105,47 @@ finally:
     for f in ("/tmp/perf-2.map", "/tmp/perf-%d.map" % (jvm or 0)):
         if jvm and os.path.exists(f):
             os.unlink(f)
+
+# A JVM of the host's pid namespace with a /tmp of its own (another mount
+# namespace): perf would look for its map in the host's /tmp once it is
+# gone, so the agent keeps a copy there (root's, at most 64 MiB) while it
+# lives, and removes it when the JVM exits.
+vclasses = tempfile.mkdtemp(prefix="ppjava-pm-classes-", dir="/var/tmp")
+javawork.compile_workloads(vclasses)
+out_path = os.path.join(work, "jvm-mnt.out")
+jvm = javawork.start(vclasses, "HotCold", 60, 2, 0, stdout=open(out_path, "w"),
+                     prefix=["unshare", "--mount", "sh", "-c",
+                             'mount --make-rprivate / && mount -t tmpfs tmpfs /tmp && exec "$@"', "sh"])
+copy = "/tmp/perf-%d.map" % jvm.pid
+agent = None
+try:
+    pputil.check(javawork.wait_for_line(out_path, "ready"), "JVM started with a /tmp of its own")
+    cmd = pputil.agent_cmd(os.path.join(work, "prof-mnt"), plugins, "-c", "--java-mode", "perfmap",
+                           "--java-min-age-ms", "0", duration=1)
+    agent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    end = time.time() + 30
+    while time.time() < end and not os.path.exists(copy):
+        time.sleep(0.2)
+    st = os.lstat(copy) if os.path.exists(copy) else None
+    pputil.check(st is not None and stat.S_ISREG(st.st_mode) and st.st_uid == 0,
+                 "a copy of its map is in the host's /tmp while it lives (%s)" % copy)
+    text = open(copy).read() if st else ""
+    pputil.check(any("HotCold.hotWork(long)" in ln for ln in text.splitlines()), "the copy names HotCold.hotWork")
+    pputil.kill(jvm)
+    end = time.time() + 15
+    while time.time() < end and os.path.exists(copy):
+        time.sleep(0.2)
+    pputil.check(not os.path.exists(copy), "the copy is removed when the JVM exits")
+    pputil.check(agent.poll() is None, "the agent runs on")
+finally:
+    pputil.kill(jvm)
+    if agent:
+        agent.send_signal(signal.SIGTERM)
+        try:
+            agent.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pputil.kill(agent)
+    if os.path.exists(copy):
+        os.unlink(copy)
+    shutil.rmtree(vclasses, ignore_errors=True)
 pputil.finish()
