@@ -7,11 +7,14 @@ One agent run profiles the three majors at once: per major a process
 running the split, and one running the generic, async and exceptions
 behaviours that exits in the middle of the third session; and a .NET 9 one in
 a pid namespace (the runtime's sample type is unreliable there, and its
-stream names namespace tids: docs/dotnet.md). Per major: the 3:1
-split within 5 points, the generic, async and exception-throwing methods
-named (and the runtime's exception dispatch, managed since .NET 9), >= 95 % of its .NET frames named, its runtime version in
-the app metadata, and the short process's samples kept while the plugin
-goes on (no restart).
+stream names namespace tids: docs/dotnet.md). Then one perfmap-mode
+session over the split processes (perf names their JIT code from the map
+the runtime writes). Per major: the 3:1 split within 5 points, the
+generic, async and exception-throwing methods named (and the runtime's
+exception dispatch, managed since .NET 9), >= 95 % of its .NET frames
+named, its runtime version in the app metadata, the short process gone by
+itself mid-session while the plugin goes on (no restart), and perfmap
+mode's frames.
 """
 import os
 import re
@@ -49,6 +52,21 @@ def col_count(outdir):
     return len([f for f in os.listdir(outdir) if f.startswith("profile_") and f.endswith(".col")])
 
 
+def perfmap_session(longs):
+    """One 3 s session in perfmap mode (perf samples, the runtime writes a
+    perf map on the agent's request) over the split processes."""
+    outdir = pputil.tempdir("ppdotnet-ver-perfmap-")
+    cmd = pputil.agent_cmd(outdir, pputil.PLUGIN_DIR, "--dotnet-mode", "perfmap", "-f", "100",
+                           "--no-python", "--no-ruby", "--no-java", "--pids",
+                           ",".join(str(p.pid) for p in longs.values()), duration=3)
+    subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+    cols = sorted(f for f in os.listdir(outdir) if f.startswith("profile_") and f.endswith(".col"))
+    log = os.path.join(os.path.dirname(cmd[cmd.index("--log-file") + 1]), "polyprof.log")
+    with open(log) as f:
+        text = f.read()
+    return (pputil.parse_col(os.path.join(outdir, cols[0])) if cols else ({}, [])), text
+
+
 def main():
     exes = {m: build_workload.published(ROOT, m) for m in MAJORS}
     missing = [m for m, e in exes.items() if not e]
@@ -70,9 +88,10 @@ def main():
         with open("/proc/%d/task/%d/children" % (pidns.pid, pidns.pid)) as f:
             pidns_target = int(f.read().split()[0])
         outdir = pputil.tempdir("ppdotnet-ver-")
+        pids = [str(p.pid) for p in procs[:-1]] + [str(pidns_target)]
         cmd = pputil.agent_cmd(outdir, pputil.PLUGIN_DIR, "--dotnet-mode", "dotnet-trace", "-c",
-                               "-f", "100", "--no-perf", "--no-python", "--no-ruby", "--no-java", "--pids", ",".join([str(p.pid) for p in procs[:-1]] + [str(pidns_target)]),
-                               duration=4)
+                               "-f", "100", "--no-perf", "--no-python", "--no-ruby", "--no-java",
+                               "--pids", ",".join(pids), duration=4)
         log_path = os.path.join(os.path.dirname(cmd[cmd.index("--log-file") + 1]), "polyprof.log")
         agent = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
@@ -88,9 +107,13 @@ def main():
             out, _ = agent.communicate(timeout=60)
         finally:
             pputil.kill(agent)
+        perfmap_profile, perfmap_log = perfmap_session(longs)
     finally:
         for p in procs:
             pputil.kill(p)
+        for p in longs.values():
+            if os.path.exists("/tmp/perf-%d.map" % p.pid):
+                os.unlink("/tmp/perf-%d.map" % p.pid)
     check(agent.returncode == 0, "agent exits 0 (rc=%s)" % agent.returncode)
     cols = sorted(f for f in os.listdir(outdir) if f.startswith("profile_") and f.endswith(".col"))
     check(len(cols) >= 4, "at least 4 sessions written (%d)" % len(cols))
@@ -148,6 +171,15 @@ def main():
               ".NET %s: %.1f %% of %d .NET frames named" % (m, 100 * share, frames_total[m]))
     check(any(f.startswith(NS + "LambdaWorker+<>c.<Run>b__") for f in seen["9"]),
           ".NET 9 in a pid namespace: its running thread sampled (lambda named)")
+    # perfmap mode: perf names the JIT-compiled split methods from the map
+    for m, p in longs.items():
+        check("pid %d: perf map enabled" % p.pid in perfmap_log,
+              ".NET %s: perfmap mode: EnablePerfMap accepted" % m)
+        # (the major from the runtime's own frames: /opt/.../dotnet-<major>/libcoreclr.so)
+        check(any(any("/dotnet-%s/" % m in f for f in frames) and
+                  any("SplitWorker::SpinA" in f for f in frames)
+                  for frames, _ in perfmap_profile[1]),
+              ".NET %s: perfmap mode: perf stacks name SplitWorker::SpinA" % m)
     log = open(log_path).read()
     for m, p in shorts.items():
         # its stream's end, or its exit seen first by the process scan
