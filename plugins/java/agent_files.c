@@ -269,28 +269,26 @@ char *java_read_result(uint32_t pid, const char *name, size_t max, size_t *len, 
   return text;
 }
 
-/* What the host copy of a perf map may hold at most: the perf plugin loads
- * no more of a map than this by default (perf.perfmap_max_mb), so a larger
- * copy would only fill the host's /tmp with the target's text. */
-#define PERFMAP_COPY_MAX (64u << 20)
-
-int java_publish_perfmap(uint32_t pid, uint32_t nspid, char *err, size_t errlen) {
+int java_publish_perfmap(uint32_t pid, uint32_t nspid, size_t max_bytes, char *err, size_t errlen) {
   if (same_mount_ns(pid) && pid == nspid) return 0; /* the JVM wrote it where perf looks */
   /* The perf plugin reads a live process's map in its own root. The host
    * copy only serves a process of the host's pid namespace that is gone
    * before its samples are named (its root gone with it): perf then looks
    * at the host path under its pid. A JVM in a pid namespace of its own is
    * never looked up there, so nothing of it is copied to the host. */
-  if (pid != nspid) return 0;
+  /* the map is the target's text: its size is capped (perfmap_copy_max_mb,
+   * by default perf's own load limit, perf.perfmap_max_mb) */
+  if (pid != nspid || max_bytes == 0) return 0;
   char name[64], why[256] = "";
   snprintf(name, sizeof(name), "/tmp/perf-%u.map", nspid);
   /* the JVM writes it: a regular file of the JVM's user */
   int fd = pp_target_open(pid, name, 0, NULL, NULL, why, sizeof(why));
   size_t len = 0;
-  char *text = fd >= 0 ? slurp_fd(fd, PERFMAP_COPY_MAX, &len) : NULL;
+  char *text = fd >= 0 ? slurp_fd(fd, max_bytes, &len) : NULL;
   if (fd >= 0) close(fd);
   if (!text) {
-    snprintf(err, errlen, "perf map: %s", why[0] ? why : "larger than 64 MiB or unreadable");
+    snprintf(err, errlen, "perf map: %s",
+             why[0] ? why : "larger than java.perfmap_copy_max_mb, or unreadable: not copied");
     return fd < 0 ? fd : -EIO;
   }
   int host = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -68,6 +68,13 @@ static const struct pp_option options[] = {
      .type = PP_OPT_BOOL,
      .default_value = "true",
      .help = "report java_version and non-default JVM flags as application metadata"},
+    {.key = "perfmap_copy_max_mb",
+     .type = PP_OPT_INT,
+     .default_value = "64",
+     .min = 0,
+     .max = 4096,
+     .help = "perfmap mode: largest perf map copied to the host's /tmp for a JVM with a /tmp of "
+             "its own (0: none copied)"},
 };
 
 static int java_init(const struct pp_host *host, void **out) {
@@ -81,6 +88,7 @@ static int java_init(const struct pp_host *host, void **out) {
   st->min_age_ms = pp_opt_int(host, PP_OPTIONS(options), "min_age_ms");
   st->thread_names = pp_opt_bool(host, PP_OPTIONS(options), "collect_thread_names");
   st->collect_metadata = pp_opt_bool(host, PP_OPTIONS(options), "collect_metadata");
+  st->perfmap_copy_max = (size_t)pp_opt_int(host, PP_OPTIONS(options), "perfmap_copy_max_mb") << 20;
   st->agent_path_opt = pp_opt_string(host, PP_OPTIONS(options), "agent_path");
   static const struct pp_target_ops ops = {.attach = java_jvm_attach, .release = java_jvm_release};
   /* exit and exec of an armed JVM are noticed within a second, not only at

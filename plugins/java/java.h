@@ -30,6 +30,7 @@ struct java_state {
   uint32_t duration_s;
   int64_t attach_timeout_s, max_memory_mb, max_depth, min_age_ms;
   int thread_names, collect_metadata;
+  size_t perfmap_copy_max; /* perfmap mode: largest map copied to the host's /tmp */
   char agent_host[1024];
   const char *agent_path_opt;
   int in_tick;     /* attaching is allowed (never from add_targets or snapshot) */
@@ -134,9 +135,10 @@ char *java_read_result(uint32_t pid, const char *name, size_t max, size_t *len, 
                        size_t errlen);
 /* perfmap mode: copy /tmp/perf-<pid>.map of a JVM of the host's pid
  * namespace in another mount namespace to the host's /tmp, where perf
- * looks once the JVM is gone. 1 if a copy was made, 0 if none is needed,
- * or a negative errno with err set. */
-int java_publish_perfmap(uint32_t pid, uint32_t nspid, char *err, size_t errlen);
+ * looks once the JVM is gone; a map larger than max_bytes (0: any) is not
+ * copied. 1 if a copy was made, 0 if none is needed, or a negative errno
+ * with err set. */
+int java_publish_perfmap(uint32_t pid, uint32_t nspid, size_t max_bytes, char *err, size_t errlen);
 /* The host copy java_publish_perfmap made, removed when its JVM is
  * released (only a regular file of ours is). */
 void java_unpublish_perfmap(uint32_t pid);

@@ -316,7 +316,8 @@ static void collect_one(struct java_state *st, struct pp_target_entry *t, struct
     char *body = op(st, j, 0, "jcmd", "Compiler.perfmap", NULL, NULL, &status, err, sizeof(err));
     if (!body || status != 0)
       PP_WARNING(h, "pid %u: Compiler.perfmap failed: %s", t->pid, body ? body : err);
-    else if ((rc = java_publish_perfmap(t->pid, j->ti.nspid, err, sizeof(err))) < 0)
+    else if ((rc = java_publish_perfmap(t->pid, j->ti.nspid, st->perfmap_copy_max, err,
+                                        sizeof(err))) < 0)
       PP_WARNING(h, "pid %u: %s", t->pid, err);
     else if (rc > 0)
       j->perfmap_copied = 1;
