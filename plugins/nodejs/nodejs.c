@@ -86,7 +86,7 @@ static const struct pp_option options[] = {
      .help = "attach-maps: path of nodejs-perfmap.node (default: next to the plugin)"},
     {.key = "stack_kb",
      .type = PP_OPT_INT,
-     .default_value = "32",
+     .default_value = "24",
      .min = 4,
      .max = 60,
      .help = "v8 mode: KiB of each thread's stack the kernel copies per sample (deeper JS "
@@ -234,7 +234,7 @@ static const struct pp_plugin descriptor = {
     .version = "0.1.0",
     .description = "JavaScript stacks of running Node.js processes (inspector / perf maps)",
     .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_NSENTER | PP_CAP_NEEDS_PTRACE |
-                    PP_CAP_NEEDS_KILL,
+                    PP_CAP_NEEDS_KILL | PP_CAP_NEEDS_PERFMON,
     .match_exe = exe_patterns,
     .match_maps = map_patterns,
     .options = options,

@@ -76,6 +76,26 @@ static void close_event(struct v8_sampler *s, struct v8_thread_ev *t) {
   t->fd = -1;
 }
 
+/* Threads Node (22 and later) names for work that never runs JS: V8's
+ * GC and compiler helpers, its delayed-task scheduler, the SIGUSR1
+ * watchdog, libuv's thread pool. Unnamed threads (Node 18 and 20 name
+ * none) are sampled. */
+static int skip_thread(uint32_t pid, uint32_t tid) {
+  static const char *const names[] = {"V8Worker", "DelayedTaskSche", "SignalInspector",
+                                      "libuv-worker"};
+  char path[64], comm[32];
+  snprintf(path, sizeof(path), "/proc/%u/task/%u/comm", pid, tid);
+  FILE *f = fopen(path, "re");
+  if (!f) return 0;
+  size_t n = fread(comm, 1, sizeof(comm) - 1, f);
+  fclose(f);
+  comm[n] = '\0';
+  comm[strcspn(comm, "\n")] = '\0';
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (strcmp(comm, names[i]) == 0) return 1;
+  return 0;
+}
+
 int v8_sampler_rescan(struct v8_sampler *s) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/%u/task", s->pid);
@@ -97,6 +117,7 @@ int v8_sampler_rescan(struct v8_sampler *s) {
       continue;
     }
     if (s->nth >= s->max_threads || s->nth >= V8_SAMPLE_MAX_THREADS) continue;
+    if (tid != s->pid && skip_thread(s->pid, (uint32_t)tid)) continue;
     int rc = open_event(s, (uint32_t)tid, &s->th[s->nth]);
     if (rc == 0)
       s->nth++;
@@ -124,10 +145,12 @@ int v8_sampler_open(struct v8_sampler *s, uint32_t pid, uint32_t hz, uint32_t st
   s->period_ns = 1000000000ull / (hz ? hz : 11);
   s->stack_bytes = stack_bytes & ~7u;
   s->max_threads = max_threads;
-  /* room for six full records: drained every three sampling periods
-   * (nodejs_v8_tick_ns), with room for the agent being late */
+  /* room for five full records: drained every three sampling periods
+   * (nodejs_v8_tick_ns), with room for the agent being late. The ring is
+   * locked kernel memory (128 KiB a thread with the default 24 KiB of
+   * stack), so threads that never run JS get none (see skip_thread) */
   size_t rec = s->stack_bytes + 128, ring = page_size();
-  while (ring < 6 * rec)
+  while (ring < 5 * rec)
     ring <<= 1;
   s->ring_bytes = ring;
   s->linear_cap = rec;

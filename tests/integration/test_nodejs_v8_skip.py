@@ -10,8 +10,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "workloads", "nodejs"))
 import nodetest as n  # noqa: E402
 import pputil as u  # noqa: E402
+import v8cases  # noqa: E402
 
-n.require_node()
+v8cases.require_plugin()
 plugins = n.plugin_dir()
 fake = os.path.join(u.tempdir("ppv8fake-"), "node")
 shutil.copy(shutil.which("sleep"), fake)

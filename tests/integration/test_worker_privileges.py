@@ -37,7 +37,7 @@ EXPECTED = {
     "python": [PERFMON, "CAP_IPC_LOCK"] + READ,
     "php": READ,
     "ruby": [PERFMON, "CAP_IPC_LOCK"] + READ,
-    "java": READ + ["CAP_KILL", "CAP_SETUID", "CAP_SETGID", "CAP_DAC_OVERRIDE"],
+    "java": READ + ["CAP_KILL", "CAP_SETUID", "CAP_SETGID"],
     "nodejs": [PERFMON, "CAP_IPC_LOCK"] + READ + ["CAP_KILL", "CAP_SYS_ADMIN", "CAP_SYS_CHROOT"],
     "dotnet": READ + ["CAP_DAC_OVERRIDE"],
     "example": READ,

@@ -83,8 +83,19 @@ def of_script(stacks, script):
     return [(f, c) for f, c in stacks if any(x.startswith("appid: ") and script in x for x in f)]
 
 
+def require_plugin():
+    """Root and a built plugin. Not nodetest.require_node(): another agent
+    in inspector mode on the host does not make this mode's results about
+    it (its signals are told apart, see run())."""
+    if os.geteuid() != 0:
+        u.skip("the v8 mode needs root (perf events on other users' threads, process_vm_readv)")
+    plugin = os.path.join(u.PLUGIN_DIR, "nodejs.so")
+    if not os.path.exists(plugin):
+        u.skip("nodejs plugin not built: " + plugin)
+
+
 def run(major):
-    n.require_node()
+    require_plugin()
     node = node_binary(major)
     version = subprocess.run([node, "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()
     print("Node.js %s (%s)" % (version, node))
