@@ -17,7 +17,7 @@
 #include "v8_layout.h"
 
 #define V8_NAME_MAX 256          /* bytes of UTF-8 kept of a function or script name */
-#define V8_SOURCE_MAX (8u << 20) /* source bytes scanned for line ends */
+#define V8_SOURCE_MAX (2u << 20) /* source bytes scanned for a line (per function resolved) */
 
 static inline int v8_is_heap(uint64_t w) {
   return (w & 3) == 1 && w > 4096;
