@@ -78,8 +78,9 @@ static const struct pp_option options[] = {
      .default_value = "0",
      .min = 0,
      .max = 86400,
-     .help = "rundown again this often after attaching (names ReadyToRun code first run later); "
-             "0: only when attaching and after the method map overflowed"},
+     .help = "rundown again this often after attaching (exact sizes for ReadyToRun code first "
+             "run later, named from its entry points meanwhile); 0: only when attaching and "
+             "after the method map overflowed"},
     {.key = "max_block_kb",
      .type = PP_OPT_INT,
      .default_value = "4096",
