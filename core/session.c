@@ -524,7 +524,8 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
     int rc = pp_log_open_file(cfg->log_file, cfg->log_max_bytes, cfg->log_backups);
     if (rc < 0)
       pp_log(PP_LOG_WARNING, "polyprof", "cannot open log file %s: %s (logging to stderr only)",
-             cfg->log_file, strerror(-rc));
+             cfg->log_file,
+             rc == -EPERM ? "not a regular file of the agent's user (planted?)" : strerror(-rc));
   }
   pp_log(PP_LOG_INFO, "polyprof", "polyprof %s starting (pid %d)", POLYPROF_VERSION, (int)getpid());
   if (!cfg->output_dir && !cfg->upload) {

@@ -8,6 +8,7 @@ already collected is lost:
   - convert and diff with a symlink planted at OUT and at OUT.tmp;
   - an output directory with symlinks planted at the link names and the
     old fixed temp names, plus a crash-left temp file of ours;
+  - symlinks planted at the pid file and the log file;
   - a world-writable output directory;
   - a world-writable plugin directory, a group-writable worker_path;
   - a token file readable by others, http:// with a token (and the
@@ -109,6 +110,25 @@ check(len(cols) == 1 and os.path.realpath(os.path.join(out, "last_profile.col"))
       "the session's profile is written and last_profile.col points at it")
 check(not os.path.exists(stale), "a temp file a crash left in the output directory is swept")
 check("removed 1 temporary file" in log_text(cmd), "the sweep is logged")
+
+# ---- pid file and log file: planted symlinks -------------------------------
+out = u.tempdir("ppout-")
+cmd = u.agent_cmd(out, u.plugin_dir_with(EXAMPLE), "--example-mode", "states", "--pids", str(os.getpid()),
+                  duration=1)
+pidf, logf = cmd[cmd.index("--pid-file") + 1], cmd[cmd.index("--log-file") + 1]
+vpid, vlog = victim("pid.victim"), victim("log.victim")
+os.symlink(vlog, logf)
+os.symlink(vpid, pidf)
+p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+check(p.returncode != 0 and ("cannot open pid file %s: not a regular file" % pidf) in p.stderr,
+      "a symlink at the pid file is refused, naming it (%s)" % p.stderr.strip()[-200:])
+check(untouched(vpid) and untouched(vlog), "neither the pid file's nor the log file's link was written through")
+os.unlink(pidf)
+p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+check(("cannot open log file %s: not a regular file" % logf) in p.stderr, "the log file's refusal names it")
+check(p.returncode == 0 and untouched(vlog) and glob.glob(os.path.join(out, "profile_*.col")),
+      "a symlink at the log file: the agent runs and logs elsewhere, the link's target untouched (%s)"
+      % p.stderr.strip()[-200:])
 
 # ---- output directory writable by others ----------------------------------
 loose = u.tempdir("ppout-")
