@@ -156,13 +156,21 @@ struct pp_proc_facts *pp_proc_memory_get(struct pp_proc_memory *m, uint32_t pid,
   bool exists = pp_proc_start_time(pid, &cur) == 0;
   uint64_t start = start_time;
   if (!start) {
-    if (exists) {
+    /* A pid alone: the newest process remembered with it, unless the pid
+     * names a live process the memory knows. Runtime plugins sample only
+     * processes the scan announced (all remembered), and pids are reused
+     * within seconds on a busy host (pid_max 32768): a live process that
+     * was never seen took the pid of one that was sampled and exited. */
+    uint64_t *v = pp_lru_get(m->newest, &pid, sizeof(pid));
+    if (v && exists && *v != cur) {
+      struct pp_lru_pid_key k = pp_lru_pid_key(pid, cur);
+      start = pp_lru_get(m->procs, &k, sizeof(k)) ? cur : *v;
+    } else if (v) {
+      start = *v;
+    } else if (exists) {
       start = cur;
     } else {
-      /* gone: the last process seen with this pid is the one sampled */
-      uint64_t *v = pp_lru_get(m->newest, &pid, sizeof(pid));
-      if (!v) return NULL;
-      start = *v;
+      return NULL;
     }
   }
   *live = exists && cur == start;
