@@ -104,10 +104,12 @@ uint32_t dotnet_runshare_weight(struct dotnet_runshare *r, uint64_t tid, uint32_
     snprintf(path, sizeof(path), "/proc/%u/task/%u/schedstat", r->pid, sl->host_tid);
     (*looks)++;
     if (pp_read_file(path, buf, sizeof(buf), NULL) < 0 || sscanf(buf, "%llu", &run) != 1) {
-      /* gone, or a namespace tid now used by another thread: map again */
-      sl->host_tid = 0;
+      /* gone; in a pid namespace its tid may be another thread's by now:
+       * map it again. Either way not looked at again before
+       * RUNSHARE_LOOK_NS. */
+      if (!r->host_tids) sl->host_tid = 0;
       sl->share = -1;
-      sl->look_ns = 0;
+      sl->look_ns = now;
       return 0;
     }
     if (sl->look_ns && run >= sl->run_ns && now > sl->look_ns) {
