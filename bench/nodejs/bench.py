@@ -9,7 +9,11 @@ reported, since the host is shared. The agent's CPU (core and nodejs
 worker, attach included) is reported per sample it wrote.
 
   bench/nodejs/bench.py [--rounds 5] [--seconds 10] [--fib 25] [--concurrency 4]
-                        [--modes v8,inspector] [--hz 11,100]
+                        [--modes v8,inspector] [--hz 11,100] [--fixed-work]
+
+--fixed-work measures instead the target's CPU time for a fixed computation
+(bench/nodejs/fixedwork.js, started once the agent has written a session),
+the figure least disturbed by a loaded host.
 
 Needs root (the agent signals and setns's into the target) and a built tree
 (build/polyprof, build/plugins, or PP_AGENT / PP_PLUGIN_DIR).
@@ -147,6 +151,63 @@ def one(config, args, tmp):
             server.kill()
 
 
+FIXED = os.path.join(HERE, "fixedwork.js")
+
+
+def one_fixed(config, tmp):
+    """(CPU microseconds of the fixed work, agent CPU s per sample or None)."""
+    kind, hz = config
+    extra = []
+    if kind == "cpu-prof":
+        extra = ["--cpu-prof", "--cpu-prof-interval", str(1000000 // hz), "--cpu-prof-dir", tmp]
+    p = subprocess.Popen([NODE] + extra + [FIXED], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, cwd=tmp)
+    agent = None
+    try:
+        if kind in ("v8", "inspector"):
+            agent = start_agent(p.pid, tmp, kind, hz)
+        a0 = cpu_seconds(agent.pid, True) if agent else 0.0
+        before = set(os.listdir(os.path.join(tmp, "out"))) if agent else set()
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        us = int(p.stdout.readline())
+        p.wait(60)
+        per_sample = None
+        if agent:
+            time.sleep(3.5)  # the session holding the work is written
+            a1 = cpu_seconds(agent.pid, True)
+            n = samples_written(os.path.join(tmp, "out"), before)
+            per_sample = (a1 - a0) / n if n else None
+        return us, per_sample
+    finally:
+        if agent:
+            agent.send_signal(signal.SIGTERM)
+            agent.wait(60)
+        if p.poll() is None:
+            p.kill()
+
+
+def main_fixed(args, configs, name):
+    cpu = {c: [] for c in configs}
+    per_sample = {c: [] for c in configs}
+    for r in range(args.rounds):
+        k = r % len(configs)
+        for c in configs[k:] + configs[:k]:
+            with tempfile.TemporaryDirectory(prefix="ppbench-") as tmp:
+                us, ps = one_fixed(c, tmp)
+            cpu[c].append(us)
+            if ps is not None:
+                per_sample[c].append(ps)
+        print("round %d: %s" % (r + 1, ", ".join("%s %.0f ms" % (name[c], cpu[c][-1] / 1000)
+                                                for c in configs)), flush=True)
+    base = statistics.median(cpu[configs[0]])
+    print("%-14s %12s %10s %14s" % ("configuration", "work CPU", "overhead", "agent/sample"))
+    for c in configs:
+        m = statistics.median(cpu[c])
+        ps = ("%11.1f us" % (1e6 * statistics.median(per_sample[c]))) if per_sample[c] else ""
+        print("%-14s %9.0f ms %+9.2f%% %14s" % (name[c], m / 1000, 100.0 * (m / base - 1), ps))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
@@ -155,6 +216,8 @@ def main():
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--modes", default="v8,inspector", help="polyprof nodejs modes to measure")
     ap.add_argument("--hz", default="11,100", help="sampling frequencies")
+    ap.add_argument("--fixed-work", action="store_true",
+                    help="target CPU time of a fixed computation instead of HTTP throughput")
     args = ap.parse_args()
     if not NODE:
         sys.exit("node not found")
@@ -168,6 +231,9 @@ def main():
     configs = [("baseline", 0)] + [(k, hz) for hz in freqs for k in args.modes.split(",") +
                                    ["cpu-prof"]]
     name = {c: c[0] if c[0] == "baseline" else "%s@%d" % c for c in configs}
+    if args.fixed_work:
+        main_fixed(args, configs, name)
+        return
     rps = {c: [] for c in configs}
     cpu = {c: [] for c in configs}
     agent_cpu = {c: [] for c in configs}
