@@ -9,7 +9,9 @@
  * sort, reaches to the next known start, at most DOTNET_R2R_MAX_EXTENT.
  * Every R2R method that runs has its entry point looked up once (that is
  * where the runtime applies its fixups), and a method's funclets follow its
- * body, so the next start is the next method.
+ * body: the extent covers the method and any never-called code up to the
+ * next method bound, which no sampled address can be in. The cap keeps a
+ * method unbound by mistake from borrowing a far neighbour's name.
  */
 #include "methods.h"
 

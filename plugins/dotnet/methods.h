@@ -23,7 +23,7 @@ int dotnet_methods_add(struct dotnet_methods *m, uint64_t start, uint32_t size, 
 int dotnet_methods_add_r2r_event(struct dotnet_methods *m, const uint8_t *payload, uint32_t len);
 /* A method known only by its start: it reaches to the next known start, at
  * most DOTNET_R2R_MAX_EXTENT bytes. */
-#define DOTNET_R2R_MAX_EXTENT (64u * 1024)
+#define DOTNET_R2R_MAX_EXTENT (32u * 1024)
 int dotnet_methods_add_entry(struct dotnet_methods *m, uint64_t start, const char *name);
 /* NULL if no method covers ip. Sorts lazily after additions. */
 const char *dotnet_methods_lookup(struct dotnet_methods *m, uint64_t ip);
