@@ -192,6 +192,9 @@
   "w.on('error', () => {});\n"                                                                     \
   "w.on('exit', () => Atomics.store(state, 0, 0));\n"                                              \
   "const onExit = () => {\n"                                                                       \
+  "  try { fs.unlinkSync(dir + '/" NODEJS_HELPER_SOCKET                                            \
+  "'); } catch (e) {}\n"                                                                           \
+  "  try { fs.rmdirSync(dir); } catch (e) {}\n"                                                    \
   "  if (Atomics.load(state, 0) !== 2) return;\n"                                                  \
   "  Atomics.store(state, 1, 1);\n"                                                                \
   "  w.postMessage('exit');\n"                                                                     \

@@ -22,7 +22,7 @@ plugins = n.plugin_dir()
 script = os.path.join(n.WORKLOADS, "finishing.js")
 out = u.tempdir("ppout-")
 err_path = os.path.join(u.tempdir("ppnode-"), "stderr")
-node = n.spawn_node([script], stderr_path=err_path)
+node = n.spawn_node_own_netns([script], stderr_path=err_path)
 agent = None
 try:
     t0 = time.time()

@@ -1,23 +1,16 @@
-"""nodejs plugin: an inspector shared with another client never stalls the
-target.
+"""nodejs plugin: an inspector another client opened and uses is shared
+safely: our agent installs its helper through it, never closes it, and the
+target never stalls.
 
-Closing a Node inspector (process._debugEnd(), inspector.close()) makes the
-main thread join the inspector's I/O thread, which waits until every
-connected client has answered Node's close frame. A detaching agent that
-closed the inspector while another client sat idle on it froze the app
-until that client read its socket (seen: >40 s with a second agent).
-
-Three orders, each with a loopback HTTP server probed without pause (every
-request must be answered within BOUND_S, throughout and after the detach),
-and another inspector client (a user's debugger / another agent) that
-evaluates and runs its own Profiler.start, then sits idle without reading:
-1. our agent opens the inspector, the other client joins, our agent
-   detaches: the inspector is left open, the other session still evaluates
-   and its own profile still has samples;
-2. the other client opened the inspector first (SIGUSR1 itself): our agent
-   uses it, detaches, never closes it, the other session still works;
-3. the other client closes the inspector (process._debugEnd()) while our
-   agent is in a long session: our idle session is dropped at once.
+Closing a Node inspector makes the main thread join the inspector's I/O
+thread, which waits until every connected client has answered Node's close
+frame: closing one another client sits idle on would freeze the app until
+that client reads. A loopback HTTP server is probed without pause (every
+request must be answered within BOUND_S, throughout and after the detach);
+another client (a user's debugger / another tool) opened its inspector with
+SIGUSR1, evaluates, runs its own Profiler.start, then sits idle without
+reading. Our agent profiles through its helper, the inspector stays open,
+the other session still evaluates and its own profile has samples.
 """
 import http.client
 import os
@@ -111,43 +104,6 @@ def start_server(label):
     return server, port
 
 
-def scenario_agent_first():
-    label = "agent first"
-    server, port = start_server(label)
-    probe = Probe(port)
-    other = agent = None
-    try:
-        agent = n.Agent(u.tempdir("ppout-"), plugins, "--nodejs-mode", "inspector", "--pids",
-                        str(server.pid), duration=1)
-        u.check(wait_log(agent, "pid %d: Node.js" % server.pid), "%s: agent profiles" % label)
-        ip, path = new_inspector(server.pid, [port])
-        u.check(ip is not None, "%s: inspector found" % label)
-        if ip is None:
-            return
-        other = n.WsClient(ip, path)
-        u.check("result" in other.call("Runtime.evaluate", {"expression": "1+1"}),
-                "%s: other client evaluates" % label)
-        other.call("Profiler.enable")
-        other.call("Profiler.start")  # its own profiler: V8 has one per session
-        got = agent.wait_sessions(3, 60)
-        rc = agent.stop()
-        u.check(got >= 3 and rc == 0, "%s: 3 sessions, agent exits 0 (%d, rc %s)" % (label, got, rc))
-        time.sleep(IDLE_S)  # the other client does not read meanwhile
-        u.check(not probe.errors and probe.worst < BOUND_S,
-                "%s: every request answered within %.0fs through and after the detach "
-                "(slowest %.2fs, errors %s)" % (label, BOUND_S, probe.worst, probe.errors[:3]))
-        u.check("inspector left open" in agent.log_text(),
-                "%s: agent left the shared inspector open" % label)
-        other_still_works(label, other, server.pid)
-    finally:
-        if agent and agent.p.poll() is None:
-            agent.stop()
-        probe.finish()
-        if other:
-            other.close()
-        u.kill(server)
-
-
 def scenario_other_first():
     label = "other client first"
     server, port = start_server(label)
@@ -167,7 +123,8 @@ def scenario_other_first():
         # SIGUSR1 opens no new socket: the agent takes the open inspector
         # after attach_timeout_s (5 s)
         u.check(wait_log(agent, "pid %d: Node.js" % server.pid), "%s: agent profiles" % label)
-        u.check("(already open)" in agent.log_text(), "%s: agent knows it is not its own" % label)
+        u.check("(already open, left open)" in agent.log_text(),
+                "%s: agent knows it is not its own" % label)
         got = agent.wait_sessions(len(agent.profiles()) + 3, 60)
         rc = agent.stop()
         u.check(got >= 3 and rc == 0, "%s: 3 sessions, agent exits 0 (%d, rc %s)" % (label, got, rc))
@@ -190,47 +147,5 @@ def scenario_other_first():
         u.kill(server)
 
 
-def scenario_other_closes():
-    label = "other client closes"
-    server, port = start_server(label)
-    probe = Probe(port)
-    agent = None
-    try:
-        # one long session: before the fix nothing read our socket until
-        # its end, so the target stayed frozen that long
-        agent = n.Agent(u.tempdir("ppout-"), plugins, "--nodejs-mode", "inspector", "--pids",
-                        str(server.pid), duration=30)
-        u.check(wait_log(agent, "pid %d: Node.js" % server.pid), "%s: agent profiles" % label)
-        ip, path = new_inspector(server.pid, [port])
-        u.check(ip is not None, "%s: inspector found" % label)
-        if ip is None:
-            return
-        other = n.WsClient(ip, path)
-        other.send({"id": 1, "method": "Runtime.evaluate",
-                    "params": {"expression": "process._debugEnd()"}})
-        try:
-            while True:
-                other.recv()  # answers Node's close frame (raises then)
-        except (ConnectionError, OSError):
-            pass
-        other.close()
-        time.sleep(BOUND_S + 3)  # a request stuck since the close would time out by now
-        u.check(not probe.errors and probe.worst < BOUND_S,
-                "%s: every request answered within %.0fs while our session was open "
-                "(slowest %.2fs, errors %s)" % (label, BOUND_S, probe.worst, probe.errors[:3]))
-        u.check("closed by the target or another client" in agent.log_text(),
-                "%s: agent noticed the close and dropped its session" % label)
-        u.check(not n.inspector_left(server.pid, keep=[port]), "%s: inspector gone" % label)
-        rc = agent.stop()
-        u.check(rc == 0, "%s: agent exits 0 (rc %s)" % (label, rc))
-    finally:
-        if agent and agent.p.poll() is None:
-            agent.stop()
-        probe.finish()
-        u.kill(server)
-
-
-scenario_agent_first()
 scenario_other_first()
-scenario_other_closes()
 u.finish()

@@ -77,7 +77,22 @@ def attaches_inspectors(worker_pid):
             args[i + 1] if a == b"--nodejs-mode" and i + 1 < len(args) else None)
         if mode is not None:
             return mode in (b"inspector", b"attach-maps")
-    return True
+    # no --nodejs-mode: the config's nodejs.mode, else the default (never
+    # a mode that opens inspectors)
+    for i, a in enumerate(args[:-1]):
+        if a in (b"--config", b"-C"):
+            try:
+                with open(args[i + 1].decode(errors="replace"), errors="replace") as f:
+                    text = f.read()
+            except OSError:
+                return True
+            section = text.split("\nnodejs:", 1)[1] if "\nnodejs:" in text else ""
+            for line in section.splitlines()[1:]:
+                if line and not line.startswith((" ", "#")):
+                    break
+                if line.strip().startswith("mode:"):
+                    return any(m in line for m in ("inspector", "attach-maps"))
+    return False
 
 
 def shares_safely(worker_pid):
@@ -105,9 +120,33 @@ def plugin_dir():
     return d
 
 
-def spawn_node(args, stderr_path=None, **kw):
+def node_of(major):
+    """The official Node.js build of that major scripts/install-deps.sh installs."""
+    return "/opt/polyprof-test/node-%d/bin/node" % major
+
+
+def spawn_node_own_netns(args, stderr_path=None):
+    """Node in a network namespace of its own (loopback up): its SIGUSR1
+    inspector gets port 9229 even while another Node on the host holds it.
+    The returned process is node itself (sh execs it)."""
     err = open(stderr_path, "w") if stderr_path else subprocess.DEVNULL
-    p = subprocess.Popen([NODE] + args, stdout=subprocess.PIPE, stderr=err, **kw)
+    p = subprocess.Popen(["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$0" "$@"',
+                          NODE] + args, stdout=subprocess.PIPE, stderr=err)
+    end = time.time() + 15
+    while time.time() < end:
+        try:
+            if os.path.basename(os.readlink("/proc/%d/exe" % p.pid)).startswith("node"):
+                break
+        except OSError:
+            pass
+        time.sleep(0.05)
+    time.sleep(0.5)  # let node install its SIGUSR1 handler
+    return p
+
+
+def spawn_node(args, stderr_path=None, node=None, **kw):
+    err = open(stderr_path, "w") if stderr_path else subprocess.DEVNULL
+    p = subprocess.Popen([node or NODE] + args, stdout=subprocess.PIPE, stderr=err, **kw)
     time.sleep(0.5)  # let node install its SIGUSR1 handler
     return p
 
