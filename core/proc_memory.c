@@ -23,6 +23,7 @@ struct pp_proc_memory {
   struct pp_lru *procs;  /* (pid, start) -> struct pp_proc_facts */
   struct pp_lru *newest; /* pid -> malloc'd uint64_t start time */
   char *cmd;             /* CMDLINE_CAP scratch, kept: no allocation per process */
+  char *cgroup;          /* CGROUP_CAP scratch, likewise */
 };
 
 static void facts_free(void *v) {
@@ -40,6 +41,7 @@ void pp_proc_memory_free(struct pp_proc_memory *m) {
   pp_lru_free(m->procs);
   pp_lru_free(m->newest);
   free(m->cmd);
+  free(m->cgroup);
   free(m);
 }
 
@@ -50,7 +52,8 @@ struct pp_proc_memory *pp_proc_memory_new(const struct pp_enrich_opts *opts, siz
   m->procs = pp_lru_new(capacity, facts_free);
   m->newest = pp_lru_new(capacity, free);
   m->cmd = malloc(CMDLINE_CAP);
-  if (!m->procs || !m->newest || !m->cmd) {
+  m->cgroup = malloc(CGROUP_CAP);
+  if (!m->procs || !m->newest || !m->cmd || !m->cgroup) {
     pp_proc_memory_free(m);
     return NULL;
   }
@@ -84,12 +87,10 @@ static struct pp_proc_facts *facts_read(struct pp_proc_memory *m, uint32_t pid) 
     f->appid = pp_appid_for(f->exe, m->cmd, cmd_len, have_cwd ? cwd : NULL, root, o);
   }
   if (o->containers) {
-    char *cg = malloc(CGROUP_CAP);
     char path[64];
     snprintf(path, sizeof(path), "/proc/%u/cgroup", pid);
-    if (cg && pp_read_file(path, cg, CGROUP_CAP, NULL) == 0)
-      pp_container_id_from_cgroup(cg, f->container_id);
-    free(cg);
+    if (pp_read_file(path, m->cgroup, CGROUP_CAP, NULL) == 0)
+      pp_container_id_from_cgroup(m->cgroup, f->container_id);
   }
   /* a runtime's metadata (versions, build ids) is read from its live
    * files and memory: now, since the process may be gone at the end */
