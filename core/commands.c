@@ -24,6 +24,8 @@ static void print_caps(FILE *out, uint64_t caps) {
       {PP_CAP_PERFLESS, "perfless"},           {PP_CAP_NEEDS_ROOT, "needs-root"},
       {PP_CAP_NEEDS_PERFMON, "needs-perfmon"}, {PP_CAP_NEEDS_PTRACE, "needs-ptrace"},
       {PP_CAP_NEEDS_SYSLOG, "needs-syslog"},   {PP_CAP_NEEDS_KILL, "needs-kill"},
+      {PP_CAP_NEEDS_NOTHING, "needs-nothing"}, {PP_CAP_NEEDS_NSENTER, "needs-nsenter"},
+      {PP_CAP_NEEDS_SETID, "needs-setid"},     {PP_CAP_NEEDS_FILE_OVERRIDE, "needs-file-override"},
   };
   const char *sep = "";
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {

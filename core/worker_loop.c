@@ -116,8 +116,10 @@ static int do_init(struct wloop *l, const uint8_t *p, uint32_t len) {
     char why[500] = "";
     rc = l->ctx->before_load(l->ctx->fd, l->path, l->name, why, sizeof(why));
     if (rc) {
+      /* A list that is unusable, or a kernel without seccomp, stays so
+       * until an operator acts: not worth a restart every backoff. */
       snprintf(msg, sizeof(msg), "sandbox: %s", why);
-      return reply(l, rc, msg);
+      return reply(l, PP_PERMANENT(rc < 0 && -rc < PP_PERMANENT_FLAG ? -rc : EINVAL), msg);
     }
   }
   l->dl = dlopen(l->path, RTLD_NOW | RTLD_LOCAL);

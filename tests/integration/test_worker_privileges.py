@@ -12,8 +12,11 @@
    the agent keeps running, the healthy plugin beside it keeps its data in
    every session, and the restarted worker brings its data back.
 3. A plugin that declares no privileges (tp_undeclared) is refused, by name.
+4. `polyprof check` shows each worker's capabilities (the same sets),
+   no_new_privs, its allow-list file and its mount view.
 """
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -37,8 +40,8 @@ EXPECTED = {
     "python": [PERFMON, "CAP_IPC_LOCK"] + READ,
     "php": READ,
     "ruby": [PERFMON, "CAP_IPC_LOCK"] + READ,
-    "java": READ + ["CAP_KILL", "CAP_SETUID", "CAP_SETGID"],
-    "nodejs": [PERFMON, "CAP_IPC_LOCK"] + READ + ["CAP_KILL", "CAP_SYS_ADMIN", "CAP_SYS_CHROOT"],
+    "java": READ + ["CAP_KILL", "CAP_SETUID", "CAP_SETGID", "CAP_DAC_OVERRIDE"],
+    "nodejs": [PERFMON, "CAP_IPC_LOCK"] + READ + ["CAP_KILL", "CAP_SYS_ADMIN", "CAP_SYS_CHROOT", "CAP_DAC_OVERRIDE"],
     "dotnet": READ + ["CAP_DAC_OVERRIDE"],
     "example": READ,
 }
@@ -127,6 +130,22 @@ try:
     u.check("has no system call allow-list" not in log, "every in-tree plugin ships its allow-list")
 finally:
     u.kill(target)
+
+# ---- 4. polyprof check shows what each worker holds ---------------------------
+chk = subprocess.run([u.AGENT, "check", "--plugin-dir", u.PLUGIN_DIR, "--config",
+                      os.path.join(u.SRC, "tests", "integration", "empty.yaml")],
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+text = chk.stdout
+u.check("plugin workers (what each one holds once started):" in text, "check has the workers' section")
+section = text.split("plugin workers (what each one holds once started):", 1)[-1]
+for name in present:
+    m = re.search(r"\n  %s( \(disabled\))?\n((    .*\n)+)" % re.escape(name), section)
+    block = m.group(2) if m else ""
+    caps_line = [l for l in block.splitlines() if "capabilities:" in l]
+    shown = set(caps_line[0].split(":", 1)[1].strip().split(",")) if caps_line else set()
+    u.check(shown == set(EXPECTED[name]), "check: %s worker's capabilities %s" % (name, sorted(shown)))
+    u.check("no_new_privs: yes" in block and ("seccomp: filter, " in block and name + ".seccomp" in block)
+            and "mount view:" in block, "check: %s worker's no_new_privs, allow-list and mount view" % name)
 
 # ---- 2 and 3. a forbidden system call, an undeclared plugin ----------------
 needed = [os.path.join(u.TEST_PLUGIN_DIR, n) for n in ("ta_ok.so", "ta_syscall.so", "tp_undeclared.so")]
