@@ -204,8 +204,13 @@ static void drain(struct pp_cpu_switches *s, struct cpu_stream *c, bool *lost) {
       break;
     }
     size_t take = h.size < sizeof(rec) ? h.size : sizeof(rec);
-    for (size_t i = 0; i < take; i++)
-      rec[i] = data[(tail + i) % size];
+    uint64_t at = tail % size;
+    if (at + take <= size) {
+      memcpy(rec, data + at, take);
+    } else { /* wraps around the ring's end */
+      for (size_t i = 0; i < take; i++)
+        rec[i] = data[(tail + i) % size];
+    }
     if (h.type == PERF_RECORD_SWITCH_CPU_WIDE && h.size >= sizeof(h) + 24) {
       /* next_prev_pid, next_prev_tid, then sample_id: pid, tid, time */
       uint32_t other, tgid, tid;

@@ -58,6 +58,13 @@ static const struct pp_option options[] = {
      .min = 256,
      .max = 1 << 22,
      .help = "distinct stacks kept per session (more: counted as dropped)"},
+    {.key = "switch_records_from",
+     .type = PP_OPT_INT,
+     .default_value = "100",
+     .min = 0,
+     .max = 1 << 20,
+     .help = "cpu mode: from this many targets on, learn which run from per-CPU context switch "
+             "records instead of a look at each (0: never)"},
 };
 
 static void py_fini(void *state);
@@ -70,6 +77,7 @@ static int py_init(const struct pp_host *host, void **out) {
   st->weight = 1;
   st->blocking = pp_opt_bool(host, PP_OPTIONS(options), "blocking");
   st->frequency = pp_opt_int(host, PP_OPTIONS(options), "frequency");
+  st->switches_from = (uint32_t)pp_opt_int(host, PP_OPTIONS(options), "switch_records_from");
   int64_t cache_size = pp_opt_int(host, PP_OPTIONS(options), "code_cache_size");
   int64_t depth = pp_opt_int(host, PP_OPTIONS(options), "max_depth");
   int64_t max_stacks = pp_opt_int(host, PP_OPTIONS(options), "max_stacks");
@@ -126,16 +134,6 @@ static int py_start(void *state, struct pp_session *session) {
   /* At kHz rates the default 50 us timer slack of the thread that calls
    * tick() (ours: start() runs on it) would eat a third of each interval. */
   if (st->interval_ns < 2000000) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  if (st->filter == PY_RUNNING_THREADS && !st->blocking && !st->switches_tried) {
-    st->switches_tried = true;
-    char why[256] = "";
-    st->switches = pp_cpu_switches_open(0, why, sizeof(why));
-    if (!st->switches)
-      PP_INFO(st->host,
-              "context switch records unavailable (%s): each process's schedstat is read to "
-              "learn whether it runs",
-              why);
-  }
   PP_INFO(st->host, "sampling Python processes at %.0f Hz (mode %s%s%s)",
           1e9 / (double)st->interval_ns, m,
           st->filter == PY_RUNNING_THREADS && strcmp(m, "cpu") ? " = cpu" : "",

@@ -289,7 +289,8 @@ struct py_state {
    * unavailable, each process is looked at instead); switches_ok: this
    * tick's answers are exact */
   struct pp_cpu_switches *switches;
-  bool switches_ok, switches_tried;
+  bool switches_ok, switches_refused;
+  uint32_t switches_from; /* targets from which they are used (0: never) */
   struct py_codecache *cc;
   struct py_walker *walker;
   struct pp_stack_table *stacks;

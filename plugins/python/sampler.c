@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 
 #include "polyprof/kit/cpu_switches.h"
+#include "polyprof/kit/log.h"
 #include "polyprof/kit/proc.h"
 #include "python.h"
 
@@ -193,11 +194,12 @@ static void sample_target(struct py_state *st, struct pp_target_entry *t) {
  * A thread the process starts is started by one that ran, and an exec or
  * an exit moves or ends the watched threads, so such changes are seen at
  * the next look.
- * Cheaper still, when the kernel gives per-CPU context switch records
- * (CAP_PERFMON): they say which processes are runnable at the tick (on a
- * CPU, or preempted and waiting for one), so every process is decided every
- * tick without a system call, and only those are sampled (weight 1);
- * a tick whose records overflowed falls back to looks. */
+ * Cheaper still with many targets (python.switch_records_from, 100), when
+ * the kernel gives per-CPU context switch records (CAP_PERFMON): they say
+ * which processes are runnable at the tick (on a CPU, or preempted and
+ * waiting for one), so every process is decided every tick without a
+ * system call, and only those are sampled (weight 1); a tick whose records
+ * overflowed falls back to looks. */
 static bool can_skip(const struct py_state *st, const struct py_target *pt) {
   return st->filter == PY_RUNNING_THREADS && !st->blocking && pt->cpu && !pt->tids_unknown;
 }
@@ -261,6 +263,32 @@ static void sample_round(struct py_state *st, uint64_t missed) {
   }
 }
 
+/* Switch records cost in proportion to the host's context switches (every
+ * one on every CPU is read), looks in proportion to the targets: records
+ * pay off with many targets, so they are read only from switches_from
+ * targets on (python.switch_records_from), and dropped again below half
+ * that. */
+static void use_switches(struct py_state *st) {
+  if (st->filter != PY_RUNNING_THREADS || st->blocking || st->switches_refused ||
+      !st->switches_from)
+    return;
+  size_t n = pp_target_table_count(st->targets, PP_TARGET_ATTACHED);
+  if (!st->switches && n >= st->switches_from) {
+    char why[256] = "";
+    st->switches = pp_cpu_switches_open(0, why, sizeof(why));
+    if (!st->switches) {
+      st->switches_refused = true;
+      PP_INFO(st->host,
+              "context switch records unavailable (%s): each process's schedstat is read to "
+              "learn whether it runs",
+              why);
+    }
+  } else if (st->switches && n < st->switches_from / 2) {
+    pp_cpu_switches_close(st->switches);
+    st->switches = NULL;
+  }
+}
+
 /* The host calls tick() at the plugin's rate but drops its phase after a
  * late tick (it never bursts), and on a busy machine the wake-up after
  * each 100 us timer is often late: at 10 kHz that lost 3-30% of the
@@ -290,6 +318,7 @@ int python_tick(struct py_state *st, uint64_t now) {
       python_check_identity(st, t);
     }
   }
+  use_switches(st);
   /* who is on a CPU now, for every target at once; a tick whose records
    * cannot be trusted (a ring overflowed) looks at each process instead */
   st->switches_ok = st->switches && pp_cpu_switches_read(st->switches) == 0;

@@ -13,6 +13,10 @@ for one session at 49 Hz:
   waker   wakes every 50 ms for a few ms of Python (about 10 % of a core):
           sampled, its stacks present, and none of its ticks weighed twice
           more than the time it ran allows
+
+Twice: with looks (the default below 100 targets), then with the per-CPU
+context switch records forced on (--python-switch-records-from 1), which
+decide every process at every tick without a look.
 """
 import json
 import os
@@ -37,28 +41,31 @@ waker = u.spawn([exe, "-c", "import time\ndef pp_waker_burn():\n    t = time.mon
                  "while True:\n    pp_waker_burn()\n    time.sleep(0.045)\n"])
 try:
     time.sleep(0.5)
-    out = u.tempdir("ppout-")
-    r = u.run_agent(out, u.plugin_dir_with(py.PLUGIN), "--pids", "%d,%d,%d" % (idle.pid, busy.pid, waker.pid),
-                    "-f", str(FREQ), duration=DUR)
-    u.check(r.returncode == 0, "agent exits 0: %s" % r.stderr[-800:])
-    with open(os.path.join(out, "last_profile.col")) as f:
-        header = json.loads(f.readline()[2:])
-    _, stacks = u.parse_col(os.path.join(out, "last_profile.col"))
-    counters = header["polyprof"]["python"]["counters"]
-    ticks = FREQ * DUR
+    # looks (the default below 100 targets), then the per-CPU context switch
+    # records forced on from one target
+    for label, extra in (("looks", ()), ("switch records", ("--python-switch-records-from", "1"))):
+        out = u.tempdir("ppout-")
+        r = u.run_agent(out, u.plugin_dir_with(py.PLUGIN), "--pids", "%d,%d,%d" % (idle.pid, busy.pid, waker.pid),
+                        "-f", str(FREQ), *extra, duration=DUR)
+        u.check(r.returncode == 0, "%s: agent exits 0: %s" % (label, r.stderr[-800:]))
+        with open(os.path.join(out, "last_profile.col")) as f:
+            header = json.loads(f.readline()[2:])
+        _, stacks = u.parse_col(os.path.join(out, "last_profile.col"))
+        counters = header["polyprof"]["python"]["counters"]
+        ticks = FREQ * DUR
 
-    def count(fn):
-        return sum(c for fr, c in stacks if any(fn in x and x.endswith("_[p]") for x in fr))
+        def count(fn):
+            return sum(c for fr, c in stacks if any(fn in x and x.endswith("_[p]") for x in fr))
 
-    u.check(count("pp_idle_sleep") == 0, "idle: no Python stack (%d)" % count("pp_idle_sleep"))
-    skips = counters.get("asleep_skips", 0)
-    u.check(skips >= 0.6 * ticks, "idle: most of its %d ticks skipped (asleep_skips %d)" % (ticks, skips))
-    b = count("pp_busy_loop")
-    u.check(b >= 0.6 * ticks, "busy: sampled at every tick (%d of ~%d)" % (b, ticks))
-    w = count("pp_waker_burn")
-    u.check(w >= 3, "waker: its bursts are sampled (%d)" % w)
-    # ~10 % of the time on a CPU: far from every tick, even weighted
-    u.check(w <= 0.5 * ticks, "waker: not over-counted (%d of %d ticks)" % (w, ticks))
+        u.check(count("pp_idle_sleep") == 0, "%s: idle: no Python stack (%d)" % (label, count("pp_idle_sleep")))
+        skips = counters.get("asleep_skips", 0)
+        u.check(skips >= 0.6 * ticks, "%s: idle: most of its %d ticks skipped (asleep_skips %d)" % (label, ticks, skips))
+        b = count("pp_busy_loop")
+        u.check(b >= 0.6 * ticks, "%s: busy: sampled at every tick (%d of ~%d)" % (label, b, ticks))
+        w = count("pp_waker_burn")
+        u.check(w >= 3, "%s: waker: its bursts are sampled (%d)" % (label, w))
+        # ~10 % of the time on a CPU: far from every tick, even weighted
+        u.check(w <= 0.5 * ticks, "%s: waker: not over-counted (%d of %d ticks)" % (label, w, ticks))
 finally:
     for p in (idle, busy, waker):
         u.kill(p)
