@@ -9,9 +9,10 @@
  * the reason (a copy of another program named node, a Node built without
  * the metadata, an unknown layout); perf refusing the events fails it.
  *
- * A sample without a JS frame (the main thread in C++ or in the GC, a
- * helper thread) counts as "(program)", as in V8's own profiles, so the
- * process's CPU is all accounted for; a process that burns CPU and shows
+ * A sample without a JS frame counts as "(program)" on the main thread
+ * (C++ or the GC, as in V8's own profiles) and "(native thread)" on the
+ * others (GC and compiler helpers, libuv), so the process's CPU is all
+ * accounted for; a process that burns CPU and shows
  * no JS frame at all in a session gets an error status saying why.
  */
 #include "v8_mode.h"
@@ -134,6 +135,7 @@ static void add_stats(struct v8_walk_stats *sum, const struct v8_walk_stats *now
   sum->no_js += now->no_js - last->no_js;
   sum->short_copy += now->short_copy - last->short_copy;
   sum->cache_miss += now->cache_miss - last->cache_miss;
+  sum->scanned += now->scanned - last->scanned;
 }
 
 /* The rings hold six samples per thread: drained every three sampling
@@ -158,7 +160,10 @@ static void on_sample(void *ctx, const struct v8_raw_sample *s) {
   int n = v8_walk(&d->t->rd, s, frames, V8_MAX_FRAMES);
   if (n < 0) return; /* torn: counted, never emitted */
   if (n == 0) {
-    frames[0] = (struct pp_frame){.name = "(program)", .kind = PP_FRAME_PSEUDO};
+    /* the main thread in C++ or the GC is V8's "(program)"; other threads
+     * without JS are Node's and V8's helpers (GC, compilers, libuv) */
+    frames[0] = (struct pp_frame){.name = s->tid == d->t->pid ? "(program)" : "(native thread)",
+                                  .kind = PP_FRAME_PSEUDO};
     n = 1;
   }
   /* frames are leaf first; the stack table wants the same */
@@ -265,6 +270,7 @@ void nodejs_v8_snapshot(struct nodejs_v8 *v, struct pp_sink *sink) {
   h->add_counter(sink, "v8_torn_samples", v->sum.torn);
   h->add_counter(sink, "v8_short_stack_copies", v->sum.short_copy);
   h->add_counter(sink, "v8_function_lookups", v->sum.cache_miss);
+  h->add_counter(sink, "v8_exit_frame_scans", v->sum.scanned);
   h->add_counter(sink, "lost_samples", v->lost);
   memset(&v->sum, 0, sizeof(v->sum));
   v->lost = 0;

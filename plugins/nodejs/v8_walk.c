@@ -93,12 +93,13 @@ static uint64_t u64_at(const unsigned char *p) {
   return v;
 }
 
-/* Collects the JS frame candidates of the chain, leaf first. */
-static int collect(struct v8_reader *r, const struct v8_raw_sample *s, int *short_copy) {
+/* Collects the JS frame candidates of the chain from fp, leaf first. */
+static int collect(struct v8_reader *r, const struct v8_raw_sample *s, uint64_t fp,
+                   int *short_copy) {
   const struct v8_layout *L = &r->L;
   enum { UNKNOWN, JS, NATIVE } region = UNKNOWN;
   int n = 0;
-  uint64_t fp = s->regs.bp, sp = s->regs.sp;
+  uint64_t sp = s->regs.sp;
   size_t len = s->stack_len;
   *short_copy = 0;
   for (int hop = 0; hop < V8_MAX_HOPS && fp; hop++) {
@@ -218,18 +219,31 @@ static int resolve(struct v8_reader *r, struct v8_fn *e, uint64_t kname, uint64_
   return 0;
 }
 
-int v8_walk(struct v8_reader *r, const struct v8_raw_sample *s, struct pp_frame *frames,
-            uint32_t max) {
-  const struct v8_layout *L = &r->L;
-  r->st.samples++;
-  r->clock++;
-  int short_copy;
-  int n = collect(r, s, &short_copy);
-  if (short_copy) r->st.short_copy++;
-  if (n == 0) {
-    r->st.no_js++;
-    return 0;
+/* The lowest exit frame in the copy: a slot holding a frame pointer (a
+ * higher address in the copy) whose frame has an exit marker and a caller
+ * further up. 0 if none. */
+static uint64_t find_exit_frame(const struct v8_layout *L, const struct v8_raw_sample *s) {
+  uint64_t sp = s->regs.sp;
+  size_t len = s->stack_len;
+  for (size_t off = 0; off + 8 <= len; off += 8) {
+    uint64_t v = u64_at(s->stack + off);
+    if ((v & 7) || v <= sp + off || v - sp > len - 16 || v - sp < 8) continue;
+    uint64_t mk = u64_at(s->stack + (v - sp) + (uint64_t)(int64_t)L->fp_context);
+    if (!v8_is_smi(mk) || (mk >> 1) >= V8_MAX_FRAME_TYPE || L->frame_kind[mk >> 1] != V8F_EXIT)
+      continue;
+    if (u64_at(s->stack + (v - sp)) > v) return v;
   }
+  return 0;
+}
+
+/* The JS frames of the chain from fp: their count, or -EAGAIN (torn). */
+static int walk_from(struct v8_reader *r, const struct v8_raw_sample *s, uint64_t fp,
+                     struct pp_frame *frames, uint32_t max) {
+  const struct v8_layout *L = &r->L;
+  int short_copy;
+  int n = collect(r, s, fp, &short_copy);
+  if (short_copy) r->st.short_copy++;
+  if (n == 0) return 0;
   static struct pp_remote_iov iov[V8_MAX_FRAMES * 2];
   static char bad[V8_MAX_FRAMES];
   memset(bad, 0, (size_t)n);
@@ -295,13 +309,31 @@ int v8_walk(struct v8_reader *r, const struct v8_raw_sample *s, struct pp_frame 
                                         .line = e->line,
                                         .kind = PP_FRAME_JS};
   }
-  if (out == 0) {
-    r->st.no_js++;
-    return 0;
-  }
-  r->st.js_samples++;
   return (int)out;
 torn:
-  r->st.torn++;
   return -EAGAIN;
+}
+
+int v8_walk(struct v8_reader *r, const struct v8_raw_sample *s, struct pp_frame *frames,
+            uint32_t max) {
+  r->st.samples++;
+  r->clock++;
+  int n = walk_from(r, s, s->regs.bp, frames, max);
+  if (n == 0 && -r->L.fp_context < 64) {
+    /* V8's own C++ (parser, compiler, GC) may run without frame pointers:
+     * the chain from the leaf leads nowhere, but the exit frame through
+     * which JS called into it is still in the copy */
+    uint64_t fp = find_exit_frame(&r->L, s);
+    if (fp && fp != s->regs.bp) {
+      n = walk_from(r, s, fp, frames, max);
+      if (n > 0) r->st.scanned++;
+    }
+  }
+  if (n < 0)
+    r->st.torn++;
+  else if (n == 0)
+    r->st.no_js++;
+  else
+    r->st.js_samples++;
+  return n;
 }

@@ -28,6 +28,7 @@ struct v8_walk_stats {
   uint64_t no_js;      /* no JS frame in the chain (native code, GC, idle loop) */
   uint64_t short_copy; /* the chain left the copied stack: outer frames missing */
   uint64_t cache_miss; /* functions resolved from the heap */
+  uint64_t scanned;    /* chains found by scanning the copy for an exit frame */
 };
 
 struct v8_reader {
