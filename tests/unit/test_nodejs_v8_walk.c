@@ -332,6 +332,21 @@ static void test_walk(void) {
   CHECK_EQ_INT(n, 1);
   if (n == 1) CHECK_EQ_STR(out[0].name, "heavyPath");
 
+  /* the leaf's frame pointer leads nowhere (V8's C++ without frame
+   * pointers): the exit frame, found by a slot pointing at it, restarts
+   * the walk */
+  struct fr f5[] = {
+      {.ctx = smi(2), .fn = 0}, {.marker = 3}, {.ctx = ctx, .fn = heavy}, {.marker = 1}};
+  s = make_sample(f5, 4);
+  uint64_t exit_fp = s.regs.sp + 64 + 64;
+  memcpy(stack + 64, &exit_fp, 8); /* the C++ frame's saved slot */
+  s.regs.bp = 0x10;                /* nothing */
+  uint64_t scans = r.st.scanned;
+  n = v8_walk(&r, &s, out, 8);
+  CHECK_EQ_INT(n, 1);
+  if (n == 1) CHECK_EQ_STR(out[0].name, "heavyPath");
+  CHECK_EQ_INT((int)(r.st.scanned - scans), 1);
+
   /* only C++: no JS frame */
   struct fr f4[] = {{.ctx = smi(1), .fn = 0}, {.marker = 1}};
   s = make_sample(f4, 2);
