@@ -44,7 +44,7 @@ struct java_jvm {
  * last EARLY_DUMP_NS. Older JVMs are dumped at snapshots only (one attach
  * operation per JVM per session). EARLY_MAX_BYTES bounds what one JVM
  * holds between snapshots. */
-#define EARLY_DUMP_NS 2000000000ull
+#define EARLY_DUMP_NS 1000000000ull
 #define EARLY_AGE_MS 120000.0
 #define EARLY_MAX_BYTES (8u << 20)
 /* A process this old without a Signal Dispatcher thread is not a JVM

@@ -20,7 +20,9 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 import pputil as u  # noqa: E402,F401
 
-RUNTIME_MODES = ["--php-mode", "phpspy", "--nodejs-mode", "inspector", "--dotnet-mode", "dotnet-trace"]
+# the plugins the shipped config leaves off, on as a user turns them on
+# (Node.js is on by default, in v8 mode)
+RUNTIME_MODES = ["--php-mode", "phpspy", "--dotnet-mode", "dotnet-trace"]
 # one frame suffix (added by the .col writer) per runtime's own frames
 SUFFIXES = {
     "python": ("_[p]",),
@@ -33,7 +35,10 @@ SUFFIXES = {
 # frames that stand for runtime code nothing named
 UNNAMED = re.compile(r"^\[jit: |^\(/tmp/perf-\d+\.map\)|^\[unknown\]|^\[unknown_Java\]|^\(unknown\)|^<unknown>")
 PID_COMM = re.compile(r"^:\d+$")
-JS_FRAME = re.compile(r"\.[cm]?[jt]s:\d+(:\d+)?\)?$")
+# a runtime's own word that the sampled thread ran none of its code (V8's
+# helper threads, a JVM's compiler and GC threads): named, not missing
+NOT_RUNTIME = re.compile(r"^\((native thread|program|garbage collector|idle)\)$|^\[no_Java_frame\]$")
+JS_FRAME = re.compile(r"\.[cm]?[jt]s(:\d+){0,2}\)$")
 
 
 def need(path, what):
@@ -170,8 +175,9 @@ def total(lines):
 
 
 def named_share(lines, runtime):
-    """(share of samples whose stack has runtime frames and none unnamed,
-    share with runtime frames at all, share with an unnamed frame)."""
+    """(share of samples whose stack has runtime frames, or the runtime's
+    word that the thread ran none of its code, and no unnamed frame; share
+    with either at all; share with an unnamed frame)."""
     suf = SUFFIXES[runtime]
     is_rt = (lambda f: f.endswith(suf)) if suf else (lambda f: JS_FRAME.search(f) is not None)
     n = total(lines)
@@ -181,7 +187,7 @@ def named_share(lines, runtime):
     for ln in lines:
         bad = any(UNNAMED.search(f) for f in ln.frames)
         unnamed += ln.count if bad else 0
-        if not any(is_rt(f) for f in ln.frames):
+        if not any(is_rt(f) or NOT_RUNTIME.search(f) for f in ln.frames):
             continue
         with_rt += ln.count
         if not bad:

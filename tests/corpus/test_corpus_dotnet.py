@@ -2,7 +2,7 @@
 MSBuild and the C# compiler run in-process, no build servers left behind),
 under the agent as shipped (.NET through the dotnet-trace plugin).
 
-A user looks for: every sample under its process name (`dotnet`) with the
+A user looks for: every sample under its process name (`dotnet`, `csc`) with the
 appid the dotnet plugin gives; MSBuild's build engine types
 (Microsoft.Build.*) in the stacks. The share of samples whose .NET frames
 are all named is printed, not asserted beyond what is true today: naming
@@ -62,7 +62,7 @@ lines = run.lines()
 # the build's processes: the CLI, MSBuild and the C# compiler, all SDK code
 # (other .NET programs on the machine have appids of their own)
 SDK = os.path.dirname(os.path.realpath(DOTNET))
-mine = [ln for ln in lines if ln.comm == "dotnet" and (ln.appid is None or SDK in ln.appid)]
+mine = [ln for ln in lines if (ln.appid and SDK in ln.appid) or (ln.comm in ("dotnet", "csc") and ln.appid is None)]
 print("appids: %s" % sorted({ln.appid for ln in mine if ln.appid})[:6])
 cu.dump_top(mine)
 cu.check_attribution(run, mine, "dotnet build")
