@@ -225,10 +225,13 @@ static int resolve(struct v8_reader *r, struct v8_fn *e, uint64_t kname, uint64_
 static uint64_t find_exit_frame(const struct v8_layout *L, const struct v8_raw_sample *s) {
   uint64_t sp = s->regs.sp;
   size_t len = s->stack_len;
+  /* the frame's context slot lies below it: inside the copy too */
+  uint64_t below = (uint64_t)(-(int64_t)L->fp_context);
+  if (len < 16) return 0;
   for (size_t off = 0; off + 8 <= len; off += 8) {
     uint64_t v = u64_at(s->stack + off);
-    if ((v & 7) || v <= sp + off || v - sp > len - 16 || v - sp < 8) continue;
-    uint64_t mk = u64_at(s->stack + (v - sp) + (uint64_t)(int64_t)L->fp_context);
+    if ((v & 7) || v <= sp + off || v - sp > len - 16 || v - sp < below) continue;
+    uint64_t mk = u64_at(s->stack + ((v - sp) - below));
     if (!v8_is_smi(mk) || (mk >> 1) >= V8_MAX_FRAME_TYPE || L->frame_kind[mk >> 1] != V8F_EXIT)
       continue;
     if (u64_at(s->stack + (v - sp)) > v) return v;

@@ -1,0 +1,97 @@
+/*
+ * Fuzz target: the nodejs plugin's v8 mode walk (plugins/nodejs/v8_walk.c,
+ * v8_heap.c) over a memory image (fuzz_memimage.h) standing for a Node
+ * process: the frame-pointer chain in the copied stack (exit and entry
+ * markers, the scan for an exit frame when the chain gives nothing), each
+ * JS frame's JSFunction, SharedFunctionInfo, ScopeInfo, strings of every
+ * representation, Script and line, all read from the target. Walked twice
+ * with a 16-entry cache (the second from what the first cached, a small
+ * frame limit) and once more with an empty one. The layout comes from the
+ * image header and is used only if it passes the checks attaching makes
+ * (v8_layout_load), as the walker never sees another. Seeds are images
+ * recorded from a real Node 20 process (seed_v8_image).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_input.h"
+#include "fuzz_memimage.h"
+#include "fuzz_v8_walk.h"
+#include "v8_walk.h"
+
+static int plausible_off(int32_t v) {
+  return v >= 0 && v < 512;
+}
+static int plausible_slot(int32_t v) {
+  return v < 0 && v >= -128 && v % 8 == 0;
+}
+
+/* What v8_layout_load guarantees of a layout it returns. */
+static int layout_ok(const struct v8_layout *L) {
+  const int32_t offs[] = {L->map_instance_type, L->jsfunction_shared,  L->sfi_name_or_scope_info,
+                          L->sfi_script,        L->script_name,        L->script_source,
+                          L->script_line_ends,  L->fixed_array_length, L->fixed_array_data,
+                          L->string_length,     L->seq_chars,          L->cons_first,
+                          L->cons_second,       L->thin_actual,        L->sliced_parent,
+                          L->sliced_offset};
+  for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
+    if (!plausible_off(offs[i])) return 0;
+  if (!plausible_slot(L->fp_function) || !plausible_slot(L->fp_context)) return 0;
+  if (L->fp_bytecode_array && !plausible_slot(L->fp_bytecode_array)) return 0;
+  if (L->scopeinfo_first_vars < 1 || L->scopeinfo_first_vars > 16 ||
+      L->scopeinfo_ncontextlocals < 0 || L->scopeinfo_ncontextlocals >= L->scopeinfo_first_vars)
+    return 0;
+  if (L->first_nonstring_type == 0 || L->type_context_first > L->type_context_last ||
+      L->type_sfi < L->first_nonstring_type || L->type_script < L->first_nonstring_type)
+    return 0;
+  if (L->smi_shift != 32 || L->type_jsfunction_first > L->type_jsfunction_last) return 0;
+  for (int t = 0; t < V8_MAX_FRAME_TYPE; t++)
+    if (L->frame_kind[t] > V8F_WASM) return 0;
+  return 1;
+}
+
+static struct pp_frame frames[V8_MAX_FRAMES];
+
+static void check(int n, uint32_t max) {
+  if (n == -EAGAIN || n == -EINVAL) return;
+  if (n < 0 || (uint32_t)n > max) abort();
+  for (int k = 0; k < n; k++) {
+    if (!frames[k].name || frames[k].kind != PP_FRAME_JS) abort();
+    (void)strlen(frames[k].name);
+    if (frames[k].file) (void)strlen(frames[k].file);
+  }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  struct v8_image_hdr h;
+  if (size < sizeof(h) + 12) return 0;
+  memcpy(&h, data, sizeof(h));
+  uint64_t sp;
+  uint32_t stack_len;
+  memcpy(&sp, data + sizeof(h), 8);
+  memcpy(&stack_len, data + sizeof(h) + 8, 4);
+  size_t at = sizeof(h) + 12;
+  if (stack_len > size - at) stack_len = (uint32_t)(size - at);
+  if (!layout_ok(&h.L)) return 0;
+  /* an exact-size copy of the stack, so a read past it is seen */
+  unsigned char *stack = malloc(stack_len ? stack_len : 1);
+  if (!stack) abort();
+  memcpy(stack, data + at, stack_len);
+  if (!pp_fuzz_image_load(data, size, at + stack_len)) abort();
+  struct v8_raw_sample s = {.tid = 4242,
+                            .regs = {.bp = h.bp, .sp = sp, .ip = h.ip},
+                            .stack = stack,
+                            .stack_len = stack_len};
+  struct v8_reader r;
+  if (v8_reader_init(&r, 4242, &h.L, 16) < 0) abort();
+  check(v8_walk(&r, &s, frames, V8_MAX_FRAMES), V8_MAX_FRAMES);
+  check(v8_walk(&r, &s, frames, 3), 3);
+  v8_reader_free(&r);
+  if (v8_reader_init(&r, 4242, &h.L, 0) < 0) abort();
+  check(v8_walk(&r, &s, frames, V8_MAX_FRAMES), V8_MAX_FRAMES);
+  v8_reader_free(&r);
+  pp_fuzz_image_unload();
+  free(stack);
+  return 0;
+}
