@@ -21,7 +21,7 @@ TSC = "/opt/polyprof-test/corpus/typescript/node_modules/typescript/lib/tsc.js"
 NODE = shutil.which("node") or "/usr/bin/node"
 # measured on the 2-core machine (docs/fidelity.md): 97-100 % when the nodejs plugin is not busy with other Node processes
 FLOOR = 0.60
-N = 80  # modules: a few seconds of CPU
+N = 160  # modules: a few seconds of CPU, mostly in the checker
 
 cu.need(TSC, "TypeScript's tsc")
 cu.need(NODE, "node")
