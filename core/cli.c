@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "cli_gprofiler.h"
 #include "log.h"
 #include "rootless.h"
 
@@ -46,6 +47,8 @@ static const struct flag_spec specs[] = {
      G_PROFILING, "how often /proc is scanned for new processes (100-600000, default 1000)"},
     {0, "--no-proc-events", "profiling.proc_events", "false", NULL, 0, SP_NONE, G_PROFILING,
      "list /proc every scan interval instead of following the kernel's process events"},
+    {0, "--profile-spawned-processes", "profiling.proc_events", "true", NULL, 0, SP_NONE,
+     G_PROFILING, "follow new processes through the kernel's process events (default)"},
     {0, "--proc-rescan-interval-s", "profiling.proc_rescan_interval_s", NULL, "S", 0, SP_NONE,
      G_PROFILING, "with process events, list /proc this often as well (1-86400, default 30)"},
     {0, "--mode", "profiling.mode", NULL, "MODE", 0, SP_NONE, G_PROFILING,
@@ -156,10 +159,11 @@ static const struct {
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 
 struct pp_cli_arg {
-  const struct flag_spec *spec; /* NULL: not a core flag, kept for the plugins */
-  char *flag;                   /* as typed, without "=value" */
-  const char *value;            /* into argv; NULL if none */
-  bool attached;                /* --flag=value */
+  const struct flag_spec *spec;              /* NULL: not a core flag, kept for the plugins */
+  const struct pp_gprofiler_flag *gprofiler; /* accepted, ignored, warned about */
+  char *flag;                                /* as typed, without "=value" */
+  const char *value;                         /* into argv; NULL if none */
+  bool attached;                             /* --flag=value */
 };
 
 const char *pp_cli_command_name(enum pp_command cmd) {
@@ -232,6 +236,7 @@ static void add_arg(struct pp_cli *cli, const struct flag_spec *spec, const char
   cli->args = a;
   a = &cli->args[cli->arg_count++];
   a->spec = spec;
+  a->gprofiler = NULL;
   a->flag = strdup(flag);
   if (!a->flag) abort();
   a->value = value;
@@ -279,6 +284,27 @@ static int parse_long(struct pp_cli *cli, int argc, char **argv, int *i, char er
     if (!spec->fixed && take_value(spec, flag, attached, argc, argv, i, &value, err))
       return PP_CLI_EXIT_USAGE;
     add_arg(cli, spec, flag, value, attached != NULL);
+    return 0;
+  }
+  const struct pp_gprofiler_flag *gp = pp_gprofiler_flag_find(flag);
+  if (gp) {
+    const char *value = attached;
+    if (gp->value == PP_GP_BARE && attached) {
+      snprintf(err, PP_MAX_ERR, "polyprof: %s takes no value", flag);
+      return PP_CLI_EXIT_USAGE;
+    }
+    bool next_is_value = *i + 1 < argc && !looks_like_flag(argv[*i + 1]);
+    if (!value && gp->value == PP_GP_VALUE) {
+      if (!next_is_value) {
+        snprintf(err, PP_MAX_ERR, "polyprof: %s needs a value", flag);
+        return PP_CLI_EXIT_USAGE;
+      }
+      value = argv[++*i];
+    }
+    if (!value && gp->value == PP_GP_OPTIONAL && next_is_value && !is_command(argv[*i + 1]))
+      value = argv[++*i];
+    add_arg(cli, NULL, flag, value, attached != NULL);
+    cli->args[cli->arg_count - 1].gprofiler = gp;
     return 0;
   }
   if (plugin_ish(flag)) {
@@ -389,6 +415,7 @@ int pp_cli_apply(const struct pp_cli *cli, struct pp_config *c, char err[PP_MAX_
   int rc = 0;
   for (size_t i = 0; i < cli->arg_count && !rc; i++) {
     const struct pp_cli_arg *a = &cli->args[i];
+    if (a->gprofiler) continue;
     if (!a->spec) {
       pp_config_add_flag(c, a->flag, a->value, a->attached);
       continue;
@@ -454,6 +481,58 @@ static bool token_flag_given(const struct pp_cli *cli) {
   return false;
 }
 
+/* gProfiler's parser takes every long flag from GPROFILER_<FLAG> too
+ * (GPROFILER_SERVICE_NAME for --service-name). A bare flag is set by any
+ * value but "", "0" and "false". The token leaves the environment as
+ * POLYPROF_TOKEN does. */
+static int apply_gprofiler_env(struct pp_config *c, char err[PP_MAX_ERR]) {
+  char name[FLAG_MAX];
+  for (size_t i = 0; i < NSPECS; i++) {
+    const struct flag_spec *s = &specs[i];
+    if (!s->key || s->special != SP_NONE) continue;
+    int n = snprintf(name, sizeof(name), "GPROFILER_%s", s->name + 2);
+    if (n < 0 || (size_t)n >= sizeof(name)) continue;
+    for (char *p = name; *p; p++)
+      *p = *p == '-' ? '_' : (*p >= 'a' && *p <= 'z') ? (char)(*p - 'a' + 'A') : *p;
+    char *env = getenv(name);
+    if (!env) continue;
+    bool off = !*env || !strcmp(env, "0") || !strcasecmp(env, "false");
+    if (s->fixed && off) continue;
+    char *value = strdup(env);
+    if (!value) abort();
+    if (!strcmp(s->key, "upload.token")) {
+      explicit_bzero(env, strlen(env));
+      unsetenv(name);
+      free(env_token);
+      env_token = strdup(value); /* for the reloads, like POLYPROF_TOKEN */
+    }
+    char *items[2] = {value, NULL};
+    struct pp_config_value v = {.key = (char *)s->key, .origin = "environment", .flag = name};
+    if (s->flags & CF_LIST) {
+      v.items = items;
+      v.item_count = 1;
+    } else {
+      v.scalar = s->fixed ? (char *)s->fixed : value;
+    }
+    int rc = pp_config_set(c, &v, err);
+    explicit_bzero(value, strlen(value));
+    free(value);
+    if (rc < 0) return PP_CLI_EXIT_USAGE;
+  }
+  return 0;
+}
+
+/* One line per distinct flag, however often it was repeated. */
+static void warn_gprofiler_flags(const struct pp_cli *cli) {
+  for (size_t i = 0; i < cli->arg_count; i++) {
+    const struct pp_gprofiler_flag *gp = cli->args[i].gprofiler;
+    bool seen = false;
+    for (size_t j = 0; j < i && gp && !seen; j++)
+      seen = cli->args[j].gprofiler == gp;
+    if (gp && !seen) pp_gprofiler_flag_warn(gp);
+  }
+}
+
 int pp_cli_configure(const struct pp_cli *cli, struct pp_config *c, char err[PP_MAX_ERR]) {
   pp_config_defaults(c);
   const char *path = cli->config_path ? cli->config_path : PP_DEFAULT_CONFIG_PATH;
@@ -468,9 +547,9 @@ int pp_cli_configure(const struct pp_cli *cli, struct pp_config *c, char err[PP_
     free(c->token);
     c->token = strdup(env_token);
   }
-  const char *env = getenv("GPROFILER_DONT_SEND_LOGS");
-  if (env && *env && strcmp(env, "0") != 0 && strcasecmp(env, "false") != 0) c->send_logs = false;
-  int rc = pp_cli_apply(cli, c, err);
+  int rc = apply_gprofiler_env(c, err);
+  if (rc == 0) rc = pp_cli_apply(cli, c, err);
+  if (rc == 0) warn_gprofiler_flags(cli);
   if (rc == 0 && token_flag_given(cli))
     pp_log(PP_LOG_WARNING, "polyprof",
            "--token puts the API token on the command line, where every local user can read it "

@@ -121,6 +121,15 @@ static int py_start(void *state, struct pp_session *session) {
   st->filter = strcmp(m, "wall") == 0  ? PY_ALL_THREADS
                : strcmp(m, "gil") == 0 ? PY_GIL_THREAD
                                        : PY_RUNNING_THREADS;
+  /* gProfiler's eBPF sampler (and auto, which prefers it) has no
+   * counterpart here: say what runs instead, once */
+  if ((!strcmp(m, "pyperf") || !strcmp(m, "auto")) && !st->told_gprofiler_mode) {
+    st->told_gprofiler_mode = true;
+    PP_WARNING(st->host,
+               "--python-mode %s: polyprof has no PyPerf; it reads Python stacks from outside "
+               "the process (cpu mode, like gProfiler's py-spy), with no native frames under them",
+               m);
+  }
   if (st->frequency > 0) session->tick_interval_ns = 1000000000ull / (uint64_t)st->frequency;
   if (!session->tick_interval_ns) session->tick_interval_ns = 1000000000ull / 11;
   st->interval_ns = session->tick_interval_ns;

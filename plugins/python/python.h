@@ -280,6 +280,7 @@ struct py_state {
   uint32_t weight;          /* ticks the sample being taken stands for */
   enum py_thread_filter filter;
   bool blocking;
+  bool told_gprofiler_mode; /* the pyperf/auto warning is given once per run */
   int64_t frequency;
   uint32_t max_depth;
   uint64_t interval_ns, due_ns; /* due_ns: when the next sample is due */

@@ -1,0 +1,75 @@
+/*
+ * gProfiler flags that have no polyprof equivalent (docs/gprofiler-compat.md
+ * lists them with what polyprof does instead). Flags with an equivalent are
+ * in cli.c's table or a plugin's options, not here.
+ */
+#include <string.h>
+
+#include "cli_gprofiler.h"
+#include "log.h"
+
+#define V PP_GP_VALUE
+#define B PP_GP_BARE
+
+static const struct pp_gprofiler_flag flags[] = {
+    {"--min-duration", V, "every process is profiled from its first sample, whatever its age"},
+    {"--insert-dso-name", B, "native frames carry the symbol only, never the DSO name"},
+    {"--alloc-interval", V, "only cpu mode exists; no allocation sampling"},
+    {"--max-processes-runtime-profiler", V,
+     "each plugin has its own target cap (see `polyprof plugins`)"},
+    {"--skip-system-profilers-above", V, "perf always runs, whatever the number of processes"},
+    {"--log-usage", B, "the agent's own CPU and memory are not logged per session"},
+    {"--dont-disable-core-files", B, "plugins run in-process or as workers; no helper cores"},
+    {"--profile-api-version", V, "profiles are always uploaded with the v2 API"},
+    {"--controller-pid", V, "the agent runs until signalled; stop it with SIGTERM"},
+    {"--external-metadata", V,
+     "no external metadata file is read; big_data/external_metadata stay {}"},
+    {"--databricks-job-name-as-service-name", B,
+     "the service name is the one given with --service-name"},
+    {"--diagnostics", B, "use -v for debug messages"},
+    {"--heartbeat-file", V, "no heartbeat file is touched; use systemd's watchdog (sd_notify)"},
+    {"--enable-heartbeat-server", B, "no dynamic profiling: the command line decides what runs"},
+    {"--heartbeat-interval", V, "no dynamic profiling: the command line decides what runs"},
+    {"--spark-sample-period", V, "no Spark metrics are collected"},
+    {"--collect-spark-metrics", B, "no Spark metrics are collected"},
+    {"--curlify-requests", B, "uploads are logged with -v, not as curl commands"},
+    {"--hw-events-file", V, "no hardware event groups; perf samples cpu-clock or --perf-event"},
+    {"--enable-hw-metrics-collection", B, "no hardware metrics; hwmetrics stays null"},
+    {"--perfspect-path", V, "no hardware metrics; hwmetrics stays null"},
+    {"--perfspect-duration", V, "no hardware metrics; hwmetrics stays null"},
+    {"--perf-use-cgroups", B, "perf samples the whole system (or --pids)"},
+    {"--perf-max-cgroups", V, "perf samples the whole system (or --pids)"},
+    {"--perf-max-docker-containers", V, "perf samples the whole system (or --pids)"},
+    {"--java-no-version-check", B, "the java plugin reads JVMs of every version it knows"},
+    {"--java-async-profiler-mode", V, "the java plugin samples CPU through perf and JIT maps"},
+    {"--java-async-profiler-safemode", V, "no async-profiler is loaded into JVMs"},
+    {"--java-async-profiler-features", V, "no async-profiler is loaded into JVMs"},
+    {"--java-async-profiler-args", V, "no async-profiler is loaded into JVMs"},
+    {"--java-async-profiler-mcache", V, "no async-profiler is loaded into JVMs"},
+    {"--java-async-profiler-no-report-meminfo", B, "no async-profiler is loaded into JVMs"},
+    {"--no-java-async-profiler-buildids", B, "no async-profiler is loaded into JVMs"},
+    {"--java-safemode", PP_GP_OPTIONAL,
+     "no async-profiler is loaded into JVMs, so none of its safemodes apply"},
+    {"--java-collect-spark-app-name-as-appid", B, "Java appids do not carry the Spark app name"},
+    {"--java-collect-jvm-flags", V, "JVM flags are not collected into application metadata"},
+    {"--java-full-hserr", B, "no async-profiler is loaded into JVMs, so no hs_err is read"},
+    {"--java-include-method-modifiers", B, "Java frames carry no method modifiers"},
+    {"--java-line-numbers", V, "Java frames carry no line numbers"},
+    {"--no-python-versions", B, "Python versions stay in the application metadata"},
+    {"--pyperf-user-stacks-pages", V, "no PyPerf: Python is read from outside the process"},
+    {"--python-pyperf-verbose", B, "no PyPerf: Python is read from outside the process"},
+    {"--python-pyspy-process", V, "every Python process is read the same way from outside"},
+    {"--python-skip-pyperf-profiler-above", V,
+     "no PyPerf: Python is read from outside the process"},
+};
+
+const struct pp_gprofiler_flag *pp_gprofiler_flag_find(const char *flag) {
+  for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+    if (strcmp(flags[i].name, flag) == 0) return &flags[i];
+  return NULL;
+}
+
+void pp_gprofiler_flag_warn(const struct pp_gprofiler_flag *f) {
+  pp_log(PP_LOG_WARNING, "polyprof", "%s (gProfiler) is accepted and ignored: %s", f->name,
+         f->instead);
+}
