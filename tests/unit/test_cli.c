@@ -520,6 +520,65 @@ static void test_secrets(void) {
   rmdir(dir);
 }
 
+/* gProfiler flags without an equivalent: parsed with their values, kept from
+ * the plugins, and never an error; mapped ones and GPROFILER_<FLAG> set keys. */
+static void test_gprofiler_flags(void) {
+  struct pp_cli cli;
+  struct args a;
+  struct pp_config c;
+  char err[PP_MAX_ERR] = "";
+  const char *loaded[] = {"perf", NULL};
+
+  CHECK_EQ_INT(parse(&cli, &a, err, "--no-java-async-profiler-buildids", "--min-duration", "5",
+                     "--databricks-job-name-as-service-name", "--java-safemode", "check", NULL),
+               0);
+  CHECK_EQ_INT(cli.command, PP_CMD_CHECK); /* an optional value is never a command */
+  pp_config_defaults(&c);
+  CHECK_EQ_INT(pp_cli_apply(&cli, &c, err), 0);
+  CHECK_EQ_INT(c.flag_count, 0); /* nothing left for a plugin to refuse */
+  CHECK_EQ_INT(pp_config_check_orphans(&c, loaded, err), 0);
+  pp_config_free(&c);
+  pp_cli_free(&cli);
+
+  /* the optional value, attached or not, is the flag's, not an operand */
+  CHECK_EQ_INT(run(&c, err, "--java-safemode", "all", "--java-safemode=hserr", NULL), 0);
+  pp_config_free(&c);
+  CHECK_EQ_INT(run(&c, err, "--min-duration", NULL), PP_CLI_EXIT_USAGE);
+  CHECK_EQ_STR(err, "polyprof: --min-duration needs a value");
+  CHECK_EQ_INT(run(&c, err, "--insert-dso-name=yes", NULL), PP_CLI_EXIT_USAGE);
+  CHECK_EQ_STR(err, "polyprof: --insert-dso-name takes no value");
+
+  CHECK_EQ_INT(run(&c, err, "--no-proc-events", "--profile-spawned-processes", NULL), 0);
+  CHECK(c.proc_events);
+  pp_config_free(&c);
+
+  /* GPROFILER_<FLAG> between the file and the flags */
+  setenv("GPROFILER_PROFILING_FREQUENCY", "7", 1);
+  setenv("GPROFILER_SERVICE_NAME", "svc-env", 1);
+  setenv("GPROFILER_CONTINUOUS", "false", 1);
+  CHECK_EQ_INT(parse(&cli, &a, err, "--config", fixture("empty.yaml"), NULL), 0);
+  CHECK_EQ_INT(pp_cli_configure(&cli, &c, err), 0);
+  CHECK_EQ_INT(c.frequency, 7);
+  CHECK_EQ_STR(c.service_name, "svc-env");
+  CHECK(!c.continuous); /* "false" leaves a bare flag off */
+  pp_config_free(&c);
+  pp_cli_free(&cli);
+  CHECK_EQ_INT(parse(&cli, &a, err, "--config", fixture("empty.yaml"), "-f", "9", NULL), 0);
+  CHECK_EQ_INT(pp_cli_configure(&cli, &c, err), 0);
+  CHECK_EQ_INT(c.frequency, 9); /* the flag wins */
+  pp_config_free(&c);
+  pp_cli_free(&cli);
+  setenv("GPROFILER_PROFILING_FREQUENCY", "0", 1);
+  CHECK_EQ_INT(parse(&cli, &a, err, "--config", fixture("empty.yaml"), NULL), 0);
+  CHECK_EQ_INT(pp_cli_configure(&cli, &c, err), PP_CLI_EXIT_USAGE); /* a bad value is named */
+  CHECK(strstr(err, "GPROFILER_PROFILING_FREQUENCY") != NULL);
+  pp_config_free(&c);
+  pp_cli_free(&cli);
+  unsetenv("GPROFILER_PROFILING_FREQUENCY");
+  unsetenv("GPROFILER_SERVICE_NAME");
+  unsetenv("GPROFILER_CONTINUOUS");
+}
+
 int main(void) {
   test_every_flag();
   test_precedence();
@@ -528,5 +587,6 @@ int main(void) {
   test_plugin_flags();
   test_help();
   test_secrets();
+  test_gprofiler_flags();
   return pp_test_finish("test_cli");
 }
