@@ -1,7 +1,7 @@
 """Corpus: TypeScript's compiler (tsc 5.9 from the npm registry, installed
 by scripts/install-deps.sh) type-checks and emits a small generated
-project with strict checks, under the agent as shipped (Node.js through the
-inspector plugin).
+project with strict checks, under the agent as shipped (Node.js in its
+default v8 mode).
 
 A user looks for: every sample under `node` with a `nodejs: ...tsc` appid;
 TypeScript's checker (checkSourceFile, checkExpression...) in the stacks;
