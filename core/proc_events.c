@@ -261,7 +261,8 @@ void pp_proc_events_take(struct pp_proc_events *pe, const uint32_t **changed, si
     if (c && g) pe->out_cap = pe->nlog;
   }
   if (pe->nlog <= pe->out_cap) {
-    qsort(pe->log, pe->nlog, sizeof(*pe->log), by_pid_then_seq);
+    if (pe->nlog) /* the log is NULL before the first event */
+      qsort(pe->log, pe->nlog, sizeof(*pe->log), by_pid_then_seq);
     for (size_t i = 0; i < pe->nlog; i++) {
       if (i + 1 < pe->nlog && pe->log[i + 1].pid == pe->log[i].pid) continue; /* not the last */
       if (pe->log[i].gone)
