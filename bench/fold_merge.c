@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Folding + merge benchmark against the classic shell fold, same run:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What a worker's seccomp filter costs a system call: the same calls timed
  * in this process without a filter (the peer), then in a child under the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internal state of a running agent, shared by the run loop (session.c) and
  * the per-session output stage (session_output.c). Not a public interface.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Application metadata of one process: ELF facts of its executable and of
  * the runtime library it maps (build ids, machine, interpreter), AT_EXECFN

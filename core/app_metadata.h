@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Per-process application metadata computed by the core, keyed as the .col
  * header's application_metadata entries are (docs/gprofiler-compat.md):

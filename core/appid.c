@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Application identifiers ("appid: ..." frames), gProfiler's rules
  * (listed in docs/gprofiler-compat.md): gunicorn (plain and setproctitle

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internal helpers of the enrichment stage shared by appid.c,
  * app_metadata.c and enrich.c: which runtime a process runs, psutil-style

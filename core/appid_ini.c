@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The `module` of a uwsgi ini file, read the way Python's
  * configparser.ConfigParser(strict=False) reads it, because gProfiler's

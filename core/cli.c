@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Command line: gProfiler's flag names, a subcommand, and plugin flags kept
  * for later (see cli.h for the two phases).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Command line, in two phases because the config file and the plugins must be
  * found before most flags can be applied:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gProfiler flags that have no polyprof equivalent (docs/gprofiler-compat.md
  * lists them with what polyprof does instead). Flags with an equivalent are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gProfiler flags polyprof accepts without an equivalent: a command line
  * written for gProfiler must start polyprof, and each such flag says once,

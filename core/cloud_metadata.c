@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Cloud instance metadata probes (see cloud_metadata.h). */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Cloud metadata: which cloud the host runs on (AWS, GCP, Azure) and the
  * instance facts gProfiler puts in the header's "cloud_info", read from the

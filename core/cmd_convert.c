@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `polyprof convert IN.col --to html|pprof|speedscope|col -o OUT`: re-encode
  * a .col (ours or gProfiler's) with the same writers the agent uses. The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `polyprof diff BASE.col NEW.col -o diff.html`: a differential flame graph
  * (page: core/output/assets/diff.html). Stacks of both files are matched by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `polyprof check`, the workers' part: what each plugin's worker process
  * holds once started (docs/security.md): its capabilities (what the plugin

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `polyprof upload-file`, `convert` and `diff` (docs/upload.md). Each
  * returns the process exit code: 0 success, 1 runtime failure, 2 usage
  * error. */

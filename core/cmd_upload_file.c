@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * `polyprof upload-file --file-path X.col`: upload a .col written earlier
  * (by polyprof or gProfiler) with the same client, retries and spool as the

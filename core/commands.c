@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The informational subcommands: `polyprof plugins` (what was found in the
  * plugin directory and whether it will run) and `polyprof check` (which

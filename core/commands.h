@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `polyprof plugins` and `polyprof check`. Both return an exit code. */
 #ifndef PP_COMMANDS_H
 #define PP_COMMANDS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Core configuration: defaults, the table of core keys (the one place that
  * knows each key's field, type and range; YAML and the command line both go

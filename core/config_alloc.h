@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Allocation helpers private to the config files (config.c, config_yaml.c,
  * config_plugin.c). Configuration is loaded at start-up and on SIGHUP only,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Text -> values for every configuration source (YAML, command line, plugin
  * options), and the "did you mean" helper shared by all their messages.

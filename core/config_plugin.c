@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Plugin sections: a plugin's YAML section and its command-line flags,
  * validated against the options its descriptor declares, once the plugins

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The YAML reader: the file becomes a small tree with line numbers, checked
  * for shape (one document, no aliases, bounded size and depth, unique keys),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Container ids from cgroup paths and names from the Docker Engine API.
  *

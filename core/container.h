@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Container names (docs/gprofiler-compat.md): container ids come
  * from /proc/PID/cgroup (pp_container_id_from_cgroup in enrich.h), names from

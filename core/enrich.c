@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Per-pid enrichment of the merged profile: comm, container name, appid and
  * the application-metadata index, plus the header tables they refer to, by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Per-pid enrichment of a merged profile: comm (if missing), container name,
  * appid frame text, application metadata, and the header tables that

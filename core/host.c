@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Host services for plugins (see host.h). */
 #include "host.h"
 

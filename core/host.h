@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The host services a plugin sees (struct pp_host), as implemented inside a
  * worker, and the sink its snapshot() writes into.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A plugin's configuration on the wire (host.h): the core sends it with
  * INIT, so a worker process needs nothing of the agent's configuration code

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Core <-> worker framing and wire helpers (see ipc.h). */
 #include "ipc.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * JSON text exactly as Python's json.dumps(obj) writes it with default
  * arguments, because gProfiler's .col header is produced that way and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Agent log: stderr + size-rotated file, gProfiler's line format. One mutex
  * keeps lines whole when inline plugin threads log concurrently.

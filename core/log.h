@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Agent logging: stderr (INFO, or DEBUG with -v) plus a log file (always
  * DEBUG, size-rotated). Line format follows gProfiler's:

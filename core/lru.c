@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Bounded LRU cache: a chained hash table for lookups plus a doubly linked
  * recency list (head = most recent) for O(1) eviction.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A small bounded LRU cache: keys are byte strings (a struct such as
  * {pid, start_time} or a C string), values are opaque pointers owned by the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * polyprof entry point: parse the command line, build the configuration
  * (defaults <- YAML file <- flags) and dispatch to a subcommand.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The merge stage: perf's system-wide stacks are the base, runtime plugins'
  * stacks replace them per pid (the rule: merge.h, docs/gprofiler-compat.md).

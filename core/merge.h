@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The merge stage (gProfiler's rule; docs/gprofiler-compat.md):
  * perf (system-wide) stacks are the base; for each pid a runtime plugin

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The system facts of the .col header's "metadata" object, in gProfiler's
  * key order (docs/formats.md) so that consumers that read gProfiler's files

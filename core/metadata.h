@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The facts behind the .col header's "metadata" object: system facts
  * computed once at start (kernel, CPUs, memory, hostname, OS, libc, agent

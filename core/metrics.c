@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Host metrics of the .col header ("metrics"), computed the way psutil does
  * for gProfiler, so the studio's figures mean the same for both agents:

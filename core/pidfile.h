@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Single-instance lock: a pid file held with flock() for the agent's life.
  * A second agent learns which pid holds it.

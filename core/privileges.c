@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Worker capability sets from plugin declarations (privileges.h). */
 #include "privileges.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What a plugin worker may do: the Linux capabilities its declaration
  * (PP_CAP_NEEDS_* in plugin.h) maps to, and how a freshly forked child

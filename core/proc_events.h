@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The kernel's process events connector (NETLINK_CONNECTOR, CN_IDX_PROC):
  * fork, exec and exit of every process, so target discovery learns of new

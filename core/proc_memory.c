@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The process memory (see proc_memory.h): facts read from /proc while a
  * process lives, served after it exited.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the agent learnt about each process while it was alive: comm,
  * executable, runtime, appid, container id and the core's application

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pp_profile implementation: three intern tables (strings, frames, stacks)
  * with open-addressing hash indexes, plus pid records and counters.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pp_profile: the in-memory form of a set of stacks.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Binary encoding of a pp_profile (format in profile_codec.h). */
 #include "profile_codec.h"
 

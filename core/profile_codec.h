@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Binary form of a pp_profile, used to carry a worker's snapshot to the core.
  *

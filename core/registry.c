@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Plugin registry: probe every *.so of the plugin directory in a throw-away
  * child process and keep a validated deep copy of its descriptor.

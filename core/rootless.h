@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Rootless mode (--rootless, gProfiler's flag): the agent runs as an
  * ordinary user and profiles only processes that user owns, listed with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sd_notify(3) wire protocol, see sd_notify.h. The address is resolved once
  * at start-up; each notification is one socket()+sendto()+close(), which

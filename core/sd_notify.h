@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * systemd readiness notification (sd_notify(3) protocol) without libsystemd:
  * one datagram with "KEY=value" lines to the socket named by $NOTIFY_SOCKET

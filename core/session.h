@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The agent's run loop: load plugins, start their workers, hand them targets
  * from the /proc scan, cut the timeline into sessions of `duration` seconds

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Debug output (output.debug_plugin_totals, --debug-plugin-totals): each
  * plugin's unmerged per-pid sample totals of a session, written next to the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Debug output of a session: each plugin's unmerged per-pid totals
  * (output.debug_plugin_totals). See session_debug.c for the format.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * End of a session: merge the plugins' snapshots, enrich, write the outputs
  * and log what the session cost. Everything here degrades instead of failing:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The agent's side of output files the directory refused (read-only
  * filesystem, disk full, quota, directory removed): log it once per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Target discovery: one /proc scan per tick (or, with the kernel's process
  * events, an update from the processes born, exec'd and gone), matched against every runtime

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Supervisor side of a plugin worker (API in supervisor.h).
  *

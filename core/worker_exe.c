@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Finding polyprof-worker (worker_exe.h). */
 #include "worker_exe.h"
 

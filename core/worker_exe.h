@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Where the plugin worker executable (polyprof-worker) is.
  *

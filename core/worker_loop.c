@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The worker side: host one plugin and serve the core's requests (ipc.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internal to the supervisor (registry.c, worker*.c): the loop that hosts a
  * plugin (in a worker process, or in a thread in inline mode) and the helpers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * polyprof-worker: the process that hosts one plugin for the agent.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The worker's seccomp sandbox (worker_sandbox.h). */
 #include "worker_sandbox.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The worker's seccomp sandbox: no_new_privs, and an allow-list of system
  * calls made of a common base (core/seccomp/base.txt, compiled in) and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Starting a worker: fork and exec of polyprof-worker (the default) or a
  * thread (inline mode), plus the fork-side hygiene shared with the

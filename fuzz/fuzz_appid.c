@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: application ids from what a process chose about itself
  * (core/appid.c, appid_ini.c): its /proc/PID/cmdline (psutil-style

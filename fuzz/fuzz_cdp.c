@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: CDP messages from Node's inspector (plugins/nodejs/cdp.c)
  * as the plugin reads them: each line of the input is one message the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: cloud instance metadata replies (core/cloud_metadata.c):
  * the AWS identity document and instance life cycle, GCP's recursive

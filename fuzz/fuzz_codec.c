@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: the IPC profile codec (core/profile_codec.c). Plugin workers
  * are untrusted (a plugin may be buggy or its process taken over), so the

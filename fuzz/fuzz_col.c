@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: the .col parser as `polyprof upload-file` and `polyprof
  * convert` use it (a file from anywhere: ours, gProfiler's, hand-edited),

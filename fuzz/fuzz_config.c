@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: the YAML config loader and its validation, as `polyprof
  * --config FILE` runs them: pp_config_load (syntax, core keys, plugin

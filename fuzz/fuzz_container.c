@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: container facts (core/container.c) from what a container
  * controls: /proc/PID/cgroup text (the container id), and the reply of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: a V8 cpuprofile (the Profiler.stop reply of Node's
  * inspector, plugins/nodejs/cpuprofile.c) turned into stacks: node ids,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: a .debug_frame section (plugins/perf/debug_frame.c), read
  * from the object files of profiled processes, converted into the

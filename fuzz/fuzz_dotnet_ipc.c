@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: replies on a .NET runtime's diagnostic IPC socket
  * (plugins/dotnet/dotnet_ipc.c), which the profiled process writes. The

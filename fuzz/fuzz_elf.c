@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: ELF facts and symbol tables (sdk/elf_symbols.c), the
  * code that opens every object a profiled process maps. Reads the input both

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Helpers shared by the fuzz targets: parsers that take a path (the YAML
  * loader, kallsyms, ELF by fd) get the fuzz input through one memfd that is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: the agent <-> worker IPC framing (core/ipc.c) on the
  * agent's side, where the bytes come from a plugin worker (a plugin may

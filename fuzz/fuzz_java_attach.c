@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: a HotSpot attach reply (plugins/java/attach.c), which the
  * JVM, that is the profiled process, writes on its attach socket: the

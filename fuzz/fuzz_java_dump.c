@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: the dump file the polyprof JVMTI agent writes inside the
  * JVM (plugins/java/collect.c): written as the target's user, so parsed

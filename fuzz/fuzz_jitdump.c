@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: jitdump files (jit-PID.dump), written by the profiled
  * process and so hostile. Parses the input in one go, then again in two

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: the kit's JSON string writer (sdk/json.c), which turns text a
  * target chose (thread names, paths, versions) into application metadata.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: the /proc/kallsyms loader (the file comes from the kernel,
  * but the parser is also pointed at copies and must hold on any text), with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: /proc/PID/maps text. Paths are whatever the process mapped,
  * newlines included. Runs the same stream reader pp_maps_read uses (long

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A process's memory as a fuzz input, for the runtime walkers (python,
  * ruby, php), which follow pointers through a target's memory with the

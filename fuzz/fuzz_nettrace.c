@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: the nettrace stream a .NET runtime writes on an EventPipe
  * session (plugins/dotnet/nettrace.c), and the method events decoded

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: the HTTP reply of Node's inspector to GET /json/list
  * (nodejs_http_get in plugins/nodejs/ws.c): status line, headers,

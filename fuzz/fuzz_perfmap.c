@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: JIT perf-map files (/tmp/perf-PID.map), written by the
  * profiled process and so hostile. Parses with and without an entry cap and

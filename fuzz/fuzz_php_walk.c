@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: the php plugin's stack walk (plugins/php/php_walk.c) over
  * a memory image (fuzz_memimage.h) standing for a PHP process: from

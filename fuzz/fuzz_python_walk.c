@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: the python plugin's walk of a target's memory
  * (plugins/python: locate.c's checks, walk.c, codecache.c, linetable.c)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The header of a python_walk memory image (fuzz_memimage.h): what
  * locating CPython found in the process the image was recorded from.

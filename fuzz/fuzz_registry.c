@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: a plugin descriptor as the registry's probe child sends it
  * (core/registry.c): the probe dlopen()s a plugin, and a plugin is code

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: the ruby plugin's walk of an execution context
  * (plugins/ruby: ruby_walk.c, ruby_iseq.c, ruby_objects.c, the frame

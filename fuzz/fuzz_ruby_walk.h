@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The ruby_walk memory image header (fuzz_memimage.h), and the part of the
  * plugin's state a walk uses, set up as ruby.c's init and start do (the

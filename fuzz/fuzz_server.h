@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A server inside the fuzz process for clients that open their own
  * connection (Node's inspector HTTP client, the Docker API client, the

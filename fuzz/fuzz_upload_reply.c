@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: what servers answer the agent over HTTP (core/upload/
  * http.c through libcurl, studio.c, cloud_metadata.c): the profiling

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: the nodejs plugin's v8 mode walk (plugins/nodejs/v8_walk.c,
  * v8_heap.c) over a memory image (fuzz_memimage.h) standing for a Node

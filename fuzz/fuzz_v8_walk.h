@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The header of a v8_walk memory image (fuzz_memimage.h): the V8 layout
  * attaching read from the process's post-mortem metadata, and the

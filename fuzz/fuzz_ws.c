@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Fuzz target: what Node's inspector server sends on the WebSocket
  * (plugins/nodejs/ws.c), as the profiled process controls it: the 101

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Replays inputs through a fuzz target without libFuzzer: the regression
  * corpus (inputs that once crashed, fuzz/regressions/<target>/) and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Makes seeds for the codec fuzzer from real profiles: each .col given is
  * parsed and written in the worker->core wire encoding (profile_codec.c),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Records php_walk seeds from a real PHP process (run by hand, the output
  * committed to fuzz/seeds/php_walk/, docs/fuzzing.md):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Records python_walk seeds from real CPython processes (run by hand, the
  * output committed to fuzz/seeds/python_walk/, docs/fuzzing.md):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Records ruby_walk seeds from a real Ruby process (run by hand, the
  * output committed to fuzz/seeds/ruby_walk/, docs/fuzzing.md):

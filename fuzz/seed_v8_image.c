@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Records v8_walk seeds from a real Node process (run by hand, the output
  * committed to fuzz/seeds/v8_walk/, docs/fuzzing.md):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The kit's clock (log.h): out of line, so the public header needs no POSIX
  * feature macros from the plugin that includes it.

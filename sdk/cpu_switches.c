@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Per-CPU context-switch records (cpu_switches.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Demangling through libiberty's cplus_demangle (the GNU implementation perf
  * and binutils use), linked statically from libiberty-dev.

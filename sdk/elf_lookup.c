@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Symbol and section lookup in an ELF file. Exported names are answered
  * through the file's GNU hash table with a handful of small preads, instead

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ELF symbols, build-ids, debuglinks and Go versions through libelf. See
  * elf_symbols.h.

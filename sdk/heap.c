@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 #include "polyprof/kit/heap.h"
 
 #include <stdlib.h> /* before the test below: defines __GLIBC__ on glibc */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * JSON string escaping with invalid UTF-8 replaced (see json.h).
  */

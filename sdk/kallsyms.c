@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * /proc/kallsyms loader. Lines look like
  *   ffffffff81000000 T _stext

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Option getters with the options table's defaults as the fallback.
  */

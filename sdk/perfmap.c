@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * perf-<pid>.map loader. See perfmap.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Bounded /proc readers. Contents come from processes we do not control (a
  * comm or cmdline is whatever the process wrote), so every read is capped and

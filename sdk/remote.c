@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Remote memory reads and runtime symbol lookup (see remote.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The stack table (see stack_table.h). Three interning layers, each an
  * append-only array plus an open-addressing index of ids: strings (offsets

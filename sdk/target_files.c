@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Opening what a target names, inside its root. See target_files.h.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The target table (see target_table.h): entries in an array of stable
  * pointers, found by pid through an open-addressing index.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Per-thread on-CPU state through kept-open /proc files (thread_cpu.h).
  */

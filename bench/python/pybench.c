@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pybench: the python plugin's sampler alone, against one live process.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * .col writer (layout: docs/formats.md, docs/gprofiler-compat.md):
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Collapsed-stacks (.col) writer and parser, byte-compatible with gProfiler
  * (docs/gprofiler-compat.md): line 0 is "# " + JSON header, then

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The .col header, line 0 of every .col: "# " + this JSON object, written
  * the way Python's json.dumps writes it, with gProfiler's keys in

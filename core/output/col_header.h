@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The .col header (line 0, "# " + JSON): gProfiler's keys in gProfiler's
  * order, then polyprof's additions (start_time, end_time, per-plugin stats).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * .col parser: the inverse of pp_col_write, for `upload-file` and `convert`.
  * The input is untrusted (any file a user points us at, and fuzzed), so

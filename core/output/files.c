@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Output files (docs/formats.md): <dir>/profile_<UTC end>.<ext>,
  * a "last_*" symlink to the newest one, and --rotating-output.

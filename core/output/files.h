@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Output files: profile_<UTC end>.<ext> written through a temp file and
  * rename, symlinks last_profile.col / last_flamegraph.html re-pointed

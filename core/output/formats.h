@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The output formats, in one table: the name a user gives (output.formats,
  * --output-format, convert --to), the file extension, the last_* link the

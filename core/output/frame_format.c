@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Frame text as gProfiler writes it (table: docs/gprofiler-compat.md).
  * The per-runtime layout ("name (file:line)", "name - file:line"...) and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Self-contained HTML flame graph: one file, zero network requests, drawn on
  * a canvas. The page embeds a compact encoding of the merged profile (string

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Bounded in-memory backlog of session files the output directory refused
  * (see pending.h for why memory and what the guarantees are).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Session files that could not be written (output directory read-only,
  * disk full, quota, directory removed...): kept in memory, bounded, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pprof encoder (see pprof.h). */
 #include <errno.h>
 #include <stdbool.h>

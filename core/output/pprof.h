@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pprof writer: the merged profile as perftools.profiles.Profile (our
  * core/output/profile.proto, encoded with protobuf-c), gzipped as pprof

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* speedscope JSON writer (see speedscope.h). */
 #include <errno.h>
 #include <stdbool.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * speedscope writer (https://www.speedscope.app/file-format-schema.json):
  * one "sampled" profile per process, named "<comm> (pid N)", over one

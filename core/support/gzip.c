@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gzip in memory (see gzip.h). */
 #include "support/gzip.h"
 

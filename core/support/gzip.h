@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gzip (RFC 1952) in memory, for every writer and client of the agent that
  * compresses: the pprof file, the studio upload body, the log batches.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* JSON string literal writer (see json_string.h). */
 #include "support/json_string.h"
 

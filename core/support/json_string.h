@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A JSON string literal written straight to a stream, for the writers that
  * emit JSON by hand because their text is too large to build as a jansson

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Safe creation of the agent's own files (see safe_file.h for the rules). */
 #include "support/safe_file.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Creating the agent's own files when the directory may hold something
  * planted by someone else (docs/security.md, "Files the agent writes").

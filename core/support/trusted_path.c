@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Ownership and mode check of every component of a path (trusted_path.h). */
 #include "support/trusted_path.h"
 

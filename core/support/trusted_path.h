@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Whether code at a path may be loaded or executed by the agent: plugins
  * (dlopen) and the worker executable run with the agent's privileges, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libcurl POST/GET helpers for the uploaders (see http.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Small libcurl wrapper shared by the studio, Pyroscope and log clients
  * (libcurl is loaded on the first request, not linked: see http.c):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Buffered log shipping (see logship.h). */
 #include <errno.h>
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Log shipping to the studio's log endpoint, in glogger's batch format
  * (docs/gprofiler-compat.md):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Studio upload, Pyroscope push and log batch of one session. */
 #include <stdio.h>
 #include <stdlib.h>

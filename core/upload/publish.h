@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The per-session hand-off from the output stage (session_output.c) to the
  * remote destinations: the studio upload, the Pyroscope push and the log

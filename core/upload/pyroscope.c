@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pyroscope /ingest client (see pyroscope.h). */
 #include <stdbool.h>
 #include <stdio.h>

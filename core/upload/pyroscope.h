@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Pyroscope push: each session goes to <pyroscope-url>/ingest as
  * application name "<service>.cpu" (service name, else "polyprof") with

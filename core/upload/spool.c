@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Bounded on-disk spool of failed uploads (see spool.h). */
 #include <dirent.h>
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * On-disk spool of profiles whose upload failed, resent when the server is
  * back (also by the next agent run). One file per profile holding the exact

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Performance Studio profile upload (see studio.h). */
 #include <errno.h>
 #include <stdbool.h>

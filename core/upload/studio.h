@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gProfiler Performance Studio client: POST <server>/api/v2/profiles with
  * the API key and service name as headers and query parameters, a gzipped

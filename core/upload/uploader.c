@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Background delivery with retries and an on-disk spool (see uploader.h). */
 #include <errno.h>
 #include <pthread.h>

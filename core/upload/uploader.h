@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Background uploader: one thread that delivers each session's profile to
  * the studio (and Pyroscope), so a slow or dead server never stalls

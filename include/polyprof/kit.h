@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The runtime-plugin kit: what every in-tree plugin is built from, and
  * what polyprof-dev installs for third-party plugins (headers here, the

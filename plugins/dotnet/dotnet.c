@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * polyprof .NET (CoreCLR) plugin: descriptor, options and vtable (the files
  * are mapped in dotnet.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* .NET appids (gProfiler has none for .NET): from the command line, as
  * the process shows it in /proc (never a file in its root). */
 #include <limits.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * .NET diagnostic IPC client (see dotnet.h and docs/dotnet.md): finding a
  * process's diagnostic socket, also inside containers, framing commands and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Whether a sampled thread was running, where the runtime's sample type
  * cannot say (see dotnet.h, dotnet_sample_type_unreliable): the share of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* EventPipe session lifecycle and sample intake (see dotnet.h). */
 #include <errno.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Sampled stacks in the kit's stack table, named at snapshot.
  *

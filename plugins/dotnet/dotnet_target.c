@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One .NET process as the target table holds it: attach (find its
  * diagnostic socket, check the runtime, start the EventPipe session or

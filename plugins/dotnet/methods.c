@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Method address map: a flat array of ranges sorted on demand (additions
  * come in bursts at rundown; lookups come in one burst per snapshot), with

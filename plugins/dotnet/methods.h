@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Bounded map from JIT/R2R code addresses to "Namespace.Type.Method", filled
  * from MethodLoadVerbose and R2RGetEntryPoint (live) and

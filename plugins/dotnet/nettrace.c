@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nettrace V4/V5 stream parser. See nettrace.h for the contract and
  * docs/dotnet.md for the format notes this code relies on.

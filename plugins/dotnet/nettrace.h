@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Streaming parser for the nettrace format (V4/V5, "!FastSerialization.1")
  * that a .NET runtime writes on an EventPipe IPC session.

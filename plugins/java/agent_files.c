@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Files the plugin shares with a JVM: the agent library it loads, the
  * result files the agent writes, the perf map of perfmap mode. All of them

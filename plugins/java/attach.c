@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * HotSpot dynamic attach, protocol v1.
  *

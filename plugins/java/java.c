@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * polyprof java plugin: Java stacks of every HotSpot JVM on the host.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Application metadata of a JVM from its own attach replies: `properties`
  * (java.* system properties) gives the equivalent of `java -version`, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One JVM's life in the plugin, as the kit's target table drives it.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Deciding whether a process is a HotSpot JVM we may attach to.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * attach-maps mode: make a running Node process write /tmp/perf-<pid>.map
  * so the perf plugin can name its JIT frames, and stop it again at exit.

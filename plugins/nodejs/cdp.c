@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CDP request/reply matching over the inspector WebSocket.
  *

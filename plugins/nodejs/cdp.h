@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Chrome DevTools Protocol requests over the inspector WebSocket.
  */

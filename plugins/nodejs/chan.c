@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The helper channel, agent side (chan.h). Everything the helper sends is
  * hostile: a line is bounded by max_line and must parse as one JSON object.

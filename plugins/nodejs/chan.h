@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The agent's end of the helper channel (helper.h): a unix stream socket
  * in the helper's private directory, reached through the kit's target-root

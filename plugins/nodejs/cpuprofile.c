@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Collapses a V8 cpuprofile into stacks.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * V8 cpuprofile (CDP Profiler.Profile) -> aggregated JS stacks.
  */

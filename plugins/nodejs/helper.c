@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The in-target helper's JavaScript and its install expression (helper.h).
  *

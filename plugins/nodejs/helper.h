@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The helper the inspector and attach-maps modes run inside a Node.js
  * process, and the one expression that installs it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Attach to one Node.js process and drive its helper (helper.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * polyprof nodejs plugin: JavaScript frames of running Node.js processes,
  * without restarting them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The nodejs plugin's internal header: its state, and what its files share.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The nodejs plugin's targets in the kit's target table.
  *

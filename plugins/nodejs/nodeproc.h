@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Facts about a candidate Node.js process read from /proc: is it really
  * Node (so SIGUSR1 opens the inspector instead of killing it), its flags,

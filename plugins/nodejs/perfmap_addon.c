@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nodejs-perfmap.node: a tiny Node addon, loaded into a running Node
  * process by the nodejs plugin's attach-maps mode, that writes

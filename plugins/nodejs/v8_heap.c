@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * V8 heap objects read from outside the process (see v8_heap.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Reading V8 heap objects of another process: tagged values, instance
  * types, strings (sequential one- and two-byte, cons, thin, sliced), the

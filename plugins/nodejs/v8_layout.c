@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * V8's post-mortem metadata (v8dbg_* symbols) -> struct v8_layout.
  *

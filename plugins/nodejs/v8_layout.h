@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * V8's post-mortem metadata: the object layouts and frame constants the
  * out-of-process reader (v8 mode) needs, read from the `v8dbg_*` symbols

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * v8 mode targets (see v8_mode.h): the kit's target table, one V8 layout,
  * stack reader and perf sampler per Node process, and the stacks of all of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The v8 mode of the nodejs plugin: JavaScript stacks read from outside the
  * process. Nothing is signalled, loaded, opened or written in the target:

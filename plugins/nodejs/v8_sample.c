@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Per-thread perf sampling of a Node process: user registers and a copy of
  * the top of the user stack (see v8_sample.h). Rings are drained from the

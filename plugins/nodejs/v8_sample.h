@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The registers and the top of the user stack of a target's threads, taken
  * by the kernel: one perf software cpu-clock event per thread (it fires

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The frame walk of one sample (see v8_walk.h).
  *

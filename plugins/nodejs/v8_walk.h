@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * JavaScript frames of one sample: the frame-pointer chain in the copied
  * stack (V8's generated code always keeps frame pointers, and so does

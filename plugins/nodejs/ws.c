@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Loopback HTTP GET and a minimal RFC 6455 client for Node's inspector.
  *

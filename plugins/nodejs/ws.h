@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Minimal loopback HTTP + RFC 6455 WebSocket client for Node's inspector.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Mapped objects (executables, shared libraries, the vDSO).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * perf_event_open per CPU and the mmap ring buffers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Per-task perf events, for rootless mode: an unprivileged user may not
  * open system-wide per-CPU events, but under kernel.perf_event_paranoid <= 2

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A small open-addressing hash map from a 64-bit key to a pointer, used for
  * pid -> process, tid -> thread and (dev, inode) -> object tables. Linear

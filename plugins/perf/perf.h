@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * polyprof perf plugin: shared declarations of its parts.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The ring buffers' records, oldest first: a SAMPLE becomes one stack per
  * mode (frame-pointer callchain, DWARF-unwound stack copy, or both in smart

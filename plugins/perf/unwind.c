@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * DWARF unwinding of user stacks copied by the kernel
  * (PERF_SAMPLE_REGS_USER + PERF_SAMPLE_STACK_USER), with libunwind's remote

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * polyprof php plugin: PHP call stacks read from outside the process, the
  * way phpspy does (process_vm_readv of executor_globals and the

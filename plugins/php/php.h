@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internal interface of the php plugin (not part of the plugin ABI).
  *

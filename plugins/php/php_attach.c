@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Attaching to a PHP process (the target table's attach callback): whether
  * it is one of ours, which ELF holds executor_globals (libphp*.so for

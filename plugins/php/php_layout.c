@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Struct offsets per PHP minor version (x86_64), from phpspy's
  * gdb-generated struct headers (one per PHP version). Only 8.2 was checked

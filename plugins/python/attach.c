@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The python plugin's side of the kit's target table: what attach() does
  * with a new process (or a new image of one), what release() gives back,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Code objects of the targets, cached by (pid, address).
  *

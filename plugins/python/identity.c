@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What tells the image we located from whatever the pid runs now.
  *

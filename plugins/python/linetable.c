@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Line tables of every CPython version, decoded the way CPython's own
  * PyCode_Addr2Line does (Objects/codeobject.c, Objects/lnotab_notes.txt).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Finding CPython inside a process: which file holds it (libpython for
  * shared builds, the executable for static ones such as Debian's), which

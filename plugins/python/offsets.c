@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Struct layouts of CPython 2.7 and 3.6-3.14 on x86_64 / aarch64 (LP64),
  * release builds with the GIL. The numbers for 2.7-3.13 were measured from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * polyprof python plugin: the descriptor, its options and the vtable (see
  * python.h for the map of the other files).

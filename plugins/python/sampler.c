@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The sampling loop: each tick samples every attached target once: every
  * interpreter and thread is read with process_vm_readv while the target

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * One sample of one process: every interpreter, every thread, every frame.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * polyprof ruby plugin: Ruby call stacks read from outside the process, as
  * rbspy does, without stopping the target. A thread of its own

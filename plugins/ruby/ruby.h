@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Internal interfaces of the ruby plugin. One concept per file:
  *   ruby.c             descriptor, options, vtable (init/start/add/snapshot/stop)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * appids of Ruby application servers. The core already names plain scripts
  * (`ruby: app.rb (/abs/app.rb)`, gProfiler's rule); servers either rewrite

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Attaching to a Ruby process: find the ruby executable and libruby in its
  * maps, opened through the kit's identity-checked access to the target's

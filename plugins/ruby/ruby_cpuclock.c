@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A CPU-time alarm per Ruby thread: a perf "task-clock" software event on
  * the thread's tid that overflows every `period_ns` of CPU the thread uses

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What the ruby plugin remembers between samples so a frame seen before
  * costs no read of the target: interned strings, distinct frames, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Ruby frames out of iseqs: label, path and the line of a pc.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Ruby VM layouts per minor series, from rbspy's bindgen bindings of each
  * release's vm_core.h.

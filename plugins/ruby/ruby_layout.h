@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Per-version memory layouts of the Ruby VM (Linux x86_64).
  *

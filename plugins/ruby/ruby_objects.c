@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Decoding Ruby heap objects read from another process: String and Array
  * (RString / RArray of each layout), the pc -> line table of an iseq and

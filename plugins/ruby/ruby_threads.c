@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Ruby threads of a process and whether each is on a CPU.
  *

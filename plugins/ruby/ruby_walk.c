@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Walking the control frames of one execution context, as rbspy does: the
  * frames between ec->cfp (the leaf) and the end of the VM stack are copied

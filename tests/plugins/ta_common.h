@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Shared body of the agent-level isolation test plugins (ta_ok, ta_crash,
  * ta_hang). Each matches one executable name and, per target and snapshot,

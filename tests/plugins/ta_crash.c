@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Agent isolation test plugin: covers `sleep` processes; fault: CRASH. */
 #define TA_NAME "ta_crash"
 #define TA_EXE "sleep"

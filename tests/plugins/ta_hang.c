@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Agent isolation test plugin: covers `tail` processes; fault: HANG. */
 #define TA_NAME "ta_hang"
 #define TA_EXE "tail"

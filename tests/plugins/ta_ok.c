@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Agent isolation test plugin: covers `cat` processes; fault: NONE. */
 #define TA_NAME "ta_ok"
 #define TA_EXE "cat"

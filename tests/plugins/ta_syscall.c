@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Agent isolation test plugin: covers `sleep` processes; fault: a system
  * call outside its allow-list in the first snapshot (its worker must be
  * stopped with a log line naming the call, and restarted). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Agent fault test plugin: covers `tee` processes and hangs inside tick(),
  * i.e. in the middle of a session while no request is outstanding, which

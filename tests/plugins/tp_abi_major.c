@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test plugin: built for a future ABI major; the registry must refuse it
  * without reading anything past the header. */
 #include "polyprof/plugin.h"

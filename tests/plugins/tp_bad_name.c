@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test plugin: a name that cannot be a YAML section or CLI prefix. */
 #include "polyprof/plugin.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Test plugin: crashes with a real SIGSEGV in the call named by option
  * crash_on (init | start | snapshot | tick | never; refuse_init returns

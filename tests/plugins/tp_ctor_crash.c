@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test plugin: its constructor crashes while the library is being loaded,
  * i.e. inside dlopen(), before the entry point could even be looked up. */
 #include <stdint.h>

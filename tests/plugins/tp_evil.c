@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Test plugin: misbehaves towards the protocol from inside its worker, as
  * memory corruption in a real plugin might. Option `evil` picks what

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test plugin: never returns from snapshot() (or from the call named by
  * option hang_on: init | start | snapshot). */
 #include <errno.h>

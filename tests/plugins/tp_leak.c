@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test plugin: allocates and touches memory in every tick (step_mb per tick,
  * up to total_mb, 1 GiB by default) and never frees it. */
 #include <errno.h>

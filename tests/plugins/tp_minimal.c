@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test plugin: the least a plugin may be. System-wide (so no add_targets),
  * no options, no tick, no version or description. */
 #include "polyprof/plugin.h"

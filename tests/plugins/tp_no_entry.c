@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test plugin: a valid descriptor, but exported under the wrong name. */
 #include "polyprof/plugin.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Test plugin: well-behaved. Declares one option of every type, reads them
  * through the host's config getters at init and puts their values into frame

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Test plugin: the host refuses what it needs, the way the kernel refuses
  * perf events to an unprivileged agent. Option refuse_in (init | start |

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test plugin: declares a descriptor smaller than ABI 1.0's; the registry
  * must refuse it and never read past the declared size. */
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test plugin: a valid descriptor that declares none of the PP_CAP_NEEDS_*
  * bits, so the agent cannot know what its worker may hold: refused, with
  * its name. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test plugin: claims the name of tp_ok; sorted after it, so it must be
  * refused as a duplicate. */
 #include "polyprof/plugin.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pp_html_render: writes a flame graph page from a synthetic profile, for the
  * browser test (tests/integration/test_html_browser.py).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Drives a system-wide plugin (the perf plugin) without the agent: dlopen,
  * init with options from the command line, start, tick, snapshot, stop. It

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A host for testing kit code without the agent: records what reaches the
  * sink (stacks, statuses, counters) and the log. */
 #ifndef PP_KIT_FAKE_HOST_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A synthetic CPython 3.13+ process image, built in this process's memory
  * and read back by the plugin through process_vm_readv on our own pid,

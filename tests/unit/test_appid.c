@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* appid rules (docs/gprofiler-compat.md): every rule on literal argv
  * vectors, path resolution through a fake /proc/PID/root, and real python3,
  * python3 -m, node and java -jar processes read back through /proc. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Command line: parsing, precedence over the file, plugin flags, --help. */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* .col writer and parser: exact bytes of gProfiler's layout
  * (docs/gprofiler-compat.md), parser errors, layouts, and
  * write -> parse -> write identity. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* YAML loading, core keys, plugin binding and orphan sections. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Container ids from literal /proc/PID/cgroup texts of every runtime, and
  * container names from a fake Docker Engine API served by a child process
  * on a temporary unix socket: normal, chunked, garbage, oversized, hanging,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The .NET plugin's nettrace parser, method map and sampled stacks (in the
  * kit's stack table, named at emit), against a
  * stream recorded from a real .NET 10 process

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The .NET plugin's run share (dotnet_runshare.c), on this process's own
  * threads: a spinning thread's samples keep weight, a sleeping thread's
  * none, a thread that does not exist none; schedstat is read at most every

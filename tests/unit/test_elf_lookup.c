@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pp_elf_lookup_symbols on exported names, answered through the GNU hash
  * table of real files (the libc this test runs on; Node when the machine

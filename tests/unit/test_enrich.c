@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pp_enrich on real processes: comm, appid, application metadata (ELF build
  * ids checked against readelf, AT_EXECFN, arch), plugin metadata merged
  * over the core's, dedup of equal metadata, vanished and reused pids,

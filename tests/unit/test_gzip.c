@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gzip helpers: round trip, a real gzip wrapper, bounded and strict gunzip. */
 #include <errno.h>
 #include <stdlib.h>

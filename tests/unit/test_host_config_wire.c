@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The plugin configuration INIT carries to a worker (host_config_wire.c):
  * a real configuration survives the trip, and every truncation or lying

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* HTML flame graph writer: self-containment, escaping of hostile names, the
  * data encoding (decoded back with jansson and compared with the input), and
  * write speed on a large profile. The page's behaviour in a real browser is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The HTTP helpers that do not need a server: URL escaping (what
  * curl_easy_escape did before libcurl became dlopen()ed, byte for byte) and

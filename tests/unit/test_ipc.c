@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* IPC: wire helpers and framing over a real socketpair. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* java plugin: parsing what comes back from a JVM (agent dump files, attach
  * replies of every JDK generation, Properties text, VM.flags). All of it is
  * hostile input: malformed lines must be counted and skipped. */

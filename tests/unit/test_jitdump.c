@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the jitdump reader (sdk/jitdump.c) on hand-built
  * dumps: code loads and moves, records it skips, a tail still being

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The kit's JSON strings (hostile text: controls, quotes, invalid UTF-8,
  * truncation at a character boundary) and option getters (the options

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The bounded LRU cache: recency order, eviction, replacement, NULL values,
  * ownership (values freed exactly once), and a randomized comparison with a
  * naive model. */

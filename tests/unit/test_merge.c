@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gProfiler's merge rule (docs/gprofiler-compat.md), checked through the
  * .col text it produces (what a user of the output would see). */
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The .col header, its metadata and metrics (docs/gprofiler-compat.md):
  * Python-json.dumps-identical serialization checked against the real
  * /usr/bin/python3 on thousands of values, key order, the minimal form,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the nodejs plugin's CDP reply matching (events and replies
  * to abandoned requests are skipped, an error reply is -EREMOTEIO) and of
  * its helper channel (one JSON object per line, bounded, hostile input

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the nodejs plugin's cpuprofile collapse: a real-shaped
  * profile, and hostile ones (cycles, duplicate ids, wrong types, unknown
  * sample ids, depth bombs). The plugin source is compiled in. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the nodejs plugin's v8 mode readers over a made-up V8
  * heap (the kit's remote-read seam stands in for process_vm_readv): every
  * string representation, a ScopeInfo's name and start position, a line

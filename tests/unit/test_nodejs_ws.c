@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit tests of the nodejs plugin's WebSocket framing and handshake check,
  * including hostile server input. The plugin sources are compiled in. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Output files on real directories: names, symlinks, rotation, and
  * failures (no space, file size limit, read-only mount, not a directory)
  * that must leave no partial file and the previous link untouched.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The output format table: the names config accepts are the table's, every
  * format has its own extension and last_* link, lookups, and each writer
  * reached through the table writes what its own writer writes. */

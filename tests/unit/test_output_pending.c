@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The in-memory backlog of session files the output directory refused
  * (output/pending.h), on a real directory made unavailable by moving it
  * away (every create in it fails with ENOENT, as a removed or unmounted

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the perf plugin's .debug_frame conversion (debug_frame.c):
  * the records it writes are what libunwind's remote table lookup expects

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests of the support code the perf plugin adds (and other plugins
  * reuse): /proc maps parsing, kallsyms, perf maps, demangling, ELF symbols,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pins every field of every PHP layout row (plugins/php/php_layout.c) to
  * phpspy's gdb-generated struct headers (one per php-src tag; the 8.2 row
  * also checked on a live Debian 8.2.36 process). Written out here independently of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The php plugin's stack walker, and its stacks in the kit's stack table,
  * on synthetic PHP 8.2

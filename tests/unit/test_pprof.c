@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pprof encoder: decode what pp_pprof_encode wrote with protobuf-c and check
  * the invariants pprof readers rely on. */
 #include <stdlib.h>

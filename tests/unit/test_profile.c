@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pp_profile: interning, aggregation, pid records, clear/reuse. */
 #include <errno.h>
 #include <stdlib.h>

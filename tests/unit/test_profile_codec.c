@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Profile codec: round trip, and no crash on any truncation or corruption. */
 #include <errno.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The python plugin's line-table decoders (plugins/python/linetable.c)
  * against literal tables taken from real code objects of CPython 2.7, 3.8,

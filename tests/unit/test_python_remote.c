@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The python plugin's readers against hostile "targets": fake CPython
  * objects built in this process's own memory and read back through

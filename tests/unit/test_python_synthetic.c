@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * CPython 3.13 and 3.14 process images, walked by the plugin's own code.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Registry: scan the test plugins and check each is accepted or refused for
  * the right reason, without harm to this process. */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Remote reads and symbol lookup against a real child process. */
 #include <dlfcn.h>
 #include <errno.h>

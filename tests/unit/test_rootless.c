@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Rootless mode's rules (core/rootless.c) through the real command line:
  * where the pid file, log and spool go (XDG_RUNTIME_DIR, else
  * TMPDIR/polyprof-<uid>; explicit values kept, root's defaults replaced even

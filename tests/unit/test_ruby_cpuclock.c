@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ruby plugin's CPU-time alarms (perf task-clock events): an alarm on
  * a thread of this test, every 5 ms of its CPU time, wakes an epoll with
  * its key; burning ~60 ms of CPU yields one overflow per 5 ms of the

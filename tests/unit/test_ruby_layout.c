@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ruby plugin's version table and server appids: every supported series
  * resolves, patch-split rows (4.0.0-5 vs 4.0.6) pick the right offsets,
  * unknown or malformed versions are refused, rows are self-consistent; and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The ruby plugin's decoders, run against objects laid out in this test's
  * own memory (process_vm_readv on ourselves): the succinct bit-vector line
  * table built exactly as Ruby's iseq.c builds it, the 2.5 position table,

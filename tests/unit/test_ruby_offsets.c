@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Pins every field of every Ruby layout row to the values of rbspy's
  * bindgen bindings of each release (the 3.1 row checked live on Debian
  * 3.1.2). Written out

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* support/safe_file: planted symlinks and foreign files are never written
  * through, temp names are fresh, leftovers are swept, directories with
  * loose permissions are refused, short reads are errors. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sd_notify: the datagrams reach a socket we bind, for path and abstract
  * ($NOTIFY_SOCKET=@name) addresses; malformed addresses are refused and
  * turn notifications off; the variable is removed from the environment. */

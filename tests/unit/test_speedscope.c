@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* speedscope writer: structure, one profile per process, shared frames,
  * weights, hostile and invalid UTF-8 names kept valid JSON. */
 #include <stdlib.h>

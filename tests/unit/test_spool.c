@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Spool: atomic entries, age order, cap with oldest-first eviction, private
  * directory; URL redaction and random ids of the HTTP helpers. */
 #include <dirent.h>

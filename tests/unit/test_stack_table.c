@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The kit's stack table: aggregation by (pid, tid, comm, frames), strings
  * copied at add time, every limit turning into counted drops, truncation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The kit's safe access to a target's files (sdk/target_files.c), against a
  * real child process running as an unprivileged user: links, FIFOs,

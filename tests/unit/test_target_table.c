@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The kit's target table against real processes: first attach, retry with
  * backoff, not-mine and skipped processes, exec in place (same pid and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Target discovery: pattern matching and real /proc scans of real children. */
 #include <signal.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The kit's per-thread on-CPU detection on real threads of this process: a
  * spinning thread runs, a sleeping one does not, a finished one is gone and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* support/trusted_path: every component of a plugin or worker path must be
  * owned by root (or the agent's user) and not writable by group or others;
  * symlinks are followed and checked where they lie. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Workers driven for real: the test plugins run in worker processes (and in
  * inline threads), crash, hang and leak, and this process must come through

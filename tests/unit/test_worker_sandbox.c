@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Worker privileges: the declaration -> capability mapping, the allow-list
  * parser and loader, and the filter program (installed in a child, which
  * must then be stopped by SIGSYS for a call outside the list). */

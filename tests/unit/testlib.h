@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Minimal assertion helpers for the C unit tests. Each test binary prints
  * one line per failed check and exits non-zero if any failed. */
 #ifndef PP_TESTLIB_H

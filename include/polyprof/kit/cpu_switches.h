@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Which processes are runnable right now (on a CPU, or preempted and
  * waiting in a run queue: state R of a thread that has run), without a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Symbol demangling for C++ (Itanium ABI) and Rust (legacy and v0), giving
  * the names perf prints by default: no parameter lists, no Rust hashes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Finding named symbols and sections in an ELF file a target maps (open it
  * with pp_target_open_mapped or pp_find_module first). The file is

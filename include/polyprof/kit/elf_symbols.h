@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ELF facts a profiler needs from a mapped object, read with libelf:
  * function symbols (.symtab, else .dynsym) as a sorted table, the build-id,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A 64-bit integer hash for open-addressing tables keyed by addresses or
  * ids (murmur3's finalizer: every input bit moves every output bit, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Giving the process's free heap pages back to the kernel. */
 #ifndef POLYPROF_KIT_HEAP_H
 #define POLYPROF_KIT_HEAP_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jitdump files (tools/perf/Documentation/jitdump-specification.txt): the
  * binary JIT symbol log that Node/V8 writes with --perf-prof (./jit-<pid>.dump

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * JSON text for host->set_app_metadata(): strings from a target (thread
  * names, paths, versions) are hostile and may be invalid UTF-8.

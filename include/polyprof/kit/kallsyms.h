@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Kernel symbols from /proc/kallsyms (core kernel and loaded modules), as a
  * sorted table for address lookups by binary search.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Logging through the host, and the clock. The host prefixes every line
  * with the plugin's name and filters by level; a plugin never writes to

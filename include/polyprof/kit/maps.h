@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * /proc/PID/maps parsing. The file comes from the kernel but describes a
  * process we do not control (paths are whatever it mapped, including

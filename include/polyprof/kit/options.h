@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * A plugin's option values, with each default written once: in its
  * options[] table. The host validates the YAML and the flags against that

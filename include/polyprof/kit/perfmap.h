@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * JIT symbol maps in the perf convention: /tmp/perf-<pid>.map, one line per
  * compiled code blob, "START SIZE name" with START and SIZE in hex. Written

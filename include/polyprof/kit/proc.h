@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Small, bounded readers of /proc. Everything read here comes from another
  * process and is treated as hostile: reads are size-capped, strings are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Reading another process's memory, and finding a runtime's symbols in it.
  *

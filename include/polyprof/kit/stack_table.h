@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The stack table: (pid, tid, comm, frames) -> count, for everything a
  * plugin samples between two snapshots, emitted to the sink in one call.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The target table: the processes a runtime plugin was handed, and what it
  * knows of each. It implements the target contract of plugin.h once, for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Is this thread on a CPU? Per-thread state of one target process, read
  * from /proc/PID/task/TID/{stat,schedstat} through descriptors kept open

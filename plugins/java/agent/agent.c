@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libpolyprof-jvmti entry points: Agent_OnAttach / Agent_OnLoad, JVMTI
  * callbacks and the dump file.

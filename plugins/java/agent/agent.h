@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * libpolyprof-jvmti: the JVMTI agent the java plugin loads into HotSpot JVMs.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * What code a pc is in: the nmethods the JVM reported (CompiledMethodLoad,
  * replayed with GenerateEvents at attach) and the interpreter's range

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jmethodID -> "pkg/Class.method(sig)ret", cached with a hard memory cap.
  *

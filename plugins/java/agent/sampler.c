@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The sampling half of the agent: the SIGPROF handler and the lock-free
  * store it writes into.
