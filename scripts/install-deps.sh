@@ -100,18 +100,3 @@ install_typescript() {
   $SUDO npm install --prefix "$dest" --ignore-scripts --no-audit --no-fund --silent "typescript@$version" >/dev/null
 }
 if [ "$what" = test ]; then install_typescript; fi
-
-# The real-software corpus (tests/corpus/README.md): TypeScript's compiler
-# from the npm registry into /opt/polyprof-test/corpus/typescript; a copy of
-# that version already there is kept.
-install_typescript() {
-  local version=5.9.3 dest=/opt/polyprof-test/corpus/typescript
-  if [ -f "$dest/node_modules/typescript/package.json" ] &&
-     grep -q "\"version\": \"$version\"" "$dest/node_modules/typescript/package.json"; then
-    return 0
-  fi
-  echo "install-deps: installing TypeScript $version into $dest"
-  $SUDO mkdir -p "$dest"
-  $SUDO npm install --prefix "$dest" --ignore-scripts --no-audit --no-fund --silent "typescript@$version" >/dev/null
-}
-if [ "$what" = test ]; then install_typescript; fi
