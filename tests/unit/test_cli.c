@@ -546,8 +546,10 @@ static void test_gprofiler_flags(void) {
   pp_config_free(&c);
   CHECK_EQ_INT(run(&c, err, "--min-duration", NULL), PP_CLI_EXIT_USAGE);
   CHECK_EQ_STR(err, "polyprof: --min-duration needs a value");
+  pp_config_free(&c);
   CHECK_EQ_INT(run(&c, err, "--insert-dso-name=yes", NULL), PP_CLI_EXIT_USAGE);
   CHECK_EQ_STR(err, "polyprof: --insert-dso-name takes no value");
+  pp_config_free(&c);
 
   CHECK_EQ_INT(run(&c, err, "--no-proc-events", "--profile-spawned-processes", NULL), 0);
   CHECK(c.proc_events);
