@@ -43,6 +43,10 @@ struct pp_agent {
   struct pp_targets *targets;
   struct pp_proc_events *proc_events; /* NULL: /proc is listed every scan */
   uint64_t next_listing_ms;           /* with proc_events: the next full /proc listing */
+  uint64_t events_due_ms;             /* an exec was read: apply the batch then (0: none) */
+  uint64_t events_quiet_until_ms;     /* the socket is not polled before this */
+  uint64_t events_last_wake_ms;       /* the last time the socket had data */
+  uint64_t last_update_ms;            /* the last scan_targets() */
   struct pp_enricher *enricher;
   struct pp_metrics *metrics;
   json_t *system_metadata;

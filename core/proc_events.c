@@ -55,6 +55,7 @@ struct pp_proc_events {
   uint32_t listen_ack;
   int ack_err; /* -1: no acknowledgement yet */
   bool lost;
+  bool exec_seen; /* an exec is in the batch */
   struct ev_rec *log;
   size_t nlog, log_cap;
   uint32_t *changed, *gone;
@@ -102,6 +103,7 @@ static void on_message(struct pp_proc_events *pe, const struct cn_msg *cn, size_
       break;
     case PROC_EVENT_EXEC:
       log_event(pe, (uint32_t)ev.event_data.exec.process_tgid, false);
+      pe->exec_seen = true;
       break;
     case PROC_EVENT_EXIT:
       if (ev.event_data.exit.process_pid == ev.event_data.exit.process_tgid)
@@ -225,6 +227,7 @@ struct pp_proc_events *pp_proc_events_open(char *why, size_t why_len) {
   /* what arrived while we waited predates the caller's first scan */
   pe->nlog = 0;
   pe->lost = false;
+  pe->exec_seen = false;
   return pe;
 }
 
@@ -245,6 +248,15 @@ int pp_proc_events_drain(struct pp_proc_events *pe) {
   return lost ? 1 : 0;
 }
 
+int pp_proc_events_fd(const struct pp_proc_events *pe) {
+  return pe->fd;
+}
+
+bool pp_proc_events_read(struct pp_proc_events *pe) {
+  if (read_queued(pe) < 0) pe->lost = true;
+  return pe->exec_seen || pe->lost;
+}
+
 static int by_pid_then_seq(const void *a, const void *b) {
   const struct ev_rec *x = a, *y = b;
   if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
@@ -254,6 +266,7 @@ static int by_pid_then_seq(const void *a, const void *b) {
 void pp_proc_events_take(struct pp_proc_events *pe, const uint32_t **changed, size_t *nchanged,
                          const uint32_t **gone, size_t *ngone) {
   pe->nchanged = pe->ngone = 0;
+  pe->exec_seen = false;
   if (pe->nlog > pe->out_cap) {
     uint32_t *c = realloc(pe->changed, pe->nlog * sizeof(*c));
     if (c) pe->changed = c;

@@ -5,7 +5,9 @@
  * processes and exec()s without listing /proc every second.
  *
  * Events are queued by the kernel in the socket and read in one batch per
- * scan interval (no wake-up per event). What a batch says is reduced to two
+ * scan interval, or sooner when the batch holds an exec (a new program may
+ * be a runtime to profile from its first moments); the caller bounds how
+ * often it looks (no wake-up per event). What a batch says is reduced to two
  * sets of pids: "changed" (born or exec'd: read its start time and
  * executable again) and "gone" (its thread group leader exited). Pids are
  * those of the initial PID namespace, so the connector is used only when
@@ -15,6 +17,7 @@
 #ifndef PP_PROC_EVENTS_H
 #define PP_PROC_EVENTS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +33,13 @@ void pp_proc_events_close(struct pp_proc_events *pe);
  * socket's queue overflowed, or a batch held more changes than the set
  * keeps): the caller must list /proc to catch up. */
 int pp_proc_events_drain(struct pp_proc_events *pe);
+
+/* The socket, for poll(): readable when the kernel has queued events. */
+int pp_proc_events_fd(const struct pp_proc_events *pe);
+
+/* Reads every queued event into the batch without taking it. True when
+ * the batch holds an exec or lost events: worth a drain and take now. */
+bool pp_proc_events_read(struct pp_proc_events *pe);
 
 /* The batch read since the previous take, each pid once and sorted, by
  * its last event: changed (fork of a new process, exec) or gone (exit of

@@ -255,8 +255,10 @@ static void scan_targets(struct pp_agent *a, bool recheck) {
   update_exclusions(a);
   int rc = 0;
   bool listing = true;
+  a->last_update_ms = mono_ms();
+  a->events_due_ms = 0;
   if (a->proc_events) {
-    uint64_t now = mono_ms();
+    uint64_t now = a->last_update_ms;
     bool lost = pp_proc_events_drain(a->proc_events) != 0;
     const uint32_t *changed, *gone;
     size_t nchanged, ngone;
@@ -336,17 +338,54 @@ static size_t start_plugins(struct pp_agent *a) {
 
 /* Waits up to timeout_ms for a signal or worker traffic, then services
  * every worker (logs, deaths, restarts, memory caps). */
+/* A process that exec'd is announced to its plugin within this much, not
+ * at the next scan interval: a short-lived runtime (a PHP or Python
+ * command of a fraction of a second) is otherwise over before its plugin
+ * hears of it. The socket is looked at no more than twice per
+ * EVENTS_WAKE_GAP_MS and the targets updated no more than once per
+ * EVENTS_UPDATE_GAP_MS, so a host that forks and execs all the time costs
+ * a bounded number of wake-ups, and an idle host none. */
+#define EVENTS_WAKE_GAP_MS 20
+#define EVENTS_UPDATE_GAP_MS 50
+
+/* When the loop must wake for process events (UINT64_MAX: only when the
+ * socket has data, or never). */
+static uint64_t events_wake_ms(const struct pp_agent *a, uint64_t now) {
+  if (!a->proc_events) return UINT64_MAX;
+  if (a->events_due_ms) return a->events_due_ms;
+  if (now < a->events_quiet_until_ms) return a->events_quiet_until_ms;
+  return UINT64_MAX;
+}
+
 static void wait_and_service(struct pp_agent *a, int timeout_ms) {
-  struct pollfd fds[PP_TARGETS_MAX_PLUGINS + 1];
+  struct pollfd fds[PP_TARGETS_MAX_PLUGINS + 2];
   nfds_t n = 0;
   fds[n++] = (struct pollfd){.fd = signal_pipe[0], .events = POLLIN};
   for (size_t i = 0; i < a->nplugins; i++) {
     int fd = pp_worker_fd(a->plugins[i].worker);
     if (fd >= 0) fds[n++] = (struct pollfd){.fd = fd, .events = POLLIN};
   }
+  uint64_t now = mono_ms();
+  nfds_t ev = 0; /* the index of the events socket, 0: not polled */
+  if (a->proc_events && !a->events_due_ms && now >= a->events_quiet_until_ms) {
+    ev = n;
+    fds[n++] = (struct pollfd){.fd = pp_proc_events_fd(a->proc_events), .events = POLLIN};
+  }
   if (timeout_ms < 0) timeout_ms = 0;
   poll(fds, n, timeout_ms);
   if (fds[0].revents & POLLIN) drain_signal_pipe();
+  if (ev && (fds[ev].revents & (POLLIN | POLLERR))) {
+    now = mono_ms();
+    /* the fork that precedes an exec wakes us alone: a second wake so
+     * soon is let through, and only then does the socket go quiet */
+    if (now < a->events_last_wake_ms + EVENTS_WAKE_GAP_MS)
+      a->events_quiet_until_ms = now + EVENTS_WAKE_GAP_MS;
+    a->events_last_wake_ms = now;
+    if (pp_proc_events_read(a->proc_events)) {
+      uint64_t due = a->last_update_ms + EVENTS_UPDATE_GAP_MS;
+      a->events_due_ms = due > now ? due : now;
+    }
+  }
   for (size_t i = 0; i < a->nplugins; i++)
     pp_worker_service(a->plugins[i].worker);
 }
@@ -630,6 +669,8 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
       uint64_t now = mono_ms();
       if (now >= deadline) break;
       uint64_t until = next_scan < deadline ? next_scan : deadline;
+      uint64_t ev_wake = events_wake_ms(a, now);
+      if (ev_wake < until) until = ev_wake > now ? ev_wake : now;
       wait_and_service(a, (int)(until - now));
       now = mono_ms();
       if (now >= next_scan) {
@@ -637,6 +678,8 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
         pp_metrics_sample(a->metrics);
         metrics_sampled = true;
         next_scan = now + scan_ms;
+      } else if (a->events_due_ms && now >= a->events_due_ms) {
+        scan_targets(a, false); /* an exec: its plugin hears of it now */
       }
     }
     if (stop_requested) {

@@ -16,8 +16,10 @@ from corpusutil import u  # noqa: E402
 
 COMPOSER = "/usr/bin/composer"
 RUNS = 12  # each ~0.2 s of CPU
-# measured on the 2-core machine (docs/fidelity.md): 16-90 %: each run lives ~0.3-0.5 s and phpspy attaches during it
-FLOOR = 0.05
+# measured on the 2-core machine (docs/fidelity.md): 73-100 % in 22 runs (0-30 % while the core
+# read process events once a second): each run lives ~0.2-0.3 s, announced to the plugin ~1 ms after
+# its exec; the rest is perf's samples before the plugin's first tick. Floor well below, for load
+FLOOR = 0.3
 
 cu.need(COMPOSER, "composer (Debian package)")
 cu.need("/usr/share/php/Composer", "Composer's PHP sources")
