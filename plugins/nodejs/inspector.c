@@ -42,6 +42,8 @@
 #include "nodejs.h"
 
 #define MS 1000000ull
+/* where Node's SIGUSR1 inspector listens unless told otherwise */
+#define INSPECTOR_PORT 9229
 
 int nodejs_alive(struct nodejs_state *st, const struct nodejs_target *t) {
   uint64_t start = 0;
@@ -94,15 +96,33 @@ static int other_sessions(const struct nodejs_target *t) {
   return n >= 1 ? n - 1 : -EIO; /* not even ours seen: cannot tell */
 }
 
+static void close_inspector(struct nodejs_state *st, struct nodejs_target *t, uint64_t deadline);
+
+/* Ends a session still open on the inspector. An inspector we opened is
+ * closed through it: left listening, it runs anyone's code and holds the
+ * port every other Node of the network namespace needs for its own. Either
+ * way Node's close frame is waited for: dropping the connection while Node
+ * still writes it crashes Node 20. */
+static void end_session(struct nodejs_state *st, struct nodejs_target *t) {
+  if (t->cdp.ws.fd < 0) return;
+  uint64_t deadline = pp_clock_ns() + (uint64_t)st->command_timeout_ms * MS;
+  if (t->we_opened && nodejs_alive(st, t))
+    close_inspector(st, t, deadline);
+  else
+    nodejs_ws_finish(&t->cdp.ws, deadline);
+}
+
 static void fail_target(struct nodejs_state *st, struct nodejs_target *t, int level,
                         const char *fmt, ...) PP_PRINTF(4, 5);
 static void fail_target(struct nodejs_state *st, struct nodejs_target *t, int level,
                         const char *fmt, ...) {
+  char why[sizeof(t->reason)];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(t->reason, sizeof(t->reason), fmt, ap);
+  vsnprintf(why, sizeof(why), fmt, ap); /* fmt's arguments may be t->reason itself */
   va_end(ap);
-  nodejs_ws_close(&t->cdp.ws, 1);
+  memcpy(t->reason, why, sizeof(why));
+  end_session(st, t);
   nodejs_chan_close(&t->chan);
   if (!nodejs_alive(st, t)) {
     t->state = T_GONE;
@@ -191,28 +211,24 @@ static int helper_dir(struct nodejs_target *t) {
  * ends the session (closing the inspector if we opened it). 0 with the
  * target in T_HELLO, -ESRCH for an inspector of another process, or
  * another negative errno with t->reason set. */
-static int install_helper(struct nodejs_state *st, struct nodejs_target *t, uint16_t port) {
-  uint64_t deadline = pp_clock_ns() + (uint64_t)st->command_timeout_ms * MS;
+/* The install expression for t (malloc'd into *out), or -errno with
+ * t->reason set. */
+static int build_install(struct nodejs_state *st, struct nodejs_target *t, char **out) {
   char pidns[64] = "", path[64];
   snprintf(path, sizeof(path), "/proc/%u/ns/pid", t->pid);
   ssize_t hl = readlink(path, pidns, sizeof(pidns) - 1);
   if (hl <= 0) {
     snprintf(t->reason, sizeof(t->reason), "cannot read its pid namespace");
-    return -ESRCH;
+    return -EIO;
   }
   pidns[hl] = '\0';
-  char addon[256] = "";
-  if (st->mode == NODEJS_ATTACH_MAPS) {
-    int rc = nodejs_perfmap_prepare(st, t, addon, sizeof(addon));
-    if (rc < 0) return rc;
-  }
   if (helper_dir(t) < 0) {
     snprintf(t->reason, sizeof(t->reason), "no random bytes for the helper's directory");
     return -EIO;
   }
   struct nodejs_helper_params hp = {
       .dir = t->dir,
-      .addon = addon[0] ? addon : NULL,
+      .addon = st->mode == NODEJS_ATTACH_MAPS ? t->addon : NULL,
       .ns_pid = t->ns_pid,
       .pid_ns = pidns,
       .interval_us = st->interval_us,
@@ -226,6 +242,18 @@ static int install_helper(struct nodejs_state *st, struct nodejs_target *t, uint
     snprintf(t->reason, sizeof(t->reason), "building the helper: %s", strerror(-n));
     return n;
   }
+  *out = expr;
+  return 0;
+}
+
+static int install_helper(struct nodejs_state *st, struct nodejs_target *t, uint16_t port) {
+  uint64_t deadline = pp_clock_ns() + (uint64_t)st->command_timeout_ms * MS;
+  char *expr = NULL;
+  int rc = build_install(st, t, &expr);
+  if (rc < 0) {
+    end_session(st, t); /* nothing was asked of it: an inspector we opened is closed */
+    return rc;
+  }
   if (t->we_opened) {
     int others = other_sessions(t);
     if (others != 0)
@@ -236,7 +264,7 @@ static int install_helper(struct nodejs_state *st, struct nodejs_target *t, uint
   }
   json_t *v = NULL;
   char err[200] = "";
-  int rc = nodejs_cdp_evaluate(&t->cdp, expr, &v, err, sizeof(err), deadline);
+  rc = nodejs_cdp_evaluate(&t->cdp, expr, &v, err, sizeof(err), deadline);
   free(expr);
   const char *r = json_string_value(v);
   if (rc == -ECONNRESET && t->we_opened) {
@@ -323,11 +351,46 @@ static int netns_busy(struct nodejs_state *st, const struct nodejs_target *t) {
   return 0;
 }
 
+/* The other target of ours in t's network namespace whose socket `inode`
+ * is (an inspector it is opening or closing), or 0. */
+static uint32_t netns_holder(struct nodejs_state *st, const struct nodejs_target *t,
+                             uint64_t inode) {
+  struct pp_target_entry *oe;
+  PP_TARGETS_FOREACH(st->tt, oe, PP_TARGET_ATTACHED) {
+    const struct nodejs_target *o = oe->data;
+    if (!o || o == t || o->netns != t->netns) continue;
+    struct nodejs_listener l[NODEJS_MAX_PRE];
+    int n = nodejs_listeners(o->pid, l, NODEJS_MAX_PRE);
+    for (int i = 0; i < n; i++)
+      if (l[i].inode == inode) return o->pid;
+  }
+  return 0;
+}
+
+/* Waits in T_QUEUED, at most attach_timeout_s in a row. 0 while it may
+ * wait, -ETIMEDOUT once that is over. */
+static int queue_target(struct nodejs_state *st, struct nodejs_target *t) {
+  uint64_t now = pp_clock_ns();
+  if (t->state != T_QUEUED) {
+    t->state = T_QUEUED;
+    t->deadline_ns = now + (uint64_t)st->attach_timeout_s * 1000 * MS;
+  }
+  return now < t->deadline_ns ? 0 : -ETIMEDOUT;
+}
+
 static void poll_listen(struct nodejs_state *st, struct nodejs_target *t);
 
 /* Joins an open inspector, or opens one with SIGUSR1. 0 (T_WAIT, T_HELLO),
  * or negative with the target failed (T_FAILED or T_GONE). */
 static int open_inspector(struct nodejs_state *st, struct nodejs_target *t) {
+  if (st->mode == NODEJS_ATTACH_MAPS && !t->addon[0]) {
+    /* before any signal: a target whose /tmp we cannot put the addon in
+     * is not made to open its inspector for nothing */
+    if (nodejs_perfmap_prepare(st, t, t->addon, sizeof(t->addon)) < 0) {
+      fail_target(st, t, PP_LOG_WARNING, "%s", t->reason);
+      return t->state == T_GONE ? -ESRCH : -EPERM;
+    }
+  }
   t->we_opened = marker_exists(st, t);
   int n = nodejs_listeners(t->pid, t->pre, NODEJS_MAX_PRE);
   t->npre = n > 0 ? n : 0;
@@ -341,6 +404,23 @@ static int open_inspector(struct nodejs_state *st, struct nodejs_target *t) {
     snprintf(why, sizeof(why), "%.199s", t->reason[0] ? t->reason : "no listening socket");
     fail_target(st, t, PP_LOG_WARNING, "started with --inspect but no inspector answered: %s", why);
     return t->state == T_GONE ? -ESRCH : -ECONNREFUSED;
+  }
+  /* SIGUSR1 makes Node listen on 127.0.0.1:9229 of its network namespace:
+   * taken by another process, the inspector cannot start there */
+  uint64_t held = nodejs_port_listener(t->pid, INSPECTOR_PORT);
+  if (held && !listener_known(t, held)) {
+    uint32_t holder = netns_holder(st, t, held);
+    if (holder && queue_target(st, t) == 0) return 0; /* its inspector is on its way out */
+    char who[64];
+    if (holder)
+      snprintf(who, sizeof(who), "Node.js process %u, whose inspector did not close", holder);
+    else
+      snprintf(who, sizeof(who), "another process");
+    fail_target(st, t, PP_LOG_WARNING,
+                "port %d of its network namespace is held by %s: Node's SIGUSR1 inspector "
+                "could not listen; not signalled",
+                INSPECTOR_PORT, who);
+    return t->state == T_GONE ? -ESRCH : -EADDRINUSE;
   }
   marker_set(st, t, 1); /* before the signal: a crash right after still knows */
   int rc = signal_node(st, t);
@@ -396,7 +476,7 @@ int nodejs_begin_attach(struct nodejs_state *st, struct pp_target_entry *e,
   snprintf(nsp, sizeof(nsp), "/proc/%u/ns/net", t->pid);
   t->netns = stat(nsp, &ns) == 0 ? (uint64_t)ns.st_ino : 0;
   if (netns_busy(st, t)) {
-    t->state = T_QUEUED; /* a tick opens it when the namespace is free */
+    queue_target(st, t); /* a tick opens it when the namespace is free */
     return 0;
   }
   return open_inspector(st, t);

@@ -78,6 +78,7 @@ struct nodejs_target {
   struct nodejs_cdp cdp;   /* the TCP inspector, during the attach only */
   struct nodejs_chan chan; /* the helper's socket */
   char dir[64];            /* the helper's directory in the target */
+  char addon[64];          /* attach-maps: the addon's path in the target */
   char version[32];
   char reason[256];
   char bad_reason[200];

@@ -322,6 +322,27 @@ int nodejs_port_connections(uint32_t pid, uint16_t port) {
   return port ? scan_tcp(pid, port, NULL, 0) : -EINVAL;
 }
 
+uint64_t nodejs_port_listener(uint32_t pid, uint16_t port) {
+  uint64_t found = 0;
+  for (int v6 = 0; v6 < 2 && !found; v6++) {
+    char path[64], line[512];
+    snprintf(path, sizeof(path), "/proc/%u/net/tcp%s", pid, v6 ? "6" : "");
+    FILE *f = fopen(path, "re");
+    if (!f) continue;
+    while (!found && fgets(line, sizeof(line), f)) {
+      char st[8];
+      unsigned p;
+      unsigned long long ino;
+      if (sscanf(line, " %*s %*[0-9A-Fa-f]:%x %*s %7s %*s %*s %*s %*s %*s %llu", &p, st, &ino) ==
+              3 &&
+          p == port && strcmp(st, "0A") == 0 && ino)
+        found = ino;
+    }
+    fclose(f);
+  }
+  return found;
+}
+
 static int ends_with(const char *s, const char *suf) {
   size_t a = strlen(s), b = strlen(suf);
   return a >= b && strcmp(s + a - b, suf) == 0;

@@ -40,6 +40,9 @@ int nodejs_listeners(uint32_t pid, struct nodejs_listener *out, size_t max);
 /* Established connections pid accepted on its local port (inspector
  * sessions, ours included), or negative errno when it cannot be told. */
 int nodejs_port_connections(uint32_t pid, uint16_t port);
+/* The inode of a socket listening on TCP `port` (any address) in pid's
+ * network namespace, whoever holds it, or 0 (none, or it cannot be told). */
+uint64_t nodejs_port_listener(uint32_t pid, uint16_t port);
 
 /* "nodejs: <script> (<abs path>)" for .js/.mjs/.cjs entry scripts, as
  * gProfiler's appid rule (which only knows .js). 0 or -ENOENT. */

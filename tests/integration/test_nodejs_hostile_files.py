@@ -99,10 +99,25 @@ def spawn(title, plant_line, env_extra, busy_ms):
     os.mkdir(tmp)
     os.chmod(tmp, 0o1777)
     sh = 'mount --bind %s /tmp && %s; exec "$@"' % (tmp, plant_line or ":")
-    return subprocess.Popen(
-        hostile.unprivileged_prefix() + ["sh", "-c", sh, "hostile", n.NODE, "--title=" + title,
-                                         script],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    with open(os.path.join(base, title + ".err"), "wb") as err:
+        p = subprocess.Popen(
+            hostile.unprivileged_prefix() + ["sh", "-c", sh, "hostile", n.NODE, "--title=" + title,
+                                             script],
+            stdout=subprocess.DEVNULL, stderr=err, env=env)
+    p.title = title
+    return p
+
+
+def still_running(p):
+    """Checks p runs; if it died, says how and shows its stderr."""
+    rc = p.poll()
+    why = ""
+    if rc is not None:
+        how = "killed by signal %d" % -rc if rc < 0 else "exit status %d" % rc
+        with open(os.path.join(base, p.title + ".err"), "rb") as f:
+            tail = f.read()[-1500:].decode(errors="replace")
+        why = " (%s; its stderr: %s)" % (how, tail.strip() or "empty")
+    u.check(rc is None, "%s: target still running%s" % (p.title, why))
 
 
 def mounted_at(pid, path, timeout=10.0):
@@ -157,6 +172,7 @@ try:
     exe = os.path.realpath(n.NODE)
     u.check(mounted_at(binary.pid, exe), "binary: the canary is mounted over %s in the target" % exe)
     agent = run_agent("inspector", [binary], 2)
+    still_running(binary)
     _, stacks = n.stacks_of(agent.profiles()[1:])
     # its JS stacks (V8 often inlines hostileWork into the timer callback)
     js = sum(c for f, c in stacks if f[2] == "pph-binary" and
@@ -210,9 +226,9 @@ try:
             "and left there at stop")
     for fifo in fifos:
         u.check(not hostile.fifo_has_reader(fifo), "no reader left on %s" % fifo)
-    for title, p in maps_procs.items():
-        u.check(p.poll() is None, "%s: target still running" % title)
-    u.check(binary.poll() is None, "binary: target still running")
+    for p in maps_procs.values():
+        still_running(p)
+    still_running(binary)
     opened = watch.opened()
     u.check(not opened, "nothing opened the canaries or the device: %s" % opened)
     with open(canary) as f:
