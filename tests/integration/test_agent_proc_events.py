@@ -8,11 +8,13 @@ exec() a moment later, must reach the python plugin within the session:
 - with the connector turned off (--no-proc-events), by the per-second
   /proc listing instead;
 - after events were lost: a storm of short-lived threads overflows the
-  socket's queue between two drains, the agent says so and lists /proc at
+  socket's queue while the agent is stopped (SIGSTOP: it drains the socket
+  within milliseconds when it runs), the agent says so and lists /proc at
   once, and a Python process started during the storm is still profiled.
 Real agent, real interpreter, real python plugin.
 """
 import os
+import signal
 import sys
 import subprocess
 import time
@@ -59,12 +61,16 @@ def run(label, *extra, storm=False, duration=8):
                 break
             time.sleep(0.05)
         if storm:
-            s = subprocess.Popen([exe, "-c", STORM], stdout=subprocess.PIPE, text=True)
-            procs.append(s)
-            target, script = py.start(exe, "nested", seconds=30, idle=True, wait=False)
-            procs.append(target)
-            s.stdout.readline()
-            py.wait_ready([target])
+            os.kill(agent.pid, signal.SIGSTOP)
+            try:
+                s = subprocess.Popen([exe, "-c", STORM], stdout=subprocess.PIPE, text=True)
+                procs.append(s)
+                target, script = py.start(exe, "nested", seconds=30, idle=True, wait=False)
+                procs.append(target)
+                s.stdout.readline()
+                py.wait_ready([target])
+            finally:
+                os.kill(agent.pid, signal.SIGCONT)
         else:
             target, script = py.start(exe, "nested", seconds=30, idle=True, prefix=LATE_EXEC)
             procs.append(target)

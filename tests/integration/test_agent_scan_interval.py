@@ -5,7 +5,9 @@ the python plugin by the next periodic scan. With the default interval
 (1 s) that happens within the 6 s session, so the session's .col holds its
 Python frames; with an interval longer than the session the process is
 first seen at the scan between sessions, so a single session has none of
-its frames (and is still written). Real agent, real interpreter, real
+its frames (and is still written). The kernel's process events would
+announce it within milliseconds of its exec whatever the interval, so the
+long interval is measured with them off (--no-proc-events). Real agent, real interpreter, real
 python plugin.
 """
 import os
@@ -33,7 +35,7 @@ def late_process_frames(interval_ms):
     cmd = u.agent_cmd(out, plugins, "--python-mode", "wall", duration=6)
     log = cmd[cmd.index("--log-file") + 1]
     if interval_ms:
-        cmd += ["--proc-scan-interval-ms", str(interval_ms)]
+        cmd += ["--proc-scan-interval-ms", str(interval_ms), "--no-proc-events"]
     agent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     target = None
     try:
