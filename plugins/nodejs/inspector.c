@@ -40,6 +40,7 @@
 
 #include "helper.h"
 #include "nodejs.h"
+#include "polyprof/kit/target_files.h"
 
 #define MS 1000000ull
 /* where Node's SIGUSR1 inspector listens unless told otherwise */
@@ -268,9 +269,22 @@ static int install_helper(struct nodejs_state *st, struct nodejs_target *t, uint
   free(expr);
   const char *r = json_string_value(v);
   if (rc == -ECONNRESET && t->we_opened) {
-    /* the install closed the inspector, and our session with it: success,
-     * as far as this side can tell (the helper's socket will say) */
-    rc = 0;
+    /* the install closed the inspector, and our session with it, before
+     * its reply: success if it made the helper's directory (it does so
+     * before closing); otherwise something else ended our session first
+     * (another client closing the inspector) and nothing of ours runs */
+    char why[256] = "";
+    int dfd = pp_target_open(t->pid, t->dir, PP_TF_DIR | PP_TF_OWNED, NULL, NULL, why, sizeof(why));
+    if (dfd >= 0) {
+      close(dfd);
+      rc = 0;
+    } else {
+      snprintf(t->reason, sizeof(t->reason),
+               "the inspector ended our session before the install ran (another client closed "
+               "it?): %.150s",
+               why);
+      rc = -EIO;
+    }
   } else if (rc == 0 && r && strcmp(r, "not the process") == 0) {
     snprintf(t->reason, sizeof(t->reason),
              "the inspector reached belongs to another process (port collision)");
