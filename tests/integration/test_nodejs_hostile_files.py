@@ -108,15 +108,18 @@ def spawn(title, plant_line, env_extra, busy_ms):
     return p
 
 
+def stderr_of(p):
+    with open(os.path.join(base, p.title + ".err"), "rb") as f:
+        return f.read()[-1500:].decode(errors="replace").strip() or "empty"
+
+
 def still_running(p):
     """Checks p runs; if it died, says how and shows its stderr."""
     rc = p.poll()
     why = ""
     if rc is not None:
         how = "killed by signal %d" % -rc if rc < 0 else "exit status %d" % rc
-        with open(os.path.join(base, p.title + ".err"), "rb") as f:
-            tail = f.read()[-1500:].decode(errors="replace")
-        why = " (%s; its stderr: %s)" % (how, tail.strip() or "empty")
+        why = " (%s; its stderr: %s)" % (how, stderr_of(p))
     u.check(rc is None, "%s: target still running%s" % (p.title, why))
 
 
@@ -177,8 +180,9 @@ try:
     # its JS stacks (V8 often inlines hostileWork into the timer callback)
     js = sum(c for f, c in stacks if f[2] == "pph-binary" and
              any(x.startswith(("hostileWork", "listOnTimeout")) for x in f))
-    u.check(js >= 10, "binary: profiled anyway (%d JS samples; statuses %s)"
-            % (js, status_of(stacks, "pph-binary")[:1]))
+    if not u.check(js >= 10, "binary: profiled anyway (%d JS samples; statuses %s)"
+                   % (js, status_of(stacks, "pph-binary")[:1])):
+        print("its stderr: " + stderr_of(binary))
 
     # --- addondir and perfmap (attach-maps mode)
     cases = {}
