@@ -23,7 +23,7 @@ JAVA = "/usr/lib/jvm/java-17-openjdk-amd64/bin/java"
 if not os.path.exists(JAVA):
     JAVA = shutil.which("java") or JAVA
 RUNS = 2
-CLASSES = 120
+CLASSES = 400
 # measured on the 2-core machine (docs/fidelity.md): 86-94 % with both JVMs
 # attached (less when another agent held one); a JVM's first ~2 s
 # are perf stacks only, and its JIT compiler threads' samples are
