@@ -45,20 +45,8 @@ perf_so = os.path.join(u.PLUGIN_DIR, "perf.so")
 
 def start_target(work):
     """split.js as root in a network namespace of its own (loopback up)."""
-    err = open(os.path.join(work, "node.err"), "w")
-    p = subprocess.Popen(["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$0" "$@"',
-                          n.NODE, os.path.join(n.WORKLOADS, "split.js")],
-                         stdout=subprocess.DEVNULL, stderr=err)
-    end = time.time() + 15
-    while time.time() < end:
-        try:
-            if os.path.basename(os.readlink("/proc/%d/exe" % p.pid)).startswith("node"):
-                break
-        except OSError:
-            pass
-        time.sleep(0.05)
-    time.sleep(0.5)  # its SIGUSR1 handler
-    return p
+    return n.spawn_node_own_netns([os.path.join(n.WORKLOADS, "split.js")],
+                                  os.path.join(work, "node.err"), stdout=subprocess.DEVNULL)
 
 
 def start_scanner(work, pid):

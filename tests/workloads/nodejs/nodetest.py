@@ -125,13 +125,13 @@ def node_of(major):
     return "/opt/polyprof-test/node-%d/bin/node" % major
 
 
-def spawn_node_own_netns(args, stderr_path=None):
+def spawn_node_own_netns(args, stderr_path=None, stdout=subprocess.PIPE):
     """Node in a network namespace of its own (loopback up): its SIGUSR1
     inspector gets port 9229 even while another Node on the host holds it.
     The returned process is node itself (sh execs it)."""
     err = open(stderr_path, "w") if stderr_path else subprocess.DEVNULL
     p = subprocess.Popen(["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$0" "$@"',
-                          NODE] + args, stdout=subprocess.PIPE, stderr=err)
+                          NODE] + args, stdout=stdout, stderr=err)
     end = time.time() + 15
     while time.time() < end:
         try:
