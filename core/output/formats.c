@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "output/col.h"
+#include "output/gecko.h"
 #include "output/html.h"
 #include "output/pprof.h"
 #include "output/speedscope.h"
@@ -22,17 +23,23 @@ static int write_pprof(FILE *f, const struct pp_output_input *in) {
   return pp_pprof_write(f, in->profile, &info);
 }
 
+static int write_gecko(FILE *f, const struct pp_output_input *in) {
+  struct pp_gecko_info info = {.start = in->start, .frequency = in->frequency, .product = in->name};
+  return pp_gecko_write(f, in->profile, &info);
+}
+
 static int write_speedscope(FILE *f, const struct pp_output_input *in) {
   return pp_speedscope_write(f, in->profile, in->name ? in->name : "");
 }
 
 /* One line per format; both arrays below are generated from it, so the
  * names config accepts cannot drift from the formats that exist. */
-#define FORMATS(X)                         \
-  X(col, ".col", "last_profile.col")       \
-  X(html, ".html", "last_flamegraph.html") \
-  X(pprof, ".pb.gz", "last_profile.pb.gz") \
-  X(speedscope, ".speedscope.json", "last_profile.speedscope.json")
+#define FORMATS(X)                                                  \
+  X(col, ".col", "last_profile.col")                                \
+  X(html, ".html", "last_flamegraph.html")                          \
+  X(pprof, ".pb.gz", "last_profile.pb.gz")                          \
+  X(speedscope, ".speedscope.json", "last_profile.speedscope.json") \
+  X(gecko, ".gecko.json", "last_profile.gecko.json")
 
 #define AS_ENTRY(id, ext, link) {#id, ext, link, write_##id},
 #define AS_NAME(id, ext, link) #id,

@@ -27,7 +27,7 @@ struct pp_output_input {
   const struct pp_html_info *html; /* html */
   time_t start, end;               /* pprof: session; 0 if unknown */
   int frequency;                   /* pprof: Hz (0: sample counts only) */
-  const char *name;                /* speedscope: the file's "name" */
+  const char *name;                /* speedscope, gecko: the file's "name" */
 };
 
 struct pp_output_format {
@@ -37,7 +37,7 @@ struct pp_output_format {
   int (*write)(FILE *f, const struct pp_output_input *in); /* 0 or -errno */
 };
 
-#define PP_OUTPUT_FORMAT_COUNT 4
+#define PP_OUTPUT_FORMAT_COUNT 5
 
 /* In the order the session writes them (.col first: it is what users and
  * servers read). */
