@@ -46,6 +46,7 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
     o.ts_next = 0, o.ts_interp = 8, o.ts_frame = 16, o.ts_thread_id = 144;
     o.fr_back = 24, o.fr_code = 32, o.fr_lasti = 120;
     o.co_filename = 80, o.co_name = 88, o.co_firstlineno = 96, o.co_linetable = 104;
+    o.gc_kind = PY_GC_SYMBOL;
     finish(&o);
     *out = o;
     return 0;
@@ -69,6 +70,10 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
       o.co_firstlineno = 40, o.co_filename = 104, o.co_name = 112, o.co_linetable = 120;
     }
     o.lt_format = minor == 10 ? PY_LT_310 : PY_LT_LNOTAB_S8;
+    /* the collector's flag: a static of gcmodule.c (3.6), in
+     * _PyRuntime.gc (3.7, 3.8), in each interpreter's gc (3.9+) */
+    o.gc_kind = minor == 6 ? PY_GC_SYMBOL : minor <= 8 ? PY_GC_RUNTIME : PY_GC_INTERP;
+    o.gc_collecting = minor == 7 ? 632 : minor == 8 ? 544 : minor >= 9 ? 816 : 0;
     if (minor == 6) {
       o.gil_kind = PY_GIL_TSTATE_SYM;
     } else {
@@ -88,7 +93,9 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
   o.fr_lasti = 56; /* prev_instr (3.11/3.12) or instr_ptr (3.13) */
   o.gil_holder = 8, o.gil_locked = 16;
   o.owner_max = 4;
+  o.gc_kind = PY_GC_INTERP;
   if (minor == 11) {
+    o.gc_collecting = 848;
     o.walk = PY_WALK_CFRAME;
     o.rt_interp_head = 40;
     o.is_tstate_head = 16;
@@ -103,6 +110,7 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
     o.rt_interp_head = 40;
     o.is_tstate_head = 72, o.is_gil_ptr = 384;
     o.gil_kind = PY_GIL_INTERP_PTR;
+    o.gc_collecting = 312;
     o.ts_cframe = 56, o.cf_current = 0;
     o.ts_thread_id = 136, o.ts_native_tid = 144, o.ts_chunk = 232, o.ts_top = 240;
     o.fr_code = 0, o.fr_back = 8, o.fr_owner = 70;
@@ -123,6 +131,7 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
     o.walk = PY_WALK_CURFRAME;
     o.rt_interp_head = 632;
     o.is_next = 7264, o.is_tstate_head = 7344, o.is_gil_ptr = 16;
+    o.gc_collecting = 7600;
     o.gil_kind = PY_GIL_INTERP_PTR;
     o.ts_frame = 72;
     o.ts_thread_id = 152, o.ts_native_tid = 160, o.ts_chunk = 232, o.ts_top = 240;
@@ -154,6 +163,7 @@ struct dbg_layout {
   uint16_t rt_size, rt_interp_head;
   uint16_t is_size, is_next, is_threads_head, is_ceval_gil, is_gil_state, is_gil_locked,
       is_gil_holder, is_code_gen; /* is_code_gen 0: none (3.13) */
+  uint16_t is_gc, gc_size, gc_collecting;
   uint16_t ts_size, ts_next, ts_interp, ts_current_frame, ts_thread_id, ts_native_tid, ts_chunk;
   uint16_t fr_size, fr_previous, fr_executable, fr_instr_ptr, fr_owner;
   uint16_t co_size, co_filename, co_name, co_qualname, co_linetable, co_firstlineno, co_adaptive;
@@ -175,6 +185,9 @@ static const struct dbg_layout dbg_layouts[] = {
      .is_gil_state = 120,
      .is_gil_locked = 136,
      .is_gil_holder = 144,
+     .is_gc = 80,
+     .gc_size = 568,
+     .gc_collecting = 576,
      .ts_size = 152,
      .ts_next = 168,
      .ts_interp = 176,
@@ -214,6 +227,9 @@ static const struct dbg_layout dbg_layouts[] = {
      .is_gil_locked = 144,
      .is_gil_holder = 152,
      .is_code_gen = 160,
+     .is_gc = 88,
+     .gc_size = 648,
+     .gc_collecting = 656,
      .ts_size = 176,
      .ts_next = 192,
      .ts_interp = 200,
@@ -312,6 +328,11 @@ int python_offsets_from_debug(const uint8_t *dbg, size_t len, struct py_offsets 
   o.co_linetable = (uint32_t)F(co_linetable);
   o.co_firstlineno = (uint32_t)F(co_firstlineno);
   o.co_code_adaptive = (uint32_t)F(co_adaptive);
+  /* the collector's flag: optional, a struct that does not fit only
+   * loses the <GC> frames */
+  uint64_t gc = F(is_gc), gcs = F(gc_size), gcc = F(gc_collecting);
+  o.gc_kind = PY_GC_INTERP;
+  o.gc_collecting = inside(gcc, 4, gcs) && inside(gc, gcs, is) ? (uint32_t)(gc + gcc) : 0;
 #undef F
   finish(&o);
   /* the walker reads each struct into a fixed buffer */

@@ -31,6 +31,11 @@ static const struct pp_option options[] = {
      .default_value = "cpu",
      .help = "cpu: running threads only; wall: every thread; gil: the GIL holder "
              "(auto/pyspy/py-spy/pyperf = cpu)"},
+    {.key = "gc_frames",
+     .cli_flag = "no-gc-frames",
+     .type = PP_OPT_BOOL,
+     .default_value = "true",
+     .help = "a <GC> leaf frame on the thread running the garbage collector"},
     {.key = "frequency",
      .type = PP_OPT_INT,
      .default_value = "0",
@@ -78,6 +83,7 @@ static int py_init(const struct pp_host *host, void **out) {
   st->weight = 1;
   st->blocking = pp_opt_bool(host, PP_OPTIONS(options), "blocking");
   st->frequency = pp_opt_int(host, PP_OPTIONS(options), "frequency");
+  bool gc_frames = pp_opt_bool(host, PP_OPTIONS(options), "gc_frames");
   st->switches_from = (uint32_t)pp_opt_int(host, PP_OPTIONS(options), "switch_records_from");
   int64_t cache_size = pp_opt_int(host, PP_OPTIONS(options), "code_cache_size");
   int64_t depth = pp_opt_int(host, PP_OPTIONS(options), "max_depth");
@@ -87,6 +93,7 @@ static int py_init(const struct pp_host *host, void **out) {
                                                           : depth);
   st->cc = python_codecache_new((size_t)(cache_size > 0 ? cache_size : 64));
   st->walker = python_walker_new(st->max_depth);
+  if (st->walker) python_walker_set_gc(st->walker, gc_frames);
   /* frames: room for every stack at a typical depth; one more frame than
    * the walker keeps, for the [Truncated Stack] marker */
   size_t stacks = (size_t)(max_stacks > 0 ? max_stacks : 256);

@@ -74,6 +74,14 @@ enum py_gil_kind {
   PY_GIL_INTERP_PTR = 3  /* 3.12+: *(interp + ceval.gil) -> {last_holder, locked} */
 };
 
+/* Where the collector's "collecting" flag (an int) is read. */
+enum py_gc_kind {
+  PY_GC_NONE = 0,
+  PY_GC_SYMBOL = 1,  /* 2.7, 3.6: gcmodule.c's static `collecting` (.symtab) */
+  PY_GC_RUNTIME = 2, /* 3.7, 3.8: _PyRuntime.gc.collecting */
+  PY_GC_INTERP = 3   /* 3.9+: interp->gc.collecting */
+};
+
 /* Byte offsets of everything the sampler reads, for one CPython minor. */
 struct py_offsets {
   uint8_t major, minor;
@@ -90,6 +98,8 @@ struct py_offsets {
   uint32_t co_filename, co_name, co_qualname, co_firstlineno, co_linetable;
   uint32_t co_code_adaptive, co_read;
   uint32_t is_code_gen;     /* 3.14+: interp->_code_object_generation; 0: none */
+  uint32_t gc_collecting;   /* PY_GC_RUNTIME: from _PyRuntime, PY_GC_INTERP: from interp */
+  uint8_t gc_kind;          /* enum py_gc_kind */
   bool lasti_is_index;      /* 3.10: f_lasti counts instructions (x2 = bytes) */
   bool skip_owner3;         /* 3.12+: frames owned by the C stack / interpreter */
   bool code_tagged;         /* 3.14+: f_executable is a tagged _PyStackRef */
@@ -124,6 +134,7 @@ struct py_proc {
   uint64_t interp_head;    /* address of the head pointer (runtime + off, or interp_head) */
   uint64_t tstate_cur;     /* 2.7/3.6: &_PyThreadState_Current */
   uint64_t pycode_type;    /* &PyCode_Type (0: unknown, no type check) */
+  uint64_t gc_flag;        /* 2.7-3.8: address of the collector's flag (0: unknown) */
   uint64_t map_lo, map_hi; /* address range that holds the interpreter's module */
   int pthread_tid_off;     /* <= 3.10: offset of tid in struct pthread, -1 unknown */
   struct {                 /* <= 3.10: pthread_t -> tid, cleared every session */
@@ -204,8 +215,9 @@ int python_read_string(const struct py_proc *p, uint64_t addr, char *out, size_t
 
 /* walk.c -------------------------------------------------------------- */
 struct py_frame_ref {
-  struct py_code *code;
+  struct py_code *code; /* NULL: a pseudo frame named by pseudo (<GC>, ...) */
   int32_t line;
+  const char *pseudo;
 };
 
 enum py_thread_filter { PY_ALL_THREADS = 0, PY_RUNNING_THREADS = 1, PY_GIL_THREAD = 2 };
@@ -213,6 +225,10 @@ enum py_thread_filter { PY_ALL_THREADS = 0, PY_RUNNING_THREADS = 1, PY_GIL_THREA
 struct py_walker; /* per-plugin scratch buffers, reused across samples */
 struct py_walker *python_walker_new(uint32_t max_depth);
 void python_walker_free(struct py_walker *w);
+/* While the collector runs, the thread that runs it (the GIL holder) gets
+ * a <GC> leaf frame (off by default: callers that do not ask never see a
+ * pseudo frame). */
+void python_walker_set_gc(struct py_walker *w, bool on);
 
 /* Called for each thread whose stack was read; frames[0] is the leaf. */
 typedef void (*py_stack_fn)(void *ctx, uint32_t tid, const struct py_frame_ref *frames, uint32_t n,

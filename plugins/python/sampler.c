@@ -93,10 +93,12 @@ static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *frames,
   struct py_state *st = ctx;
   if (n == 0 || n > st->max_depth) return;
   for (uint32_t i = 0; i < n; i++)
-    st->frames[i] = (struct pp_frame){.name = frames[i].code->name,
-                                      .file = frames[i].code->file,
-                                      .line = frames[i].line,
-                                      .kind = PP_FRAME_PYTHON};
+    st->frames[i] = frames[i].code
+                        ? (struct pp_frame){.name = frames[i].code->name,
+                                            .file = frames[i].code->file,
+                                            .line = frames[i].line,
+                                            .kind = PP_FRAME_PYTHON}
+                        : (struct pp_frame){.name = frames[i].pseudo, .kind = PP_FRAME_PSEUDO};
   /* the root side was cut off: say so, as PyPerf does */
   if (truncated)
     st->frames[n++] = (struct pp_frame){.name = "[Truncated Stack]", .kind = PP_FRAME_PYTHON_ERROR};

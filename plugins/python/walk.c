@@ -43,6 +43,9 @@ struct py_walker {
   uint32_t pre_chunk_len, pre_nframes;
   uint64_t pre_frame_addr[PY_SPEC_FRAMES];
   uint8_t pre_frame_buf[PY_SPEC_FRAMES][PY_FRAME_READ_MAX];
+  bool gc;             /* <GC> frames wanted */
+  bool pre_gc;         /* pre_gc_flag was read by this sample's prefetch */
+  int32_t pre_gc_flag; /* the collector's flag, as prefetched */
 };
 
 struct py_walker *python_walker_new(uint32_t max_depth) {
@@ -57,6 +60,10 @@ struct py_walker *python_walker_new(uint32_t max_depth) {
     return NULL;
   }
   return w;
+}
+
+void python_walker_set_gc(struct py_walker *w, bool on) {
+  w->gc = on;
 }
 
 void python_walker_free(struct py_walker *w) {
@@ -303,6 +310,7 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
     }
     w->frames[n].code = e;
     w->frames[n].line = python_code_line(e, o->lt_format, addrq);
+    w->frames[n].pseudo = NULL;
     n++;
     frame = back;
   }
@@ -326,6 +334,26 @@ static void note_code_generation(struct py_proc *p, uint32_t ni, uint64_t gen) {
   }
 }
 
+/* Where the collector's flag of interp lives; 0: not known for this
+ * process. One flag per interpreter from 3.9, one per process before. */
+static uint64_t gc_flag_addr(const struct py_proc *p, uint64_t interp) {
+  if (p->off.gc_kind == PY_GC_INTERP)
+    return p->off.gc_collecting ? interp + p->off.gc_collecting : 0;
+  return p->off.gc_kind != PY_GC_NONE ? p->gc_flag : 0;
+}
+
+/* Makes frames[0] a <GC> leaf above the n frames there (dropping the
+ * root-most one when the stack is already max_depth deep). */
+static uint32_t push_gc_leaf(struct py_walker *w, uint32_t n, bool *truncated) {
+  if (n == w->max_depth) {
+    n--;
+    *truncated = true;
+  }
+  memmove(w->frames + 1, w->frames, n * sizeof(w->frames[0]));
+  w->frames[0] = (struct py_frame_ref){.code = NULL, .line = 0, .pseudo = "<GC>"};
+  return n + 1;
+}
+
 /* At kHz rates the cost of a sample is its system calls (each one a
  * round trip through the kernel's page-table walk of the target), not the
  * copying. Steady state, the addresses a sample needs barely change: the
@@ -341,8 +369,9 @@ static bool prefetch(struct py_walker *w, struct py_proc *p, uint32_t lo, uint32
   const struct py_offsets *o = &p->off;
   w->pre_ts = w->pre_cframe = w->pre_frame = w->pre_chunk_lo = 0;
   w->pre_chunk_len = w->pre_nframes = 0;
+  w->pre_gc = false;
   if (!p->spec.interp) return false;
-  struct pp_remote_iov iov[6 + PY_SPEC_FRAMES];
+  struct pp_remote_iov iov[7 + PY_SPEC_FRAMES];
   size_t k = 0;
   iov[k++] = (struct pp_remote_iov){p->interp_head, interp, 8};
   iov[k++] = (struct pp_remote_iov){p->spec.interp + lo, ib, hi - lo};
@@ -357,6 +386,8 @@ static bool prefetch(struct py_walker *w, struct py_proc *p, uint32_t lo, uint32
   if (o->fr_read > PY_FRAME_READ_MAX) nf = 0;
   for (uint32_t i = 0; i < nf; i++)
     iov[k++] = (struct pp_remote_iov){p->spec.frames[i], w->pre_frame_buf[i], o->fr_read};
+  uint64_t gc_at = gc_flag_addr(p, p->spec.interp);
+  if (w->gc && gc_at) iov[k++] = (struct pp_remote_iov){gc_at, &w->pre_gc_flag, 4};
   if (pp_remote_readv((pid_t)p->pid, iov, k) < 0 || *interp != p->spec.interp) {
     /* moved or unmapped: no guessing until a sample has read it afresh */
     memset(&p->spec, 0, sizeof(p->spec));
@@ -371,6 +402,7 @@ static bool prefetch(struct py_walker *w, struct py_proc *p, uint32_t lo, uint32
   }
   memcpy(w->pre_frame_addr, p->spec.frames, nf * sizeof(p->spec.frames[0]));
   w->pre_nframes = nf;
+  w->pre_gc = w->gc && gc_at;
   return true;
 }
 
@@ -420,6 +452,18 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
     if (rc < 0) return res->err = rc;
     if (ni == 0) p->spec.interp = interp;
     if (o->is_code_gen) note_code_generation(p, (uint32_t)ni, code_gen);
+    /* The collector runs on the thread that holds the GIL: that thread's
+     * stack gets the <GC> leaf. Both reads only happen while it runs. */
+    uint64_t gc_holder = 0;
+    uint64_t gc_at = w->gc ? gc_flag_addr(p, interp) : 0;
+    if (gc_at && (ni == 0 || o->gc_kind == PY_GC_INTERP)) {
+      int32_t collecting = 0;
+      if (ni == 0 && w->pre_gc)
+        collecting = w->pre_gc_flag;
+      else if (pp_remote_read(pid, gc_at, &collecting, 4) < 0)
+        collecting = 0; /* unreadable: no <GC>, the stacks are still good */
+      if (collecting == 1 && gil_holder(p, interp, &gc_holder) < 0) gc_holder = 0;
+    }
     uint64_t next_interp = walk_rd64(ib, o->is_next - lo);
     uint64_t t = walk_rd64(ib, o->is_tstate_head - lo);
     if (filter == PY_GIL_THREAD && ni > 0 && o->gil_kind == PY_GIL_INTERP_PTR &&
@@ -470,6 +514,7 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
         res->failed++;
         if (!res->err) res->err = n;
       } else if (n > 0) {
+        if (gc_holder && t == gc_holder) n = (int)push_gc_leaf(w, (uint32_t)n, &truncated);
         fn(ctx, tid, w->frames, (uint32_t)n, truncated);
         res->sampled++;
       }
