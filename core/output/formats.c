@@ -6,6 +6,7 @@
 
 #include "output/col.h"
 #include "output/gecko.h"
+#include "output/heatmap.h"
 #include "output/html.h"
 #include "output/pprof.h"
 #include "output/speedscope.h"
@@ -28,6 +29,11 @@ static int write_gecko(FILE *f, const struct pp_output_input *in) {
   return pp_gecko_write(f, in->profile, &info);
 }
 
+static int write_heatmap(FILE *f, const struct pp_output_input *in) {
+  struct pp_heatmap_info info = {.title = in->html ? in->html->title : in->name};
+  return pp_heatmap_write(f, in->profile, &info);
+}
+
 static int write_speedscope(FILE *f, const struct pp_output_input *in) {
   return pp_speedscope_write(f, in->profile, in->name ? in->name : "");
 }
@@ -39,7 +45,8 @@ static int write_speedscope(FILE *f, const struct pp_output_input *in) {
   X(html, ".html", "last_flamegraph.html")                          \
   X(pprof, ".pb.gz", "last_profile.pb.gz")                          \
   X(speedscope, ".speedscope.json", "last_profile.speedscope.json") \
-  X(gecko, ".gecko.json", "last_profile.gecko.json")
+  X(gecko, ".gecko.json", "last_profile.gecko.json")                \
+  X(heatmap, ".heatmap.html", "last_heatmap.html")
 
 #define AS_ENTRY(id, ext, link) {#id, ext, link, write_##id},
 #define AS_NAME(id, ext, link) #id,
