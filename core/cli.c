@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "cli_gprofiler.h"
+#include "cloud_env.h"
 #include "log.h"
 #include "rootless.h"
 
@@ -73,6 +74,8 @@ static const struct flag_spec specs[] = {
     {0, "--app-id-args-filter", "enrichment.app_id_args_filters", NULL, "REGEX",
      CF_LIST | CF_ANY_VALUE, SP_NONE, G_ENRICHMENT,
      "JVM arguments matching REGEX join the Java appid (repeatable)"},
+    {0, "--java-collect-spark-app-name-as-appid", "enrichment.java_spark_appid", "true", NULL, 0,
+     SP_NONE, G_ENRICHMENT, "Spark executors' Java appid ends with \", spark: <spark.app.name>\""},
     {0, "--disable-container-names", "enrichment.container_names", "false", NULL, 0, SP_NONE,
      G_ENRICHMENT, "do not look up container names"},
     {0, "--disable-application-metadata", "enrichment.application_metadata", "false", NULL, 0,
@@ -551,6 +554,7 @@ int pp_cli_configure(const struct pp_cli *cli, struct pp_config *c, char err[PP_
   int rc = apply_gprofiler_env(c, err);
   if (rc == 0) rc = pp_cli_apply(cli, c, err);
   if (rc == 0) warn_gprofiler_flags(cli);
+  if (rc == 0) pp_cloud_env_apply(c);
   if (rc == 0 && token_flag_given(cli))
     pp_log(PP_LOG_WARNING, "polyprof",
            "--token puts the API token on the command line, where every local user can read it "

@@ -59,7 +59,6 @@ static const struct pp_gprofiler_flag flags[] = {
      "polyprof loads its own JVMTI agent, not async-profiler, whose options do not apply"},
     {"--java-safemode", PP_GP_OPTIONAL,
      "polyprof loads its own JVMTI agent, not async-profiler, whose safemodes do not apply"},
-    {"--java-collect-spark-app-name-as-appid", B, "Java appids do not carry the Spark app name"},
     {"--java-collect-jvm-flags", V,
      "the non-default JVM flags are collected with --java-collect-metadata (on by default), not by "
      "name"},

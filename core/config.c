@@ -84,6 +84,7 @@ static const struct core_key keys[] = {
     {"enrichment.metrics_collection", KT_BOOL, FIELD(metrics_collection), 0, 0, 0, NULL, NULL, 0},
     {"enrichment.app_id_args_filters", KT_REGEXES, FIELD(app_id_args_filters),
      FIELD(app_id_args_filter_count), 0, 0, NULL, NULL, 0},
+    {"enrichment.java_spark_appid", KT_BOOL, FIELD(java_spark_appid), 0, 0, 0, NULL, NULL, 0},
     {"enrichment.cache_size", KT_COUNT, FIELD(appid_cache_size), 0, 16, 1048576, NULL, NULL, 0},
     {"agent.pid_file", KT_STRING, FIELD(pid_file), 0, 0, 0, NULL, NULL, 0},
     {"agent.pidns_check", KT_BOOL, FIELD(pidns_check), 0, 0, 0, NULL, NULL, 0},

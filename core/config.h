@@ -111,6 +111,7 @@ struct pp_config {
   char **app_id_args_filters; /* regexes */
   size_t app_id_args_filter_count;
   size_t appid_cache_size; /* LRU entries (default 4096) */
+  bool java_spark_appid;   /* Spark executors: ", spark: <spark.app.name>" in the appid */
 
   /* agent */
   bool pidns_check;     /* --disable-pidns-check clears */

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "output/files.h"
 #include "pidfile.h"
+#include "pidns.h"
 #include "polyprof/kit/proc.h"
 #include "proc_events.h"
 #include "rootless.h"
@@ -413,27 +414,6 @@ static void snapshot_all(struct pp_agent *a) {
   }
 }
 
-static bool in_init_pid_namespace(void) {
-  char buf[4096];
-  if (pp_read_file("/proc/self/status", buf, sizeof(buf), NULL) < 0) return true;
-  const char *p = strstr(buf, "\nNSpid:");
-  if (!p) return true;
-  p += 7;
-  int numbers = 0;
-  while (*p && *p != '\n') {
-    while (*p == ' ' || *p == '\t')
-      p++;
-    if (*p >= '0' && *p <= '9') {
-      numbers++;
-      while (*p >= '0' && *p <= '9')
-        p++;
-    } else if (*p && *p != '\n') {
-      p++;
-    }
-  }
-  return numbers <= 1;
-}
-
 /* --- setup / teardown --------------------------------------------------- */
 
 static int agent_setup(struct pp_agent *a, char err[PP_MAX_ERR]) {
@@ -587,7 +567,7 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
     }
     if (err[0]) pp_log(PP_LOG_INFO, "polyprof", "%s", err); /* temp files of a crash swept */
   }
-  if (cfg->pidns_check && !in_init_pid_namespace()) {
+  if (cfg->pidns_check && !pp_pidns_is_init()) {
     pp_log(PP_LOG_ERROR, "polyprof",
            "polyprof must run in the init pid namespace to see every process (Docker: "
            "--pid=host, Kubernetes: hostPID: true), or pass --disable-pidns-check");
@@ -630,6 +610,7 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
       .app_id_args_filters = (const char *const *)cfg->app_id_args_filters,
       .app_id_args_filter_count = cfg->app_id_args_filter_count,
       .cache_size = cfg->appid_cache_size,
+      .java_spark_appid = cfg->java_spark_appid,
   };
   a->enricher = pp_enricher_new(&eo);
   a->metrics = pp_metrics_new();

@@ -61,7 +61,9 @@ int main(int argc, char **argv) {
   char *end;
   errno = 0;
   long agent = strtol(argv[2], &end, 10);
-  if (errno || *end || agent <= 1) return usage();
+  /* the agent is pid 1 when it is a container's entrypoint in the
+   * container's own pid namespace (ECS Fargate) */
+  if (errno || *end || agent < 1) return usage();
   struct stat st;
   if (fstat(SOCKET_FD, &st) < 0 || !S_ISSOCK(st.st_mode)) return usage();
 

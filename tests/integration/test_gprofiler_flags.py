@@ -39,7 +39,7 @@ IGNORED = [
     ("--java-async-profiler-args", "interval=1"), ("--java-async-profiler-mcache", "30"),
     ("--java-async-profiler-no-report-meminfo", None),
     ("--no-java-async-profiler-buildids", None), ("--java-safemode", None),
-    ("--java-collect-spark-app-name-as-appid", None), ("--java-collect-jvm-flags", "all"),
+    ("--java-collect-jvm-flags", "all"),
     ("--java-full-hserr", None), ("--java-include-method-modifiers", None),
     ("--java-line-numbers", "line-of-function"), ("--no-python-versions", None),
     ("--pyperf-user-stacks-pages", "4"), ("--python-pyperf-verbose", None),
@@ -56,6 +56,7 @@ IMPLEMENTED = [
     "--disable-container-names", "--disable-application-identifiers", "--no-verify",
     "--server-upload-timeout", "120", "--dont-send-logs", "--rotating-output", "--flamegraph",
     "--mode", "cpu", "--app-id-args-filter", "-Dfoo", "--disable-pidns-check",
+    "--java-collect-spark-app-name-as-appid",
     "--log-rotate-max-size", "5242880", "--log-rotate-backup-count", "1",
 ]
 
