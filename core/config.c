@@ -18,6 +18,7 @@
 #include "config.h"
 #include "config_alloc.h"
 #include "output/formats.h"
+#include "profile_mode.h"
 
 #ifndef POLYPROF_PLUGIN_DIR
 #define POLYPROF_PLUGIN_DIR "/usr/lib/polyprof/plugins"
@@ -53,7 +54,6 @@ struct core_key {
 
 #define FIELD(f) offsetof(struct pp_config, f)
 
-static const char *const profiling_modes[] = {"cpu", NULL};
 static const char *const isolations[] = {"worker", "inline", NULL};
 static const char *const pyroscope_formats[] = {"folded", "pprof", NULL};
 
@@ -67,7 +67,7 @@ static const struct core_key keys[] = {
      NULL, 0},
     {"profiling.continuous", KT_BOOL, FIELD(continuous), 0, 0, 0, NULL, NULL, 0},
     {"profiling.pids", KT_PIDS, FIELD(pids), FIELD(pid_count), 1, PID_MAX, NULL, NULL, 0},
-    {"profiling.mode", KT_ENUM, FIELD(profiling_mode), 0, 0, 0, profiling_modes, "mode", 0},
+    {"profiling.mode", KT_STRING, FIELD(profiling_mode), 0, 0, 0, NULL, NULL, KF_NONEMPTY},
     {"output.dir", KT_STRING, FIELD(output_dir), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
     {"output.rotating", KT_BOOL, FIELD(rotating_output), 0, 0, 0, NULL, NULL, 0},
     {"output.pending_max_bytes", KT_BYTES, FIELD(output_pending_max_bytes), 0, 0, 1ll << 40, NULL,
@@ -153,6 +153,7 @@ void pp_config_defaults(struct pp_config *c) {
   c->proc_events = true;
   c->proc_rescan_interval_s = 30;
   c->profiling_mode = xstrdup("cpu");
+  c->profile_types = PP_TYPES_CPU_ONLY;
   c->flamegraph = true;
   c->output_formats = strv_new(default_formats, 2);
   c->output_format_count = 2;
@@ -541,7 +542,15 @@ int pp_config_set(struct pp_config *c, const struct pp_config_value *v, char err
         fail(err, v, "expected %s, got a list", type_text(k));
         return -1;
       }
-      return set_scalar(c, k, v, err);
+      if (set_scalar(c, k, v, err) < 0) return -1;
+      if (k->off == FIELD(profiling_mode)) {
+        char why[PP_MAX_ERR / 2];
+        if (pp_profile_types_parse(c->profiling_mode, &c->profile_types, why, sizeof(why)) < 0) {
+          fail(err, v, "%s", why);
+          return -1;
+        }
+      }
+      return 0;
   }
 }
 

@@ -83,7 +83,8 @@ struct pp_config {
   bool continuous; /* -c */
   uint32_t *pids;  /* --pids, NULL/0 = all */
   size_t pid_count;
-  char *profiling_mode; /* "cpu" (only value for now) */
+  char *profiling_mode;   /* --mode text: "cpu", "cpu,offcpu"... */
+  uint32_t profile_types; /* parsed: PP_TYPE_BIT(enum pp_profile_type)s (profile_mode.h) */
   /* how often /proc is listed for new processes, ms (default 1000) */
   int proc_scan_interval_ms;
   /* learn of new processes from the kernel's process events (default on);

@@ -15,6 +15,7 @@
 
 #include "log.h"
 #include "polyprof/kit/proc.h"
+#include "profile_marker.h"
 #include "rootless.h"
 
 /* Truncating copy (snprintf("%s") makes GCC warn about the truncation we
@@ -350,8 +351,12 @@ static int sink_emit(struct pp_sink *s, const struct pp_sample *smp) {
   if (smp->nframes && !smp->frames)
     return refuse(s, WARN_FRAMES, -EINVAL, "emit(): nframes %u but frames is NULL", smp->nframes);
   if (smp->count == 0) return 0;
+  if (smp->type >= PP_PROFILE_TYPE_COUNT)
+    return refuse(s, WARN_KIND, -EINVAL, "emit(): profile type %u out of range", smp->type);
+  /* a typed stack keeps its type as a root marker frame (profile_marker.h) */
+  uint32_t typed = smp->type != PP_PROFILE_CPU;
   /* frames[0] is the leaf; deeper stacks lose their root side. */
-  uint32_t n = smp->nframes > PP_MAX_FRAMES ? PP_MAX_FRAMES : smp->nframes;
+  uint32_t n = smp->nframes > PP_MAX_FRAMES - typed ? PP_MAX_FRAMES - typed : smp->nframes;
   for (uint32_t i = 0; i < n; i++) {
     if (smp->frames[i].kind >= PP_FRAME_KIND_COUNT)
       return refuse(s, WARN_KIND, -EINVAL, "emit(): frame kind %u out of range",
@@ -367,10 +372,12 @@ static int sink_emit(struct pp_sink *s, const struct pp_sample *smp) {
                        ? UINT32_MAX
                        : pp_profile_intern_frame(p, name, file, f->line, f->kind);
     if (fid == UINT32_MAX) return refuse(s, WARN_NOMEM, -ENOMEM, "emit(): out of memory");
-    s->ids[n - 1 - i] = fid;
+    s->ids[typed + n - 1 - i] = fid;
   }
+  if (typed && (s->ids[0] = pp_type_marker_frame(p, smp->type)) == UINT32_MAX)
+    return refuse(s, WARN_NOMEM, -ENOMEM, "emit(): out of memory");
   uint32_t comm = intern_capped(p, smp->comm, 256);
-  int rc = pp_profile_add_stack(p, smp->pid, comm, s->ids, n, smp->count);
+  int rc = pp_profile_add_stack(p, smp->pid, comm, s->ids, typed + n, smp->count);
   if (rc) return refuse(s, WARN_NOMEM, rc, "emit(): out of memory");
   return 0;
 }

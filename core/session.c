@@ -23,6 +23,7 @@
 #include "pidns.h"
 #include "polyprof/kit/proc.h"
 #include "proc_events.h"
+#include "profile_mode.h"
 #include "rootless.h"
 #include "sd_notify.h"
 #include "upload/uploader.h"
@@ -163,6 +164,7 @@ static int setup_plugins(struct pp_agent *a) {
     ap->pcfg = pc;
     ap->system_wide = (pi->desc.capabilities & PP_CAP_SYSTEM_WIDE) != 0;
     if (ap->system_wide) pass_pid_filter(a->cfg, pi->desc.name);
+    pp_profile_types_apply(a->cfg, pi->desc.name, ap->system_wide);
     ap->snap = pp_profile_new();
     const char *iso = pc->isolation ? pc->isolation : cfg->isolation;
     struct pp_worker_opts wo = {
@@ -177,6 +179,10 @@ static int setup_plugins(struct pp_agent *a) {
     descs[a->nplugins] = &pi->desc;
     a->nplugins++;
   }
+  bool have_base = false;
+  for (size_t i = 0; i < a->nplugins; i++)
+    have_base |= a->plugins[i].system_wide;
+  pp_profile_types_check_base(cfg, have_base);
   a->targets = pp_targets_new(descs, a->nplugins);
   if (!a->targets) return -ENOMEM;
   if (cfg->pid_count) pp_targets_set_filter(a->targets, cfg->pids, cfg->pid_count);
@@ -313,7 +319,8 @@ static size_t start_plugins(struct pp_agent *a) {
         .frequency_hz = (uint32_t)a->cfg->frequency,
         .duration_s = (uint32_t)a->cfg->duration,
         .flags = (a->cfg->continuous ? PP_SESSION_CONTINUOUS : 0) |
-                 (have_base ? 0 : PP_SESSION_PERFLESS),
+                 (have_base ? 0 : PP_SESSION_PERFLESS) |
+                 pp_profile_types_session_flags(a->cfg->profile_types),
         .mode = ap->pcfg->mode,
         .tick_interval_ns =
             1000000000ull / (uint64_t)(a->cfg->frequency > 0 ? a->cfg->frequency : 1),

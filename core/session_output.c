@@ -14,6 +14,7 @@
 #include "agent.h"
 #include "log.h"
 #include "merge.h"
+#include "metadata.h"
 #include "output/col.h"
 #include "output/col_header.h"
 #include "output/files.h"
@@ -21,6 +22,7 @@
 #include "output/html.h"
 #include "polyprof/kit/heap.h"
 #include "polyprof/kit/proc.h"
+#include "profile_mode.h"
 #include "session_debug.h"
 #include "upload/publish.h"
 
@@ -73,14 +75,172 @@ static bool format_enabled(const struct pp_config *cfg, const struct pp_output_f
 /* Every configured format of this session into the output directory, in
  * table order; each one written or kept is independent of the others.
  * wrote[i] says whether pp_output_formats[i] reached the directory. */
-static void write_formats(struct pp_agent *a, const char *stem, const struct pp_output_input *in,
-                          bool wrote[PP_OUTPUT_FORMAT_COUNT]) {
+static void write_formats(struct pp_agent *a, const char *stem, const char *infix,
+                          const struct pp_output_input *in, bool wrote[PP_OUTPUT_FORMAT_COUNT]) {
   for (size_t i = 0; i < PP_OUTPUT_FORMAT_COUNT; i++) {
     const struct pp_output_format *fmt = &pp_output_formats[i];
     struct write_ctx wc = {.fmt = fmt, .in = in};
+    char ext[64], link[128];
+    snprintf(ext, sizeof(ext), "%s%s", infix, fmt->ext);
+    pp_profile_type_link(fmt->last_link, infix, link, sizeof(link));
     wrote[i] = format_enabled(a->cfg, fmt) &&
-               pp_agent_output_file(a, stem, fmt->ext, fmt->last_link, write_format, &wc) == 0;
+               pp_agent_output_file(a, stem, ext, link, write_format, &wc) == 0;
   }
+}
+
+struct type_args {
+  const struct session_times *t;
+  const char *stem;
+  const struct pp_html_plugin_stat *stats;
+  json_t *plugin_stats;
+  double cpu_avg, mem_avg;
+};
+
+/* Merge, enrich, write and publish the profile of one type into a->merged;
+ * wrote[] as write_formats (files of a plainly named type only). */
+static void write_type(struct pp_agent *a, const struct type_args *ta, unsigned type,
+                       const struct pp_profile *base, const struct pp_merge_source *srcs,
+                       size_t nsrc, bool wrote[PP_OUTPUT_FORMAT_COUNT]) {
+  const struct pp_config *cfg = a->cfg;
+  const struct session_times *t = ta->t;
+  const struct pp_profile_type_desc *td = pp_profile_type(type);
+  int rc = pp_merge(a->merged, base, srcs, nsrc);
+  if (rc < 0) pp_log(PP_LOG_ERROR, "polyprof", "merge failed: %s", strerror(-rc));
+
+  json_t *app_meta = json_array();
+  json_t *containers = json_array();
+  json_array_append_new(app_meta, json_null());
+  rc = pp_enrich(a->enricher, a->merged, app_meta, containers);
+  if (rc < 0) pp_log(PP_LOG_WARNING, "polyprof", "enrichment incomplete: %s", strerror(-rc));
+
+  struct pp_header_args ha = {
+      .cfg = cfg,
+      .system_metadata = a->system_metadata,
+      .containers = containers,
+      .app_meta_list = app_meta,
+      .cpu_avg = ta->cpu_avg,
+      .mem_avg = ta->mem_avg,
+      .start_time = t->start,
+      .end_time = t->end,
+      .plugin_stats = ta->plugin_stats,
+  };
+  json_t *header = pp_col_header(&ha);
+  pp_profile_type_stamp_header(header, type);
+  char *header_text = header ? pp_json_dumps_python(header) : NULL;
+  json_decref(header);
+
+  char start_iso[32], end_iso[32], host[256] = "", title[320];
+  pp_iso_time(t->start, start_iso, sizeof(start_iso));
+  pp_iso_time(t->end, end_iso, sizeof(end_iso));
+  gethostname(host, sizeof(host) - 1);
+  snprintf(title, sizeof(title), "polyprof — %s — %s", host, start_iso);
+  struct pp_html_info hi = {
+      .title = title,
+      .start_time = start_iso,
+      .end_time = end_iso,
+      .duration_s = t->duration_s,
+      .hostname = host,
+      .plugins = ta->stats,
+      .plugin_count = a->nplugins,
+      .unit = td->unit,
+  };
+
+  char infix[32];
+  pp_profile_type_infix(cfg->profile_types, type, infix, sizeof(infix));
+  if (cfg->output_dir && header_text) {
+    struct pp_col_opts col = {
+        .app_metadata_prefix = cfg->application_metadata,
+        .container_prefix = true,
+        .appids = cfg->app_identifiers,
+    };
+    char name[128];
+    snprintf(name, sizeof(name), "polyprof %s", end_iso);
+    struct pp_output_input in = {
+        .profile = a->merged,
+        .header_json = header_text,
+        .col = &col,
+        .html = &hi,
+        .start = t->start,
+        .end = t->end,
+        .frequency = cfg->frequency,
+        .name = name,
+        .sample_type = td->pprof_type,
+        .sample_unit = td->pprof_unit,
+    };
+    pp_agent_flush_pending(a);
+    write_formats(a, ta->stem, infix, &in, wrote);
+    if (cfg->debug_plugin_totals && !*infix) pp_agent_write_plugin_totals(a, ta->stem);
+  }
+
+  /* uploads (core/upload/publish.c), after the local files so a dead
+   * server never costs them */
+  if (header_text) {
+    struct pp_publish_args pa = {
+        .cfg = cfg,
+        .uploader = a->uploader,
+        .merged = a->merged,
+        .header_text = header_text,
+        .start = t->start,
+        .end = t->end,
+        .cpu_avg = ta->cpu_avg,
+        .mem_avg = ta->mem_avg,
+        .profile_type = type,
+    };
+    pp_publish_session(&pa);
+  }
+  if (*infix) {
+    for (size_t i = 0; i < PP_OUTPUT_FORMAT_COUNT; i++)
+      if (wrote[i])
+        pp_log(PP_LOG_INFO, "polyprof", "wrote %s/%s%s%s (%s, %llu %s)", cfg->output_dir, ta->stem,
+               infix, pp_output_formats[i].ext, td->name,
+               (unsigned long long)pp_profile_total(a->merged), td->unit);
+  }
+  free(header_text);
+  json_decref(app_meta);
+  json_decref(containers);
+}
+
+/* Several types, or one that is not cpu: each plugin's snapshot is cut
+ * into its types first; every type is then merged and written like the
+ * cpu profile. cpu goes last so a->merged holds it for the session log. */
+static void write_types(struct pp_agent *a, const struct type_args *ta,
+                        const struct pp_profile *base, const struct pp_merge_source *srcs,
+                        size_t nsrc, bool wrote[PP_OUTPUT_FORMAT_COUNT]) {
+  static const unsigned order[] = {PP_PROFILE_WALL, PP_PROFILE_OFFCPU, PP_PROFILE_ALLOC,
+                                   PP_PROFILE_CPU};
+  const struct pp_config *cfg = a->cfg;
+  struct pp_profile *tbase = pp_profile_new(), *tsrc[PP_TARGETS_MAX_PLUGINS] = {NULL};
+  bool ok = tbase != NULL;
+  for (size_t i = 0; i < nsrc; i++)
+    ok &= (tsrc[i] = pp_profile_new()) != NULL;
+  for (size_t o = 0; ok && o < sizeof(order) / sizeof(order[0]); o++) {
+    unsigned type = order[o];
+    if (!(cfg->profile_types & PP_TYPE_BIT(type))) continue;
+    /* the system-wide plugin gives cpu and offcpu; wall and alloc come
+     * from runtime plugins alone (perf-less merge) */
+    const struct pp_profile *b = NULL;
+    if (base && (type == PP_PROFILE_CPU || type == PP_PROFILE_OFFCPU)) {
+      if (pp_profile_type_extract(tbase, base, type, -1) < 0) ok = false;
+      b = tbase;
+    }
+    struct pp_merge_source ts[PP_TARGETS_MAX_PLUGINS];
+    size_t n = 0;
+    for (size_t i = 0; ok && i < nsrc; i++) {
+      struct pp_plugin_types pt = pp_profile_types_of(cfg, srcs[i].plugin, false);
+      if (!(pt.gives & PP_TYPE_BIT(type))) continue;
+      if (pp_profile_type_extract(tsrc[i], srcs[i].profile, type,
+                                  pt.untagged_is_wall ? PP_PROFILE_WALL : -1) < 0)
+        ok = false;
+      ts[n++] = (struct pp_merge_source){.plugin = srcs[i].plugin, .profile = tsrc[i]};
+    }
+    bool scratch[PP_OUTPUT_FORMAT_COUNT] = {false};
+    bool plain = type == PP_PROFILE_CPU || pp_profile_types_count(cfg->profile_types) < 2;
+    if (ok) write_type(a, ta, type, b, ts, n, plain ? wrote : scratch);
+  }
+  if (!ok) pp_log(PP_LOG_ERROR, "polyprof", "profile types: out of memory, session not written");
+  pp_profile_free(tbase);
+  for (size_t i = 0; i < nsrc; i++)
+    pp_profile_free(tsrc[i]);
 }
 
 void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
@@ -130,45 +290,8 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
     srcs[nsrc++] = (struct pp_merge_source){.plugin = name, .profile = ap->snap};
   }
 
-  int rc = pp_merge(a->merged, base, srcs, nsrc);
-  if (rc < 0) pp_log(PP_LOG_ERROR, "polyprof", "merge failed: %s", strerror(-rc));
-
-  json_t *app_meta = json_array();
-  json_t *containers = json_array();
-  json_array_append_new(app_meta, json_null());
-  rc = pp_enrich(a->enricher, a->merged, app_meta, containers);
-  if (rc < 0) pp_log(PP_LOG_WARNING, "polyprof", "enrichment incomplete: %s", strerror(-rc));
-
   double cpu_avg = -1, mem_avg = -1;
   if (cfg->metrics_collection) pp_metrics_session(a->metrics, &cpu_avg, &mem_avg);
-
-  struct pp_header_args ha = {
-      .cfg = cfg,
-      .system_metadata = a->system_metadata,
-      .containers = containers,
-      .app_meta_list = app_meta,
-      .cpu_avg = cpu_avg,
-      .mem_avg = mem_avg,
-      .start_time = t->start,
-      .end_time = t->end,
-      .plugin_stats = plugin_stats,
-  };
-  char *header_text = pp_col_header_text(&ha);
-
-  char start_iso[32], end_iso[32], host[256] = "", title[320];
-  pp_iso_time(t->start, start_iso, sizeof(start_iso));
-  pp_iso_time(t->end, end_iso, sizeof(end_iso));
-  gethostname(host, sizeof(host) - 1);
-  snprintf(title, sizeof(title), "polyprof — %s — %s", host, start_iso);
-  struct pp_html_info hi = {
-      .title = title,
-      .start_time = start_iso,
-      .end_time = end_iso,
-      .duration_s = t->duration_s,
-      .hostname = host,
-      .plugins = stats,
-      .plugin_count = a->nplugins,
-  };
 
   /* File names carry the end time to the second; a session ended early
    * (SIGTERM) in the same second as the previous one must not overwrite
@@ -178,45 +301,19 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
   char stem[64];
   pp_output_stem(stem_time, stem, sizeof(stem));
 
+  struct type_args ta = {
+      .t = t,
+      .stem = stem,
+      .stats = stats,
+      .plugin_stats = plugin_stats,
+      .cpu_avg = cpu_avg,
+      .mem_avg = mem_avg,
+  };
   bool wrote[PP_OUTPUT_FORMAT_COUNT] = {false};
-  if (cfg->output_dir && header_text) {
-    struct pp_col_opts col = {
-        .app_metadata_prefix = cfg->application_metadata,
-        .container_prefix = true,
-        .appids = cfg->app_identifiers,
-    };
-    char name[128];
-    snprintf(name, sizeof(name), "polyprof %s", end_iso);
-    struct pp_output_input in = {
-        .profile = a->merged,
-        .header_json = header_text,
-        .col = &col,
-        .html = &hi,
-        .start = t->start,
-        .end = t->end,
-        .frequency = cfg->frequency,
-        .name = name,
-    };
-    pp_agent_flush_pending(a);
-    write_formats(a, stem, &in, wrote);
-    if (cfg->debug_plugin_totals) pp_agent_write_plugin_totals(a, stem);
-  }
-
-  /* uploads (core/upload/publish.c), after the local files so a dead
-   * server never costs them */
-  if (header_text) {
-    struct pp_publish_args pa = {
-        .cfg = cfg,
-        .uploader = a->uploader,
-        .merged = a->merged,
-        .header_text = header_text,
-        .start = t->start,
-        .end = t->end,
-        .cpu_avg = cpu_avg,
-        .mem_avg = mem_avg,
-    };
-    pp_publish_session(&pa);
-  }
+  if (cfg->profile_types == PP_TYPES_CPU_ONLY)
+    write_type(a, &ta, PP_PROFILE_CPU, base, srcs, nsrc, wrote);
+  else
+    write_types(a, &ta, base, srcs, nsrc, wrote);
 
   /* what the session cost the agent itself */
   long hz = sysconf(_SC_CLK_TCK);
@@ -267,9 +364,6 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
       pp_log(PP_LOG_INFO, "polyprof", "wrote %s/%s%s", cfg->output_dir, stem,
              pp_output_formats[i].ext);
 
-  free(header_text);
-  json_decref(app_meta);
-  json_decref(containers);
   json_decref(plugin_stats);
   pp_release_heap();
 }

@@ -20,7 +20,11 @@ static int write_html(FILE *f, const struct pp_output_input *in) {
 }
 
 static int write_pprof(FILE *f, const struct pp_output_input *in) {
-  struct pp_pprof_info info = {.start = in->start, .end = in->end, .frequency = in->frequency};
+  struct pp_pprof_info info = {.start = in->start,
+                               .end = in->end,
+                               .frequency = in->frequency,
+                               .sample_type = in->sample_type,
+                               .sample_unit = in->sample_unit};
   return pp_pprof_write(f, in->profile, &info);
 }
 

@@ -27,7 +27,10 @@ struct pp_output_input {
   const struct pp_html_info *html; /* html */
   time_t start, end;               /* pprof: session; 0 if unknown */
   int frequency;                   /* pprof: Hz (0: sample counts only) */
-  const char *name;                /* speedscope, gecko: the file's "name" */
+  /* pprof: sample type and unit of a profile that is not cpu samples
+   * (profile_mode.h); NULL: cpu */
+  const char *sample_type, *sample_unit;
+  const char *name; /* speedscope, gecko: the file's "name" */
 };
 
 struct pp_output_format {

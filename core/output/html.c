@@ -508,6 +508,8 @@ static void write_data(struct out *o, const struct model *m, const struct pp_htm
   out_json_cstr(o, info ? info->end_time : NULL);
   out_str(o, ",\"duration\":");
   out_double(o, info ? info->duration_s : 0);
+  out_str(o, ",\"unit\":");
+  out_json_cstr(o, info && info->unit ? info->unit : "samples");
 
   out_str(o, ",\n\"kinds\":[");
   for (unsigned k = 0; k < PP_FRAME_KIND_COUNT; k++) {

@@ -28,6 +28,7 @@ struct pp_html_info {
   const char *hostname;
   const struct pp_html_plugin_stat *plugins;
   size_t plugin_count;
+  const char *unit; /* what counts count: "samples" (NULL), "microseconds", "bytes" */
 };
 
 int pp_html_write(FILE *f, const struct pp_profile *merged, const struct pp_html_info *info);

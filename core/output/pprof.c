@@ -233,7 +233,10 @@ int pp_pprof_encode(const struct pp_profile *p, const struct pp_pprof_info *info
 
   int64_t k_comm = st_add_text(&st, "comm"), k_pid = st_add_text(&st, "pid");
   int64_t k_cont = st_add_text(&st, "container"), k_appid = st_add_text(&st, "appid");
-  int64_t period = info && info->frequency > 0 ? 1000000000LL / info->frequency : 0;
+  bool typed = info && info->sample_type && info->sample_unit;
+  /* a cpu sample stands for one period of CPU time; other types count
+   * their own unit and have no period */
+  int64_t period = !typed && info && info->frequency > 0 ? 1000000000LL / info->frequency : 0;
   size_t si = 0, at = 0;
   for (size_t i = 0; i < nst; i++) {
     const struct pp_stack_rec *s = pp_profile_stack(p, i);
@@ -280,8 +283,8 @@ int pp_pprof_encode(const struct pp_profile *p, const struct pp_pprof_info *info
   perftools__profiles__value_type__init(&vt[0]);
   perftools__profiles__value_type__init(&vt[1]);
   perftools__profiles__value_type__init(&ptype);
-  vt[0].type = st_add_text(&st, "samples");
-  vt[0].unit = st_add_text(&st, "count");
+  vt[0].type = st_add_text(&st, typed ? info->sample_type : "samples");
+  vt[0].unit = st_add_text(&st, typed ? info->sample_unit : "count");
   vt[1].type = st_add_text(&st, "cpu");
   vt[1].unit = st_add_text(&st, "nanoseconds");
   ptype = vt[1];

@@ -22,6 +22,9 @@
 struct pp_pprof_info {
   time_t start, end; /* session; 0 if unknown */
   int frequency;     /* Hz, for the cpu nanoseconds value (0: samples only) */
+  /* the sample type and unit of a profile that is not cpu samples (wall,
+   * off_cpu/microseconds, alloc_space/bytes); NULL: cpu */
+  const char *sample_type, *sample_unit;
 };
 
 /* Uncompressed protobuf bytes (*out malloc'd). 0 or -errno. */

@@ -7,6 +7,7 @@
 
 #include "log.h"
 #include "output/col.h"
+#include "profile_mode.h"
 #include "upload/publish.h"
 #include "upload/pyroscope.h"
 #include "upload/uploader.h"
@@ -34,7 +35,7 @@ char *pp_publish_col_text(const struct pp_config *cfg, const struct pp_profile *
 void pp_publish_session(const struct pp_publish_args *a) {
   const struct pp_config *cfg = a->cfg;
   if (!a->uploader) return;
-  if (cfg->upload) {
+  if (cfg->upload && a->profile_type == PP_PROFILE_CPU) { /* the studio takes cpu only */
     size_t len = 0;
     char *col = pp_publish_col_text(cfg, a->merged, a->header_text, &len);
     if (col)
@@ -43,6 +44,7 @@ void pp_publish_session(const struct pp_publish_args *a) {
       pp_log(PP_LOG_ERROR, "polyprof.upload", "cannot build the upload: out of memory");
     free(col);
   }
-  if (cfg->pyroscope_url) pp_pyroscope_push(cfg, a->uploader, a->merged, a->start, a->end);
+  if (cfg->pyroscope_url)
+    pp_pyroscope_push(cfg, a->uploader, a->merged, a->start, a->end, a->profile_type);
   pp_uploader_ship_logs(a->uploader);
 }

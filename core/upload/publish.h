@@ -22,6 +22,7 @@ struct pp_publish_args {
   const char *header_text; /* .col line-0 JSON */
   time_t start, end;
   double cpu_avg, mem_avg; /* < 0: not collected */
+  unsigned profile_type;   /* enum pp_profile_type: the studio takes cpu only */
 };
 
 void pp_publish_session(const struct pp_publish_args *a);

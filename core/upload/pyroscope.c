@@ -9,6 +9,7 @@
 #include "log.h"
 #include "output/col.h"
 #include "output/pprof.h"
+#include "profile_mode.h"
 #include "upload/http.h"
 #include "upload/pyroscope.h"
 #include "upload/uploader.h"
@@ -47,13 +48,14 @@ static void label_value(const char *in, char *out, size_t len) {
   out[o] = '\0';
 }
 
-static char *ingest_url(const struct pp_config *cfg, const char *container, const char *runtime,
-                        time_t start, time_t end, const char *format) {
+static char *ingest_url(const struct pp_config *cfg, const struct pp_profile_type_desc *td,
+                        const char *container, const char *runtime, time_t start, time_t end,
+                        const char *format) {
   char host[256] = "", h[256], c[256], app[256], name[1024];
   if (gethostname(host, sizeof(host) - 1) != 0) snprintf(host, sizeof(host), "unknown");
   label_value(host, h, sizeof(h));
   label_value(cfg->service_name ? cfg->service_name : "polyprof", app, sizeof(app));
-  int n = snprintf(name, sizeof(name), "%s.cpu{hostname=%s", app, h);
+  int n = snprintf(name, sizeof(name), "%s.%s{hostname=%s", app, td->pyroscope, h);
   if (container && *container) {
     label_value(container, c, sizeof(c));
     n += snprintf(name + n, sizeof(name) - (size_t)n, ",container=%s", c);
@@ -66,10 +68,10 @@ static char *ingest_url(const struct pp_config *cfg, const char *container, cons
   while (bl && cfg->pyroscope_url[bl - 1] == '/')
     bl--;
   if (esc && asprintf(&url,
-                      "%.*s/ingest?name=%s&from=%lld&until=%lld&format=%s&sampleRate=%d"
-                      "&spyName=polyprof&units=samples&aggregationType=sum",
+                      "%.*s/ingest?name=%s&from=%lld&until=%lld&format=%s&sampleRate=%u"
+                      "&spyName=polyprof&units=%s&aggregationType=sum",
                       (int)bl, cfg->pyroscope_url, esc, (long long)start, (long long)end, format,
-                      cfg->frequency) < 0)
+                      td->pyro_rate ? td->pyro_rate : (unsigned)cfg->frequency, td->pyro_units) < 0)
     url = NULL;
   free(esc);
   return url;
@@ -85,13 +87,18 @@ static const char *pid_runtime(const struct pp_profile *p, const struct pp_stack
 }
 
 void pp_pyroscope_push(const struct pp_config *cfg, struct pp_uploader *u,
-                       const struct pp_profile *p, time_t start, time_t end) {
-  if (!u || !cfg->pyroscope_url) return;
+                       const struct pp_profile *p, time_t start, time_t end, unsigned type) {
+  const struct pp_profile_type_desc *td = pp_profile_type(type);
+  if (!u || !cfg->pyroscope_url || !td) return;
   if (cfg->pyroscope_format && strcmp(cfg->pyroscope_format, "pprof") == 0) {
     struct pp_pprof_info info = {.start = start, .end = end, .frequency = cfg->frequency};
+    if (type != PP_PROFILE_CPU) {
+      info.sample_type = td->pprof_type;
+      info.sample_unit = td->pprof_unit;
+    }
     uint8_t *raw = NULL;
     size_t len = 0;
-    char *url = ingest_url(cfg, NULL, NULL, start, end, "pprof");
+    char *url = ingest_url(cfg, td, NULL, NULL, start, end, "pprof");
     if (!url || pp_pprof_encode(p, &info, &raw, &len) < 0) {
       free(url);
       return;
@@ -147,7 +154,7 @@ void pp_pyroscope_push(const struct pp_config *cfg, struct pp_uploader *u,
   for (size_t i = 0; i < ng; i++) {
     fclose(g[i].f);
     const char *cont = g[i].container != PP_NO_STR ? pp_profile_str(p, g[i].container) : NULL;
-    char *url = ingest_url(cfg, cont, g[i].runtime, start, end, "folded");
+    char *url = ingest_url(cfg, td, cont, g[i].runtime, start, end, "folded");
     if (!url) {
       free(g[i].buf);
       continue;

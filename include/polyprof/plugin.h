@@ -26,7 +26,9 @@
  *
  * Minor versions: 1.1 added PP_PERMANENT() (a failure not worth retrying);
  * 1.2 added PP_CAP_NEEDS_NOTHING, _NSENTER, _SETID and _FILE_OVERRIDE, and
- * made a privilege declaration mandatory (see the capability bits).
+ * made a privilege declaration mandatory (see the capability bits);
+ * 1.3 added profile types: pp_sample.type (was reserved, 0 = CPU as before)
+ * and the PP_SESSION_* bits that say which types a session asks for.
  */
 #ifndef POLYPROF_PLUGIN_H
 #define POLYPROF_PLUGIN_H
@@ -39,7 +41,7 @@ extern "C" {
 #endif
 
 #define PP_ABI_MAJOR 1
-#define PP_ABI_MINOR 2
+#define PP_ABI_MINOR 3
 
 #define PP_PLUGIN_ENTRY_SYMBOL "polyprof_plugin_entry"
 
@@ -100,6 +102,16 @@ struct pp_frame {
   uint32_t kind;    /* enum pp_frame_kind */
 };
 
+/* What a sample measures (ABI 1.3). Each type is its own profile with its
+ * own unit; the host keeps them apart from sink to output. */
+enum pp_profile_type {
+  PP_PROFILE_CPU = 0,    /* on-CPU samples (count: samples) */
+  PP_PROFILE_WALL = 1,   /* every thread whatever its state (count: samples) */
+  PP_PROFILE_OFFCPU = 2, /* time blocked off the CPU (count: microseconds) */
+  PP_PROFILE_ALLOC = 3,  /* allocated memory (count: bytes) */
+  PP_PROFILE_TYPE_COUNT
+};
+
 /* One observed stack. */
 struct pp_sample {
   uint32_t pid;                  /* host pid (thread group id) */
@@ -107,8 +119,11 @@ struct pp_sample {
   const char *comm;              /* name for the comm frame; NULL = the process comm */
   const struct pp_frame *frames; /* frames[0] is the innermost (leaf) frame */
   uint32_t nframes;
-  uint32_t reserved;
-  uint64_t count; /* number of samples this stack stands for */
+  /* enum pp_profile_type (ABI 1.3; this field was reserved and zero before,
+   * so older plugins emit CPU samples). Hosts before 1.3 ignore it: emit a
+   * type other than CPU only when the session asked for it. */
+  uint32_t type;
+  uint64_t count; /* samples, microseconds or bytes, by type */
 };
 
 /* What set_pid_status() says of a target for one session. A process that
@@ -227,6 +242,14 @@ struct pp_session {
 };
 #define PP_SESSION_CONTINUOUS (1u << 0)
 #define PP_SESSION_PERFLESS (1u << 1) /* no system-wide plugin is running */
+/* Profile types the session asks for (ABI 1.3). CPU is asked for unless
+ * PP_SESSION_NO_CPU is set, so a host before 1.3 (no bits) means CPU only.
+ * A plugin produces what it can of these and ignores the rest; the host
+ * has already told the user which runtime cannot give which type. */
+#define PP_SESSION_NO_CPU (1u << 2)
+#define PP_SESSION_WALL (1u << 3)
+#define PP_SESSION_OFFCPU (1u << 4)
+#define PP_SESSION_ALLOC (1u << 5)
 
 /* Option types a plugin may declare (descriptor.options). */
 enum pp_option_type {

@@ -240,8 +240,9 @@ static void test_errors(void) {
        "speedscope)"},
       {"--isolation", "thread",
        "polyprof: --isolation: unknown isolation 'thread' (expected one of: worker, inline)"},
-      {"--mode", "allocation",
-       "polyprof: --mode: unknown mode 'allocation' (expected one of: cpu)"},
+      {"--mode", "cpu,heap",
+       "polyprof: --mode: unknown profile type 'heap' in 'cpu,heap' (expected cpu, wall, offcpu "
+       "or alloc, comma-separated; or none)"},
       {"--log-rotate-backup-count", "many",
        "polyprof: --log-rotate-backup-count: expected an integer, got 'many'"},
       {"--log-rotate-max-size", "5 parsecs", "polyprof: --log-rotate-max-size: expected a size"},

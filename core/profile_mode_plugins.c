@@ -1,0 +1,143 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Which plugin gives which profile type, and `--mode wall` mapped onto the
+ * runtime plugins' own wall knobs (which stay as aliases: setting the knob
+ * alone still works, --mode wall only sets it for the user).
+ *
+ * A runtime plugin switched to wall samples every thread instead of running
+ * ones; it cannot do both at once, so in a session that asks for cpu and
+ * wall its samples make the wall profile and its processes show perf's
+ * native stacks in the cpu profile.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "profile_mode.h"
+
+struct wall_knob {
+  const char *plugin, *key, *value;
+};
+
+/* The runtime plugins whose own option turns their sampling into wall. */
+static const struct wall_knob wall_knobs[] = {
+    {"python", "mode", "wall"},
+    {"dotnet", "wall", "true"},
+    {"ruby", "oncpu", "false"},
+    {"nodejs", "include_idle", "true"},
+};
+
+/* What each in-tree runtime plugin cannot give, with the reason users see. */
+struct refusal {
+  const char *plugin;
+  unsigned type;
+  const char *why;
+};
+
+static const struct refusal refusals[] = {
+    {"java", PP_PROFILE_WALL, "its JVMTI agent samples threads on their CPU-time timers"},
+    {"php", PP_PROFILE_WALL, "its sampler reads only the stack of a running request"},
+};
+
+/* Runtimes with allocation sampling. */
+static const char *const alloc_plugins[] = {"java"};
+
+static const struct wall_knob *wall_knob_of(const char *plugin) {
+  for (size_t i = 0; i < sizeof(wall_knobs) / sizeof(wall_knobs[0]); i++)
+    if (!strcmp(wall_knobs[i].plugin, plugin)) return &wall_knobs[i];
+  return NULL;
+}
+
+static bool is_in_tree(const char *plugin) {
+  static const char *const known[] = {"perf", "python", "java", "php", "ruby", "nodejs", "dotnet"};
+  for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+    if (!strcmp(known[i], plugin)) return true;
+  return false;
+}
+
+static bool gives_alloc(const char *plugin) {
+  for (size_t i = 0; i < sizeof(alloc_plugins) / sizeof(alloc_plugins[0]); i++)
+    if (!strcmp(alloc_plugins[i], plugin)) return true;
+  return false;
+}
+
+struct pp_plugin_types pp_profile_types_of(const struct pp_config *cfg, const char *plugin,
+                                           bool system_wide) {
+  uint32_t want = cfg->profile_types;
+  struct pp_plugin_types r = {0};
+  if (system_wide) {
+    r.gives = want & (PP_TYPE_BIT(PP_PROFILE_CPU) | PP_TYPE_BIT(PP_PROFILE_OFFCPU));
+    return r;
+  }
+  if (!is_in_tree(plugin)) { /* a third-party plugin tags what it can */
+    r.gives = want;
+    return r;
+  }
+  r.gives = want & PP_TYPE_BIT(PP_PROFILE_CPU);
+  if ((want & PP_TYPE_BIT(PP_PROFILE_WALL)) && wall_knob_of(plugin)) {
+    r.gives = PP_TYPE_BIT(PP_PROFILE_WALL);
+    r.untagged_is_wall = true;
+  }
+  if ((want & PP_TYPE_BIT(PP_PROFILE_ALLOC)) && gives_alloc(plugin))
+    r.gives |= PP_TYPE_BIT(PP_PROFILE_ALLOC);
+  return r;
+}
+
+static void set_option(struct pp_plugin_config *pc, const char *key, const char *value) {
+  if (!strcmp(key, "mode")) {
+    free(pc->mode);
+    pc->mode = strdup(value);
+  }
+  for (size_t k = 0; k < pc->option_count; k++) {
+    struct pp_bound_option *bo = &pc->options[k];
+    if (!bo->opt || strcmp(bo->opt->key, key) != 0) continue;
+    free(bo->scalar);
+    bo->scalar = strdup(value);
+  }
+}
+
+static const char *cannot_why(const char *plugin, unsigned type) {
+  for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
+    if (refusals[i].type == type && !strcmp(refusals[i].plugin, plugin)) return refusals[i].why;
+  switch (type) {
+    case PP_PROFILE_OFFCPU:
+      return "off-CPU stacks come from the perf plugin only";
+    case PP_PROFILE_ALLOC:
+      return "allocation sampling exists for java only";
+    default:
+      return "the plugin has no such mode";
+  }
+}
+
+void pp_profile_types_apply(struct pp_config *cfg, const char *plugin, bool system_wide) {
+  struct pp_plugin_config *pc = NULL;
+  for (size_t i = 0; i < cfg->plugin_count; i++)
+    if (!strcmp(cfg->plugins[i].name, plugin)) pc = &cfg->plugins[i];
+  if (!pc || !pc->enabled) return;
+  uint32_t want = cfg->profile_types;
+  struct pp_plugin_types pt = pp_profile_types_of(cfg, plugin, system_wide);
+  const struct wall_knob *wk = wall_knob_of(plugin);
+  if (pt.untagged_is_wall && wk) {
+    set_option(pc, wk->key, wk->value);
+    if (want & PP_TYPE_BIT(PP_PROFILE_CPU))
+      pp_log(PP_LOG_INFO, "polyprof",
+             "--mode %s: %s samples in wall mode (%s.%s: %s), so its processes show native "
+             "stacks only in the cpu profile",
+             cfg->profiling_mode, plugin, plugin, wk->key, wk->value);
+  }
+  if (system_wide) return; /* it gives every type it can for every process */
+  for (unsigned t = 1; t < PP_PROFILE_TYPE_COUNT; t++) {
+    /* off-CPU stacks come from the system-wide plugin for every process */
+    if (!(want & PP_TYPE_BIT(t)) || (pt.gives & PP_TYPE_BIT(t)) || t == PP_PROFILE_OFFCPU) continue;
+    pp_log(PP_LOG_WARNING, "polyprof",
+           "--mode %s: %s cannot give a %s profile (%s); the other types go on",
+           pp_profile_type(t)->name, plugin, pp_profile_type(t)->name, cannot_why(plugin, t));
+  }
+}
+
+void pp_profile_types_check_base(const struct pp_config *cfg, bool have_system_wide) {
+  if ((cfg->profile_types & PP_TYPE_BIT(PP_PROFILE_OFFCPU)) && !have_system_wide)
+    pp_log(PP_LOG_WARNING, "polyprof",
+           "--mode offcpu: off-CPU stacks come from the perf plugin, which is not enabled; "
+           "the other types go on");
+}

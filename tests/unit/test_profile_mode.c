@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* Profile types: --mode parsing, file names, and a snapshot holding several
+ * types cut into one profile per type (marker frames added by the sink,
+ * stripped again). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "profile_marker.h"
+#include "profile_mode.h"
+#include "testlib.h"
+
+static void test_parse(void) {
+  uint32_t m = 0;
+  char err[256] = "";
+  CHECK_EQ_INT(pp_profile_types_parse("cpu", &m, err, sizeof(err)), 0);
+  CHECK_EQ_INT(m, PP_TYPES_CPU_ONLY);
+  CHECK_EQ_INT(pp_profile_types_parse("cpu, offcpu,wall", &m, err, sizeof(err)), 0);
+  CHECK_EQ_INT(m, PP_TYPE_BIT(PP_PROFILE_CPU) | PP_TYPE_BIT(PP_PROFILE_OFFCPU) |
+                      PP_TYPE_BIT(PP_PROFILE_WALL));
+  CHECK_EQ_INT(pp_profile_types_count(m), 3);
+  /* gProfiler's words */
+  CHECK_EQ_INT(pp_profile_types_parse("allocation", &m, err, sizeof(err)), 0);
+  CHECK_EQ_INT(m, PP_TYPE_BIT(PP_PROFILE_ALLOC));
+  CHECK_EQ_INT(pp_profile_types_parse("none", &m, err, sizeof(err)), 0);
+  CHECK_EQ_INT(m, 0);
+  CHECK_EQ_INT(pp_profile_types_parse("cpu,,wall", &m, err, sizeof(err)), -1);
+  CHECK(strstr(err, "unknown profile type '' in 'cpu,,wall'") != NULL);
+  CHECK_EQ_INT(pp_profile_types_parse("offcpu,heap", &m, err, sizeof(err)), -1);
+  CHECK(strstr(err, "'heap'") != NULL);
+  CHECK_EQ_INT(pp_profile_types_session_flags(PP_TYPE_BIT(PP_PROFILE_OFFCPU)),
+               PP_SESSION_NO_CPU | PP_SESSION_OFFCPU);
+  CHECK_EQ_INT(pp_profile_types_session_flags(PP_TYPES_CPU_ONLY), 0);
+}
+
+static void test_names(void) {
+  char infix[32], link[128];
+  uint32_t two = PP_TYPE_BIT(PP_PROFILE_CPU) | PP_TYPE_BIT(PP_PROFILE_OFFCPU);
+  CHECK_EQ_STR(pp_profile_type_infix(two, PP_PROFILE_CPU, infix, sizeof(infix)), "");
+  CHECK_EQ_STR(pp_profile_type_infix(two, PP_PROFILE_OFFCPU, infix, sizeof(infix)), ".offcpu");
+  pp_profile_type_link("last_flamegraph.html", infix, link, sizeof(link));
+  CHECK_EQ_STR(link, "last_flamegraph.offcpu.html");
+  pp_profile_type_link("last_profile.pb.gz", infix, link, sizeof(link));
+  CHECK_EQ_STR(link, "last_profile.offcpu.pb.gz");
+  /* one type alone keeps gProfiler's names */
+  CHECK_EQ_STR(
+      pp_profile_type_infix(PP_TYPE_BIT(PP_PROFILE_WALL), PP_PROFILE_WALL, infix, sizeof(infix)),
+      "");
+  pp_profile_type_link("last_profile.col", infix, link, sizeof(link));
+  CHECK_EQ_STR(link, "last_profile.col");
+}
+
+static void add(struct pp_profile *p, uint32_t pid, uint32_t type, const char *leaf,
+                uint64_t count) {
+  uint32_t ids[2], n = 0;
+  if (type) ids[n++] = pp_type_marker_frame(p, type);
+  ids[n++] =
+      pp_profile_intern_frame(p, pp_profile_intern_cstr(p, leaf), PP_NO_STR, 0, PP_FRAME_NATIVE);
+  CHECK_EQ_INT(pp_profile_add_stack(p, pid, PP_NO_STR, ids, n, count), 0);
+}
+
+static void test_extract(void) {
+  struct pp_profile *snap = pp_profile_new(), *out = pp_profile_new();
+  add(snap, 10, PP_PROFILE_CPU, "burn", 7);
+  add(snap, 10, PP_PROFILE_OFFCPU, "wait_a", 3000);
+  add(snap, 11, PP_PROFILE_OFFCPU, "wait_b", 1000);
+  struct pp_pid_rec *r = pp_profile_pid_upsert(snap, 11);
+  r->appid = pp_profile_intern_cstr(snap, "app-b");
+
+  CHECK_EQ_INT(pp_profile_type_extract(out, snap, PP_PROFILE_OFFCPU, -1), 0);
+  CHECK_EQ_INT(pp_profile_stack_count(out), 2);
+  CHECK_EQ_INT(pp_profile_total(out), 4000);
+  for (size_t i = 0; i < pp_profile_stack_count(out); i++) {
+    const struct pp_stack_rec *s = pp_profile_stack(out, i);
+    CHECK_EQ_INT(s->nframes, 1); /* the marker is gone */
+    CHECK_EQ_INT(pp_type_of_stack(out, s), PP_PROFILE_CPU);
+  }
+  CHECK_EQ_STR(pp_profile_str(out, pp_profile_pid(out, 11)->appid), "app-b");
+  CHECK_EQ_INT(pp_profile_pid(out, 11)->total, 1000);
+
+  CHECK_EQ_INT(pp_profile_type_extract(out, snap, PP_PROFILE_CPU, -1), 0);
+  CHECK_EQ_INT(pp_profile_total(out), 7);
+  /* a runtime plugin switched to wall: its untagged stacks are wall */
+  CHECK_EQ_INT(pp_profile_type_extract(out, snap, PP_PROFILE_WALL, PP_PROFILE_WALL), 0);
+  CHECK_EQ_INT(pp_profile_total(out), 7);
+  CHECK_EQ_INT(pp_profile_type_extract(out, snap, PP_PROFILE_CPU, PP_PROFILE_WALL), 0);
+  CHECK_EQ_INT(pp_profile_total(out), 0);
+  pp_profile_free(snap);
+  pp_profile_free(out);
+}
+
+static void test_header(void) {
+  json_t *h =
+      json_pack("{s:{s:s},s:s}", "metadata", "profiling_mode", "cpu", "profiling_mode", "cpu");
+  pp_profile_type_stamp_header(h, PP_PROFILE_ALLOC);
+  CHECK_EQ_STR(json_string_value(json_object_get(h, "profiling_mode")), "allocation");
+  CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(h, "metadata"), "profiling_mode")),
+               "allocation");
+  CHECK_EQ_STR(json_string_value(json_object_get(h, "profile_type")), "alloc");
+  CHECK_EQ_STR(json_string_value(json_object_get(h, "profile_unit")), "bytes");
+  json_decref(h);
+}
+
+int main(void) {
+  test_parse();
+  test_names();
+  test_extract();
+  test_header();
+  return pp_test_finish("test_profile_mode");
+}
