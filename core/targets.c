@@ -388,6 +388,12 @@ static int rebuild(struct pp_targets *t, struct pid_source *src, bool recheck,
           e.matched = e.reported = 0;
           e.recheck_s = RECHECK_MIN_S;
           e.next_check = now;
+        } else if (in_sorted(changed, nchanged, pid)) {
+          /* an exec announced for a process first read while its exec was
+           * under way (exe already switched, argv not written yet): look
+           * again now that it is complete, so what is remembered about it
+           * (its appid, metadata) is the settled program's */
+          e.next_check = now;
         }
       } else {
         memset(&e, 0, sizeof(e));
