@@ -116,6 +116,8 @@ static const struct flag_spec specs[] = {
      "cap of the spool; oldest dropped first (default 64MiB)"},
     {0, "--pyroscope-url", "upload.pyroscope_url", NULL, "URL", 0, SP_NONE, G_UPLOAD,
      "also send each session to this Pyroscope server's /ingest"},
+    {0, "--otlp-endpoint", "upload.otlp_endpoint", NULL, "URL", 0, SP_NONE, G_UPLOAD,
+     "also export each session as OTLP profiles to this collector (http://host:4318)"},
     {0, "--file-path", "upload.file_path", NULL, "FILE", 0, SP_NONE, G_UPLOAD,
      "upload-file: the .col file to upload"},
     {0, "--to", "output.convert_to", NULL, "FORMAT", 0, SP_NONE, G_OUTPUT,

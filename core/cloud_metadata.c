@@ -224,7 +224,7 @@ void pp_cloud_metadata_apply(const struct pp_config *cfg, json_t *md) {
   if (!md || !cfg->cloud_metadata || !cfg->metadata_collection) return;
   json_t *info = NULL;
   /* An agent that uploads has libcurl (and threads) anyway. */
-  bool in_child = !cfg->upload && !cfg->pyroscope_url;
+  bool in_child = !cfg->upload && !cfg->pyroscope_url && !cfg->otlp_endpoint;
   const char *provider = in_child ? probe_in_child(cfg->cloud_metadata_url, &info)
                                   : pp_cloud_metadata_probe(cfg->cloud_metadata_url, &info);
   if (!provider) {

@@ -119,6 +119,8 @@ static const struct core_key keys[] = {
     {"upload.send_logs", KT_BOOL, FIELD(send_logs), 0, 0, 0, NULL, NULL, 0},
     {"upload.pyroscope_url", KT_STRING, FIELD(pyroscope_url), 0, 0, 0, NULL, NULL,
      KF_EMPTY_IS_NULL},
+    {"upload.otlp_endpoint", KT_STRING, FIELD(otlp_endpoint), 0, 0, 0, NULL, NULL,
+     KF_EMPTY_IS_NULL},
     {"upload.pyroscope_format", KT_ENUM, FIELD(pyroscope_format), 0, 0, 0, pyroscope_formats,
      "format", 0},
     {"upload.file_path", KT_STRING, FIELD(file_path), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
@@ -217,6 +219,7 @@ void pp_config_free(struct pp_config *c) {
   free(c->api_server);
   free(c->pyroscope_url);
   free(c->pyroscope_format);
+  free(c->otlp_endpoint);
   free(c->file_path);
   free(c->convert_to);
   free(c->cloud_metadata_url);

@@ -151,6 +151,7 @@ struct pp_config {
   bool send_logs;           /* --dont-send-logs / GPROFILER_DONT_SEND_LOGS clear */
   char *pyroscope_url;      /* --pyroscope-url: also push to Pyroscope /ingest */
   char *pyroscope_format;   /* folded | pprof */
+  char *otlp_endpoint;      /* --otlp-endpoint: also export OTLP profiles to this collector */
   bool cloud_metadata;      /* enrichment.cloud_metadata: probe AWS/GCP/Azure IMDS */
   char *cloud_metadata_url; /* IMDS base URL (default http://169.254.169.254; tests) */
   char *file_path;          /* upload-file --file-path */

@@ -467,7 +467,7 @@ static void reload_uploader(struct pp_agent *a) {
            cfg->upload && cfg->server_host ? cfg->server_host : "",
            cfg->upload && cfg->pyroscope_url ? ", " : "", cfg->pyroscope_url ? "pyroscope " : "",
            cfg->pyroscope_url ? cfg->pyroscope_url : "");
-  else if (cfg->upload || cfg->pyroscope_url)
+  else if (cfg->upload || cfg->pyroscope_url || cfg->otlp_endpoint)
     pp_log(PP_LOG_ERROR, "polyprof", "upload after reload: cannot start the uploader");
   else if (was_on)
     pp_log(PP_LOG_INFO, "polyprof", "upload after reload: off");

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "output/col.h"
 #include "profile_mode.h"
+#include "upload/otlp.h"
 #include "upload/publish.h"
 #include "upload/pyroscope.h"
 #include "upload/uploader.h"
@@ -46,5 +47,6 @@ void pp_publish_session(const struct pp_publish_args *a) {
   }
   if (cfg->pyroscope_url)
     pp_pyroscope_push(cfg, a->uploader, a->merged, a->start, a->end, a->profile_type);
+  if (cfg->otlp_endpoint) pp_otlp_push(cfg, a->uploader, a->merged, a->start, a->end);
   pp_uploader_ship_logs(a->uploader);
 }

@@ -12,6 +12,7 @@
 #include "log.h"
 #include "upload/http.h"
 #include "upload/logship.h"
+#include "upload/otlp.h"
 #include "upload/spool.h"
 #include "upload/studio.h"
 #include "upload/uploader.h"
@@ -20,7 +21,7 @@
 #define QUEUE_MAX 16 /* items held in memory; older studio items overflow to the spool */
 #define GRACE_MAX_MS 15000
 
-enum kind { K_STUDIO, K_PYROSCOPE, K_LOGS };
+enum kind { K_STUDIO, K_PYROSCOPE, K_LOGS, K_OTLP };
 
 struct item {
   enum kind kind;
@@ -45,11 +46,14 @@ struct pp_uploader {
   uint64_t deadline_ms; /* monotonic: end of the shutdown grace period */
   volatile int abort_flag;
   bool spool_dirty; /* the spool may hold something worth trying now */
-  int undelivered;  /* items spooled or dropped (for flush) */
+  bool otlp_spool_dirty;
+  int undelivered; /* items spooled or dropped (for flush) */
 
   bool studio;
   struct pp_logship *logs; /* NULL unless shipping logs */
   struct pp_spool *spool;
+  struct pp_spool *otlp_spool; /* OTLP requests that failed, in <spool_dir>/otlp */
+  char *otlp_url;
   struct pp_studio_conf sc;
   char *server_host, *token, *service, *hostname, *ca, *api_server;
   int retries, backoff_ms;
@@ -75,11 +79,16 @@ static bool past_deadline(struct pp_uploader *u) {
   return u->stopping && mono_ms() >= u->deadline_ms;
 }
 
+static struct pp_spool *spool_of(struct pp_uploader *u, enum kind k) {
+  return k == K_STUDIO ? u->spool : k == K_OTLP ? u->otlp_spool : NULL;
+}
+
 static void spool_or_drop(struct pp_uploader *u, struct item *it, const char *why) {
-  if (it->kind == K_STUDIO && u->spool) {
-    int rc = pp_spool_put(u->spool, it->end, it->id, it->body, it->len);
+  struct pp_spool *sp = spool_of(u, it->kind);
+  if (sp) {
+    int rc = pp_spool_put(sp, it->end, it->id, it->body, it->len);
     if (rc == 0) {
-      size_t bytes, n = pp_spool_count(u->spool, &bytes);
+      size_t bytes, n = pp_spool_count(sp, &bytes);
       pp_log(PP_LOG_WARNING, TAG,
              "profile %s kept in the spool for a later retry (%zu held, %zu bytes)", it->id, n,
              bytes);
@@ -92,7 +101,10 @@ static void spool_or_drop(struct pp_uploader *u, struct item *it, const char *wh
            strerror(-rc));
   } else if (it->kind != K_LOGS) {
     pp_log(PP_LOG_ERROR, TAG, "%s %s dropped: %s",
-           it->kind == K_STUDIO ? "profile" : "pyroscope push", it->id, why);
+           it->kind == K_STUDIO ? "profile"
+           : it->kind == K_OTLP ? "OTLP export"
+                                : "pyroscope push",
+           it->id, why);
   }
   pthread_mutex_lock(&u->mu);
   u->undelivered++;
@@ -114,6 +126,8 @@ static enum pp_send_result send_item(struct pp_uploader *u, struct item *it, cha
     }
     return r;
   }
+  if (it->kind == K_OTLP)
+    return pp_otlp_send(u->otlp_url, it->body, it->len, &u->sc.http, err, errlen);
   char ct[128], tok[1200];
   snprintf(ct, sizeof(ct), "Content-Type: %s", it->ctype);
   const char *h_pyro[] = {ct, NULL};
@@ -146,7 +160,10 @@ static enum pp_send_result send_item(struct pp_uploader *u, struct item *it, cha
 }
 
 static const char *kind_name(enum kind k) {
-  return k == K_STUDIO ? "profile upload" : k == K_PYROSCOPE ? "pyroscope push" : "log batch";
+  return k == K_STUDIO      ? "profile upload"
+         : k == K_PYROSCOPE ? "pyroscope push"
+         : k == K_OTLP      ? "OTLP export"
+                            : "log batch";
 }
 
 static void process(struct pp_uploader *u, struct item *it) {
@@ -168,6 +185,10 @@ static void process(struct pp_uploader *u, struct item *it) {
         pp_log(PP_LOG_INFO, TAG, "profile %s uploaded (%zu bytes)", it->id, it->len);
         pthread_mutex_lock(&u->mu);
         u->spool_dirty = u->spool != NULL;
+        pthread_mutex_unlock(&u->mu);
+      } else if (it->kind == K_OTLP) {
+        pthread_mutex_lock(&u->mu);
+        u->otlp_spool_dirty = u->otlp_spool != NULL;
         pthread_mutex_unlock(&u->mu);
       }
       free_item(it);
@@ -256,6 +277,41 @@ static void drain_one(struct pp_uploader *u) {
   }
 }
 
+/* One attempt at the oldest spooled OTLP request. */
+static void drain_one_otlp(struct pp_uploader *u) {
+  char path[4200], id[33], err[320] = "";
+  unsigned char *body = NULL;
+  size_t len = 0;
+  int rc = pp_spool_oldest(u->otlp_spool, path, sizeof(path), id);
+  if (rc == 0) rc = pp_spool_read(u->otlp_spool, path, &body, &len);
+  if (rc == -EBADMSG || rc == -EFBIG) {
+    pp_log(PP_LOG_ERROR, TAG, "spooled %s is %s: not exported, removed", path,
+           rc == -EBADMSG ? "incomplete (a truncated gzip)" : "larger than the spool cap");
+    pp_spool_remove(u->otlp_spool, path);
+    return;
+  }
+  enum pp_send_result r = PP_SEND_RETRY;
+  if (rc == 0) r = pp_otlp_send(u->otlp_url, body, len, &u->sc.http, err, sizeof(err));
+  free(body);
+  if (rc < 0 || r == PP_SEND_RETRY) {
+    if (rc < 0 && rc != -ENOENT)
+      pp_log(PP_LOG_WARNING, TAG, "spooled %s unreadable (%s): kept for a later attempt", path,
+             strerror(-rc));
+    else if (rc == 0)
+      pp_log(PP_LOG_INFO, TAG, "spooled OTLP export %s not sent yet: %s", id, err);
+    pthread_mutex_lock(&u->mu);
+    u->otlp_spool_dirty = false; /* wait for the next successful export */
+    pthread_mutex_unlock(&u->mu);
+    return;
+  }
+  pp_spool_remove(u->otlp_spool, path);
+  if (r == PP_SEND_OK)
+    pp_log(PP_LOG_INFO, TAG, "spooled OTLP export %s delivered", id);
+  else
+    pp_log(PP_LOG_ERROR, TAG, "spooled OTLP export %s refused by the collector: %s (dropped)", id,
+           err);
+}
+
 static void *thread_main(void *arg) {
   struct pp_uploader *u = arg;
   if (u->studio) {
@@ -269,7 +325,7 @@ static void *thread_main(void *arg) {
   }
   pthread_mutex_lock(&u->mu);
   for (;;) {
-    while (!u->head && !u->stopping && !u->spool_dirty)
+    while (!u->head && !u->stopping && !u->spool_dirty && !u->otlp_spool_dirty)
       pthread_cond_wait(&u->cv, &u->mu);
     if (u->head) {
       struct item *it = u->head;
@@ -293,8 +349,18 @@ static void *thread_main(void *arg) {
       pthread_cond_broadcast(&u->cv);
       continue;
     }
+    if (u->otlp_spool_dirty && !past_deadline(u)) {
+      u->busy = true;
+      pthread_mutex_unlock(&u->mu);
+      drain_one_otlp(u);
+      pthread_mutex_lock(&u->mu);
+      u->busy = false;
+      pthread_cond_broadcast(&u->cv);
+      continue;
+    }
     if (u->stopping) break;
     u->spool_dirty = false;
+    u->otlp_spool_dirty = false;
   }
   pthread_mutex_unlock(&u->mu);
   return NULL;
@@ -305,7 +371,7 @@ static char *dup_or_null(const char *s) {
 }
 
 struct pp_uploader *pp_uploader_new(const struct pp_config *cfg, time_t spawn_time) {
-  if (!cfg->upload && !cfg->pyroscope_url) return NULL;
+  if (!cfg->upload && !cfg->pyroscope_url && !cfg->otlp_endpoint) return NULL;
   pp_http_global_init();
   struct pp_uploader *u = calloc(1, sizeof(*u));
   if (!u) return NULL;
@@ -348,6 +414,22 @@ struct pp_uploader *pp_uploader_new(const struct pp_config *cfg, time_t spawn_ti
       pp_log(PP_LOG_WARNING, TAG, "%s: failed uploads will be dropped", err);
     else if (pp_spool_count(u->spool, NULL) > 0)
       u->spool_dirty = true; /* resend what an earlier run could not deliver */
+  }
+  if (cfg->otlp_endpoint) {
+    u->otlp_url = pp_otlp_url(cfg->otlp_endpoint);
+    if (!u->otlp_url) {
+      pp_uploader_free(u);
+      return NULL;
+    }
+  }
+  if (cfg->otlp_endpoint && cfg->spool_dir) {
+    char dir[4096], err[512];
+    snprintf(dir, sizeof(dir), "%s/otlp", cfg->spool_dir);
+    u->otlp_spool = pp_spool_open(dir, cfg->spool_max_bytes, err, sizeof(err));
+    if (!u->otlp_spool)
+      pp_log(PP_LOG_WARNING, TAG, "%s: failed OTLP exports will be dropped", err);
+    else if (pp_spool_count(u->otlp_spool, NULL) > 0)
+      u->otlp_spool_dirty = true;
   }
   if (u->studio && cfg->send_logs) u->logs = pp_logship_new(u->service, u->hostname, u->token);
   if (pthread_create(&u->th, NULL, thread_main, u) != 0) {
@@ -420,6 +502,20 @@ void pp_uploader_submit_pyroscope(struct pp_uploader *u, char *url, unsigned cha
   enqueue(u, it);
 }
 
+void pp_uploader_submit_otlp(struct pp_uploader *u, unsigned char *body, size_t len, time_t end) {
+  struct item *it = u && u->otlp_url ? calloc(1, sizeof(*it)) : NULL;
+  if (!it) {
+    free(body);
+    return;
+  }
+  it->kind = K_OTLP;
+  it->end = end;
+  pp_http_random_hex(it->id);
+  it->body = body;
+  it->len = len;
+  enqueue(u, it);
+}
+
 void pp_uploader_submit_logs(struct pp_uploader *u, unsigned char *body, size_t len) {
   struct item *it = u ? calloc(1, sizeof(*it)) : NULL;
   if (!it) {
@@ -478,6 +574,8 @@ void pp_uploader_free(struct pp_uploader *u) {
   }
   pp_logship_free(u->logs);
   pp_spool_free(u->spool);
+  pp_spool_free(u->otlp_spool);
+  free(u->otlp_url);
   pthread_cond_destroy(&u->cv);
   pthread_mutex_destroy(&u->mu);
   if (u->token) explicit_bzero(u->token, strlen(u->token));

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Background uploader: one thread that delivers each session's profile to
- * the studio (and Pyroscope), so a slow or dead server never stalls
+ * the studio (and Pyroscope, and an OTLP collector), so a slow or dead server never stalls
  * profiling.
  *
  * A profile is tried 1 + upload.retries times with exponential backoff and
@@ -23,7 +23,7 @@
 
 struct pp_uploader;
 
-/* NULL if cfg->upload and cfg->pyroscope_url are both off. */
+/* NULL if cfg->upload, cfg->pyroscope_url and cfg->otlp_endpoint are all off. */
 struct pp_uploader *pp_uploader_new(const struct pp_config *cfg, time_t spawn_time);
 
 /* Queue one session's .col text for the studio. Never blocks on the
@@ -34,6 +34,10 @@ void pp_uploader_submit(struct pp_uploader *u, const char *col, size_t len, time
 /* Queue a ready Pyroscope /ingest request (see pyroscope.h). Takes body. */
 void pp_uploader_submit_pyroscope(struct pp_uploader *u, char *url, unsigned char *body, size_t len,
                                   const char *content_type);
+
+/* Queue a gzipped OTLP ExportProfilesServiceRequest (see otlp.h), retried
+ * and spooled like a studio upload. Takes body. */
+void pp_uploader_submit_otlp(struct pp_uploader *u, unsigned char *body, size_t len, time_t end);
 
 /* Queue an already gzipped log batch for <api-server>/api/v1/logs. Takes body. */
 void pp_uploader_submit_logs(struct pp_uploader *u, unsigned char *body, size_t len);
