@@ -127,6 +127,27 @@ static const struct pp_option options[] = {
      .min = 10,
      .max = 5000,
      .help = "how often the ring buffers are read"},
+    {.key = "offcpu_threshold",
+     .type = PP_OPT_INT,
+     .cli_flag = "offcpu-threshold",
+     .default_value = "100",
+     .min = 0,
+     .max = 60000000,
+     .help = "--mode offcpu: shortest blocked time recorded, microseconds"},
+    {.key = "offcpu_max_threads",
+     .type = PP_OPT_INT,
+     .default_value = "4096",
+     .min = 64,
+     .max = 1048576,
+     .help = "--mode offcpu: threads tracked while blocked at once (more are counted as "
+             "offcpu_table_full)"},
+    {.key = "offcpu_mmap_pages",
+     .type = PP_OPT_INT,
+     .default_value = "256",
+     .min = 8,
+     .max = 65536,
+     .help = "--mode offcpu: ring buffer pages per CPU for context switches (rounded up to a "
+             "power of two)"},
 };
 #define OPT_INT(h, key) pp_opt_int((h), PP_OPTIONS(options), (key))
 #define OPT_BOOL(h, key) pp_opt_bool((h), PP_OPTIONS(options), (key))
@@ -156,6 +177,9 @@ static int perf_init(const struct pp_host *host, void **out) {
   st->kernel = OPT_BOOL(host, "kernel");
   st->max_depth = (uint32_t)OPT_INT(host, "max_stack_depth");
   st->perfmap_max_bytes = (size_t)OPT_INT(host, "perfmap_max_mb") << 20;
+  st->offcpu_threshold_us = (uint64_t)OPT_INT(host, "offcpu_threshold");
+  st->offcpu_max_threads = (size_t)OPT_INT(host, "offcpu_max_threads");
+  st->offcpu_pages = (uint32_t)OPT_INT(host, "offcpu_mmap_pages");
 
   const char *const *items = NULL;
   size_t n = 0;
@@ -220,6 +244,29 @@ static bool refusal_is_permanent(int err) {
   }
 }
 
+/* A failure here costs the off-CPU profile only: the cpu one goes on. */
+static void start_offcpu(struct perf_state *st) {
+  char err[512];
+  if (!st->offcpu.slots &&
+      perf_offcpu_init(&st->offcpu, st->offcpu_max_threads, st->offcpu_threshold_us) < 0) {
+    PP_ERROR(st->host, "off-CPU profile disabled: out of memory for its tables");
+    return;
+  }
+  uint32_t p2 = 1;
+  while (p2 < st->offcpu_pages)
+    p2 <<= 1;
+  if (perf_offcpu_open(&st->offcpu, p2, (uint16_t)st->max_depth, err, sizeof(err)) < 0) {
+    PP_ERROR(st->host, "off-CPU profile disabled: %s; the other profile types go on", err);
+    return;
+  }
+  st->offcpu_on = true;
+  PP_INFO(st->host,
+          "off-CPU: context switches on %d CPUs, blocked %llu us or longer, up to %zu blocked "
+          "threads, %u KiB ring per CPU",
+          st->offcpu.ev.nrings, (unsigned long long)st->offcpu_threshold_us, st->offcpu_max_threads,
+          (unsigned)(p2 * (uint64_t)sysconf(_SC_PAGESIZE) / 1024));
+}
+
 static int perf_start(void *state, struct pp_session *session) {
   struct perf_state *st = state;
   if (session->mode) st->mode = parse_mode(session->mode);
@@ -282,6 +329,10 @@ static int perf_start(void *state, struct pp_session *session) {
   if (st->kernel && !st->ev.kernel_refused) perf_sym_kernel(st, 0);
   perf_events_enable(&st->ev);
   st->running = true;
+  /* profile types (ABI 1.3): a host before it sends no bits, meaning cpu */
+  st->cpu_on = !(session->flags & PP_SESSION_NO_CPU);
+  st->offcpu_on = false;
+  if (session->flags & PP_SESSION_OFFCPU) start_offcpu(st);
   session->tick_interval_ns = (uint64_t)OPT_INT(st->host, "drain_interval_ms") * 1000000ull;
   char rate[48];
   if (st->event_period)
@@ -302,6 +353,7 @@ static int perf_add_targets(void *state, const struct pp_target *t, size_t n) {
 static int perf_tick(void *state, uint64_t now_ns) {
   struct perf_state *st = state;
   if (st->running) perf_drain(st);
+  if (st->offcpu_on) perf_offcpu_drain(st);
   return 0;
 }
 
@@ -309,7 +361,10 @@ static int perf_snapshot(void *state, struct pp_sink *sink) {
   struct perf_state *st = state;
   const struct pp_host *h = st->host;
   if (st->running) perf_drain(st);
-  perf_stacks_emit(st, sink);
+  /* a session without the cpu type still samples it: its records keep the
+   * process and mapping tables current for the off-CPU stacks */
+  if (st->cpu_on) perf_stacks_emit(st, sink);
+  if (st->offcpu_on) perf_offcpu_emit(st, sink);
 
   /* Go processes: their version, as gProfiler's app metadata has it */
   struct perf_idmap *pm = &st->procs.procs;
@@ -395,6 +450,8 @@ static int perf_stop(void *state) {
   struct perf_state *st = state;
   if (st->running) perf_events_close(&st->ev);
   st->running = false;
+  perf_offcpu_close(&st->offcpu);
+  st->offcpu_on = false;
   return 0;
 }
 
@@ -408,6 +465,7 @@ static void perf_fini(void *state) {
   perf_frames_fini(&st->frames);
   perf_stacks_fini(&st->fp);
   perf_stacks_fini(&st->dwarf);
+  perf_offcpu_fini(&st->offcpu);
   perf_unwind_fini(st->unwind);
   free(st->pids);
   free(st);

@@ -18,6 +18,7 @@
  *   debug_frame.c .debug_frame rewritten as the table libunwind's remote
  *                lookup reads (code built without .eh_frame)
  *   stacks.c     per-session stacks of frame ids, smart-mode choice, emit
+ *   offcpu.c     off-CPU profile: switch-out stacks weighted by blocked time
  *   idmap.h      the integer-keyed hash map of processes, threads, objects
  */
 #ifndef PERF_PLUGIN_H
@@ -355,8 +356,45 @@ void perf_stacks_reset(struct perf_stacks *s);
 void perf_stacks_fini(struct perf_stacks *s);
 void perf_stacks_add(struct perf_stacks *s, uint32_t pid, const char *comm, const uint32_t *frames,
                      uint32_t n);
+/* The same with a weight (off-CPU nanoseconds) instead of one sample. */
+void perf_stacks_add_n(struct perf_stacks *s, uint32_t pid, const char *comm,
+                       const uint32_t *frames, uint32_t n, uint64_t weight);
+/* One stack to the sink as a sample of `type` (enum pp_profile_type). */
+void perf_emit_stack(struct perf_state *st, struct pp_sink *sink, const struct perf_stacks *s,
+                     const struct perf_stack *e, uint64_t count, uint32_t type);
 /* Emits the session: FP, DWARF, or per process the better of both. */
 void perf_stacks_emit(struct perf_state *st, struct pp_sink *sink);
+
+/* ---------------- offcpu.c ---------------- */
+
+#define OFFCPU_MAX_IPS 128 /* addresses kept per blocked thread (kernel + user) */
+
+struct offcpu_entry;
+struct perf_offcpu {
+  struct perf_events ev; /* context-switch event per CPU */
+  bool open;
+  struct offcpu_entry *slots; /* blocked threads by tid, open addressing */
+  size_t nslots, n, max;
+  uint64_t *pool;        /* OFFCPU_MAX_IPS addresses per entry */
+  uint32_t *free_blocks; /* free pool blocks */
+  size_t nfree;
+  uint64_t threshold_ns;
+  struct perf_stacks stacks; /* this session's, counts in nanoseconds */
+  /* since the last snapshot */
+  uint64_t switches, recorded, below_threshold, table_full, lost, throttled;
+};
+
+/* Tables for at most max_threads threads blocked at once. 0 or -ENOMEM. */
+int perf_offcpu_init(struct perf_offcpu *o, size_t max_threads, uint64_t threshold_us);
+void perf_offcpu_fini(struct perf_offcpu *o);
+/* Opens and enables the context-switch event on every CPU; err says why not. */
+int perf_offcpu_open(struct perf_offcpu *o, uint32_t data_pages, uint16_t max_stack, char *err,
+                     size_t errlen);
+void perf_offcpu_close(struct perf_offcpu *o);
+/* Reads the rings (pairing switch-outs with switch-ins). */
+void perf_offcpu_drain(struct perf_state *st);
+/* Emits the session's off-CPU stacks (PP_PROFILE_OFFCPU, microseconds). */
+void perf_offcpu_emit(struct perf_state *st, struct pp_sink *sink);
 
 /* ---------------- perf.c: the state ---------------- */
 
@@ -389,6 +427,12 @@ struct perf_state {
   /* counters since the last snapshot */
   uint64_t samples, lost, throttled, unthrottled, unwind_errors, filtered;
   uint64_t unwind_ns; /* time spent unwinding (DWARF cost per sample) */
+  /* profile types of the session (PP_SESSION_* bits) */
+  bool cpu_on, offcpu_on;
+  uint64_t offcpu_threshold_us;
+  size_t offcpu_max_threads;
+  uint32_t offcpu_pages;
+  struct perf_offcpu offcpu;
   /* totals since start, for the log */
   uint64_t total_samples, total_lost;
 };

@@ -79,7 +79,12 @@ static int stacks_rehash(struct perf_stacks *s, size_t nslots) {
 
 void perf_stacks_add(struct perf_stacks *s, uint32_t pid, const char *comm, const uint32_t *frames,
                      uint32_t n) {
-  s->total++;
+  perf_stacks_add_n(s, pid, comm, frames, n, 1);
+}
+
+void perf_stacks_add_n(struct perf_stacks *s, uint32_t pid, const char *comm,
+                       const uint32_t *frames, uint32_t n, uint64_t weight) {
+  s->total += weight;
   uint64_t h = stack_hash(pid, comm, frames, n);
   if (s->nslots) {
     size_t mask = s->nslots - 1;
@@ -90,7 +95,7 @@ void perf_stacks_add(struct perf_stacks *s, uint32_t pid, const char *comm, cons
       if (e->hash == h && e->pid == pid && e->nframes == n &&
           strncmp(e->comm, comm, PERF_COMM_LEN) == 0 &&
           memcmp(s->pool + e->off, frames, n * sizeof(*frames)) == 0) {
-        e->count++;
+        e->count += weight;
         return;
       }
     }
@@ -131,7 +136,7 @@ void perf_stacks_add(struct perf_stacks *s, uint32_t pid, const char *comm, cons
   }
   struct perf_stack *e = &s->v[s->n];
   e->hash = h;
-  e->count = 1;
+  e->count = weight;
   e->pid = pid;
   e->nframes = n;
   e->off = (uint32_t)s->pool_len;
@@ -200,8 +205,8 @@ static uint64_t scale(uint64_t count, double ratio, uint64_t *rng) {
   return base + (r < frac ? 1 : 0);
 }
 
-static void emit_stack(struct perf_state *st, struct pp_sink *sink, const struct perf_stacks *s,
-                       const struct perf_stack *e, uint64_t count) {
+void perf_emit_stack(struct perf_state *st, struct pp_sink *sink, const struct perf_stacks *s,
+                     const struct perf_stack *e, uint64_t count, uint32_t type) {
   struct pp_frame fr[PERF_MAX_FRAMES];
   uint32_t n = e->nframes > PERF_MAX_FRAMES ? PERF_MAX_FRAMES : e->nframes;
   for (uint32_t i = 0; i < n; i++) {
@@ -217,8 +222,13 @@ static void emit_stack(struct perf_state *st, struct pp_sink *sink, const struct
     struct perf_proc *p = perf_proc_get(st, e->pid, false);
     comm = p && p->comm[0] ? p->comm : NULL;
   }
-  struct pp_sample smp = {
-      .pid = e->pid, .tid = 0, .comm = comm, .frames = fr, .nframes = n, .count = count};
+  struct pp_sample smp = {.pid = e->pid,
+                          .tid = 0,
+                          .comm = comm,
+                          .frames = fr,
+                          .nframes = n,
+                          .type = type,
+                          .count = count};
   st->host->emit(sink, &smp);
 }
 
@@ -226,7 +236,7 @@ void perf_stacks_emit(struct perf_state *st, struct pp_sink *sink) {
   if (st->mode == PERF_MODE_FP || st->mode == PERF_MODE_DWARF) {
     const struct perf_stacks *s = st->mode == PERF_MODE_FP ? &st->fp : &st->dwarf;
     for (size_t i = 0; i < s->n; i++)
-      emit_stack(st, sink, s, &s->v[i], s->v[i].count);
+      perf_emit_stack(st, sink, s, &s->v[i], s->v[i].count, PP_PROFILE_CPU);
     return;
   }
   /* smart */
@@ -237,7 +247,7 @@ void perf_stacks_emit(struct perf_state *st, struct pp_sink *sink) {
   t.v = calloc(t.cap, sizeof(*t.v));
   if (!t.v) { /* no memory for the choice: FP alone is still a profile */
     for (size_t i = 0; i < st->fp.n; i++)
-      emit_stack(st, sink, &st->fp, &st->fp.v[i], st->fp.v[i].count);
+      perf_emit_stack(st, sink, &st->fp, &st->fp.v[i], st->fp.v[i].count, PP_PROFILE_CPU);
     return;
   }
   for (size_t i = 0; i < st->fp.n; i++) {
@@ -271,14 +281,15 @@ void perf_stacks_emit(struct perf_state *st, struct pp_sink *sink) {
   uint64_t rng = 0x9E3779B97F4A7C15ull ^ st->tick;
   for (size_t i = 0; i < st->fp.n; i++) {
     struct pid_stat *ps = pid_stat(&t, st->fp.v[i].pid);
-    if (!ps->use_dwarf) emit_stack(st, sink, &st->fp, &st->fp.v[i], st->fp.v[i].count);
+    if (!ps->use_dwarf)
+      perf_emit_stack(st, sink, &st->fp, &st->fp.v[i], st->fp.v[i].count, PP_PROFILE_CPU);
   }
   /* pids seen only by DWARF are dropped, as gProfiler does */
   for (size_t i = 0; i < st->dwarf.n; i++) {
     struct pid_stat *ps = pid_stat(&t, st->dwarf.v[i].pid);
     if (!ps->use_dwarf) continue;
     uint64_t c = ratio == 1.0 ? st->dwarf.v[i].count : scale(st->dwarf.v[i].count, ratio, &rng);
-    if (c) emit_stack(st, sink, &st->dwarf, &st->dwarf.v[i], c);
+    if (c) perf_emit_stack(st, sink, &st->dwarf, &st->dwarf.v[i], c, PP_PROFILE_CPU);
   }
   st->host->add_counter(sink, "smart_pids_dwarf", chose_dwarf);
   st->host->add_counter(sink, "smart_pids_fp", chose_fp);
