@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "profile_mode.h"
 #include "support/gzip.h"
 #include "upload/otlp.h"
 #include "upload/otlp_pb.h"
@@ -39,7 +40,7 @@ char *pp_otlp_url(const char *endpoint) {
 }
 
 void pp_otlp_push(const struct pp_config *cfg, struct pp_uploader *u, const struct pp_profile *p,
-                  time_t start, time_t end) {
+                  time_t start, time_t end, unsigned type) {
   if (!u || !cfg->otlp_endpoint) return;
   char host[256] = "";
   if (gethostname(host, sizeof(host) - 1) != 0) snprintf(host, sizeof(host), "unknown");
@@ -60,6 +61,11 @@ void pp_otlp_push(const struct pp_config *cfg, struct pp_uploader *u, const stru
       .version = POLYPROF_VERSION,
       .profile_id_seed = seed,
   };
+  const struct pp_profile_type_desc *d = pp_profile_type(type);
+  if (d && type != PP_PROFILE_CPU) {
+    info.sample_type = d->pprof_type;
+    info.sample_unit = d->pprof_unit;
+  }
   uint8_t *raw = NULL;
   size_t len = 0;
   if (pp_otlp_encode(p, &info, &raw, &len) < 0) {

@@ -9,7 +9,8 @@
  * One ResourceProfiles per container (host processes form their own), with
  * the resource attributes host.name, service.name and, where known,
  * container.name, k8s.pod.name and k8s.namespace.name; one Profile in each,
- * sample type samples/count with the sampling period as cpu/nanoseconds;
+ * for CPU sample type samples/count with the sampling period as
+ * cpu/nanoseconds, for the other profile types their own type and unit;
  * samples carry process.pid, process.executable.name and polyprof.appid;
  * locations carry profile.frame.type. All tables live in the request's
  * shared dictionary, each starting with its zero entry as the format asks.
@@ -39,6 +40,10 @@ struct pp_otlp_info {
   const char *version;  /* instrumentation scope version */
   const uint8_t
       *profile_id_seed; /* 16 bytes (random); each resource's profile id derives from it */
+  /* sample type and unit of a profile that is not cpu samples (wall/count,
+   * off_cpu/microseconds, alloc_space/bytes), without a period; NULL: cpu,
+   * samples/count with the period cpu/nanoseconds */
+  const char *sample_type, *sample_unit;
 };
 
 /* The uncompressed ExportProfilesServiceRequest. 0 or -ENOMEM. */
@@ -56,10 +61,11 @@ int pp_otlp_k8s_name(const char *name, const char **container, size_t *clen, con
  * malloc'd, NULL if out of memory. */
 char *pp_otlp_url(const char *endpoint);
 
-/* Encode, gzip and queue one session (no-op unless upload.otlp_endpoint). */
+/* Encode, gzip and queue one session's profile of type `type` (enum
+ * pp_profile_type); a no-op unless upload.otlp_endpoint. */
 struct pp_uploader;
 void pp_otlp_push(const struct pp_config *cfg, struct pp_uploader *u, const struct pp_profile *p,
-                  time_t start, time_t end);
+                  time_t start, time_t end, unsigned type);
 
 /* One POST of a gzipped request. The reply's partial_success is read: a
  * rejected count is logged (the collector has decided; it is not resent). */

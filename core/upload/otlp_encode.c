@@ -573,8 +573,12 @@ int pp_otlp_encode(const struct pp_profile *p, const struct pp_otlp_info *info, 
     if (g == ngroups) groups[ngroups++] = c;
   }
 
-  int64_t period = info->frequency > 0 ? 1000000000LL / info->frequency : 0;
-  int32_t s_samples = str_lit(&e, "samples"), s_count = str_lit(&e, "count");
+  bool typed = info->sample_type && info->sample_unit;
+  /* a cpu sample stands for one period of CPU time; other types count
+   * their own unit and have no period */
+  int64_t period = !typed && info->frequency > 0 ? 1000000000LL / info->frequency : 0;
+  int32_t s_samples = str_lit(&e, typed ? info->sample_type : "samples");
+  int32_t s_count = str_lit(&e, typed ? info->sample_unit : "count");
   int32_t s_cpu = str_lit(&e, "cpu"), s_ns = str_lit(&e, "nanoseconds");
   for (size_t g = 0; g < ngroups && !e.oom; g++) {
     pp_pb_begin(&w, F_REQ_RESOURCE_PROFILES);

@@ -47,6 +47,7 @@ void pp_publish_session(const struct pp_publish_args *a) {
   }
   if (cfg->pyroscope_url)
     pp_pyroscope_push(cfg, a->uploader, a->merged, a->start, a->end, a->profile_type);
-  if (cfg->otlp_endpoint) pp_otlp_push(cfg, a->uploader, a->merged, a->start, a->end);
+  if (cfg->otlp_endpoint)
+    pp_otlp_push(cfg, a->uploader, a->merged, a->start, a->end, a->profile_type);
   pp_uploader_ship_logs(a->uploader);
 }

@@ -105,6 +105,25 @@ static void encoder(void) {
     file_s |= s.len == 6 && !memcmp(s.data, "app.py", 6);
   }
   CHECK(main_s && file_s);
+  /* cpu: a period; another type: its own sample type and no period */
+  struct pp_pb_field prof =
+      field(field(rp2.data, rp2.len, 2, 0).data, field(rp2.data, rp2.len, 2, 0).len, 2, 0);
+  CHECK_EQ_INT(field(prof.data, prof.len, 6, 0).value, 10000000);
+  free(buf);
+  info.sample_type = "off_cpu", info.sample_unit = "microseconds";
+  CHECK_EQ_INT(pp_otlp_encode(p, &info, &buf, &len), 0);
+  rp2 = field(buf, len, 1, 2);
+  prof = field(field(rp2.data, rp2.len, 2, 0).data, field(rp2.data, rp2.len, 2, 0).len, 2, 0);
+  CHECK(prof.data && !field(prof.data, prof.len, 5, 0).data &&
+        !field(prof.data, prof.len, 6, 0).value);
+  dict = field(buf, len, 2, 0);
+  bool off_cpu = false;
+  for (int i = 0;; i++) {
+    struct pp_pb_field s = field(dict.data, dict.len, 5, i);
+    if (!s.data && !s.len && i > 0) break;
+    off_cpu |= s.len == 7 && !memcmp(s.data, "off_cpu", 7);
+  }
+  CHECK(off_cpu);
   free(buf);
   pp_profile_free(p);
 }
