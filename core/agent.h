@@ -17,6 +17,7 @@
 #include "enrich.h"
 #include "metadata.h"
 #include "profile.h"
+#include "session.h"
 #include "supervisor.h"
 #include "targets.h"
 
@@ -55,9 +56,10 @@ struct pp_agent {
   time_t spawn_time;
   unsigned session_no;
   uint64_t core_cpu_ticks_prev;
-  struct pp_uploader *uploader; /* NULL unless -u or --pyroscope-url (core/upload/) */
-  struct pp_pending *pending;   /* session files the output dir refused (output/pending.h) */
-  time_t last_stem_time;        /* time in the previous session's file names */
+  struct pp_uploader *uploader;       /* NULL unless -u or --pyroscope-url (core/upload/) */
+  struct pp_pending *pending;         /* session files the output dir refused (output/pending.h) */
+  time_t last_stem_time;              /* time in the previous session's file names */
+  const struct pp_agent_hooks *hooks; /* one-program commands; NULL for the daemon */
 };
 
 /* Per-session timing facts for the output stage. */

@@ -16,9 +16,22 @@
 
 #define FLAG_MAX 128
 
-enum group { G_PROFILING, G_OUTPUT, G_PROCESSES, G_ENRICHMENT, G_UPLOAD, G_AGENT, G_PLUGINS, G_N };
+enum group {
+  G_PROFILING,
+  G_PROGRAM,
+  G_OUTPUT,
+  G_PROCESSES,
+  G_ENRICHMENT,
+  G_UPLOAD,
+  G_AGENT,
+  G_PLUGINS,
+  G_N
+};
 static const char *const group_names[G_N] = {
-    "Profiling", "Output", "Processes", "Enrichment", "Upload", "Agent & logging", "Plugins"};
+    "Profiling",       "One program (run -- CMD, attach PID, dump PID)",
+    "Output",          "Processes",
+    "Enrichment",      "Upload",
+    "Agent & logging", "Plugins"};
 
 enum special { SP_NONE, SP_CONFIG, SP_PLUGIN_DIR, SP_HELP, SP_VERSION };
 
@@ -55,6 +68,21 @@ static const struct flag_spec specs[] = {
      G_PROFILING, "with process events, list /proc this often as well (1-86400, default 30)"},
     {0, "--mode", "profiling.mode", NULL, "MODE", 0, SP_NONE, G_PROFILING,
      "what to profile: cpu (default cpu)"},
+    /* read by the one-program commands (pp_cli_flag_value), not config keys */
+    {'i', "--interval", NULL, NULL, "MICROSECONDS", 0, SP_NONE, G_PROGRAM,
+     "time between samples (100-1000000; -f in Hz works too; default 1000 = 1 kHz)"},
+    {0, "--format", NULL, NULL, "FORMAT", 0, SP_NONE, G_PROGRAM,
+     "what is printed at the end: table (default) or collapsed"},
+    {0, "--output", NULL, NULL, "FILE", 0, SP_NONE, G_PROGRAM,
+     "write it to FILE instead of stdout (replaced whole at the end)"},
+    {0, "--sort", NULL, NULL, "KEY", 0, SP_NONE, G_PROGRAM, "table: self (default), total or name"},
+    {0, "--limit", NULL, NULL, "N", 0, SP_NONE, G_PROGRAM,
+     "table: the first N functions (default 30, 0: all)"},
+    {0, "--no-subprocesses", NULL, "true", NULL, 0, SP_NONE, G_PROGRAM,
+     "run: profile the program only, not the processes it starts"},
+    {0, "--subprocesses", NULL, "true", NULL, 0, SP_NONE, G_PROGRAM,
+     "attach: profile the processes it starts too"},
+    {0, "--json", NULL, "true", NULL, 0, SP_NONE, G_PROGRAM, "dump: JSON instead of text"},
     {'o', "--output-dir", "output.dir", NULL, "DIR", 0, SP_NONE, G_OUTPUT,
      "write profiles to DIR (no local output by default)"},
     {0, "--output-format", "output.formats", NULL, "FMT[,FMT]", CF_LIST, SP_NONE, G_OUTPUT,
@@ -153,7 +181,9 @@ static const struct {
   bool operands;
   const char *help;
 } commands[] = {
-    {"run", PP_CMD_RUN, false, "profile the system (default)"},
+    {"run", PP_CMD_RUN, true, "profile the system (default); run -- CMD: profile one program"},
+    {"attach", PP_CMD_ATTACH, true, "attach PID: profile a running program for -d or until Ctrl-C"},
+    {"dump", PP_CMD_DUMP, true, "dump PID: print every thread's current stack once"},
     {"plugins", PP_CMD_PLUGINS, false, "list the plugins found and their options"},
     {"check", PP_CMD_CHECK, false, "check the configuration and privileges, then exit"},
     {"help", PP_CMD_HELP, false, "show this help"},
@@ -176,6 +206,16 @@ const char *pp_cli_command_name(enum pp_command cmd) {
   for (size_t i = 0; i < NCOMMANDS; i++)
     if (commands[i].cmd == cmd) return commands[i].name;
   return "?";
+}
+
+const char *pp_cli_flag_value(const struct pp_cli *cli, const char *flag) {
+  const char *v = NULL;
+  for (size_t i = 0; i < cli->arg_count; i++) {
+    const struct pp_cli_arg *a = &cli->args[i];
+    bool same = a->spec ? !strcmp(a->spec->name, flag) : !strcmp(a->flag, flag);
+    if (same) v = a->spec && a->spec->fixed ? a->spec->fixed : (a->value ? a->value : "");
+  }
+  return v;
 }
 
 const char *pp_cli_suggest_flag(const char *flag, const char *const *extra, size_t n_extra) {
@@ -367,8 +407,9 @@ static int operand(struct pp_cli *cli, bool *have_command, const char *word, cha
       names[i] = commands[i].name;
     const char *s = pp_config_suggest(word, names, NCOMMANDS);
     snprintf(err, PP_MAX_ERR, "polyprof: unknown command '%s'%s%s%s", word,
-             s ? " (did you mean '" : " (commands: run, plugins, check, help, version)", s ? s : "",
-             s ? "'?)" : "");
+             s ? " (did you mean '"
+               : " (commands: run, attach, dump, plugins, check, convert, diff, help, version)",
+             s ? s : "", s ? "'?)" : "");
     return PP_CLI_EXIT_USAGE;
   }
   for (size_t i = 0; i < NCOMMANDS; i++) {
@@ -392,9 +433,12 @@ int pp_cli_parse(struct pp_cli *cli, int argc, char **argv, char err[PP_MAX_ERR]
   int rc = 0;
   for (int i = 1; i < argc && !rc; i++) {
     const char *a = argv[i];
-    if (only_operands || a[0] != '-' || a[1] == '\0')
+    if (only_operands || a[0] != '-' || a[1] == '\0') {
+      bool was_command = have_command;
       rc = operand(cli, &have_command, a, err);
-    else if (strcmp(a, "--") == 0)
+      /* run's first operand is the program: its flags are its own */
+      if (!rc && was_command && cli->command == PP_CMD_RUN) only_operands = true;
+    } else if (strcmp(a, "--") == 0)
       only_operands = true;
     else if (a[1] == '-')
       rc = parse_long(cli, argc, argv, &i, err);

@@ -40,6 +40,8 @@ enum pp_command {
   PP_CMD_UPLOAD_FILE, /* reserved: parsed (operands kept), not implemented yet */
   PP_CMD_CONVERT,
   PP_CMD_DIFF,
+  PP_CMD_ATTACH, /* attach PID */
+  PP_CMD_DUMP,   /* dump PID */
 };
 
 struct pp_cli_arg; /* one parsed flag (private to cli.c) */
@@ -77,6 +79,11 @@ void pp_cli_free(struct pp_cli *cli);
 void pp_cli_help(FILE *out, const struct pp_plugin *const *plugins, size_t n);
 
 const char *pp_cli_command_name(enum pp_command cmd);
+
+/* The value of the last occurrence of a flag ("--format", or a plugin's
+ * "--python-mode"), its fixed value for a flag that takes none, NULL if not
+ * given. For the one-program flags, which are not configuration keys. */
+const char *pp_cli_flag_value(const struct pp_cli *cli, const char *flag);
 
 /* The core long flag (or one of `extra`, full "--x" strings) nearest to
  * `flag`, for "did you mean"; NULL if none is close. */

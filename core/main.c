@@ -14,6 +14,7 @@
 #include "cmd_tools.h"
 #include "commands.h"
 #include "log.h"
+#include "program.h"
 #include "session.h"
 
 static void print_error(const char *err) {
@@ -101,8 +102,21 @@ int main(int argc, char **argv) {
       rc = pp_cmd_diff(cfg, cli.operands, cli.operand_count);
       break;
     case PP_CMD_RUN:
-      /* pp_agent_run owns cfg from here on */
+      /* run -- CMD; both own cfg from here on */
+      if (cli.operand_count) {
+        rc = pp_cmd_run_program(cfg, &cli);
+        cfg = NULL;
+        break;
+      }
       rc = pp_agent_run(cfg, reload_config, &cli);
+      cfg = NULL;
+      break;
+    case PP_CMD_ATTACH:
+      rc = pp_cmd_attach(cfg, &cli);
+      cfg = NULL;
+      break;
+    case PP_CMD_DUMP:
+      rc = pp_cmd_dump(cfg, &cli);
       cfg = NULL;
       break;
     default:

@@ -38,7 +38,7 @@ static void on_signal(int sig) {
   int saved = errno;
   if (sig == SIGHUP)
     reload_requested = 1;
-  else
+  else if (sig != SIGCHLD) /* only a wake-up: a one-program run looks at its child */
     stop_requested = sig;
   if (signal_pipe[1] >= 0) {
     char c = 0;
@@ -48,7 +48,7 @@ static void on_signal(int sig) {
   errno = saved;
 }
 
-static int install_signals(void) {
+static int install_signals(bool child_wakes) {
   if (signal_pipe[0] < 0 && pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) < 0) return -errno;
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
@@ -58,6 +58,7 @@ static int install_signals(void) {
   sigaction(SIGTERM, &sa, NULL);
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
+  if (child_wakes) sigaction(SIGCHLD, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
   return 0;
 }
@@ -521,11 +522,14 @@ static void log_rootless_line(void *arg, bool ok, const char *text) {
   pp_log(ok ? PP_LOG_INFO : PP_LOG_WARNING, "rootless", "%s", text);
 }
 
-int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ctx) {
+static int agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ctx,
+                     const struct pp_agent_hooks *hooks) {
   struct pp_agent agent;
   struct pp_agent *a = &agent;
   memset(a, 0, sizeof(*a));
   a->cfg = cfg;
+  a->hooks = hooks;
+  bool program_done = false;
   a->spawn_time = time(NULL);
   char err[PP_MAX_ERR] = "";
   int exit_code = 0;
@@ -555,12 +559,12 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
              rc == -EPERM ? "not a regular file of the agent's user (planted?)" : strerror(-rc));
   }
   pp_log(PP_LOG_INFO, "polyprof", "polyprof %s starting (pid %d)", POLYPROF_VERSION, (int)getpid());
-  if (!cfg->output_dir && !cfg->upload) {
+  if (!cfg->output_dir && !cfg->upload && !hooks) {
     pp_log(PP_LOG_ERROR, "polyprof", "no output: give -o/--output-dir (output.dir) or -u");
     exit_code = 2;
     goto out;
   }
-  if (pp_config_check_run(cfg, err) < 0) {
+  if ((cfg->output_dir || cfg->upload || !hooks) && pp_config_check_run(cfg, err) < 0) {
     pp_log(PP_LOG_ERROR, "polyprof", "%s", err);
     exit_code = 2;
     goto out;
@@ -598,7 +602,7 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
   if (pp_sd_notify_init() < 0)
     pp_log(PP_LOG_WARNING, "polyprof",
            "NOTIFY_SOCKET is not an absolute path or @abstract name: no systemd notifications");
-  if (install_signals() < 0) {
+  if (install_signals(hooks != NULL) < 0) {
     pp_log(PP_LOG_ERROR, "polyprof", "cannot install signal handlers");
     exit_code = 1;
     goto out;
@@ -669,6 +673,10 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
       } else if (a->events_due_ms && now >= a->events_due_ms) {
         scan_targets(a, false); /* an exec: its plugin hears of it now */
       }
+      if (hooks && hooks->poll(hooks->ctx, a)) {
+        program_done = true;
+        break;
+      }
     }
     if (stop_requested) {
       pp_sd_notify("STOPPING=1");
@@ -683,10 +691,11 @@ int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ct
     st.duration_s = (double)(t_snap - t0) / 1000.0;
     a->session_no++;
     pp_agent_write_session(a, &st);
+    if (hooks) hooks->session(hooks->ctx, a, &st);
     st.start = wall_snap;
     t0 = t_snap;
 
-    if (stop_requested || !a->cfg->continuous) break;
+    if (stop_requested || !a->cfg->continuous || program_done) break;
     if (reload_requested) {
       reload_requested = 0;
       /* a rejected reload keeps the running set: READY=1 either way */
@@ -716,4 +725,12 @@ out:
   free(a->cfg);
   pp_log_close_file();
   return exit_code;
+}
+
+int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ctx) {
+  return agent_run(cfg, reload, reload_ctx, NULL);
+}
+
+int pp_agent_run_hooked(struct pp_config *cfg, const struct pp_agent_hooks *hooks) {
+  return agent_run(cfg, NULL, NULL, hooks);
 }

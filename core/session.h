@@ -13,6 +13,7 @@
 #ifndef PP_SESSION_H
 #define PP_SESSION_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "config.h"
@@ -32,5 +33,20 @@ int pp_agent_load_plugins(struct pp_config *cfg, struct pp_plugin_info **infos, 
 /* Runs sessions until done (single shot) or a stop signal (continuous).
  * Takes ownership of cfg. Returns the process exit code. */
 int pp_agent_run(struct pp_config *cfg, pp_config_loader reload, void *reload_ctx);
+
+/* The one-program commands (run -- CMD, attach, dump) drive the same loop
+ * through these. No output directory is needed: the profile goes to
+ * `session` (files are written too when -o is given). */
+struct pp_agent;
+struct session_times;
+struct pp_agent_hooks {
+  void *ctx;
+  /* After every wake-up (SIGCHLD is one): may re-point the pid filter
+   * (children followed); true ends profiling (the program is gone). */
+  bool (*poll)(void *ctx, struct pp_agent *a);
+  /* Each session's merged, enriched profile, once written. */
+  void (*session)(void *ctx, struct pp_agent *a, const struct session_times *t);
+};
+int pp_agent_run_hooked(struct pp_config *cfg, const struct pp_agent_hooks *hooks);
 
 #endif

@@ -1,0 +1,362 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What run -- CMD, attach and dump share (see program.h): their flags, the
+ * configuration they profile with, the hooks into the session loop and the
+ * printed result.
+ */
+#include "program.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "log.h"
+#include "polyprof/kit/proc.h"
+#include "rootless.h"
+
+#define PROGRAM_DEFAULT_HZ 1000
+#define PROGRAM_SCAN_MS 100   /* children and execs are seen this fast */
+#define PROGRAM_MAX_PIDS 4096 /* processes of one program followed at once */
+#define PROGRAM_MAX_PROCS 1048576
+
+static bool parse_long_in(const char *s, long lo, long hi, long *out) {
+  if (!s || !*s) return false;
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+/* The output goes to a temporary file next to FILE, renamed at the end:
+ * a run that fails or is killed leaves FILE as it was. */
+static int open_output(struct pp_program *pr, const char *command) {
+  if (!pr->output) {
+    pr->out = stdout;
+    return 0;
+  }
+  if (asprintf(&pr->output_tmp, "%s.tmp-%d", pr->output, (int)getpid()) < 0) return 2;
+  int fd = open(pr->output_tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0 || !(pr->out = fdopen(fd, "w"))) {
+    fprintf(stderr, "polyprof: %s: cannot write --output %s: %s\n", command, pr->output,
+            strerror(errno));
+    if (fd >= 0) {
+      close(fd);
+      unlink(pr->output_tmp);
+    }
+    free(pr->output_tmp);
+    pr->output_tmp = NULL;
+    return 2;
+  }
+  return 0;
+}
+
+static void replace_config_str(char **field, const char *value) {
+  free(*field);
+  *field = value ? strdup(value) : NULL;
+}
+
+int pp_program_setup(struct pp_program *pr, const struct pp_cli *cli, struct pp_config *cfg,
+                     const char *command) {
+  const char *format = pp_cli_flag_value(cli, "--format");
+  if (!format || !strcmp(format, "table"))
+    pr->format = PP_PROGRAM_TABLE;
+  else if (!strcmp(format, "collapsed"))
+    pr->format = PP_PROGRAM_COLLAPSED;
+  else {
+    fprintf(stderr, "polyprof: --format %s: not a format of %s (table, collapsed)\n", format,
+            command);
+    return 2;
+  }
+  pr->table.limit = 30;
+  const char *sort = pp_cli_flag_value(cli, "--sort");
+  if (sort && pp_table_sort_parse(sort, &pr->table.sort) < 0) {
+    fprintf(stderr, "polyprof: --sort %s: sort by self, total or name\n", sort);
+    return 2;
+  }
+  const char *limit = pp_cli_flag_value(cli, "--limit");
+  long v;
+  if (limit) {
+    if (!parse_long_in(limit, 0, 1000000000, &v)) {
+      fprintf(stderr, "polyprof: --limit %s: a number of rows (0: all)\n", limit);
+      return 2;
+    }
+    pr->table.limit = (size_t)v;
+  }
+  const char *interval = pp_cli_flag_value(cli, "--interval");
+  if (interval) {
+    if (!parse_long_in(interval, 100, 1000000, &v)) {
+      fprintf(stderr, "polyprof: -i/--interval %s: microseconds between samples (100-1000000)\n",
+              interval);
+      return 2;
+    }
+    cfg->frequency = (int)(1000000 / v);
+  } else if (!pp_cli_flag_value(cli, "--profiling-frequency")) {
+    cfg->frequency = PROGRAM_DEFAULT_HZ;
+  }
+  pr->frequency_hz = cfg->frequency;
+  pr->table.frequency_hz = cfg->frequency;
+  if (!pp_cli_flag_value(cli, "--profiling-duration"))
+    cfg->duration = 86400; /* as long as the program lives */
+  cfg->continuous = false;
+  cfg->proc_scan_interval_ms = PROGRAM_SCAN_MS;
+  /* one user's one program: none of the daemon's files, host checks or
+   * host-wide enrichment */
+  cfg->pidns_check = false;
+  replace_config_str(&cfg->pid_file, NULL);
+  replace_config_str(&cfg->log_file, NULL);
+  cfg->app_identifiers = cfg->container_names = cfg->application_metadata = false;
+  cfg->metadata_collection = cfg->metrics_collection = false;
+  cfg->rootless = geteuid() != 0;
+  pp_rootless_apply_defaults(cfg);
+  /* every thread, running or waiting, where the runtime can tell */
+  if (!pp_cli_flag_value(cli, "--python-mode"))
+    pp_config_add_flag(cfg, "--python-mode", "wall", false);
+  pr->output = pp_cli_flag_value(cli, "--output");
+  pp_log_set_stderr_level(cfg->verbose ? PP_LOG_DEBUG : PP_LOG_ERROR);
+  return open_output(pr, command);
+}
+
+/* --- the process tree --------------------------------------------------- */
+
+struct proc_link {
+  uint32_t pid, ppid;
+};
+
+static int by_ppid(const void *x, const void *y) {
+  const struct proc_link *a = x, *b = y;
+  return a->ppid < b->ppid ? -1 : a->ppid > b->ppid;
+}
+
+size_t pp_program_descendants(pid_t root, uint32_t *out, size_t cap) {
+  DIR *d = opendir("/proc");
+  if (!d) return 0;
+  struct proc_link *links = NULL;
+  size_t n = 0, lcap = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) && n < PROGRAM_MAX_PROCS) {
+    long pid;
+    if (!parse_long_in(de->d_name, 1, 0x7fffffff, &pid)) continue;
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    if (pp_read_file(path, buf, sizeof(buf), NULL) < 0) continue;
+    /* "pid (comm) S ppid": the comm may hold ')' and spaces */
+    const char *p = strrchr(buf, ')');
+    long ppid;
+    if (!p || sscanf(p + 1, " %*c %ld", &ppid) != 1 || ppid <= 0) continue;
+    if (n == lcap) {
+      size_t nc = lcap ? lcap * 2 : 1024;
+      struct proc_link *g = realloc(links, nc * sizeof(*g));
+      if (!g) break;
+      links = g;
+      lcap = nc;
+    }
+    links[n++] = (struct proc_link){(uint32_t)pid, (uint32_t)ppid};
+  }
+  closedir(d);
+  if (!n) {
+    free(links);
+    return 0;
+  }
+  qsort(links, n, sizeof(*links), by_ppid);
+  /* breadth first from root: out[] is its own queue */
+  size_t got = 0, next = 0;
+  uint32_t parent = (uint32_t)root;
+  for (;;) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+      size_t mid = (lo + hi) / 2;
+      if (links[mid].ppid < parent)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    for (size_t i = lo; i < n && links[i].ppid == parent && got < cap; i++)
+      out[got++] = links[i].pid;
+    if (next == got) break;
+    parent = out[next++];
+  }
+  free(links);
+  return got;
+}
+
+int pp_program_check_pid(long pid, char *err, size_t cap) {
+  char path[64], comm[64] = "?";
+  struct stat st;
+  if (pid <= 0 || pid > 0x3fffffff) {
+    snprintf(err, cap, "'%ld' is not a pid", pid);
+    return -1;
+  }
+  if (pid == (long)getpid()) {
+    snprintf(err, cap, "pid %ld is polyprof itself", pid);
+    return -1;
+  }
+  snprintf(path, sizeof(path), "/proc/%ld", pid);
+  if (stat(path, &st) < 0) {
+    snprintf(err, cap, "no process %ld (gone?)", pid);
+    return -1;
+  }
+  pp_proc_comm((uint32_t)pid, comm, sizeof(comm));
+  char buf[512];
+  snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+  const char *p = pp_read_file(path, buf, sizeof(buf), NULL) >= 0 ? strrchr(buf, ')') : NULL;
+  if (p && (p[2] == 'Z' || p[2] == 'X')) {
+    snprintf(err, cap, "process %ld (%s) has exited", pid, comm);
+    return -1;
+  }
+  if (geteuid() != 0 && st.st_uid != getuid()) {
+    struct passwd *pw = getpwuid(st.st_uid);
+    snprintf(err, cap,
+             "pid %ld (%s) belongs to %s, not to you: without root polyprof profiles only "
+             "your own processes",
+             pid, comm, pw ? pw->pw_name : "another user");
+    return -1;
+  }
+  return 0;
+}
+
+/* --- the session hooks -------------------------------------------------- */
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+struct hook_state {
+  struct pp_program *pr;
+  uint64_t next_tree_ms;
+  uint32_t pids[PROGRAM_MAX_PIDS];
+};
+
+static bool program_gone(struct pp_program *pr) {
+  if (pr->ended) return true;
+  if (pr->is_child) {
+    int st;
+    if (waitpid(pr->root, &st, WNOHANG) == pr->root) {
+      pr->status = st;
+      pr->ended = true;
+    }
+    return pr->ended;
+  }
+  char err[256];
+  pr->ended = pp_program_check_pid(pr->root, err, sizeof(err)) < 0;
+  return pr->ended;
+}
+
+static bool hook_poll(void *ctx, struct pp_agent *a) {
+  struct hook_state *hs = ctx;
+  struct pp_program *pr = hs->pr;
+  if (program_gone(pr)) return true;
+  uint64_t now = now_ms();
+  if (!pr->follow_children || now < hs->next_tree_ms) return false;
+  hs->next_tree_ms = now + PROGRAM_SCAN_MS;
+  hs->pids[0] = (uint32_t)pr->root;
+  size_t n = 1 + pp_program_descendants(pr->root, hs->pids + 1, PROGRAM_MAX_PIDS - 1);
+  pp_targets_set_filter(a->targets, hs->pids, n);
+  return false;
+}
+
+static uint64_t counter(const struct pp_profile *p, const char *name) {
+  uint64_t v = 0;
+  for (size_t k = 0; k < pp_profile_counter_count(p); k++) {
+    const struct pp_counter_rec *c = pp_profile_counter_at(p, k);
+    if (!strcmp(pp_profile_str(p, c->name), name)) v += c->value;
+  }
+  return v;
+}
+
+/* The closing lines on stderr: what was asked, what each plugin achieved,
+ * what was missed. */
+static void print_rates(struct pp_agent *a, const struct session_times *t, int hz) {
+  double dur = t->duration_s > 0 ? t->duration_s : 1e-3;
+  uint64_t missed = 0;
+  fprintf(stderr, "polyprof: %.2f s at %d Hz requested; achieved:", t->duration_s, hz);
+  for (size_t i = 0; i < a->nplugins; i++) {
+    struct agent_plugin *ap = &a->plugins[i];
+    if (ap->snap_rc != 0) {
+      fprintf(stderr, " %s failed (%s);", ap->info->desc.name, ap->snap_err);
+      continue;
+    }
+    uint64_t samples = pp_profile_total(ap->snap);
+    if (!samples) continue;
+    missed += counter(ap->snap, "lost_samples") + counter(ap->snap, "missed_samples");
+    fprintf(stderr, " %s %llu samples = %.0f Hz;", ap->info->desc.name, (unsigned long long)samples,
+            (double)samples / dur);
+  }
+  fprintf(stderr, " missed samples: %llu\n", (unsigned long long)missed);
+}
+
+static void hook_session(void *ctx, struct pp_agent *a, const struct session_times *t) {
+  struct hook_state *hs = ctx;
+  struct pp_program *pr = hs->pr;
+  int rc;
+  uint32_t only = pr->follow_children ? 0 : (uint32_t)pr->root;
+  if (pr->format == PP_PROGRAM_DUMP || pr->format == PP_PROGRAM_DUMP_JSON) {
+    pp_dump_write(pr->out, a->merged, pr->root, pr->format == PP_PROGRAM_DUMP_JSON);
+    rc = ferror(pr->out) ? -EIO : 0;
+  } else if (pr->format == PP_PROGRAM_COLLAPSED)
+    rc = pp_collapsed_write(pr->out, a->merged, only);
+  else
+    rc = pp_table_write(pr->out, a->merged, &pr->table, only);
+  if (fflush(pr->out) != 0 && rc == 0) rc = -errno;
+  if (rc < 0 && !pr->print_rc) pr->print_rc = rc;
+  pr->wrote = true;
+  if (pr->format == PP_PROGRAM_TABLE || pr->format == PP_PROGRAM_COLLAPSED)
+    print_rates(a, t, pr->frequency_hz);
+}
+
+/* Renames the temporary output over --output, or removes it. */
+static int finish_output(struct pp_program *pr, bool keep) {
+  int rc = pr->print_rc;
+  if (pr->output_tmp) {
+    if (fclose(pr->out) != 0 && !rc) rc = -errno;
+    pr->out = NULL;
+    if (keep && !rc && rename(pr->output_tmp, pr->output) < 0) rc = -errno;
+    if (!keep || rc) unlink(pr->output_tmp);
+    free(pr->output_tmp);
+    pr->output_tmp = NULL;
+  }
+  if (rc)
+    fprintf(stderr, "polyprof: cannot write %s: %s\n", pr->output ? pr->output : "stdout",
+            strerror(-rc));
+  return rc;
+}
+
+void pp_program_discard(struct pp_program *pr) {
+  finish_output(pr, false);
+}
+
+int pp_program_profile(struct pp_program *pr, struct pp_config *cfg) {
+  struct hook_state *hs = calloc(1, sizeof(*hs));
+  uint32_t *pids = malloc(sizeof(*pids));
+  if (!hs || !pids) {
+    free(hs);
+    free(pids);
+    pp_config_free(cfg);
+    free(cfg);
+    finish_output(pr, false);
+    return 1;
+  }
+  hs->pr = pr;
+  pids[0] = (uint32_t)pr->root;
+  free(cfg->pids);
+  cfg->pids = pids;
+  cfg->pid_count = 1;
+  struct pp_agent_hooks hooks = {.ctx = hs, .poll = hook_poll, .session = hook_session};
+  int rc = pp_agent_run_hooked(cfg, &hooks);
+  free(hs);
+  int out_rc = finish_output(pr, pr->wrote);
+  if (rc == 0 && out_rc) rc = 1;
+  return rc;
+}
