@@ -6,7 +6,8 @@ profiles three processes of that Node version, each with its own copy of
 its script (so its frames and appid name a path no other process uses):
 
 1. split.js (3:1 CPU split between heavyPath and lightPath), preloaded with
-   sigcount.js: the split within 5 points, function names with their
+   sigcount.js: both paths sampled (the share within 5 points is
+   test_nodejs_v8_split's, on every version at once), function names with their
    script path and definition line, the target never receives a signal
    and never listens on a TCP port while profiled.
 2. syncloop.js: the main thread never returns to the event loop; its
@@ -178,9 +179,11 @@ def run(major):
         light = n.frames_with(mine, "lightPath (")
         total = sum(c for _, c in mine)
         u.check(total >= 50, "split: %d samples (>= 50)" % total)
-        share = 100.0 * heavy / max(heavy + light, 1)
-        u.check(abs(share - 75) <= 5, "split: heavy:light %.1f%% (75 +- 5; %d vs %d)"
-                % (share, heavy, light))
+        # the 3:1 share itself is test_nodejs_v8_split's (all four versions)
+        print("split: heavy:light %.1f%% (%d vs %d)" % (100.0 * heavy / max(heavy + light, 1),
+                                                      heavy, light))
+        u.check(heavy > light > 0, "split: both paths sampled, heavy more (%d vs %d)"
+                % (heavy, light))
         frames = {x for f, _ in mine for x in f}
         for fn, prefix in (("heavyPath", "function heavyPath"), ("lightPath", "async function lightPath"),
                            ("spin", "function spin"), ("main", "async function main")):
