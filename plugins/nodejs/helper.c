@@ -147,6 +147,19 @@
 
 /* The main thread's part: check, make the directory, load the addon (maps
  * mode), start the helper, hook exit, close the inspector we opened.
+ *
+ * Closing once is not enough. One SIGUSR1 makes Node ask for the inspector
+ * twice: through a V8 interrupt (which opened the inspector we are talking
+ * to, the main thread being busy in JS) and through an async handle of the
+ * event loop, which fires at the loop's next poll phase and opens a fresh
+ * inspector if none is open then. The install runs as an interrupt, before
+ * that poll phase in a busy process, so the inspector it closes would come
+ * back for good at the loop's next turn. Two immediates later a poll phase
+ * has run since the install (an immediate queued during a poll callback
+ * runs in that same turn's check phase, the second one a turn later): the
+ * second check closes what that poll phase reopened, after which nothing is
+ * pending. A main thread that never returns to its loop never runs the
+ * pending request either.
  * Arguments, in order: ns pid, pid namespace link, directory, addon path
  * (a JS literal: 'path' or null), interval, wait ms, exit wait ms, close. */
 #define INSTALL_EXPR                                                                               \
@@ -207,7 +220,12 @@
   "  mapsStop() { const r = maps ? maps.stop() : 'none'; maps = null; return r; },\n"              \
   "  detach() { process.removeListener('exit', onExit); delete globalThis[K]; return 'ok'; },\n"   \
   "} });\n"                                                                                        \
-  "if (%d) req('inspector').close();\n"                                                            \
+  "if (%d) {\n"                                                                                    \
+  "  const ins = req('inspector');\n"                                                              \
+  "  ins.close();\n"                                                                               \
+  "  const again = () => { if (ins.url()) ins.close(); };\n"                                       \
+  "  setImmediate(() => { again(); setImmediate(again); });\n"                                     \
+  "}\n"                                                                                            \
   "return 'ok';\n"                                                                                 \
   "})()"
 
