@@ -100,3 +100,23 @@ install_typescript() {
   $SUDO npm install --prefix "$dest" --ignore-scripts --no-audit --no-fund --silent "typescript@$version" >/dev/null
 }
 if [ "$what" = test ]; then install_typescript; fi
+
+# The container image's base (deploy/container/build-rootfs.sh --base):
+# a minimal Debian root file system with what the packages depend on, made
+# once with debootstrap into /opt/polyprof-test/rootfs-bookworm; kept while
+# the package list it was made with is the same.
+install_rootfs_base() {
+  local dest=/opt/polyprof-test/rootfs-bookworm want
+  want="$("$here/../deploy/container/build-rootfs.sh" --packages)"
+  if [ -d "$dest" ] && [ "$(cat "$dest.packages" 2>/dev/null)" = "$want" ]; then
+    return 0
+  fi
+  echo "install-deps: making the container base root file system in $dest (debootstrap)"
+  $SUDO mkdir -p /opt/polyprof-test
+  $SUDO rm -rf "$dest.new"
+  $SUDO debootstrap --variant=minbase --include="$want" bookworm "$dest.new" >/dev/null
+  $SUDO rm -rf "$dest"
+  $SUDO mv "$dest.new" "$dest"
+  echo "$want" | $SUDO tee "$dest.packages" >/dev/null
+}
+if [ "$what" = test ]; then install_rootfs_base; fi
