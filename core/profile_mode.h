@@ -64,8 +64,10 @@ struct pp_plugin_types pp_profile_types_of(const struct pp_config *cfg, const ch
 /* Before a plugin starts: map --mode wall onto its wall knob and log, once,
  * each requested type it cannot give (the other types go on). */
 void pp_profile_types_apply(struct pp_config *cfg, const char *plugin, bool system_wide);
-/* Log that off-CPU has no source when no system-wide plugin is enabled. */
-void pp_profile_types_check_base(const struct pp_config *cfg, bool have_system_wide);
+/* Once the enabled plugins are known: one line for each requested type
+ * none of them gives. */
+void pp_profile_types_check_sources(const struct pp_config *cfg, const char *const *names,
+                                    const bool *system_wide, size_t n);
 
 /* The file-name part of type t in a session of `mask`: "" for cpu or a
  * single type (gProfiler's names), ".offcpu" otherwise. */

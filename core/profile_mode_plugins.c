@@ -135,9 +135,21 @@ void pp_profile_types_apply(struct pp_config *cfg, const char *plugin, bool syst
   }
 }
 
-void pp_profile_types_check_base(const struct pp_config *cfg, bool have_system_wide) {
-  if ((cfg->profile_types & PP_TYPE_BIT(PP_PROFILE_OFFCPU)) && !have_system_wide)
-    pp_log(PP_LOG_WARNING, "polyprof",
-           "--mode offcpu: off-CPU stacks come from the perf plugin, which is not enabled; "
-           "the other types go on");
+void pp_profile_types_check_sources(const struct pp_config *cfg, const char *const *names,
+                                    const bool *system_wide, size_t n) {
+  static const char *const hint[PP_PROFILE_TYPE_COUNT] = {
+      [PP_PROFILE_CPU] = "the perf plugin or a runtime plugin",
+      [PP_PROFILE_WALL] = "a runtime plugin: python, ruby, nodejs or dotnet",
+      [PP_PROFILE_OFFCPU] = "the perf plugin",
+      [PP_PROFILE_ALLOC] = "the java plugin",
+  };
+  uint32_t given = 0;
+  for (size_t i = 0; i < n; i++)
+    given |= pp_profile_types_of(cfg, names[i], system_wide[i]).gives;
+  for (unsigned t = 0; t < PP_PROFILE_TYPE_COUNT; t++)
+    if ((cfg->profile_types & PP_TYPE_BIT(t)) && !(given & PP_TYPE_BIT(t)))
+      pp_log(PP_LOG_WARNING, "polyprof",
+             "--mode %s: no enabled plugin gives a %s profile (it comes from %s); the other "
+             "types go on",
+             pp_profile_type(t)->name, pp_profile_type(t)->name, hint[t]);
 }

@@ -216,6 +216,13 @@ static void write_types(struct pp_agent *a, const struct type_args *ta,
   for (size_t o = 0; ok && o < sizeof(order) / sizeof(order[0]); o++) {
     unsigned type = order[o];
     if (!(cfg->profile_types & PP_TYPE_BIT(type))) continue;
+    /* a type no enabled plugin gives was refused at start: no empty files */
+    bool given = false;
+    for (size_t i = 0; i < a->nplugins; i++)
+      given |= (pp_profile_types_of(cfg, a->plugins[i].info->desc.name, a->plugins[i].system_wide)
+                    .gives &
+                PP_TYPE_BIT(type)) != 0;
+    if (!given) continue;
     /* the system-wide plugin gives cpu and offcpu; wall and alloc come
      * from runtime plugins alone (perf-less merge) */
     const struct pp_profile *b = NULL;
