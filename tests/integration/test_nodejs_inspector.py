@@ -25,6 +25,18 @@ split_js = os.path.join(n.WORKLOADS, "split.js")
 split_mjs = os.path.join(n.WORKLOADS, "split.mjs")
 
 
+def js_samples(profiles):
+    _, stacks = n.stacks_of(profiles)
+    return sum(c for f, c in stacks
+               if len(f) > 2 and f[2] == "node" and any("Path (" in x for x in f))
+
+
+def heavy_tail(frames):
+    """Function names after heavyPath, leaf last (None without heavyPath)."""
+    names = [x.split(" (")[0] for x in frames]
+    return tuple(names[names.index("heavyPath") + 1:]) if "heavyPath" in names else None
+
+
 def run_split(script, label):
     out = u.tempdir("ppout-")
     err_path = os.path.join(u.tempdir("ppnode-"), "stderr")
@@ -32,11 +44,15 @@ def run_split(script, label):
     try:
         agent = n.Agent(out, plugins, "--nodejs-mode", "inspector", "--pids", str(node.pid))
         got = agent.wait_sessions(7, 120)
+        # the first session includes the attach; judge the later ones, at
+        # least 800 samples of them (a loaded host gives fewer per session):
+        # the split's binomial spread is then 1.5 points, a third of the margin
+        while got < 16 and js_samples(agent.profiles()[1:]) < 800:
+            got = agent.wait_sessions(got + 1, 30)
         rc = agent.stop()
         if not u.check(rc == 0, "%s: agent exits 0 (rc %s)" % (label, rc)):
             print(agent.stderr[-3000:])
         u.check(got >= 7, "%s: 7 sessions written (%d)" % (label, got))
-        # the first session includes the attach; judge the later ones
         header, stacks = n.stacks_of(agent.profiles()[1:])
         mine = [(f, c) for f, c in stacks if len(f) > 2 and f[2] == "node"]
         total = sum(c for _, c in mine)
@@ -47,14 +63,20 @@ def run_split(script, label):
         u.check(abs(share - 75) <= 5, "%s: heavy:light split %.1f%% (75 +- 5; %d vs %d)"
                 % (label, share, heavy, light))
         url = "file://" + script
-        want = ["heavyPath (%s:" % url, "crunch (%s:" % url, "lightPath (%s:" % url,
-                "spin (%s:" % url]
+        want = ["heavyPath (%s:" % url, "lightPath (%s:" % url]
         allframes = {x for f, _ in mine for x in f}
         for w in want:
             u.check(any(x.startswith(w) for x in allframes), "%s: frame %s...)" % (label, w))
-        # heavy path shape: main -> heavyPath -> crunch -> spin, leaf last
-        u.check(any([x.split(" (")[0] for x in f[-3:]] == ["heavyPath", "crunch", "spin"]
-                    for f, _ in mine), "%s: heavyPath;crunch;spin stack (leaf last)" % label)
+        # heavy path shape: main -> heavyPath -> crunch -> spin, leaf last.
+        # An optimizing compiler may inline spin into crunch (or crunch into
+        # heavyPath): the inlined callee then has no frame of its own, which
+        # is what V8's profiler reports and not an error of ours.
+        u.check(any(x.startswith(w % url) for x in allframes for w in ("crunch (%s:", "spin (%s:")),
+                "%s: frame crunch or spin" % label)
+        shapes = {("crunch", "spin"), ("crunch",), ("spin",)}
+        u.check(any(heavy_tail(f) in shapes for f, _ in mine),
+                "%s: heavyPath;crunch;spin stack (leaf last; crunch or spin alone when inlined)"
+                % label)
         # line numbers are 1-based: `function heavyPath` is on this line
         with open(script) as f:
             line = 1 + next(i for i, t in enumerate(f) if t.startswith("function heavyPath"))

@@ -5,7 +5,11 @@
 
 // Work is measured in CPU time (process.cpuUsage), so the two paths burn
 // CPU 3:1 whatever the JIT does with each call site and however loaded the
-// machine is.
+// machine is. Its size varies from one round to the next, as requests do: a
+// round of fixed length (4 ms) against a sampler's fixed period (10 ms at
+// 100 Hz) would alias, every sample falling on one of the same two points
+// of the round for seconds at a time, and the split measured would depend
+// on where those points happen to sit rather than on the time spent.
 function spin(ms) {
   const cpu = () => {
     const u = process.cpuUsage();
@@ -25,21 +29,22 @@ class Calculator {
   }
 }
 
-function heavyPath(calc) {
-  return calc.crunch(3);
+function heavyPath(calc, unit) {
+  return calc.crunch(3 * unit);
 }
 
-async function lightPath() {
+async function lightPath(unit) {
   await null;
-  return spin(1);
+  return spin(unit);
 }
 
 async function main() {
   const calc = new Calculator();
   let last = Date.now();
   for (;;) {
-    heavyPath(calc);
-    await lightPath();
+    const unit = 0.5 + Math.random(); // ms of CPU
+    heavyPath(calc, unit);
+    await lightPath(unit);
     if (Date.now() - last > 50) {
       // let timers and I/O (and the inspector's own handles) run
       await new Promise((r) => setImmediate(r));
