@@ -1,8 +1,13 @@
 """The Debian packages, built, installed and used for real (docs/packaging.md).
 
-Builds every package with scripts/build-deb.sh, checks them with lintian and
-`systemd-analyze verify`, installs them on this machine with dpkg and drives
-the installed agent:
+Runs the README's packaging commands verbatim ("Installing as a service"):
+`make deb` in a clean clone of the repository (the packages must land in
+its dist/), then the README's `sudo apt install ./dist/...` line there;
+`sudo systemctl status polyprof` where PID 1 is systemd (elsewhere the line
+must fail only for that reason); the README's `sudo apt remove
+polyprof-plugin-java` at the end, after which the agent lists no java
+plugin. Checks the packages with lintian and `systemd-analyze verify`, and
+drives the installed agent:
 - `polyprof --version`; `polyprof plugins` with no flags lists every plugin
   from /usr/lib/<multiarch>/polyprof/plugins;
 - the agent runs its plugins in /usr/lib/<multiarch>/polyprof/polyprof-worker;
@@ -45,7 +50,7 @@ UNIT = "/lib/systemd/system/polyprof.service"
 
 if os.geteuid() != 0:
     u.skip("installs packages system-wide: must run as root")
-for tool in ("dpkg-buildpackage", "dh", "lintian", "systemd-analyze", "pkg-config", "gcc", "setpriv"):
+for tool in ("dpkg-buildpackage", "dh", "lintian", "systemd-analyze", "pkg-config", "gcc", "setpriv", "git", "sudo"):
     if not shutil.which(tool):
         u.skip("%s is missing: run scripts/install-deps.sh deb" % tool)
 
@@ -101,7 +106,9 @@ def installed(pkg):
 
 
 def purge_all():
-    present = [p for p in PACKAGES if run(["dpkg-query", "-W", p])[0] == 0]
+    # the README's install line takes the -dbgsym packages too
+    rc, out = run(["dpkg-query", "-W", "-f=${Package}\n", "polyprof*"])
+    present = [p for p in out.split() if p in PACKAGES or p.endswith("-dbgsym")] if rc == 0 else []
     if present:
         run(["dpkg", "--purge"] + present)
 
@@ -173,6 +180,33 @@ def set_config(key_line, value_line):
         f.write(text.replace(key_line + "\n", value_line + "\n"))
 
 
+def readme_commands():
+    """The commands of the README's "Installing as a service" block, each
+    without its trailing comment."""
+    with open(os.path.join(SRC, "README.md")) as f:
+        text = f.read()
+    section = text.split("## Installing as a service", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [l.split("#", 1)[0].strip() for l in block.splitlines() if l.split("#", 1)[0].strip()]
+
+
+def readme_run(line, cwd, timeout=900):
+    """A README line exactly as a user pastes it into a shell (no terminal:
+    debconf takes its defaults)."""
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive", DEB_JOBS=os.environ.get("DEB_JOBS", "2"))
+    # "Y" as a user answers apt's "Do you want to continue?"
+    p = subprocess.run(["bash", "-c", line], cwd=cwd, input="Y\n", stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=timeout, env=env)
+    return p.returncode, p.stdout
+
+
+def systemd_is_init():
+    try:
+        return os.readlink("/proc/1/exe").endswith("/systemd") or os.path.isdir("/run/systemd/system")
+    except OSError:
+        return os.path.isdir("/run/systemd/system")
+
+
 WORKLOAD = """
 import time
 def polyprof_pkg_busy_loop():
@@ -187,12 +221,19 @@ polyprof_pkg_busy_loop()
 try:
     # --- build -------------------------------------------------------------
     purge_all()  # a previous run that died mid-way
-    dist = u.tempdir("ppdeb-")
+    readme = readme_commands()
+    u.check(len(readme) == 4 and readme[0] == "make deb" and readme[1].startswith("sudo apt install ./dist/"),
+            "the README's packaging commands: %s" % readme)
+    clone = os.path.join(u.tempdir("ppdeb-"), "polyprof")
+    rc, out = run(["git", "clone", "--quiet", "--no-hardlinks", SRC, clone])
+    if not u.check(rc == 0, "a clean clone of the repository (%s)" % out.strip()[-300:]):
+        raise SystemExit
+    dist = os.path.join(clone, "dist")
     t0 = time.time()
-    rc, out = run([os.path.join(SRC, "scripts", "build-deb.sh"), dist], timeout=3000,
-                  env=dict(os.environ, DEB_JOBS=os.environ.get("DEB_JOBS", "2")))
-    print("build-deb.sh: %.0f s, load average %s" % (time.time() - t0, os.getloadavg()))
-    if not u.check(rc == 0, "scripts/build-deb.sh builds the packages (rc %d)" % rc):
+    rc, out = readme_run(readme[0], clone, timeout=3000)
+    print("%s: %.0f s, load average %s" % (readme[0], time.time() - t0, os.getloadavg()))
+    if not u.check(rc == 0 and glob.glob(os.path.join(dist, "polyprof_*.deb")),
+                   "README: `%s` in a clean clone leaves the packages in dist/ (rc %d)" % (readme[0], rc)):
         print(out[-4000:])
         raise SystemExit
     debs = {}
@@ -241,10 +282,23 @@ try:
     print("lintian:\n" + out)
 
     # --- install -----------------------------------------------------------
-    rc, out = run(["dpkg", "-i"] + [debs[p] for p in PACKAGES])
-    if not u.check(rc == 0, "dpkg -i installs every package"):
+    rc, out = readme_run(readme[1], clone)
+    if not u.check(rc == 0, "README: `%s` installs the packages" % readme[1]):
         print(out[-4000:])
         raise SystemExit
+    missing = [p for p in PACKAGES if p != "polyprof-dev" and not installed(p)]
+    u.check(not missing, "README's install line installs the agent and every plugin (missing: %s)" % missing)
+    rc, out = run(["dpkg", "-i", debs["polyprof-dev"]])  # the SDK checks below
+    u.check(rc == 0, "dpkg -i polyprof-dev")
+    rc, out = readme_run(readme[2], clone)
+    if systemd_is_init():
+        u.check(rc in (0, 3) and "polyprof.service" in out, "README: `%s`: %s" % (readme[2], out.strip()[:300]))
+    else:
+        # a container or VM whose PID 1 is not systemd: the line can only
+        # fail, and must fail for that reason alone
+        u.check(rc != 0 and ("not been booted with systemd" in out or "Failed to connect to bus" in out),
+                "README: `%s` here, where PID 1 is not systemd, fails only for that: %s"
+                % (readme[2], out.strip()[:200]))
     rc, out = run(["systemd-analyze", "verify", UNIT])
     u.check(rc == 0 and "polyprof.service" not in out,
             "systemd-analyze verify %s passes: %s" % (UNIT, out.strip()[-600:]))
@@ -422,9 +476,16 @@ try:
             "the trigger did not SIGHUP pid %d, which is not /usr/sbin/polyprof" % sleeper.pid)
     os.unlink(PIDFILE)
 
+    # --- the README's last line: one runtime off ------------------------------
+    rc, out = readme_run(readme[3], clone)
+    u.check(rc == 0 and not installed("polyprof-plugin-java"), "README: `%s`" % readme[3])
+    rc, out = run(["polyprof", "plugins"])
+    u.check(rc == 0 and not re.search(r"^java\s", out, re.M), "after it, polyprof plugins lists no java plugin")
+
     # --- purge ---------------------------------------------------------------
     os.unlink(dest)  # not owned by a package
-    rc, out = run(["dpkg", "--purge"] + PACKAGES)
+    dbgsym = run(["dpkg-query", "-W", "-f=${Package}\n", "polyprof*-dbgsym"])[1].split()
+    rc, out = run(["dpkg", "--purge"] + PACKAGES + [p for p in dbgsym if installed(p)])
     u.check(rc == 0, "dpkg --purge of every package")
     for path in ("/etc/polyprof", STATE, "/var/log/polyprof", "/usr/sbin/polyprof", PLUGIN_DIR,
                  "/etc/default/polyprof", "/etc/systemd/system/multi-user.target.wants/polyprof.service"):
