@@ -61,6 +61,14 @@ static bool gives_alloc(const char *plugin) {
   return false;
 }
 
+/* Node.js keeps V8's idle samples only in its inspector mode: the v8 and
+ * perf-map modes sample threads while they run on a CPU. */
+static bool nodejs_without_wall(const struct pp_config *cfg, const char *plugin) {
+  if (strcmp(plugin, "nodejs") != 0) return false;
+  const struct pp_plugin_config *pc = pp_config_plugin(cfg, plugin);
+  return !pc || !pc->mode || strcmp(pc->mode, "inspector") != 0;
+}
+
 struct pp_plugin_types pp_profile_types_of(const struct pp_config *cfg, const char *plugin,
                                            bool system_wide) {
   uint32_t want = cfg->profile_types;
@@ -74,7 +82,8 @@ struct pp_plugin_types pp_profile_types_of(const struct pp_config *cfg, const ch
     return r;
   }
   r.gives = want & PP_TYPE_BIT(PP_PROFILE_CPU);
-  if ((want & PP_TYPE_BIT(PP_PROFILE_WALL)) && wall_knob_of(plugin)) {
+  if ((want & PP_TYPE_BIT(PP_PROFILE_WALL)) && wall_knob_of(plugin) &&
+      !nodejs_without_wall(cfg, plugin)) {
     r.gives = PP_TYPE_BIT(PP_PROFILE_WALL);
     r.untagged_is_wall = true;
   }
@@ -97,6 +106,9 @@ static void set_option(struct pp_plugin_config *pc, const char *key, const char 
 }
 
 static const char *cannot_why(const char *plugin, unsigned type) {
+  if (type == PP_PROFILE_WALL && !strcmp(plugin, "nodejs"))
+    return "only --nodejs-mode inspector keeps V8's idle samples; the other modes sample "
+           "threads on a CPU";
   for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
     if (refusals[i].type == type && !strcmp(refusals[i].plugin, plugin)) return refusals[i].why;
   switch (type) {

@@ -1,0 +1,65 @@
+"""Helpers of the profile-type tests (standard library only): one runtime
+plugin alone (perf-less), a workload whose sleeper and burner functions are
+known, the agent run once per --mode."""
+import glob
+import os
+import subprocess
+import time
+
+import pputil as u
+
+WORKLOADS = os.path.join(u.SRC, "tests", "workloads", "modes")
+
+
+def start(cmd):
+    """Starts the workload and waits for its "ready" line."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = p.stdout.readline()
+    if "ready" not in line:
+        u.kill(p)
+        raise RuntimeError("workload did not start: %r" % line)
+    time.sleep(0.5)
+    return p
+
+
+def profile(plugin_so, mode, *extra, duration=4):
+    """The .col of a run of the agent with only plugin_so, --mode mode:
+    (returncode, stderr, header, stacks)."""
+    plugins = u.plugin_dir_with(plugin_so)
+    out = u.tempdir("ppmode-out-")
+    r = u.run_agent(out, plugins, "--mode", mode, *extra, duration=duration, timeout=180)
+    cols = sorted(glob.glob(os.path.join(out, "profile_*.col")))
+    header, stacks = u.parse_col(cols[-1]) if cols else (None, [])
+    return r.returncode, r.stderr, header, stacks
+
+
+def weight(stacks, pid_marker, fn):
+    """Samples of stacks holding a frame whose name starts with fn, in the
+    process whose line holds pid_marker (its script path)."""
+    return sum(c for f, c in stacks
+               if any(pid_marker in x for x in f) and any(x.split(" ")[0] == fn or
+                                                          x.startswith(fn + " ") for x in f[3:]))
+
+
+def check_wall_and_cpu(plugin_so, cmd, marker, sleeper, burner, *extra):
+    """--mode wall: both functions; --mode cpu: the burner, the sleeper at
+    most a sliver."""
+    p = start(cmd)
+    try:
+        rc, err, header, stacks = profile(plugin_so, "wall", *extra)
+        print(err[-1500:])
+        u.check(rc == 0 and header is not None, "wall: agent exits 0 with a profile")
+        u.check(header and header.get("profile_type") == "wall", "wall: header says wall")
+        ws, wb = weight(stacks, marker, sleeper), weight(stacks, marker, burner)
+        print("wall: %s %d, %s %d" % (sleeper, ws, burner, wb))
+        u.check(ws > 0 and wb > 0, "wall: sleeper (%d) and burner (%d) both" % (ws, wb))
+        u.check(ws >= 0.3 * wb, "wall: the sleeper weighs like a thread that exists all along")
+        rc, err, header, stacks = profile(plugin_so, "cpu", *extra)
+        u.check(rc == 0 and header is not None, "cpu: agent exits 0 with a profile")
+        cs, cb = weight(stacks, marker, sleeper), weight(stacks, marker, burner)
+        print("cpu: %s %d, %s %d" % (sleeper, cs, burner, cb))
+        u.check(cb > 0, "cpu: the burner (%d)" % cb)
+        # a runtime's on-CPU test may catch the sleeper as it wakes every 50 ms
+        u.check(cs <= 0.25 * max(cb, 1), "cpu: the sleeper far below the burner (%d)" % cs)
+    finally:
+        u.kill(p)
