@@ -154,6 +154,7 @@ struct pp_config {
   char *otlp_endpoint;      /* --otlp-endpoint: also export OTLP profiles to this collector */
   bool cloud_metadata;      /* enrichment.cloud_metadata: probe AWS/GCP/Azure IMDS */
   char *cloud_metadata_url; /* IMDS base URL (default http://169.254.169.254; tests) */
+  char *k8s_runtime_root;   /* host root holding containerd/CRI-O bundles (default /proc/1/root) */
   char *file_path;          /* upload-file --file-path */
   char *convert_to;         /* convert --to */
 

@@ -8,6 +8,7 @@
  * JSON is parsed with jansson and checked for types before use.
  */
 #include "container.h"
+#include "k8s_meta.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -362,7 +363,8 @@ struct pp_containers {
   struct pp_lru *names;
   time_t last_refresh, no_runtime_since;
   bool logged_no_runtime, any_runtime;
-  bool paired; /* sockets[] holds the default pairs */
+  bool paired;    /* sockets[] holds the default pairs */
+  char *k8s_root; /* NULL: /proc/1/root */
 };
 
 static void cached_name_free(void *v) {
@@ -404,7 +406,16 @@ void pp_containers_free(struct pp_containers *c) {
   for (size_t i = 0; i < c->nsockets; i++)
     free(c->sockets[i]);
   pp_lru_free(c->names);
+  free(c->k8s_root);
   free(c);
+}
+
+int pp_containers_set_k8s_root(struct pp_containers *c, const char *root) {
+  char *r = root ? strdup(root) : NULL;
+  if (root && !r) return -ENOMEM;
+  free(c->k8s_root);
+  c->k8s_root = r;
+  return 0;
 }
 
 struct refresh_ctx {
@@ -476,6 +487,22 @@ int pp_containers_name(struct pp_containers *c, const char *id, char **name) {
       return *name ? 0 : -ENOMEM;
     }
     if (now - cn->listed < UNKNOWN_RETRY_S) return c->any_runtime ? -ENOENT : -ENOTCONN;
+  }
+  /* a Kubernetes container of containerd or CRI-O: one small file read */
+  struct pp_k8s_meta km;
+  if (pp_k8s_meta_lookup(c->k8s_root, id, &km) == 0) {
+    struct cached_name *cn = calloc(1, sizeof(*cn));
+    char buf[PP_K8S_NAME_MAX];
+    pp_k8s_meta_name(&km, buf, sizeof(buf));
+    if (!cn || !(cn->name = strdup(buf))) {
+      free(cn);
+      return -ENOMEM;
+    }
+    cn->listed = now;
+    pp_lru_put_str(c->names, id, cn);
+    c->any_runtime = true;
+    *name = strdup(buf);
+    return *name ? 0 : -ENOMEM;
   }
   if (c->no_runtime_since && now - c->no_runtime_since < NO_RUNTIME_RETRY_S) return -ENOTCONN;
   if (refresh(c, now) == 0) return -ENOTCONN;

@@ -4,7 +4,9 @@
  * from /proc/PID/cgroup (pp_container_id_from_cgroup in enrich.h), names from
  * the Docker Engine API (also served by podman's compatibility socket) over
  * a unix socket: one "GET /containers/json" per refresh, short timeout,
- * bounded reply, parsed with jansson. CRI (gRPC) runtimes are not queried.
+ * bounded reply, parsed with jansson. CRI runtimes (containerd, CRI-O) are
+ * not asked over gRPC: their Kubernetes containers are named from the OCI
+ * bundle each keeps on the host (k8s_meta.h).
  */
 #ifndef PP_CONTAINER_H
 #define PP_CONTAINER_H
@@ -27,6 +29,12 @@ void pp_containers_free(struct pp_containers *c);
  * running containers are re-listed only when an id is not in the cache (and
  * an id found unknown is not asked about again for a minute). */
 int pp_containers_name(struct pp_containers *c, const char *id, char **name);
+
+/* Where containerd's and CRI-O's bundles are read (k8s_meta.h); default
+ * /proc/1/root. A container one of them runs for Kubernetes is named
+ * "k8s_<container>_<pod>_<namespace>_<pod-uid>_<restarts>" as gProfiler names
+ * CRI containers. 0 or -ENOMEM. */
+int pp_containers_set_k8s_root(struct pp_containers *c, const char *root);
 
 /* One Docker API listing: cb(ctx, id, name) per running container (name
  * without Docker's leading '/'). 0, or -errno (-ETIMEDOUT, -EPROTO for a

@@ -39,6 +39,7 @@ void pp_enricher_free(struct pp_enricher *e) {
     free((char *)e->opts.app_id_args_filters[i]);
   free((void *)e->opts.app_id_args_filters);
   free((char *)e->opts.docker_socket);
+  free((char *)e->opts.k8s_runtime_root);
   pp_proc_memory_free(e->procs);
   pp_containers_free(e->containers);
   free(e);
@@ -51,6 +52,7 @@ struct pp_enricher *pp_enricher_new(const struct pp_enrich_opts *opts) {
   e->opts.app_id_args_filters = NULL;
   e->opts.app_id_args_filter_count = 0;
   e->opts.docker_socket = NULL;
+  e->opts.k8s_runtime_root = NULL;
   if (!e->opts.cache_size) e->opts.cache_size = DEFAULT_CACHE;
   size_t nf = opts->app_id_args_filter_count;
   if (nf) {
@@ -69,6 +71,10 @@ struct pp_enricher *pp_enricher_new(const struct pp_enrich_opts *opts) {
   if (e->opts.containers) {
     e->containers = pp_containers_new(e->opts.docker_socket, e->opts.cache_size);
     if (!e->containers) goto oom;
+    if (opts->k8s_runtime_root &&
+        (!(e->opts.k8s_runtime_root = strdup(opts->k8s_runtime_root)) ||
+         pp_containers_set_k8s_root(e->containers, e->opts.k8s_runtime_root) < 0))
+      goto oom;
   }
   return e;
 oom:

@@ -21,8 +21,9 @@ struct pp_enrich_opts {
   bool app_metadata;                      /* build the application_metadata table */
   const char *const *app_id_args_filters; /* regexes for Java appid args */
   size_t app_id_args_filter_count;
-  size_t cache_size;         /* LRU entries per cache */
-  const char *docker_socket; /* NULL: /var/run/docker.sock via /proc/1/root */
+  size_t cache_size;            /* LRU entries per cache */
+  const char *docker_socket;    /* NULL: /var/run/docker.sock via /proc/1/root */
+  const char *k8s_runtime_root; /* NULL: /proc/1/root (containerd/CRI-O bundles, k8s_meta.h) */
   /* polyprof additions (enrich branch): */
   bool java_spark_appid; /* append "spark: <spark.app.name>" for Spark executors */
   /* A process in a container (64-hex id in its cgroup) that no container
