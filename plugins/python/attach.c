@@ -65,11 +65,13 @@ int python_attach(void *plugin, struct pp_target_entry *t) {
   if (rc == 0) rc = python_locate(t->pid, &pt->proc, why, sizeof(why));
   if (rc == 0) {
     pt->next_check_ns = pp_clock_ns() + CHECK_NS;
-    if (!pt->proc.off.ts_native_tid && st->filter == PY_RUNNING_THREADS &&
+    /* <= 3.10: kernel tids come from glibc's struct pthread, needed by
+     * cpu mode (thread states) and thread names */
+    if (!pt->proc.off.ts_native_tid && (st->filter == PY_RUNNING_THREADS || st->thread_names) &&
         python_discover_tid_offset(&pt->proc) < 0)
-      PP_INFO(st->host,
-              "pid %u: thread ids not found (pthread scan); all threads counted as running",
-              t->pid);
+      PP_INFO(
+          st->host, "pid %u: thread ids not found (pthread scan); %s", t->pid,
+          st->filter == PY_RUNNING_THREADS ? "all threads counted as running" : "no thread names");
     PP_INFO(st->host, "pid %u: Python %s in %s", t->pid, pt->proc.version, pt->proc.module);
     t->data = pt;
     return 0;
@@ -199,6 +201,7 @@ void python_report_targets(struct py_state *st, struct pp_sink *sink, uint64_t *
     log_efficiency(st, t->pid, pt->samples, pt->failed, pt->missed, pt->stacks);
     st->asleep_skips += pt->skipped;
     pt->samples = pt->failed = pt->missed = pt->stacks = pt->idle = pt->skipped = 0;
+    pt->ntnames = 0; /* thread names are read again each session (they change) */
     pt->proc.ntids = 0;
     if (pt->cpu) pp_thread_cpu_sweep(pt->cpu);
   }

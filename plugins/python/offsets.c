@@ -22,8 +22,8 @@ static uint32_t max_u32(const uint32_t *v, size_t n) {
 
 /* Read sizes cover the highest field used, so one read per struct suffices. */
 static void finish(struct py_offsets *o) {
-  uint32_t ts[] = {o->ts_next,      o->ts_interp,     o->ts_frame, o->ts_cframe,
-                   o->ts_thread_id, o->ts_native_tid, o->ts_chunk, o->ts_top};
+  uint32_t ts[] = {o->ts_next,       o->ts_interp, o->ts_frame, o->ts_cframe, o->ts_thread_id,
+                   o->ts_native_tid, o->ts_chunk,  o->ts_top,   o->ts_curexc, o->ts_exc_info};
   o->ts_read = max_u32(ts, sizeof(ts) / sizeof(ts[0])) + 8;
   uint32_t fr[] = {o->fr_back, o->fr_code, o->fr_lasti, o->fr_owner};
   o->fr_read = max_u32(fr, sizeof(fr) / sizeof(fr[0])) + 8;
@@ -47,6 +47,7 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
     o.fr_back = 24, o.fr_code = 32, o.fr_lasti = 120;
     o.co_filename = 80, o.co_name = 88, o.co_firstlineno = 96, o.co_linetable = 104;
     o.gc_kind = PY_GC_SYMBOL;
+    o.ts_curexc = 72, o.ts_exc_info = 96, o.ts_exc_inline = true;
     finish(&o);
     *out = o;
     return 0;
@@ -75,6 +76,11 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
     o.gc_kind = minor == 6 ? PY_GC_SYMBOL : minor <= 8 ? PY_GC_RUNTIME : PY_GC_INTERP;
     o.gc_collecting = minor == 7 ? 632 : minor == 8 ? 544 : minor >= 9 ? 816 : 0;
     if (minor == 6) {
+      o.ts_curexc = 80, o.ts_exc_info = 104, o.ts_exc_inline = true;
+    } else {
+      o.ts_curexc = 88, o.ts_exc_info = 144, o.exc_item_field = 0; /* exc_type */
+    }
+    if (minor == 6) {
       o.gil_kind = PY_GIL_TSTATE_SYM;
     } else {
       o.gil_kind = PY_GIL_RUNTIME;
@@ -94,8 +100,10 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
   o.gil_holder = 8, o.gil_locked = 16;
   o.owner_max = 4;
   o.gc_kind = PY_GC_INTERP;
+  o.exc_item_field = 0; /* exc_value */
   if (minor == 11) {
     o.gc_collecting = 848;
+    o.ts_curexc = 96, o.ts_exc_info = 120;
     o.walk = PY_WALK_CFRAME;
     o.rt_interp_head = 40;
     o.is_tstate_head = 16;
@@ -111,6 +119,7 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
     o.is_tstate_head = 72, o.is_gil_ptr = 384;
     o.gil_kind = PY_GIL_INTERP_PTR;
     o.gc_collecting = 312;
+    o.ts_curexc = 96, o.ts_exc_info = 104;
     o.ts_cframe = 56, o.cf_current = 0;
     o.ts_thread_id = 136, o.ts_native_tid = 144, o.ts_chunk = 232, o.ts_top = 240;
     o.fr_code = 0, o.fr_back = 8, o.fr_owner = 70;
@@ -132,6 +141,7 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
     o.rt_interp_head = 632;
     o.is_next = 7264, o.is_tstate_head = 7344, o.is_gil_ptr = 16;
     o.gc_collecting = 7600;
+    o.ts_curexc = 112, o.ts_exc_info = 120;
     o.gil_kind = PY_GIL_INTERP_PTR;
     o.ts_frame = 72;
     o.ts_thread_id = 152, o.ts_native_tid = 160, o.ts_chunk = 232, o.ts_top = 240;

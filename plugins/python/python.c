@@ -18,7 +18,7 @@
 #include "polyprof/kit/options.h"
 #include "python.h"
 
-static const char *const mode_choices[] = {"cpu",   "wall",   "gil",    "auto",
+static const char *const mode_choices[] = {"cpu",   "wall",   "gil",    "exception", "auto",
                                            "pyspy", "py-spy", "pyperf", NULL};
 static const char *const exe_patterns[] = {"python*", "uwsgi",   "gunicorn*",
                                            "celery",  "uvicorn", NULL};
@@ -29,8 +29,17 @@ static const struct pp_option options[] = {
      .type = PP_OPT_ENUM,
      .choices = mode_choices,
      .default_value = "cpu",
-     .help = "cpu: running threads only; wall: every thread; gil: the GIL holder "
-             "(auto/pyspy/py-spy/pyperf = cpu)"},
+     .help =
+         "cpu: running threads only; wall: every thread; gil: the GIL holder; "
+         "exception: threads raising or handling an exception (auto/pyspy/py-spy/pyperf = cpu)"},
+    {.key = "main_thread_only",
+     .type = PP_OPT_BOOL,
+     .default_value = "false",
+     .help = "sample only each process's main thread"},
+    {.key = "thread_names",
+     .type = PP_OPT_BOOL,
+     .default_value = "false",
+     .help = "a <thread: NAME> root frame on every stack (the kernel's thread name)"},
     {.key = "gc_frames",
      .cli_flag = "no-gc-frames",
      .type = PP_OPT_BOOL,
@@ -84,6 +93,8 @@ static int py_init(const struct pp_host *host, void **out) {
   st->blocking = pp_opt_bool(host, PP_OPTIONS(options), "blocking");
   st->frequency = pp_opt_int(host, PP_OPTIONS(options), "frequency");
   bool gc_frames = pp_opt_bool(host, PP_OPTIONS(options), "gc_frames");
+  bool main_only = pp_opt_bool(host, PP_OPTIONS(options), "main_thread_only");
+  st->thread_names = pp_opt_bool(host, PP_OPTIONS(options), "thread_names");
   st->switches_from = (uint32_t)pp_opt_int(host, PP_OPTIONS(options), "switch_records_from");
   int64_t cache_size = pp_opt_int(host, PP_OPTIONS(options), "code_cache_size");
   int64_t depth = pp_opt_int(host, PP_OPTIONS(options), "max_depth");
@@ -93,18 +104,22 @@ static int py_init(const struct pp_host *host, void **out) {
                                                           : depth);
   st->cc = python_codecache_new((size_t)(cache_size > 0 ? cache_size : 64));
   st->walker = python_walker_new(st->max_depth);
-  if (st->walker) python_walker_set_gc(st->walker, gc_frames);
-  /* frames: room for every stack at a typical depth; one more frame than
-   * the walker keeps, for the [Truncated Stack] marker */
+  if (st->walker) {
+    python_walker_set_gc(st->walker, gc_frames);
+    python_walker_set_main_only(st->walker, main_only);
+  }
+  /* frames: room for every stack at a typical depth; two more frames than
+   * the walker keeps, for the [Truncated Stack] marker and the thread name */
   size_t stacks = (size_t)(max_stacks > 0 ? max_stacks : 256);
   struct pp_stack_table_limits lim = {
       .max_stacks = stacks,
       .max_string_bytes = 16u << 20,
       .max_frame_refs = stacks * 64 < (8u << 20) ? stacks * 64 : (8u << 20),
-      .max_depth = st->max_depth + 1,
+      .max_depth = st->max_depth + 2,
   };
   st->stacks = pp_stack_table_new(&lim);
-  st->frames = malloc((st->max_depth + 1) * sizeof(*st->frames));
+  /* + [Truncated Stack] + <thread: name> */
+  st->frames = malloc((st->max_depth + 2) * sizeof(*st->frames));
   static const struct pp_target_ops ops = {.attach = python_attach, .release = python_release};
   struct pp_target_table_config tc = {.retry_attempts = PY_LOCATE_ATTEMPTS,
                                       .retry_first_ns = PY_LOCATE_RETRY_NS,
@@ -126,9 +141,10 @@ static int py_init(const struct pp_host *host, void **out) {
 static int py_start(void *state, struct pp_session *session) {
   struct py_state *st = state;
   const char *m = session->mode ? session->mode : "cpu";
-  st->filter = strcmp(m, "wall") == 0  ? PY_ALL_THREADS
-               : strcmp(m, "gil") == 0 ? PY_GIL_THREAD
-                                       : PY_RUNNING_THREADS;
+  st->filter = strcmp(m, "wall") == 0        ? PY_ALL_THREADS
+               : strcmp(m, "gil") == 0       ? PY_GIL_THREAD
+               : strcmp(m, "exception") == 0 ? PY_EXCEPTION_THREADS
+                                             : PY_RUNNING_THREADS;
   /* gProfiler's eBPF sampler (and auto, which prefers it) has no
    * counterpart here: say what runs instead, once */
   if ((!strcmp(m, "pyperf") || !strcmp(m, "auto")) && !st->told_gprofiler_mode) {

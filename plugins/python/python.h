@@ -97,8 +97,14 @@ struct py_offsets {
   uint32_t fr_back, fr_code, fr_lasti, fr_owner, fr_read;
   uint32_t co_filename, co_name, co_qualname, co_firstlineno, co_linetable;
   uint32_t co_code_adaptive, co_read;
-  uint32_t is_code_gen;     /* 3.14+: interp->_code_object_generation; 0: none */
-  uint32_t gc_collecting;   /* PY_GC_RUNTIME: from _PyRuntime, PY_GC_INTERP: from interp */
+  uint32_t is_code_gen;   /* 3.14+: interp->_code_object_generation; 0: none */
+  uint32_t gc_collecting; /* PY_GC_RUNTIME: from _PyRuntime, PY_GC_INTERP: from interp */
+  /* An exception being raised (curexc_type, 3.12+ current_exception) and
+   * one being handled: 2.7/3.6 tstate->exc_type inline (ts_exc_inline),
+   * 3.7+ through tstate->exc_info to a _PyErr_StackItem whose field at
+   * exc_item_field (exc_type <= 3.10, exc_value 3.11+) is set */
+  uint32_t ts_curexc, ts_exc_info, exc_item_field;
+  bool ts_exc_inline;
   uint8_t gc_kind;          /* enum py_gc_kind */
   bool lasti_is_index;      /* 3.10: f_lasti counts instructions (x2 = bytes) */
   bool skip_owner3;         /* 3.12+: frames owned by the C stack / interpreter */
@@ -135,6 +141,7 @@ struct py_proc {
   uint64_t tstate_cur;     /* 2.7/3.6: &_PyThreadState_Current */
   uint64_t pycode_type;    /* &PyCode_Type (0: unknown, no type check) */
   uint64_t gc_flag;        /* 2.7-3.8: address of the collector's flag (0: unknown) */
+  uint64_t none_addr;      /* &_Py_NoneStruct (0: unknown) */
   uint64_t map_lo, map_hi; /* address range that holds the interpreter's module */
   int pthread_tid_off;     /* <= 3.10: offset of tid in struct pthread, -1 unknown */
   struct {                 /* <= 3.10: pthread_t -> tid, cleared every session */
@@ -220,7 +227,12 @@ struct py_frame_ref {
   const char *pseudo;
 };
 
-enum py_thread_filter { PY_ALL_THREADS = 0, PY_RUNNING_THREADS = 1, PY_GIL_THREAD = 2 };
+enum py_thread_filter {
+  PY_ALL_THREADS = 0,
+  PY_RUNNING_THREADS = 1,
+  PY_GIL_THREAD = 2,
+  PY_EXCEPTION_THREADS = 3 /* raising or handling an exception, running or not */
+};
 
 struct py_walker; /* per-plugin scratch buffers, reused across samples */
 struct py_walker *python_walker_new(uint32_t max_depth);
@@ -229,6 +241,8 @@ void python_walker_free(struct py_walker *w);
  * a <GC> leaf frame (off by default: callers that do not ask never see a
  * pseudo frame). */
 void python_walker_set_gc(struct py_walker *w, bool on);
+/* Only the main thread (the first interpreter's oldest thread). */
+void python_walker_set_main_only(struct py_walker *w, bool on);
 
 /* Called for each thread whose stack was read; frames[0] is the leaf. */
 typedef void (*py_stack_fn)(void *ctx, uint32_t tid, const struct py_frame_ref *frames, uint32_t n,
@@ -258,7 +272,8 @@ int python_discover_tid_offset(struct py_proc *p);
  * again every PY_LOCATE_RETRY_NS, PY_LOCATE_ATTEMPTS times (~3 s). */
 #define PY_LOCATE_RETRY_NS 250000000ull
 #define PY_LOCATE_ATTEMPTS 12
-#define PY_NS_MAP 256 /* namespace tids mapped per target */
+#define PY_NS_MAP 256      /* namespace tids mapped per target */
+#define PY_THREAD_NAMES 32 /* thread names remembered per target and session */
 
 /* What the plugin holds for an attached target (its entry's data). */
 struct py_target {
@@ -274,6 +289,11 @@ struct py_target {
   bool tids_unknown;    /* a thread's host tid was not found: never skipped */
   bool ran_since_check; /* sampled since the last identity check */
   bool exit_logged;
+  struct {
+    uint32_t tid;
+    char name[16]; /* the kernel's comm of the thread (TASK_COMM_LEN) */
+  } tnames[PY_THREAD_NAMES];
+  uint32_t ntnames;
   uint32_t ns_map[PY_NS_MAP][2]; /* pid namespace: ns tid -> host tid */
   uint32_t nns;
   uint64_t ns_rebuilt_ns;
@@ -297,6 +317,7 @@ struct py_state {
   uint32_t weight;          /* ticks the sample being taken stands for */
   enum py_thread_filter filter;
   bool blocking;
+  bool thread_names;        /* a <thread: name> root frame on every stack */
   bool told_gprofiler_mode; /* the pyperf/auto warning is given once per run */
   int64_t frequency;
   uint32_t max_depth;

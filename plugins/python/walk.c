@@ -44,6 +44,7 @@ struct py_walker {
   uint64_t pre_frame_addr[PY_SPEC_FRAMES];
   uint8_t pre_frame_buf[PY_SPEC_FRAMES][PY_FRAME_READ_MAX];
   bool gc;             /* <GC> frames wanted */
+  bool main_only;      /* only the first interpreter's oldest thread */
   bool pre_gc;         /* pre_gc_flag was read by this sample's prefetch */
   int32_t pre_gc_flag; /* the collector's flag, as prefetched */
 };
@@ -64,6 +65,10 @@ struct py_walker *python_walker_new(uint32_t max_depth) {
 
 void python_walker_set_gc(struct py_walker *w, bool on) {
   w->gc = on;
+}
+
+void python_walker_set_main_only(struct py_walker *w, bool on) {
+  w->main_only = on;
 }
 
 void python_walker_free(struct py_walker *w) {
@@ -334,6 +339,29 @@ static void note_code_generation(struct py_proc *p, uint32_t ni, uint64_t gen) {
   }
 }
 
+/* An object pointer that stands for an exception: set and not None. */
+static bool exc_set(const struct py_proc *p, uint64_t obj) {
+  return walk_plausible(obj) && obj != p->none_addr;
+}
+
+/* Is the thread whose state is ts (at address t) raising or handling an
+ * exception? The item exc_info points to is usually the thread state's
+ * own (its exc_state member), already in ts; a generator's costs a read. */
+static bool thread_in_exception(const struct py_proc *p, uint64_t t, const uint8_t *ts) {
+  const struct py_offsets *o = &p->off;
+  if (!o->ts_exc_info) return false; /* not known for this version */
+  if (exc_set(p, walk_rd64(ts, o->ts_curexc))) return true;
+  uint64_t v = walk_rd64(ts, o->ts_exc_info);
+  if (o->ts_exc_inline) return exc_set(p, v);
+  if (!walk_plausible(v)) return false;
+  uint64_t item = v + o->exc_item_field, value = 0;
+  if (item >= t && item + 8 <= t + o->ts_read && item + 8 > item)
+    value = walk_rd64(ts, (uint32_t)(item - t));
+  else if (pp_remote_read((pid_t)p->pid, item, &value, 8) < 0)
+    return false;
+  return exc_set(p, value);
+}
+
 /* Where the collector's flag of interp lives; 0: not known for this
  * process. One flag per interpreter from 3.9, one per process before. */
 static uint64_t gc_flag_addr(const struct py_proc *p, uint64_t interp) {
@@ -484,7 +512,8 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
       uint64_t next = walk_rd64(ts, o->ts_next);
       if (walk_rd64(ts, o->ts_interp) != interp) return res->err = -EINVAL; /* torn or garbage */
       res->threads++;
-      if (filter == PY_GIL_THREAD && t != holder) {
+      if ((filter == PY_GIL_THREAD && t != holder) || (w->main_only && (ni > 0 || next)) ||
+          (filter == PY_EXCEPTION_THREADS && !thread_in_exception(p, t, ts))) {
         t = next;
         continue;
       }
