@@ -625,6 +625,7 @@ static int agent_run(struct pp_config *cfg, pp_config_loader reload, void *reloa
       .app_id_args_filter_count = cfg->app_id_args_filter_count,
       .cache_size = cfg->appid_cache_size,
       .java_spark_appid = cfg->java_spark_appid,
+      .k8s_runtime_root = cfg->k8s_runtime_root,
   };
   a->enricher = pp_enricher_new(&eo);
   a->metrics = pp_metrics_new();
