@@ -25,6 +25,7 @@
 #define RETRY_ATTEMPTS 12
 
 static const char *const mode_choices[] = {"dotnet-trace", "perfmap", NULL};
+static const char *const sampling_choices[] = {"bursts", "continuous", NULL};
 static const char *const match_maps[] = {"libcoreclr.so", NULL};
 
 static const struct pp_option options[] = {
@@ -34,6 +35,21 @@ static const struct pp_option options[] = {
      .choices = mode_choices,
      .help = "dotnet-trace: EventPipe sampling in the agent; perfmap: make the runtime write "
              "/tmp/perf-PID.map for perf; disabled"},
+    {.key = "sampling",
+     .type = PP_OPT_ENUM,
+     .default_value = "bursts",
+     .choices = sampling_choices,
+     .help = "dotnet-trace mode: bursts (the runtime's sampler runs in short bursts whose duty "
+             "cycle gives the rate asked: a fraction of the cost) or continuous (it sweeps every "
+             "~1-4 ms throughout whatever rate is asked)"},
+    {.key = "max_duty_pct",
+     .type = PP_OPT_INT,
+     .default_value = "10",
+     .min = 1,
+     .max = 100,
+     .help = "sampling: bursts: the most of the time the runtime's sampler may run (each sweep "
+             "suspends the target's managed threads); a rate that needs more gets fewer sweeps "
+             "(logged)"},
     {.key = "buffer_mb",
      .type = PP_OPT_INT,
      .default_value = "32",
@@ -133,6 +149,9 @@ static int dn_init(const struct pp_host *host, void **out) {
   st->cfg.wall = OPT_BOOL(host, "wall");
   st->cfg.rundown = OPT_BOOL(host, "rundown");
   st->cfg.rundown_interval_s = (uint32_t)OPT_INT(host, "rundown_interval_s");
+  const char *sampling = pp_opt_string(host, PP_OPTIONS(options), "sampling");
+  st->cfg.bursts = !sampling || strcmp(sampling, "continuous") != 0;
+  st->cfg.max_duty_pct = (uint32_t)OPT_INT(host, "max_duty_pct");
   st->max_methods = (uint32_t)OPT_INT(host, "max_methods");
   st->attach_timeout_s = (uint32_t)OPT_INT(host, "attach_timeout_s");
   st->socket_attempts = attempts_covering(st->attach_timeout_s);
@@ -153,8 +172,13 @@ static int dn_start(void *state, struct pp_session *session) {
   /* the stream is read from tick(): often enough that the runtime's buffer
    * never fills, rarely enough to cost nothing */
   session->tick_interval_ns = 50000000ull;
-  PP_INFO(st->host, "mode %s, %u Hz per thread, %s threads", mode, st->cfg.frequency_hz,
-          st->cfg.wall ? "all managed" : "running managed");
+  /* bursts are started and stopped from tick(): a finer tick keeps them
+   * short at low rates */
+  if (st->trace_mode && st->cfg.bursts) session->tick_interval_ns = 10000000ull;
+  st->cfg.tick_ns = session->tick_interval_ns;
+  PP_INFO(st->host, "mode %s, %u Hz per thread, %s threads%s", mode, st->cfg.frequency_hz,
+          st->cfg.wall ? "all managed" : "running managed",
+          st->trace_mode ? (st->cfg.bursts ? ", sampler in bursts" : ", sampler continuous") : "");
   return new_table(st);
 }
 

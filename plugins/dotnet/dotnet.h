@@ -9,6 +9,8 @@
  *   dotnet_ipc.c      the diagnostic socket (found and connected through the
  *                     kit's target files) and the IPC framing
  *   dotnet_session.c  one EventPipe session: stream, parser, sample intake
+ *   dotnet_bursts.c   the sample profiler in short bursts whose duty cycle
+ *                     gives the rate asked
  *   dotnet_stacks.c   sampled IP stacks in the kit's stack table, named at
  *                     snapshot from the method map
  *   dotnet_runshare.c whether sampled threads ran, where the runtime's
@@ -45,6 +47,9 @@ struct dotnet_cfg {
   bool wall;                   /* count threads outside managed code too */
   bool rundown;                /* rundown at all (else live JIT events only) */
   uint32_t rundown_interval_s; /* again this often after attach; 0: never */
+  bool bursts;                 /* the sample profiler runs in bursts (dotnet_bursts.c) */
+  uint32_t max_duty_pct;       /* of the time the sampler may run in bursts */
+  uint64_t tick_ns;            /* how often tick() runs */
 };
 
 struct dotnet_state {
@@ -70,6 +75,7 @@ struct dotnet_target {
   uint64_t last_rundown_ns;
   uint64_t rundown_resets; /* method-map clears already answered by a rundown */
   bool rate_logged;
+  struct dotnet_bursts *bursts; /* burst sampling state, NULL if continuous */
   char version[64];
   char appid[512];
 };
@@ -155,6 +161,8 @@ int dotnet_ipc_parse_info2(const uint8_t *p, size_t len, struct dotnet_proc_info
 enum dotnet_session_kind {
   DOTNET_SESSION_SAMPLING = 0, /* sample profiler + live method loads */
   DOTNET_SESSION_RUNDOWN_ONLY, /* stopped at once: only the rundown */
+  DOTNET_SESSION_METHODS,      /* live method loads only (burst sampling) */
+  DOTNET_SESSION_BURST,        /* the sample profiler only, for one burst */
 };
 
 struct dotnet_thread_due {
@@ -174,7 +182,9 @@ struct dotnet_session {
    * 10.0 before 10.0.4): whether a thread ran is read from its schedstat */
   bool type_unreliable;
   struct dotnet_runshare *runshare; /* allocated at the first such sample */
+  bool keep_threads;                /* a new stream keeps the run share (bursts: same process) */
   bool eof, stopping;
+  bool starting;     /* CollectTracing2 sent, its reply not read yet */
   bool rundown;      /* asked for a rundown at stop */
   bool closed_by_us; /* stream cut before its end tag: truncated */
   bool end_counted;  /* a truncated/malformed end was counted */
@@ -209,6 +219,33 @@ void dotnet_session_free(struct dotnet_session *s);
  * thread External, running managed code or not. */
 bool dotnet_sample_type_unreliable(const char *version);
 
+/* ---- burst sampling (dotnet_bursts.c) ----------------------------- */
+
+/* The runtime's sampler suspends every managed thread at each sweep and
+ * sweeps every ~1-4 ms whatever rate is asked: run continuously it costs
+ * the target ~10 %. In bursts it sweeps for burst_ns out of every cycle_ns,
+ * chosen from the sweep period measured in earlier bursts so that the
+ * sweeps per second match the rate asked; samples are weighted by the duty
+ * cycle. Method names come from the target's long-lived method session and
+ * the attach rundown, so a burst needs no rundown. */
+struct dotnet_bursts *dotnet_bursts_new(const struct dotnet_cfg *cfg, uint32_t pid, bool thread_ids,
+                                        bool type_unreliable);
+void dotnet_bursts_free(struct dotnet_bursts *b);
+/* From tick(): starts a burst when one is due, stops it when it has run
+ * its time, reads a stopped burst's stream. */
+void dotnet_bursts_tick(struct dotnet_bursts *b, const struct pp_host *host, const char *sock,
+                        struct dotnet_methods *m, uint64_t now);
+/* The session holding the bursts' samples (drained at snapshot). */
+struct dotnet_session *dotnet_bursts_session(struct dotnet_bursts *b);
+/* Logs the achieved rate and the target's cost (once after a few seconds
+ * of bursts, then at debug level per snapshot); adds counters. */
+void dotnet_bursts_report(struct dotnet_bursts *b, const struct pp_host *host, struct pp_sink *sink,
+                          const char *version);
+/* Ends a burst in progress and reads the stream for up to a second. */
+void dotnet_bursts_stop(struct dotnet_bursts *b, const char *sock);
+/* Closes the stream at once (the process exited). */
+void dotnet_bursts_close(struct dotnet_bursts *b);
+
 /* ---- run share of sampled threads (dotnet_runshare.c) -------------- */
 
 struct dotnet_runshare;
@@ -233,6 +270,15 @@ uint32_t dotnet_runshare_weight(struct dotnet_runshare *r, uint64_t tid, uint32_
  * Returns 0 or -errno; *hresult holds the runtime's error code for -EPROTO. */
 int dotnet_session_start(struct dotnet_session *s, const char *sock, struct dotnet_methods *m,
                          enum dotnet_session_kind kind, bool rundown, uint32_t *hresult);
+/* The same without waiting for the runtime: the command is sent (s->fd
+ * set, s->starting) and dotnet_session_poll_start() takes the reply. No
+ * rundown. 0 or -errno. */
+int dotnet_session_start_async(struct dotnet_session *s, const char *sock, struct dotnet_methods *m,
+                               enum dotnet_session_kind kind);
+/* 1 once the runtime accepted the session started by
+ * dotnet_session_start_async() (the stream follows), 0 while its reply is
+ * not there, -errno (-EPROTO with *hresult) if refused (connection closed). */
+int dotnet_session_poll_start(struct dotnet_session *s, uint32_t *hresult);
 /* Reads what is available without blocking (up to max_bytes). Returns 1 if
  * the stream ended (EOF, end tag or parse error), else 0. */
 int dotnet_session_pump(struct dotnet_session *s, size_t max_bytes);

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* EventPipe session lifecycle and sample intake (see dotnet.h). */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,14 +172,14 @@ static void reset_stream(struct dotnet_session *s) {
   dotnet_session_close(s);
   s->undrained_bytes += dotnet_nt_stats(s->nt)->bytes - s->drained_bytes;
   dotnet_nt_reset(s->nt);
-  s->eof = s->stopping = s->rundown = s->closed_by_us = false;
+  s->eof = s->stopping = s->rundown = s->closed_by_us = s->starting = false;
   s->end_counted = s->end_logged = false;
   s->started_ns = s->stop_ns = s->ended_ns = s->stop_deadline_ns = 0;
   s->cutoff_ts = 0;
   s->id = 0;
   s->drained_bytes = 0;
   memset(s->due, 0, sizeof(s->due));
-  dotnet_runshare_reset(s->runshare);
+  if (!s->keep_threads) dotnet_runshare_reset(s->runshare);
 }
 
 void dotnet_session_reset(struct dotnet_session *s) {
@@ -201,8 +202,10 @@ void dotnet_session_free(struct dotnet_session *s) {
   free(s);
 }
 
-int dotnet_session_start(struct dotnet_session *s, const char *sock, struct dotnet_methods *m,
-                         enum dotnet_session_kind kind, bool rundown, uint32_t *hresult) {
+/* Sends CollectTracing2 for `kind`; the reply (the session id) is read by
+ * take_reply(). Returns the connection or -errno. */
+static int send_start(struct dotnet_session *s, const char *sock, struct dotnet_methods *m,
+                      enum dotnet_session_kind kind, bool rundown) {
   reset_stream(s);
   s->methods = m;
   uint32_t hz = s->cfg->frequency_hz ? s->cfg->frequency_hz : 100;
@@ -210,6 +213,7 @@ int dotnet_session_start(struct dotnet_session *s, const char *sock, struct dotn
   /* The runtime's sampler sleeps this long after each sweep, where it takes
    * the argument (.NET 10 does not: 1 ms; see sample_weight()). */
   uint32_t interval_ms = 1000 / hz ? 1000 / hz : 1;
+  if (kind == DOTNET_SESSION_BURST) interval_ms = 1; /* the duty cycle sets the rate */
   char args[64];
   snprintf(args, sizeof(args), "SampleProfilerIntervalMS=%u", interval_ms);
   struct dotnet_provider_cfg prov[] = {
@@ -217,30 +221,66 @@ int dotnet_session_start(struct dotnet_session *s, const char *sock, struct dotn
       {SAMPLE_PROFILER_KEYWORDS, 4, "Microsoft-DotNETCore-SampleProfiler", args},
   };
   /* a rundown-only session still needs a provider: the runtime one, whose
-   * MethodLoadVerbose events are harmless duplicates of the sampling one's */
-  size_t nprov = kind == DOTNET_SESSION_RUNDOWN_ONLY ? 1 : 2;
+   * MethodLoadVerbose events are harmless duplicates of the sampling one's;
+   * a burst takes only the sampler (names come from the methods session) */
+  const struct dotnet_provider_cfg *p = prov;
+  size_t nprov = 2;
+  if (kind == DOTNET_SESSION_RUNDOWN_ONLY || kind == DOTNET_SESSION_METHODS) nprov = 1;
+  if (kind == DOTNET_SESSION_BURST) p = prov + 1, nprov = 1;
   uint8_t payload[512];
-  long len = dotnet_ipc_collect2_payload(payload, sizeof(payload), s->cfg->buffer_mb, rundown, prov,
-                                         nprov);
+  long len =
+      dotnet_ipc_collect2_payload(payload, sizeof(payload), s->cfg->buffer_mb, rundown, p, nprov);
   if (len < 0) return (int)len;
-  int fd = dotnet_ipc_send_command(s->pid, sock, DOTNET_IPC_SET_EVENTPIPE, DOTNET_IPC_EP_COLLECT2,
-                                   payload, (size_t)len, IPC_TIMEOUT_MS);
-  if (fd < 0) return fd;
+  s->rundown = rundown;
+  return dotnet_ipc_send_command(s->pid, sock, DOTNET_IPC_SET_EVENTPIPE, DOTNET_IPC_EP_COLLECT2,
+                                 payload, (size_t)len, IPC_TIMEOUT_MS);
+}
+
+/* Reads the reply to send_start(): on success the connection streams. */
+static int take_reply(struct dotnet_session *s, int fd, int timeout_ms, uint32_t *hresult) {
   uint8_t reply[8];
   size_t rlen = 0;
-  int rc = dotnet_ipc_read_reply(fd, IPC_TIMEOUT_MS, reply, sizeof(reply), &rlen, hresult);
+  int rc = dotnet_ipc_read_reply(fd, timeout_ms, reply, sizeof(reply), &rlen, hresult);
   if (rc == 0 && rlen < 8) rc = -EBADMSG;
   if (rc < 0) {
     close(fd);
+    s->fd = -1;
+    s->starting = false;
     return rc;
   }
   s->id = 0;
   for (int i = 7; i >= 0; i--)
     s->id = (s->id << 8) | reply[i];
   s->fd = fd;
-  s->rundown = rundown;
+  s->starting = false;
   s->started_ns = pp_clock_ns();
   return 0;
+}
+
+int dotnet_session_start(struct dotnet_session *s, const char *sock, struct dotnet_methods *m,
+                         enum dotnet_session_kind kind, bool rundown, uint32_t *hresult) {
+  int fd = send_start(s, sock, m, kind, rundown);
+  if (fd < 0) return fd;
+  return take_reply(s, fd, IPC_TIMEOUT_MS, hresult);
+}
+
+int dotnet_session_start_async(struct dotnet_session *s, const char *sock, struct dotnet_methods *m,
+                               enum dotnet_session_kind kind) {
+  int fd = send_start(s, sock, m, kind, false);
+  if (fd < 0) return fd;
+  s->fd = fd;
+  s->starting = true;
+  s->started_ns = pp_clock_ns();
+  return 0;
+}
+
+int dotnet_session_poll_start(struct dotnet_session *s, uint32_t *hresult) {
+  if (!s->starting) return s->fd >= 0 ? 1 : -ENOTCONN;
+  struct pollfd p = {.fd = s->fd, .events = POLLIN};
+  if (poll(&p, 1, 0) <= 0) return 0;
+  /* the reply is one small write: once readable it is all there */
+  int rc = take_reply(s, s->fd, 100, hresult);
+  return rc < 0 ? rc : 1;
 }
 
 int dotnet_session_pump(struct dotnet_session *s, size_t max_bytes) {
@@ -253,6 +293,7 @@ int dotnet_session_pump(struct dotnet_session *s, size_t max_bytes) {
     }
   }
   if (s->fd < 0) return 1;
+  if (s->starting) return 0; /* the reply to the start comes first */
   size_t total = 0;
   while (total < max_bytes) {
     size_t room = 0;

@@ -116,6 +116,12 @@ static int enable_perfmap(struct dotnet_state *st, struct pp_target_entry *e,
   return 0;
 }
 
+/* The rotating sessions sample themselves, or in burst mode only carry
+ * the live method events (dotnet_bursts.c samples). */
+static enum dotnet_session_kind session_kind(const struct dotnet_state *st) {
+  return st->cfg.bursts ? DOTNET_SESSION_METHODS : DOTNET_SESSION_SAMPLING;
+}
+
 static int start_tracing(struct dotnet_state *st, struct pp_target_entry *e,
                          struct dotnet_target *t) {
   bool thread_ids = t->nspid == t->pid;
@@ -126,7 +132,16 @@ static int start_tracing(struct dotnet_state *st, struct pp_target_entry *e,
     snprintf(e->reason, sizeof(e->reason), "session setup: %s", strerror(ENOMEM));
     return -ENOMEM;
   }
-  if (dotnet_sample_type_unreliable(t->version)) {
+  bool unreliable = dotnet_sample_type_unreliable(t->version);
+  if (st->cfg.bursts) {
+    t->bursts = dotnet_bursts_new(&st->cfg, t->pid, thread_ids, unreliable);
+    if (!t->bursts) {
+      snprintf(e->reason, sizeof(e->reason), "session setup: %s", strerror(ENOMEM));
+      return -ENOMEM;
+    }
+    t->rate_logged = true; /* the bursts report their own rate */
+  }
+  if (unreliable) {
     t->cur->type_unreliable = t->old->type_unreliable = true;
     PP_INFO(st->host,
             "pid %u: .NET %s marks every sample External: running threads are told by their "
@@ -134,7 +149,7 @@ static int start_tracing(struct dotnet_state *st, struct pp_target_entry *e,
             t->pid, t->version);
   }
   uint32_t hr = 0;
-  int rc = dotnet_session_start(t->cur, t->sock, t->methods, DOTNET_SESSION_SAMPLING, false, &hr);
+  int rc = dotnet_session_start(t->cur, t->sock, t->methods, session_kind(st), false, &hr);
   if (rc < 0) {
     if (rc == -EPROTO)
       snprintf(e->reason, sizeof(e->reason), "EventPipe session refused (hresult 0x%08x)", hr);
@@ -145,8 +160,9 @@ static int start_tracing(struct dotnet_state *st, struct pp_target_entry *e,
            e->reason);
     return rc == -ESRCH ? -EIO : rc;
   }
-  PP_INFO(st->host, "pid %u: EventPipe session %llx started (.NET %s)", t->pid,
-          (unsigned long long)t->cur->id, t->version[0] ? t->version : "unknown");
+  PP_INFO(st->host, "pid %u: EventPipe session %llx started (.NET %s), sampling %s", t->pid,
+          (unsigned long long)t->cur->id, t->version[0] ? t->version : "unknown",
+          st->cfg.bursts ? "in bursts" : "continuously");
   /* after the sampling session, so code compiled in between is named by
    * the sampling session's live events */
   start_attach_rundown(st, t, pp_clock_ns());
@@ -226,6 +242,7 @@ static void dn_release(void *plugin, struct pp_target_entry *e) {
   if (!d) return;
   dotnet_session_free(d->t.cur);
   dotnet_session_free(d->t.old);
+  dotnet_bursts_free(d->t.bursts);
   dotnet_methods_free(d->t.methods);
   free(d);
   e->data = NULL;
@@ -281,10 +298,18 @@ void dotnet_targets_pump(struct dotnet_state *st) {
         dotnet_session_pump(t->old, PUMP_BYTES_PER_TICK);
         dotnet_session_close(t->cur);
         dotnet_session_close(t->old);
+        if (t->bursts) {
+          dotnet_session_pump(dotnet_bursts_session(t->bursts), PUMP_BYTES_PER_TICK);
+          dotnet_bursts_close(t->bursts);
+        }
         continue;
       }
     }
     pump_stopped(st, t);
+    /* not while the attach rundown streams: the runtime answers no IPC
+     * command until it is written */
+    if (t->bursts && t->cur && t->cur->fd >= 0 && !(t->old->rundown && dotnet_session_busy(t->old)))
+      dotnet_bursts_tick(t->bursts, st->host, t->sock, t->methods, pp_clock_ns());
   }
 }
 
@@ -373,7 +398,7 @@ static void snapshot_trace_target(struct dotnet_state *st, struct dotnet_target 
   t->cur = t->old;
   t->old = prev;
   uint32_t hr = 0;
-  int rc = dotnet_session_start(t->cur, t->sock, t->methods, DOTNET_SESSION_SAMPLING,
+  int rc = dotnet_session_start(t->cur, t->sock, t->methods, session_kind(st),
                                 want_rundown(st, t, pp_clock_ns()), &hr);
   if (rc < 0) {
     dotnet_session_reset(t->cur); /* fd -1: attached again after this snapshot */
@@ -396,6 +421,10 @@ void dotnet_targets_snapshot(struct dotnet_state *st, struct pp_sink *sink) {
     struct dn_target *d = e->data;
     struct dotnet_target *t = &d->t;
     if (st->trace_mode && t->cur && t->old) {
+      if (t->bursts) {
+        emit_session(st, t, dotnet_bursts_session(t->bursts), sink);
+        dotnet_bursts_report(t->bursts, h, sink, t->version);
+      }
       if (d->exited) { /* what it streamed before it exited */
         emit_session(st, t, t->old, sink);
         emit_session(st, t, t->cur, sink);
@@ -436,20 +465,22 @@ void dotnet_targets_stop(struct dotnet_state *st) {
     }
     /* stop politely and read until the runtime closes (it may block on a
      * full socket otherwise), a second at most */
-    struct dotnet_session *ss[2] = {t->cur, t->old};
-    for (int k = 0; k < 2; k++)
+    if (t->bursts) dotnet_bursts_stop(t->bursts, t->sock);
+    struct dotnet_session *ss[3] = {t->cur, t->old,
+                                    t->bursts ? dotnet_bursts_session(t->bursts) : NULL};
+    for (int k = 0; k < 3; k++)
       if (ss[k] && ss[k]->fd >= 0 && !ss[k]->stopping &&
           dotnet_session_request_stop(ss[k], t->sock) < 0)
         dotnet_session_close(ss[k]);
     uint64_t deadline = pp_clock_ns() + 1000000000ull;
     for (;;) {
-      struct pollfd p[2];
+      struct pollfd p[3];
       nfds_t np = 0;
-      for (int k = 0; k < 2; k++)
+      for (int k = 0; k < 3; k++)
         if (ss[k] && ss[k]->fd >= 0) p[np++] = (struct pollfd){.fd = ss[k]->fd, .events = POLLIN};
       if (np == 0 || pp_clock_ns() >= deadline) break;
       poll(p, np, 50);
-      for (int k = 0; k < 2; k++)
+      for (int k = 0; k < 3; k++)
         if (ss[k]) dotnet_session_pump(ss[k], PUMP_BYTES_PER_TICK);
     }
   }
