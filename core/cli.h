@@ -42,6 +42,7 @@ enum pp_command {
   PP_CMD_DIFF,
   PP_CMD_ATTACH, /* attach PID */
   PP_CMD_DUMP,   /* dump PID */
+  PP_CMD_TOP,    /* top [PID...] */
 };
 
 struct pp_cli_arg; /* one parsed flag (private to cli.c) */

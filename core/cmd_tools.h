@@ -16,6 +16,9 @@ int pp_cmd_convert(struct pp_config *cfg, const char *const *operands, size_t n)
 /* diff BASE.col NEW.col -o diff.html */
 int pp_cmd_diff(struct pp_config *cfg, const char *const *operands, size_t n);
 
+/* top [PID...]: the live view (owns cfg, like the agent) */
+int pp_cmd_top(struct pp_config *cfg, const char *const *operands, size_t n);
+
 /* Read a whole file (bounded by max bytes). *out malloc'd, NUL-terminated.
  * 0 or -errno. */
 int pp_read_whole_file(const char *path, size_t max, char **out, size_t *len);

@@ -98,6 +98,10 @@ int main(int argc, char **argv) {
     case PP_CMD_CONVERT:
       rc = pp_cmd_convert(cfg, cli.operands, cli.operand_count);
       break;
+    case PP_CMD_TOP:
+      rc = pp_cmd_top(cfg, cli.operands, cli.operand_count);
+      cfg = NULL;
+      break;
     case PP_CMD_DIFF:
       rc = pp_cmd_diff(cfg, cli.operands, cli.operand_count);
       break;
