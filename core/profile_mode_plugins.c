@@ -161,7 +161,7 @@ void pp_profile_types_check_sources(const struct pp_config *cfg, const char *con
   for (unsigned t = 0; t < PP_PROFILE_TYPE_COUNT; t++)
     if ((cfg->profile_types & PP_TYPE_BIT(t)) && !(given & PP_TYPE_BIT(t)))
       pp_log(PP_LOG_WARNING, "polyprof",
-             "--mode %s: no enabled plugin gives a %s profile (it comes from %s); the other "
-             "types go on",
+             "--mode %s: no enabled plugin gives the %s profile (it comes from %s); the "
+             "other types go on",
              pp_profile_type(t)->name, pp_profile_type(t)->name, hint[t]);
 }
