@@ -88,16 +88,27 @@ static const char *stack_comm(const struct pp_profile *p, const struct pp_stack_
   return pp_profile_str(p, comm);
 }
 
-/* For each thread name, in the order first seen: its most frequent stack. */
+/* Stacks keep no thread id: threads are told apart by name and by the
+ * frame they were entered at (a runtime's thread bootstrap, main), which
+ * separates the threads of a program that share one name. */
+static bool same_thread(const struct pp_profile *p, const struct pp_stack_rec *a,
+                        const struct pp_stack_rec *b) {
+  if (strcmp(stack_comm(p, a), stack_comm(p, b)) != 0) return false;
+  const uint32_t *fa = pp_profile_stack_frames(p, a), *fb = pp_profile_stack_frames(p, b);
+  const struct pp_frame_rec *ra = fa ? pp_profile_frame(p, fa[0]) : NULL;
+  const struct pp_frame_rec *rb = fb ? pp_profile_frame(p, fb[0]) : NULL;
+  return ra && rb && ra->name == rb->name;
+}
+
+/* For each thread, in the order first seen: its most frequent stack. */
 static size_t top_stacks(const struct pp_profile *p, uint32_t pid, size_t *best, uint64_t *sum,
                          size_t cap) {
   size_t n = 0;
   for (size_t i = 0; i < pp_profile_stack_count(p); i++) {
     const struct pp_stack_rec *s = pp_profile_stack(p, i);
     if (s->pid != pid || !s->nframes) continue;
-    const char *c = stack_comm(p, s);
     size_t k = 0;
-    while (k < n && strcmp(stack_comm(p, pp_profile_stack(p, best[k])), c) != 0)
+    while (k < n && !same_thread(p, pp_profile_stack(p, best[k]), s))
       k++;
     if (k == n) {
       if (n == cap) continue;

@@ -105,7 +105,6 @@ int pp_program_setup(struct pp_program *pr, const struct pp_cli *cli, struct pp_
     cfg->frequency = PROGRAM_DEFAULT_HZ;
   }
   pr->frequency_hz = cfg->frequency;
-  pr->table.frequency_hz = cfg->frequency;
   if (!pp_cli_flag_value(cli, "--profiling-duration"))
     cfg->duration = 86400; /* as long as the program lives */
   cfg->continuous = false;
@@ -120,8 +119,12 @@ int pp_program_setup(struct pp_program *pr, const struct pp_cli *cli, struct pp_
   cfg->rootless = geteuid() != 0;
   pp_rootless_apply_defaults(cfg);
   /* every thread, running or waiting, where the runtime can tell */
-  if (!pp_cli_flag_value(cli, "--python-mode"))
+  if (!pp_cli_flag_value(cli, "--mode") && !pp_cli_flag_value(cli, "--python-mode"))
     pp_config_add_flag(cfg, "--python-mode", "wall", false);
+  /* the daemon leaves PHP off by default (gProfiler's choice); asking for
+   * one program is asking for its runtime */
+  if (!pp_cli_flag_value(cli, "--php-mode") && !pp_cli_flag_value(cli, "--no-php"))
+    pp_config_add_flag(cfg, "--php-mode", "phpspy", false);
   pr->output = pp_cli_flag_value(cli, "--output");
   pp_log_set_stderr_level(cfg->verbose ? PP_LOG_DEBUG : PP_LOG_ERROR);
   return open_output(pr, command);
@@ -302,6 +305,7 @@ static void hook_session(void *ctx, struct pp_agent *a, const struct session_tim
   struct pp_program *pr = hs->pr;
   int rc;
   uint32_t only = pr->follow_children ? 0 : (uint32_t)pr->root;
+  pr->table.duration_s = t->duration_s;
   if (pr->format == PP_PROGRAM_DUMP || pr->format == PP_PROGRAM_DUMP_JSON) {
     pp_dump_write(pr->out, a->merged, pr->root, pr->format == PP_PROGRAM_DUMP_JSON);
     rc = ferror(pr->out) ? -EIO : 0;

@@ -163,14 +163,14 @@ int pp_table_write(FILE *f, const struct pp_profile *p, const struct pp_table_op
   char text[1024];
   if (rc == 0) {
     fprintf(f, "%llu samples%s, %zu functions%s\n", (unsigned long long)all,
-            o->frequency_hz > 0 ? "" : " (no rate: no times)", t.n,
+            o->duration_s > 0 ? "" : " (no duration: no times)", t.n,
             rows < t.n ? " (the first rows shown; --limit 0 for all)" : "");
     fprintf(f, "%10s %7s %10s %7s %9s  %s\n", "self", "self%", "total", "total%", "self-s",
             "function (file:line) [runtime]");
     for (size_t i = 0; i < rows; i++) {
       const struct fn *fn = &t.fns[i];
       fn_text(p, fn, text, sizeof(text));
-      double secs = o->frequency_hz > 0 ? (double)fn->self / o->frequency_hz : 0.0;
+      double secs = all ? o->duration_s * (double)fn->self / (double)all : 0.0;
       fprintf(f, "%10llu %6.2f%% %10llu %6.2f%% %9.3f  %s\n", (unsigned long long)fn->self,
               pct(fn->self, all), (unsigned long long)fn->total, pct(fn->total, all), secs, text);
     }

@@ -5,8 +5,9 @@
  * - table: one row per function (name, file and runtime), like Python's
  *   pstats: self and total samples with their shares of all samples and the
  *   time they stand for at the sampling rate, sorted, limited, then the hot
- *   spots in one line. Rows are "SELF SELF% TOTAL TOTAL% SECONDS  FUNCTION"
- *   so a script can split the first five columns off.
+ *   spots in one line. A row's time is its share of the session (all
+ *   samples stand for the whole of it, however they were scaled). Rows are "SELF SELF% TOTAL TOTAL%
+ * SECONDS  FUNCTION" so a script can split the first five columns off.
  * - collapsed: "comm;root;...;leaf count" lines, nothing else (no header, no
  *   index, container or appid prefix), for flamegraph.pl and speedscope.
  */
@@ -23,8 +24,8 @@ enum pp_table_sort { PP_TABLE_SORT_SELF, PP_TABLE_SORT_TOTAL, PP_TABLE_SORT_NAME
 
 struct pp_table_opts {
   enum pp_table_sort sort;
-  size_t limit;     /* rows; 0: all */
-  int frequency_hz; /* for the time column; 0: no times */
+  size_t limit;      /* rows; 0: all */
+  double duration_s; /* the time column: a row's share of it; 0: no times */
 };
 
 /* "self", "total", "name" -> 0 and *out; -1 for anything else. */

@@ -1,0 +1,89 @@
+"""polyprof run -- CMD on real programs: the known 3:1 split of each runtime
+printed as a table (parsed back), children followed (a program started
+through `timeout`), --no-subprocesses, the program's exit status kept,
+--format collapsed plain, --output replaced whole, Ctrl-C still prints, and
+a run as an unprivileged user on its own program."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cmdutil  # noqa: E402
+import pputil  # noqa: E402
+from pputil import check  # noqa: E402
+
+if not os.path.exists(pputil.AGENT):
+    pputil.skip("agent not built: " + pputil.AGENT)
+PY = os.path.join(cmdutil.WORKLOADS, "python", "workload.py")
+
+# python: the split, through the table; exit status of the program kept
+r = cmdutil.polyprof("run", "--", sys.executable, "-c",
+                     "import runpy,sys; sys.argv=[%r,'split','4']; runpy.run_path(%r, run_name='__main__'); sys.exit(3)" % (PY, PY))
+print(r.stdout[-1500:], r.stderr[-800:])
+check(r.returncode == 3, "run keeps the program's exit status (3, got %d)" % r.returncode)
+rows = cmdutil.parse_table(r.stdout)
+check(any(x["runtime"] == "python" and x["where"].startswith(PY + ":") for x in rows), "table rows name file:line and the runtime")
+cmdutil.check_split(rows, "three_parts", "one_part", "python")
+check("hot spots:" in r.stdout and "work" in r.stdout.split("hot spots:")[1], "hot-spot summary names work()")
+check("Hz requested; achieved:" in r.stderr and "missed samples:" in r.stderr, "achieved rate and missed samples printed")
+
+# ruby through `timeout`: a child, followed by default; its status 124 kept
+if shutil.which("ruby"):
+    r = cmdutil.polyprof("run", "-i", "2000", "--", "timeout", "4", "ruby", os.path.join(cmdutil.WORKLOADS, "ruby", "split.rb"))
+    print(r.stdout[-1200:], r.stderr[-600:])
+    check(r.returncode == 124, "run: timeout's status 124 kept (got %d)" % r.returncode)
+    cmdutil.check_split(cmdutil.parse_table(r.stdout), "heavy_three", "light_one", "ruby (a child of timeout)")
+    r = cmdutil.polyprof("run", "--no-subprocesses", "--", "timeout", "2", "ruby", os.path.join(cmdutil.WORKLOADS, "ruby", "split.rb"))
+    check("heavy_three" not in r.stdout, "--no-subprocesses: the child's ruby frames are left out")
+else:
+    check(False, "ruby installed")
+
+# php: the script ends by itself
+if shutil.which("php"):
+    r = cmdutil.polyprof("run", "--", "php", os.path.join(cmdutil.WORKLOADS, "php", "busy.php"), "4")
+    print(r.stdout[-1200:], r.stderr[-600:])
+    check(r.returncode == 0, "php run exits 0")
+    cmdutil.check_split(cmdutil.parse_table(r.stdout), "heavy_a", "light_b", "php")
+else:
+    check(False, "php installed")
+
+# collapsed, plain, into a file replaced whole
+out = os.path.join(pputil.tempdir("ppcmd-run-"), "stacks.txt")
+with open(out, "w") as f:
+    f.write("old\n")
+r = cmdutil.polyprof("run", "--format", "collapsed", "--output", out, "--", sys.executable, PY, "split", "2")
+text = open(out).read()
+lines = [x for x in text.splitlines() if x]
+check(r.returncode == 0 and "three_parts" not in r.stdout, "collapsed --output: no stacks on stdout")
+check(lines and all(x.rsplit(" ", 1)[1].isdigit() for x in lines), "collapsed: 'frames count' lines only")
+check(lines and not any(x.startswith(("0;", "1;")) or "appid:" in x for x in lines), "collapsed: no index, container or appid prefix")
+check(any(";three_parts (" in x and x.startswith("python") for x in lines), "collapsed: comm first, then the python frames")
+check(not [n for n in os.listdir(os.path.dirname(out)) if ".tmp-" in n], "no temporary file left beside --output")
+
+# Ctrl-C: profiling stops, the table is still printed
+p = subprocess.Popen([pputil.AGENT, "run", "--plugin-dir", pputil.PLUGIN_DIR, "--config", cmdutil.EMPTY_CONFIG,
+                      "--", sys.executable, PY, "split", "30"],
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+time.sleep(3)
+os.killpg(p.pid, signal.SIGINT)  # the terminal's Ctrl-C goes to the whole group
+o, e = p.communicate(timeout=60)
+check(cmdutil.parse_table(o) != [] and "three_parts" in o, "Ctrl-C: the table is still printed")
+check(p.returncode in (130, 1), "Ctrl-C: the program's status (killed by SIGINT: 130 or python's 1), got %d" % p.returncode)
+
+# an unprivileged user on its own program
+if shutil.which("setpriv") and os.path.exists("/usr/bin/python3"):
+    plugins = pputil.plugin_dir_with(*[os.path.join(pputil.PLUGIN_DIR, n) for n in os.listdir(pputil.PLUGIN_DIR)])
+    cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",
+           pputil.AGENT, "run", "--plugin-dir", plugins, "--config", cmdutil.EMPTY_CONFIG,
+           "--", "/usr/bin/python3", PY, "split", "4"]
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120,
+                       env=dict(os.environ, HOME="/tmp", TMPDIR="/tmp"))
+    print(r.stdout[-1200:], r.stderr[-800:])
+    check(r.returncode == 0, "rootless run exits 0 (got %d)" % r.returncode)
+    cmdutil.check_split(cmdutil.parse_table(r.stdout), "three_parts", "one_part", "rootless python")
+else:
+    check(False, "setpriv and /usr/bin/python3 present")
+pputil.finish()
