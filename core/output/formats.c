@@ -10,6 +10,7 @@
 #include "output/html.h"
 #include "output/pprof.h"
 #include "output/speedscope.h"
+#include "output/table.h"
 
 static int write_col(FILE *f, const struct pp_output_input *in) {
   return pp_col_write(f, in->profile, in->header_json, in->col);
@@ -42,6 +43,16 @@ static int write_speedscope(FILE *f, const struct pp_output_input *in) {
   return pp_speedscope_write(f, in->profile, in->name ? in->name : "");
 }
 
+static int write_table(FILE *f, const struct pp_output_input *in) {
+  struct pp_table_opts o = {.limit = 0,
+                            .duration_s = in->end > in->start ? (double)(in->end - in->start) : 0};
+  return pp_table_write(f, in->profile, &o, 0);
+}
+
+static int write_collapsed(FILE *f, const struct pp_output_input *in) {
+  return pp_collapsed_write(f, in->profile, 0);
+}
+
 /* One line per format; both arrays below are generated from it, so the
  * names config accepts cannot drift from the formats that exist. */
 #define FORMATS(X)                                                  \
@@ -50,7 +61,9 @@ static int write_speedscope(FILE *f, const struct pp_output_input *in) {
   X(pprof, ".pb.gz", "last_profile.pb.gz")                          \
   X(speedscope, ".speedscope.json", "last_profile.speedscope.json") \
   X(gecko, ".gecko.json", "last_profile.gecko.json")                \
-  X(heatmap, ".heatmap.html", "last_heatmap.html")
+  X(heatmap, ".heatmap.html", "last_heatmap.html")                  \
+  X(table, ".table.txt", "last_profile.table.txt")                  \
+  X(collapsed, ".collapsed.txt", "last_profile.collapsed.txt")
 
 #define AS_ENTRY(id, ext, link) {#id, ext, link, write_##id},
 #define AS_NAME(id, ext, link) #id,

@@ -40,7 +40,7 @@ struct pp_output_format {
   int (*write)(FILE *f, const struct pp_output_input *in); /* 0 or -errno */
 };
 
-#define PP_OUTPUT_FORMAT_COUNT 6
+#define PP_OUTPUT_FORMAT_COUNT 8
 
 /* In the order the session writes them (.col first: it is what users and
  * servers read). */
