@@ -27,6 +27,8 @@ static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *frames,
   if (n > 64) abort();
   for (uint32_t i = 0; i < n; i++) {
     const struct py_code *c = frames[i].code;
+    if (!c && !frames[i].pseudo) abort(); /* a frame is code or a named pseudo frame */
+    if (!c) sink += strlen(frames[i].pseudo);
     if (c && c->name) sink += strlen(c->name);
     if (c && c->file) sink += strlen(c->file);
   }
@@ -64,10 +66,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     struct py_walker *w = python_walker_new(64);
     struct py_codecache *cc = python_codecache_new(32);
     if (!w || !cc) abort();
-    for (int i = 0; i < 2; i++) {
+    /* every thread filter; <GC> frames (the collector's flag, the GIL
+     * holder) and the main-thread filter on the later passes */
+    static const enum py_thread_filter filters[] = {PY_ALL_THREADS, PY_GIL_THREAD,
+                                                    PY_EXCEPTION_THREADS, PY_ALL_THREADS};
+    for (int i = 0; i < 4; i++) {
       struct py_sample_result res;
-      (void)python_sample(w, &p, cc, i ? PY_GIL_THREAD : PY_ALL_THREADS, NULL, on_stack, NULL,
-                          &res);
+      python_walker_set_gc(w, i >= 2);
+      python_walker_set_main_only(w, i == 3);
+      (void)python_sample(w, &p, cc, filters[i], NULL, on_stack, NULL, &res);
     }
     python_codecache_free(cc);
     python_walker_free(w);

@@ -38,6 +38,7 @@ struct img_positions {
   size_t ob_size, ob_type;
   size_t bytes_size, bytes_ob_size, bytes_ob_sval;
   size_t uni_size, uni_state, uni_length, uni_ascii_size;
+  size_t gc_size, gc_collecting; /* struct _gc_runtime_state */
 };
 
 static const struct img_positions IMG_POS_313 = {
@@ -93,6 +94,8 @@ static const struct img_positions IMG_POS_313 = {
     .uni_state = 544,
     .uni_length = 552,
     .uni_ascii_size = 560,
+    .gc_size = 568,
+    .gc_collecting = 576,
 };
 
 static const struct img_positions IMG_POS_314 = {
@@ -154,6 +157,8 @@ static const struct img_positions IMG_POS_314 = {
     .uni_state = 624,
     .uni_length = 632,
     .uni_ascii_size = 640,
+    .gc_size = 648,
+    .gc_collecting = 656,
 };
 
 /* The values the image's debug offsets publish (struct sizes and field
@@ -212,6 +217,8 @@ static const img_values IMG_VAL_3130 = {
     .uni_state = 32,
     .uni_length = 16,
     .uni_ascii_size = 40,
+    .gc_size = 240,
+    .gc_collecting = 200,
 };
 
 /* A 3.14 image: frame and code layouts of CPython 3.14.0 (as py-spy's
@@ -220,8 +227,8 @@ static const img_values IMG_VAL_3130 = {
  * 3.13's so a parser that reads 3.13 values cannot pass. */
 static const img_values IMG_VAL_314 = {
     .rt_size = 300000,
-    .rt_finalizing = 616,
-    .rt_interp_head = 648,
+    .rt_finalizing = 776, /* past the 760 bytes of _Py_DebugOffsets */
+    .rt_interp_head = 800,
     .is_size = 201000,
     .is_id = 7288,
     .is_next = 7280,
@@ -275,6 +282,8 @@ static const img_values IMG_VAL_314 = {
     .uni_state = 32,
     .uni_length = 16,
     .uni_ascii_size = 40,
+    .gc_size = 264,
+    .gc_collecting = 224,
 };
 
 /* Fields the plugin reads, as (name, offset of the member in the struct):
@@ -293,7 +302,7 @@ static const img_values IMG_VAL_314 = {
   X(co_filename) X(co_name) X(co_qualname) X(co_linetable) X(co_firstlineno)                       \
   X(co_argcount) X(co_localsplusnames) X(co_localspluskinds) X(co_adaptive) X(co_tlbc)             \
   X(ob_size) X(ob_type) X(bytes_size) X(bytes_ob_size) X(bytes_ob_sval) X(uni_size)                \
-  X(uni_state) X(uni_length) X(uni_ascii_size)
+  X(uni_state) X(uni_length) X(uni_ascii_size) X(gc_size) X(gc_collecting)
 // clang-format on
 
 /* Values of a real debug-offsets blob read at the given positions. */

@@ -57,10 +57,22 @@ static void collect(void *ctx, uint32_t tid, const struct py_frame_ref *frames, 
   c->stacks++;
   c->n = n < MAX_FRAMES ? n : MAX_FRAMES;
   for (uint32_t i = 0; i < c->n; i++) {
-    snprintf(c->f[i].name, sizeof(c->f[i].name), "%s", frames[i].code->name);
-    snprintf(c->f[i].file, sizeof(c->f[i].file), "%s", frames[i].code->file);
+    const struct py_code *code = frames[i].code; /* NULL: a pseudo frame */
+    snprintf(c->f[i].name, sizeof(c->f[i].name), "%s", code ? code->name : frames[i].pseudo);
+    snprintf(c->f[i].file, sizeof(c->f[i].file), "%s", code ? code->file : "");
     c->f[i].line = frames[i].line;
   }
+}
+
+/* One sample of p into c, <GC> frames on or off; python_sample's rc. */
+static int sample_gc(struct py_proc *p, struct py_codecache *cc, enum py_thread_filter filter,
+                     bool gc, struct collected *c, struct py_sample_result *res) {
+  struct py_walker *w = python_walker_new(64);
+  python_walker_set_gc(w, gc);
+  memset(c, 0, sizeof(*c));
+  int rc = python_sample(w, p, cc, filter, NULL, collect, c, res);
+  python_walker_free(w);
+  return rc;
 }
 
 /* One sample of p into c; returns python_sample's rc. */
@@ -203,6 +215,28 @@ static void image_314(void) {
   img_put64(is, m.val.is_gil_holder, img_addr(idle_ts));
   CHECK_EQ_INT(sample(&p, cc, PY_GIL_THREAD, &c, &res), 0);
   CHECK_EQ_INT(c.stacks, 0);
+
+  /* <GC>: the collector's flag found through interpreter_state.gc and
+   * gc.collecting; the leaf of the GIL holder only, and only when asked */
+  CHECK_EQ_INT(p.off.gc_kind, PY_GC_INTERP);
+  CHECK_EQ_INT(p.off.gc_collecting, 7424 + 224);
+  img_put32(is, m.val.is_gc + m.val.gc_collecting, 1);
+  img_put64(is, m.val.is_gil_holder, img_addr(main_ts));
+  CHECK_EQ_INT(sample_gc(&p, cc, PY_ALL_THREADS, true, &c, &res), 0);
+  CHECK_EQ_INT(c.stacks, 1);
+  CHECK_EQ_INT(c.n, N314 + 1);
+  CHECK_EQ_STR(c.f[0].name, "<GC>");
+  CHECK_EQ_STR(c.f[1].name, "Klass.m\xc3\xa9thode"); /* the leaf, under <GC> */
+  CHECK_EQ_INT(sample_gc(&p, cc, PY_ALL_THREADS, false, &c, &res), 0);
+  CHECK_EQ_INT(c.n, N314);                               /* not asked: no <GC> */
+  img_put64(is, m.val.is_gil_holder, img_addr(idle_ts)); /* another thread collects */
+  CHECK_EQ_INT(sample_gc(&p, cc, PY_ALL_THREADS, true, &c, &res), 0);
+  CHECK_EQ_INT(c.n, N314);
+  img_put64(is, m.val.is_gil_holder, img_addr(main_ts));
+  img_put32(is, m.val.is_gc + m.val.gc_collecting, 0); /* not collecting */
+  CHECK_EQ_INT(sample_gc(&p, cc, PY_ALL_THREADS, true, &c, &res), 0);
+  CHECK_EQ_INT(c.n, N314);
+  img_put64(is, m.val.is_gil_holder, img_addr(idle_ts)); /* as before */
 
   /* A code object freed and another allocated at its address: without a
    * new session the cache only notices through code_object_generation. */
@@ -434,6 +468,9 @@ static void real_vs_image_313(void) {
   SAME_AS_REF(is_gil_state);
   SAME_AS_REF(is_gil_locked);
   SAME_AS_REF(is_gil_holder);
+  SAME_AS_REF(is_gc);
+  SAME_AS_REF(gc_size);
+  SAME_AS_REF(gc_collecting);
   SAME_AS_REF(ts_size);
   SAME_AS_REF(ts_next);
   SAME_AS_REF(ts_interp);
