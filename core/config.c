@@ -125,6 +125,8 @@ static const struct core_key keys[] = {
      "format", 0},
     {"upload.file_path", KT_STRING, FIELD(file_path), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
     {"enrichment.cloud_metadata", KT_BOOL, FIELD(cloud_metadata), 0, 0, 0, NULL, NULL, 0},
+    {"enrichment.containers", KT_STRING, FIELD(containers_select), 0, 0, 0, NULL, NULL,
+     KF_EMPTY_IS_NULL},
     {"enrichment.k8s_runtime_root", KT_STRING, FIELD(k8s_runtime_root), 0, 0, 0, NULL, NULL,
      KF_EMPTY_IS_NULL},
     {"enrichment.cloud_metadata_url", KT_STRING, FIELD(cloud_metadata_url), 0, 0, 0, NULL, NULL,
@@ -226,6 +228,7 @@ void pp_config_free(struct pp_config *c) {
   free(c->convert_to);
   free(c->cloud_metadata_url);
   free(c->k8s_runtime_root);
+  free(c->containers_select);
   for (size_t i = 0; i < c->section_count; i++) {
     struct pp_plugin_section *s = &c->sections[i];
     for (size_t j = 0; j < s->count; j++)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "k8s_select.h"
 #include "log.h"
 #include "merge.h"
 #include "metadata.h"
@@ -112,6 +113,9 @@ static void write_type(struct pp_agent *a, const struct type_args *ta, unsigned 
   json_array_append_new(app_meta, json_null());
   rc = pp_enrich(a->enricher, a->merged, app_meta, containers);
   if (rc < 0) pp_log(PP_LOG_WARNING, "polyprof", "enrichment incomplete: %s", strerror(-rc));
+  if (cfg->containers_select &&
+      pp_containers_select(&a->merged, cfg->containers_select, containers) < 0)
+    pp_log(PP_LOG_ERROR, "polyprof", "--containers: out of memory; the session is kept whole");
 
   struct pp_header_args ha = {
       .cfg = cfg,
