@@ -191,7 +191,8 @@ static const struct {
     {"version", PP_CMD_VERSION, false, "print the version"},
     {"upload-file", PP_CMD_UPLOAD_FILE, true, "upload an existing .col (--file-path FILE)"},
     {"convert", PP_CMD_CONVERT, true, "convert IN.col --to html|pprof|speedscope -o OUT"},
-    {"diff", PP_CMD_DIFF, true, "diff BASE.col NEW.col -o diff.html (differential flame graph)"},
+    {"diff", PP_CMD_DIFF, true,
+     "diff BASE NEW [-o diff.html] [--format table]: differential flame graph (.col or dirs)"},
 };
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
 

@@ -13,8 +13,9 @@
 int pp_cmd_upload_file(struct pp_config *cfg, const char *const *operands, size_t n);
 /* convert IN.col --to html|pprof|speedscope|col -o OUT */
 int pp_cmd_convert(struct pp_config *cfg, const char *const *operands, size_t n);
-/* diff BASE.col NEW.col -o diff.html */
-int pp_cmd_diff(struct pp_config *cfg, const char *const *operands, size_t n);
+/* diff BASE NEW [-o diff.html] [--format html|table]; BASE and NEW are
+ * .col files or directories of sessions */
+int pp_cmd_diff(struct pp_config *cfg, const char *const *operands, size_t n, const char *format);
 
 /* top [PID...]: the live view (owns cfg, like the agent) */
 int pp_cmd_top(struct pp_config *cfg, const char *const *operands, size_t n);

@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
       cfg = NULL;
       break;
     case PP_CMD_DIFF:
-      rc = pp_cmd_diff(cfg, cli.operands, cli.operand_count);
+      rc = pp_cmd_diff(cfg, cli.operands, cli.operand_count, pp_cli_flag_value(&cli, "--format"));
       break;
     case PP_CMD_RUN:
       /* run -- CMD; both own cfg from here on */

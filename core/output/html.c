@@ -333,16 +333,17 @@ static uint32_t strtab_add_pstr(struct strtab *t, const struct pp_profile *p, ui
 
 struct proc {
   uint32_t pid;
-  uint32_t pcomm;                  /* profile string id of the comm, key together with pid */
   uint32_t comm, container, appid; /* strtab ids or NONE */
 };
 
 struct ent {
   uint32_t proc;
   uint32_t n;
-  uint32_t shared;    /* leading frames equal to the previous record's */
-  const uint32_t *fr; /* the profile's frame ids, root first */
+  uint32_t shared;     /* leading frames equal to the previous record's */
+  const uint32_t *fr;  /* its profile's frame ids, root first */
+  const uint32_t *map; /* its profile's frame id -> model frame */
   uint64_t count;
+  uint64_t base; /* a differential page's base samples */
 };
 
 struct model {
@@ -375,8 +376,9 @@ static void model_free(struct model *m) {
   free(m->fmt);
 }
 
-static uint32_t model_frame(struct model *m, const struct pp_profile *p, uint32_t fid) {
-  if (m->fmap[fid] != NONE) return m->fmap[fid];
+static uint32_t model_frame(struct model *m, uint32_t *fmap, const struct pp_profile *p,
+                            uint32_t fid) {
+  if (fmap[fid] != NONE) return fmap[fid];
   size_t n = pp_frame_format(p, fid, m->fmt, FMT_CAP, false);
   uint32_t s = strtab_add(&m->st, m->fmt, n);
   if (s == NONE) return NONE;
@@ -384,26 +386,28 @@ static uint32_t model_frame(struct model *m, const struct pp_profile *p, uint32_
   uint32_t kind = fr && fr->kind < PP_FRAME_KIND_COUNT ? fr->kind : PP_FRAME_NATIVE;
   uint32_t pos = (uint32_t)hash_u64(((uint64_t)s << 8) | kind) & m->fr_ix.mask;
   for (uint32_t id; (id = m->fr_ix.v[pos]) != NONE; pos = (pos + 1) & m->fr_ix.mask) {
-    if (m->fr_str[id] == s && m->fr_kind[id] == kind) return m->fmap[fid] = id;
+    if (m->fr_str[id] == s && m->fr_kind[id] == kind) return fmap[fid] = id;
   }
   uint32_t id = m->nfr++;
   m->fr_str[id] = s;
   m->fr_kind[id] = kind;
   m->fr_ix.v[pos] = id;
-  return m->fmap[fid] = id;
+  return fmap[fid] = id;
 }
 
 static uint32_t model_proc(struct model *m, const struct pp_profile *p, uint32_t pid,
                            uint32_t scomm) {
   const struct pp_pid_rec *r = pp_profile_pid(p, pid);
   uint32_t pcomm = scomm != PP_NO_STR ? scomm : r ? r->comm : PP_NO_STR;
-  uint32_t pos = (uint32_t)hash_u64(((uint64_t)pid << 32) | pcomm) & m->pr_ix.mask;
-  for (uint32_t id; (id = m->pr_ix.v[pos]) != NONE; pos = (pos + 1) & m->pr_ix.mask) {
-    if (m->procs[id].pid == pid && m->procs[id].pcomm == pcomm) return id;
-  }
   bool oom = false;
-  struct proc pr = {.pid = pid, .pcomm = pcomm};
-  pr.comm = strtab_add_pstr(&m->st, p, pcomm, &oom);
+  /* keyed by the comm's text: a differential page's two profiles agree */
+  uint32_t comm = strtab_add_pstr(&m->st, p, pcomm, &oom);
+  if (oom) return NONE;
+  uint32_t pos = (uint32_t)hash_u64(((uint64_t)pid << 32) | comm) & m->pr_ix.mask;
+  for (uint32_t id; (id = m->pr_ix.v[pos]) != NONE; pos = (pos + 1) & m->pr_ix.mask) {
+    if (m->procs[id].pid == pid && m->procs[id].comm == comm) return id;
+  }
+  struct proc pr = {.pid = pid, .comm = comm};
   pr.container = strtab_add_pstr(&m->st, p, r ? r->container : PP_NO_STR, &oom);
   pr.appid = strtab_add_pstr(&m->st, p, r ? r->appid : PP_NO_STR, &oom);
   if (oom) return NONE;
@@ -421,18 +425,46 @@ static int ent_cmp(const void *a, const void *b) {
   if (x->proc != y->proc) return x->proc < y->proc ? -1 : 1;
   uint32_t n = x->n < y->n ? x->n : y->n;
   for (uint32_t i = 0; i < n; i++) {
-    if (x->fr[i] != y->fr[i]) return x->fr[i] < y->fr[i] ? -1 : 1;
+    uint32_t fx = x->map[x->fr[i]], fy = y->map[y->fr[i]];
+    if (fx != fy) return fx < fy ? -1 : 1;
   }
   return x->n < y->n ? -1 : x->n > y->n;
 }
 
-static int model_build(struct model *m, const struct pp_profile *p) {
+/* The stacks of p into the model, their counts as `count` or, for a
+ * differential page's base, as `base`. */
+static int model_add(struct model *m, const struct pp_profile *p, uint32_t *fmap, bool is_base) {
   size_t nframes = pp_profile_frame_count(p), nstacks = pp_profile_stack_count(p);
+  for (size_t i = 0; i < nstacks; i++) {
+    const struct pp_stack_rec *s = pp_profile_stack(p, i);
+    if (!s->count) continue;
+    struct ent *e = &m->ents[m->nents++];
+    e->proc = model_proc(m, p, s->pid, s->comm);
+    if (e->proc == NONE) return -ENOMEM;
+    e->fr = pp_profile_stack_frames(p, s);
+    e->map = fmap;
+    e->n = s->nframes;
+    e->count = is_base ? 0 : s->count;
+    e->base = is_base ? s->count : 0;
+    for (uint32_t j = 0; j < e->n; j++) {
+      if (e->fr[j] >= nframes) return -EINVAL;
+      if (model_frame(m, fmap, p, e->fr[j]) == NONE) return -ENOMEM;
+    }
+  }
+  return 0;
+}
+
+static int model_build(struct model *m, const struct pp_profile *p, const struct pp_profile *base) {
+  size_t nf_p = pp_profile_frame_count(p), nf_b = base ? pp_profile_frame_count(base) : 0;
+  size_t nframes = nf_p + nf_b, nstacks = pp_profile_stack_count(p);
+  if (base) nstacks += pp_profile_stack_count(base);
   /* processes are (pid, comm): at most one per pid plus one per stack that
    * names its own comm */
-  size_t maxproc = pp_profile_pid_count(p) + 1;
-  for (size_t i = 0; i < nstacks; i++)
+  size_t maxproc = pp_profile_pid_count(p) + 1 + (base ? pp_profile_pid_count(base) : 0);
+  for (size_t i = 0; i < pp_profile_stack_count(p); i++)
     maxproc += pp_profile_stack(p, i)->comm != PP_NO_STR;
+  for (size_t i = 0; base && i < pp_profile_stack_count(base); i++)
+    maxproc += pp_profile_stack(base, i)->comm != PP_NO_STR;
   size_t maxstr = nframes + 3 * maxproc + 16;
   if (maxstr > UINT32_MAX / 4 || nstacks > UINT32_MAX / 4) return -E2BIG;
 
@@ -441,7 +473,8 @@ static int model_build(struct model *m, const struct pp_profile *p) {
   m->st.hash = malloc(maxstr * sizeof(uint64_t));
   m->fr_str = malloc((nframes + 1) * sizeof(uint32_t));
   m->fr_kind = malloc((nframes + 1) * sizeof(uint32_t));
-  m->fmap = malloc((nframes + 1) * sizeof(uint32_t));
+  /* one map per profile, side by side: the base's starts at nf_p + 1 */
+  m->fmap = malloc((nframes + 2) * sizeof(uint32_t));
   m->procs = malloc(maxproc * sizeof(struct proc));
   m->ents = malloc((nstacks + 1) * sizeof(struct ent));
   m->fmt = malloc(FMT_CAP);
@@ -451,22 +484,10 @@ static int model_build(struct model *m, const struct pp_profile *p) {
   if (slots_init(&m->st.ix, maxstr) < 0 || slots_init(&m->fr_ix, nframes + 1) < 0 ||
       slots_init(&m->pr_ix, maxproc) < 0)
     return -ENOMEM;
-  memset(m->fmap, 0xff, (nframes + 1) * sizeof(uint32_t));
-
-  for (size_t i = 0; i < nstacks; i++) {
-    const struct pp_stack_rec *s = pp_profile_stack(p, i);
-    if (!s->count) continue;
-    struct ent *e = &m->ents[m->nents++];
-    e->proc = model_proc(m, p, s->pid, s->comm);
-    if (e->proc == NONE) return -ENOMEM;
-    e->fr = pp_profile_stack_frames(p, s);
-    e->n = s->nframes;
-    e->count = s->count;
-    for (uint32_t j = 0; j < e->n; j++) {
-      if (e->fr[j] >= nframes) return -EINVAL;
-      if (model_frame(m, p, e->fr[j]) == NONE) return -ENOMEM;
-    }
-  }
+  memset(m->fmap, 0xff, (nframes + 2) * sizeof(uint32_t));
+  int rc = model_add(m, p, m->fmap, false);
+  if (rc == 0 && base) rc = model_add(m, base, m->fmap + nf_p + 1, true);
+  if (rc < 0) return rc;
 
   /* Sorted, similar stacks sit next to each other: the page then rebuilds
    * the tree walking mostly shared prefixes, and the prefixes are not
@@ -480,11 +501,12 @@ static int model_build(struct model *m, const struct pp_profile *p) {
     if (w) {
       const struct ent *prev = &m->ents[w - 1];
       uint32_t n = prev->n < e->n ? prev->n : e->n;
-      while (s < n && m->fmap[prev->fr[s]] == m->fmap[e->fr[s]])
+      while (s < n && prev->map[prev->fr[s]] == e->map[e->fr[s]])
         s++;
       /* frames that print the same made two stacks identical: merge */
       if (prev->proc == e->proc && s == e->n && s == prev->n) {
         m->ents[w - 1].count += e->count;
+        m->ents[w - 1].base += e->base;
         continue;
       }
     }
@@ -568,7 +590,28 @@ static void write_data(struct out *o, const struct model *m, const struct pp_htm
     out_num(o, ',', e->shared);
     out_num(o, ',', e->n - e->shared);
     for (uint32_t j = e->shared; j < e->n; j++)
-      out_num(o, ',', m->fmap[e->fr[j]]);
+      out_num(o, ',', e->map[e->fr[j]]);
+  }
+  if (info && info->base) {
+    /* the base's samples per stack record, and what the page compares */
+    uint64_t bt = 0, nt = 0;
+    out_str(o, "],\n\"base\":[");
+    for (size_t i = 0; i < m->nents; i++) {
+      out_num(o, i ? ',' : 0, m->ents[i].base);
+      bt += m->ents[i].base;
+      nt += m->ents[i].count;
+    }
+    out_str(o, "],\n\"diff\":{\"base_name\":");
+    out_json_cstr(o, info->base_name);
+    out_str(o, ",\"new_name\":");
+    out_json_cstr(o, info->new_name);
+    out_str(o, ",\"base_total\":");
+    out_u64(o, bt);
+    out_str(o, ",\"new_total\":");
+    out_u64(o, nt);
+    out_ch(o, '}');
+    out_ch(o, '}');
+    return;
   }
   out_str(o, "]}");
 }
@@ -576,7 +619,7 @@ static void write_data(struct out *o, const struct model *m, const struct pp_htm
 int pp_html_write(FILE *f, const struct pp_profile *merged, const struct pp_html_info *info) {
   if (!f || !merged) return -EINVAL;
   struct model m = {0};
-  int rc = model_build(&m, merged);
+  int rc = model_build(&m, merged, info ? info->base : NULL);
   struct out *o = rc == 0 ? malloc(sizeof(*o)) : NULL;
   if (rc == 0 && !o) rc = -ENOMEM;
   if (rc < 0) {

@@ -29,6 +29,12 @@ struct pp_html_info {
   const struct pp_html_plugin_stat *plugins;
   size_t plugin_count;
   const char *unit; /* what counts count: "samples" (NULL), "microseconds", "bytes" */
+  /* A differential page (polyprof diff): the profile written is the new
+   * one, base the one it is compared with; NULL for a flame graph. Stacks
+   * are matched by process (pid, comm) and frame text, so the caller gives
+   * a process the same pid in both. */
+  const struct pp_profile *base;
+  const char *base_name, *new_name;
 };
 
 int pp_html_write(FILE *f, const struct pp_profile *merged, const struct pp_html_info *info);

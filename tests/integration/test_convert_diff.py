@@ -3,10 +3,12 @@
 - convert a .col to html / speedscope / pprof / col; the HTML opens in
   headless Chromium (tests/integration/html/cdp.py) and becomes ready with
   no script error and no network request; col -> col keeps every stack;
-- diff BASE NEW writes a differential page that opens in Chromium; the
-  numbers it computes are normalised by each file's total samples (a
-  function doubling its share is red, a vanished one is listed as lost);
-  hostile frame names stay text;
+- diff BASE NEW writes the flame graph viewer in its differential mode,
+  opened in Chromium: counts normalised by each side's total samples (a
+  function doubling its share is red, a vanished one is still drawn, blue),
+  tooltips with base/new counts and the change, search, zoom, icicle, dark,
+  process filter; hostile frame names stay text; a directory of sessions
+  is summed; `--format table` lists what grew, biggest first;
 - upload-file round trip: the .col arrives at the loopback studio byte for
   byte with start/end times taken from its header.
 """
@@ -65,6 +67,23 @@ diff = os.path.join(work, "diff.html")
 p = run("diff", base, new, "-o", diff)
 check(p.returncode == 0 and os.path.exists(diff), "diff writes the page (%s)" % p.stderr.strip()[:200])
 
+sessions = os.path.join(work, "sessions")
+os.makedirs(sessions)
+for name in ("profile_2026-11-22T01:00:00.col", "profile_2026-11-22T01:01:00.col"):
+    with open(os.path.join(sessions, name), "w") as f:
+        f.write(BASE)
+os.symlink("profile_2026-11-22T01:01:00.col", os.path.join(sessions, "last_profile.col"))
+p = run("diff", sessions, new, "-o", os.path.join(work, "dirdiff.html"))
+check(p.returncode == 0 and "base 2000 samples" in p.stdout, "a directory of sessions is summed, its last_ link not counted twice (%s)" % p.stdout.strip())
+p = run("diff", base, new, "--format", "table")
+rows = [ln.split(None, 5) for ln in p.stdout.splitlines() if ln.lstrip()[:1] in ("+", "-") and "%" in ln]
+check(p.returncode == 0 and rows and rows[0][0] == "+30.00%" and rows[0][5] == "compute (calc.py:5)_[p]",
+      "--format table: compute's +30 points first (%s)" % rows[:2])
+check([r[5] for r in rows] == ["compute (calc.py:5)_[p]", "fresh (new.py:1)_[p]", "</script><script>window.__pwned=1</script>_[k]"],
+      "only what grew is listed (%s)" % [r[5] for r in rows])
+p = run("diff", base, os.path.join(work, "nothing"))
+check(p.returncode == 1 and p.stderr.count("\n") == 1 and "nothing" in p.stderr, "a missing side: one line naming it (%r)" % p.stderr)
+
 # ---- in a real browser ----------------------------------------------------
 try:
     import cdp  # noqa: E402
@@ -82,22 +101,36 @@ else:
         check(not page.events("Runtime.exceptionThrown"), "converted HTML: no script error")
         page = br.new_page()
         page.navigate("file://" + diff)
-        check(page.wait_for("window.__ppDiff && __ppDiff.boxes() > 3", 20), "diff page draws its frames")
+        check(page.wait_for("window.polyprof && polyprof.state().ready", 20), "diff page: the flame graph viewer is ready")
         check(not page.events("Runtime.exceptionThrown"), "diff page: no script error")
         reqs = [e["params"]["request"]["url"] for e in page.events("Network.requestWillBeSent")]
         check(all(u.startswith("file:") for u in reqs), "diff page makes no network request")
-        rows = {r[0]: r for r in page.eval("__ppDiff.rows")}
-        c, r, g, fr = (rows.get(k) for k in ("compute (calc.py:5)_[p]", "render (tpl.py:8)_[p]",
-                                              "gone (old.py:1)_[p]", "fresh (new.py:1)_[p]"))
-        check(c and abs(c[1] - 30) < 1e-6 and abs(c[2] - 60) < 1e-6, "normalised by total samples: compute 30%% -> 60%% (%s)" % (c,))
-        check(r and abs(r[3]) < 1e-6, "render unchanged once normalised")
-        check(g and g[2] == 0 and g[3] < -39, "vanished function listed as lost")
-        check(fr and abs(fr[3] - 9.95) < 1e-6, "new function listed as gained")
-        colour = page.eval("""(() => { const r = __ppDiff.root; const m = [...r.kids.values()][0];
-            const k = [...[...m.kids.values()][0].kids.values()]; return k.map(x => [x.name, x.n, x.b]); })()""")
-        names = {x[0]: (x[1], x[2]) for x in colour}
-        check(names.get("compute (calc.py:5)_[p]") == (1200, 300)
-              and names.get("gone (old.py:1)_[p]") == (0, 400), "tree holds both files' counts (%s)" % names)
+        d = page.eval("polyprof.diff()")
+        check(d and d["baseTotal"] == 1000 and d["newTotal"] == 2000, "diff totals (%s)" % d)
+        c, r, g, fr = (page.eval("polyprof.diffOf(%r)" % k) for k in
+                       ("compute (calc.py:5)", "render (tpl.py:8)", "gone (old.py:1)", "fresh (new.py:1)"))
+        check(c and c["base"] == 300 and c["new"] == 1200 and abs(c["delta"] - 0.30) < 1e-9,
+              "normalised by total samples: compute 30%% -> 60%% (%s)" % (c,))
+        check(r and abs(r["delta"]) < 1e-9, "render unchanged once normalised (%s)" % (r,))
+        check(g and g["new"] == 0 and g["base"] == 400 and g["color"].startswith("hsl(215"),
+              "a vanished function is drawn, in blue (%s)" % (g,))
+        check(fr and abs(fr["delta"] - 0.0995) < 1e-9 and c["color"].startswith("hsl(0.0"),
+              "new and grown functions are red (%s, %s)" % (fr, c))
+        rect = page.eval("polyprof.frameRect('compute (calc.py:5)')")
+        check(rect is not None, "compute is drawn")
+        if rect:
+            page.mouse("mouseMoved", rect["x"] + rect["w"] / 2, rect["y"] + 5)
+            tip = page.eval("document.getElementById('tip').innerText")
+            check("base 300" in tip and "new 1,200" in tip.replace("\u202f", ",") or "new 1200" in tip,
+                  "tooltip: base and new counts (%r)" % tip)
+            check("+30.00 points" in tip, "tooltip: the change (%r)" % tip)
+        res = page.eval("polyprof.search('compute|fresh')")
+        check(res["matchedFrames"] == ["compute (calc.py:5)", "fresh (new.py:1)"], "search (%s)" % res["matchedFrames"])
+        check(page.eval("polyprof.zoomTo('main (app.py:10)')") and page.eval("polyprof.state().zoom") == "main (app.py:10)", "zoom")
+        page.eval("polyprof.setMode('icicle'); polyprof.setTheme('dark')")
+        check(page.eval("polyprof.state().mode") == "icicle" and page.eval("polyprof.state().theme") == "dark", "icicle and dark")
+        labels = [f["label"] for f in page.eval("polyprof.filters()")]
+        check(any("python3" in x for x in labels) and any("evil" in x for x in labels), "process filter lists both sides' processes (%s)" % labels)
         check(page.eval("typeof window.__pwned") == "undefined", "hostile frame name stays text")
         page.screenshot(os.path.join(work, "diff.png"))
     finally:
