@@ -2,7 +2,7 @@
 
 For each self-contained build of the test workload (.NET 8, 9, 10 under
 /opt/polyprof-test/dotnet-<major>, made by scripts/install-deps.sh test),
-runs its `bench` mode (fixed work units on 2 threads, counted after a
+runs its `bench` mode (fixed work units on BENCH_THREADS threads, counted after a
 warm-up so attach costs are excluded), one process per configuration, all
 at the same time, in several rounds:
   baseline      no profiler
@@ -19,7 +19,10 @@ median and the spread (min..max) of those ratios.
 
 Env: BENCH_SECONDS (20), BENCH_ROUNDS (3), BENCH_MAJORS ("8,9,10"),
 BENCH_EXTRA ("": "continuous" adds pp-11-cont and pp-100-cont, the
-runtime's sampler left running for the whole session),
+runtime's sampler left running for the whole session; "cont100" only
+pp-100-cont), BENCH_THREADS (1: worker threads per target; with two, the
+shared counter's cache line moves between cores or not depending on the
+scheduling, which moved units/cpu-s by +-30 % between processes),
 PP_BUILD_DIR (the build with polyprof and its plugins).
 """
 import os
@@ -41,6 +44,7 @@ SECONDS = int(os.environ.get("BENCH_SECONDS", "20"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 MAJORS = os.environ.get("BENCH_MAJORS", "8,9,10").split(",")
 EXTRA = os.environ.get("BENCH_EXTRA", "").split(",")
+THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 WARMUP = 4
 ROOT = "/opt/polyprof-test"
 
@@ -50,7 +54,8 @@ def run_together(exe, attaches):
     moment: the ratios are not skewed by the shared machine's load changing
     between runs) and returns each one's units per CPU-second."""
     env = build_workload.dotnet_env()
-    procs = [subprocess.Popen([exe, str(SECONDS), "bench", "2", str(WARMUP)], stdout=subprocess.PIPE,
+    procs = [subprocess.Popen([exe, str(SECONDS), "bench", str(THREADS), str(WARMUP)],
+                              stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, text=True, env=env) for _ in attaches]
     for p in procs:
         p.stdout.readline()  # ready
@@ -118,8 +123,9 @@ def main():
 
     configs = [("baseline", None), ("pp-11", polyprof(11)), ("pp-100", polyprof(100))]
     if "continuous" in EXTRA:
-        configs += [("pp-11-cont", polyprof(11, "--dotnet-sampling", "continuous")),
-                    ("pp-100-cont", polyprof(100, "--dotnet-sampling", "continuous"))]
+        configs.append(("pp-11-cont", polyprof(11, "--dotnet-sampling", "continuous")))
+    if "continuous" in EXTRA or "cont100" in EXTRA:
+        configs.append(("pp-100-cont", polyprof(100, "--dotnet-sampling", "continuous")))
     if dt:
         configs.append(("dotnet-trace", dotnet_trace))
     res = {m: {k: [] for k, _ in configs} for m in MAJORS}
@@ -129,8 +135,8 @@ def main():
         for m in MAJORS:
             for (k, _), v in zip(configs, run_together(exes[m], [a for _, a in configs])):
                 res[m][k].append(v)
-    print("dotnet bench per version: %d rounds x %d s (%d s warm-up), 2 worker threads, %d CPUs, "
-          "%s UTC, loadavg %s -> %s%s" % (ROUNDS, SECONDS, WARMUP, os.cpu_count(), t0, load0,
+    print("dotnet bench per version: %d rounds x %d s (%d s warm-up), %d worker thread(s), %d CPUs, "
+          "%s UTC, loadavg %s -> %s%s" % (ROUNDS, SECONDS, WARMUP, THREADS, os.cpu_count(), t0, load0,
                                           open("/proc/loadavg").read().split()[0],
                                           "" if dt else ", dotnet-trace not installable"))
     print("  units/cpu-s = work units per CPU-second of the target (all its threads); ratio per "

@@ -184,7 +184,13 @@ static void burst_started(struct dotnet_bursts *b, uint64_t now) {
 static void stop_burst(struct dotnet_bursts *b, const char *sock, uint64_t now) {
   b->active = false;
   uint64_t swept = now > b->start_ns ? now - b->start_ns : 1;
-  if (swept > b->cycle_ns) swept = b->cycle_ns;
+  /* a late tick (a loaded host) made the burst longer than planned: the
+   * next one waits longer, so the duty cap holds */
+  uint64_t duty = b->cfg->max_duty_pct ? b->cfg->max_duty_pct : 100;
+  if (swept * 100 / duty > b->cycle_ns) {
+    b->cycle_ns = swept * 100 / duty;
+    if (b->next_ns < b->start_ns + b->cycle_ns) b->next_ns = b->start_ns + b->cycle_ns;
+  }
   /* the stream is read after this: its samples are weighted by the duty
    * cycle they were taken at */
   uint64_t hz = b->cfg->frequency_hz ? b->cfg->frequency_hz : 100;

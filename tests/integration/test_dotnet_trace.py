@@ -150,7 +150,9 @@ def main():
     # thread of the muxer target reaches the profile at no more than the
     # session frequency (100 Hz x 5 s = 500 per session, fewer when it is
     # caught outside managed code, e.g. parked at a GC poll on a loaded host)
-    check(re.search(r"pid %d: the runtime samples every [0-9.]+ ms" % muxer.pid, agent_log),
+    check(re.search(r"pid %d: (the runtime samples every [0-9.]+ ms|\.NET \S+ sampled in bursts: "
+                    r"[0-9.]+ sweeps/s \(asked 100 Hz\), the runtime sweeping every [0-9.]+ ms)"
+                    % muxer.pid, agent_log),
           "the runtime's sampling period is measured and logged")
     middle_muxer = sorted(muxer_split[1:-1])
     median = middle_muxer[len(middle_muxer) // 2] if middle_muxer else 0
