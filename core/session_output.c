@@ -151,6 +151,13 @@ static void write_type(struct pp_agent *a, const struct type_args *ta, unsigned 
 
   char infix[32];
   pp_profile_type_infix(cfg->profile_types, type, infix, sizeof(infix));
+  /* the flame graph links its frames to the heatmap written beside it */
+  char heatmap_href[160];
+  const struct pp_output_format *heatmap = pp_output_format_find("heatmap");
+  if (cfg->output_dir && heatmap && format_enabled(cfg, heatmap)) {
+    snprintf(heatmap_href, sizeof(heatmap_href), "%s%s%s", ta->stem, infix, heatmap->ext);
+    hi.heatmap_href = heatmap_href;
+  }
   if (cfg->output_dir && header_text) {
     struct pp_col_opts col = {
         .app_metadata_prefix = cfg->application_metadata,

@@ -14,8 +14,10 @@
  *   frames    flat [name string index, kind, ...]; one entry per distinct
  *             (display text, kind), so frames that print the same merge in
  *             the graph exactly as they do in the .col file
- *   procs     flat [pid, comm, container, appid, ...] string indexes, -1 = none;
- *             one entry per (pid, comm of the stack)
+ *   procs     flat [pid, comm, container, appid, thread, ...] string indexes,
+ *             -1 = none; one entry per (pid, comm of the stack): comm is the
+ *             process's, thread the stack's own name when it differs (a
+ *             runtime's thread name)
  *   stacks    flat [proc, count, shared, n, frame * n, ...], root first,
  *             sorted by (proc, frames); `shared` leading frames are the same
  *             as the previous record's and are not repeated, which makes
@@ -40,6 +42,7 @@
 #include <string.h>
 
 #include "output/col.h"
+#include "output/heatmap.h"
 
 extern const unsigned char pp_asset_flamegraph_html[];
 extern const size_t pp_asset_flamegraph_html_len;
@@ -333,7 +336,8 @@ static uint32_t strtab_add_pstr(struct strtab *t, const struct pp_profile *p, ui
 
 struct proc {
   uint32_t pid;
-  uint32_t comm, container, appid; /* strtab ids or NONE */
+  uint32_t key;                            /* strtab id of the stack's comm: with pid, the key */
+  uint32_t comm, container, appid, thread; /* strtab ids or NONE */
 };
 
 struct ent {
@@ -350,6 +354,7 @@ struct model {
   struct strtab st;
   /* frames: (strtab id, kind), deduplicated */
   uint32_t *fr_str, *fr_kind, nfr;
+  uint32_t *fr_file, *fr_line; /* with a heatmap: a frame's source line (strtab id, line) */
   struct slots fr_ix;
   uint32_t *fmap; /* profile frame id -> model frame, NONE until seen */
   struct proc *procs;
@@ -368,6 +373,8 @@ static void model_free(struct model *m) {
   free(m->st.ix.v);
   free(m->fr_str);
   free(m->fr_kind);
+  free(m->fr_file);
+  free(m->fr_line);
   free(m->fr_ix.v);
   free(m->fmap);
   free(m->procs);
@@ -391,6 +398,16 @@ static uint32_t model_frame(struct model *m, uint32_t *fmap, const struct pp_pro
   uint32_t id = m->nfr++;
   m->fr_str[id] = s;
   m->fr_kind[id] = kind;
+  if (m->fr_file) {
+    const char *file;
+    size_t flen;
+    uint32_t line;
+    m->fr_file[id] = NONE;
+    if (pp_frame_source_line(p, fid, &file, &flen, &line)) {
+      m->fr_file[id] = strtab_add(&m->st, file, flen);
+      m->fr_line[id] = line;
+    }
+  }
   m->fr_ix.v[pos] = id;
   return fmap[fid] = id;
 }
@@ -405,9 +422,15 @@ static uint32_t model_proc(struct model *m, const struct pp_profile *p, uint32_t
   if (oom) return NONE;
   uint32_t pos = (uint32_t)hash_u64(((uint64_t)pid << 32) | comm) & m->pr_ix.mask;
   for (uint32_t id; (id = m->pr_ix.v[pos]) != NONE; pos = (pos + 1) & m->pr_ix.mask) {
-    if (m->procs[id].pid == pid && m->procs[id].comm == comm) return id;
+    if (m->procs[id].pid == pid && m->procs[id].key == comm) return id;
   }
-  struct proc pr = {.pid = pid, .comm = comm};
+  struct proc pr = {.pid = pid, .key = comm, .comm = comm, .thread = NONE};
+  /* a stack named after its thread: the process keeps its own name */
+  uint32_t own = r ? strtab_add_pstr(&m->st, p, r->comm, &oom) : NONE;
+  if (own != NONE && own != comm) {
+    pr.comm = own;
+    pr.thread = comm;
+  }
   pr.container = strtab_add_pstr(&m->st, p, r ? r->container : PP_NO_STR, &oom);
   pr.appid = strtab_add_pstr(&m->st, p, r ? r->appid : PP_NO_STR, &oom);
   if (oom) return NONE;
@@ -454,7 +477,8 @@ static int model_add(struct model *m, const struct pp_profile *p, uint32_t *fmap
   return 0;
 }
 
-static int model_build(struct model *m, const struct pp_profile *p, const struct pp_profile *base) {
+static int model_build(struct model *m, const struct pp_profile *p, const struct pp_profile *base,
+                       bool sources) {
   size_t nf_p = pp_profile_frame_count(p), nf_b = base ? pp_profile_frame_count(base) : 0;
   size_t nframes = nf_p + nf_b, nstacks = pp_profile_stack_count(p);
   if (base) nstacks += pp_profile_stack_count(base);
@@ -465,7 +489,7 @@ static int model_build(struct model *m, const struct pp_profile *p, const struct
     maxproc += pp_profile_stack(p, i)->comm != PP_NO_STR;
   for (size_t i = 0; base && i < pp_profile_stack_count(base); i++)
     maxproc += pp_profile_stack(base, i)->comm != PP_NO_STR;
-  size_t maxstr = nframes + 3 * maxproc + 16;
+  size_t maxstr = (sources ? 2 : 1) * nframes + 4 * maxproc + 16;
   if (maxstr > UINT32_MAX / 4 || nstacks > UINT32_MAX / 4) return -E2BIG;
 
   m->st.off = malloc(maxstr * sizeof(size_t));
@@ -478,6 +502,11 @@ static int model_build(struct model *m, const struct pp_profile *p, const struct
   m->procs = malloc(maxproc * sizeof(struct proc));
   m->ents = malloc((nstacks + 1) * sizeof(struct ent));
   m->fmt = malloc(FMT_CAP);
+  if (sources) {
+    m->fr_file = malloc((nframes + 1) * sizeof(uint32_t));
+    m->fr_line = malloc((nframes + 1) * sizeof(uint32_t));
+    if (!m->fr_file || !m->fr_line) return -ENOMEM;
+  }
   if (!m->st.off || !m->st.len || !m->st.hash || !m->fr_str || !m->fr_kind || !m->fmap ||
       !m->procs || !m->ents || !m->fmt)
     return -ENOMEM;
@@ -579,8 +608,24 @@ static void write_data(struct out *o, const struct model *m, const struct pp_htm
     out_idx(o, pr->container);
     out_ch(o, ',');
     out_idx(o, pr->appid);
+    out_ch(o, ',');
+    out_idx(o, pr->thread);
   }
 
+  if (m->fr_file) {
+    /* frames that have a line in the heatmap: [frame, file string, line] */
+    out_str(o, "],\n\"heatmap\":");
+    out_json_cstr(o, info->heatmap_href);
+    out_str(o, ",\n\"src\":[");
+    bool first = true;
+    for (uint32_t i = 0; i < m->nfr; i++) {
+      if (m->fr_file[i] == NONE) continue;
+      out_num(o, first ? 0 : ',', i);
+      out_num(o, ',', m->fr_file[i]);
+      out_num(o, ',', m->fr_line[i]);
+      first = false;
+    }
+  }
   out_str(o, "],\n\"stacks\":[");
   for (size_t i = 0; i < m->nents; i++) {
     const struct ent *e = &m->ents[i];
@@ -619,7 +664,7 @@ static void write_data(struct out *o, const struct model *m, const struct pp_htm
 int pp_html_write(FILE *f, const struct pp_profile *merged, const struct pp_html_info *info) {
   if (!f || !merged) return -EINVAL;
   struct model m = {0};
-  int rc = model_build(&m, merged, info ? info->base : NULL);
+  int rc = model_build(&m, merged, info ? info->base : NULL, info && info->heatmap_href);
   struct out *o = rc == 0 ? malloc(sizeof(*o)) : NULL;
   if (rc == 0 && !o) rc = -ENOMEM;
   if (rc < 0) {

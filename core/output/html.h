@@ -35,6 +35,9 @@ struct pp_html_info {
    * a process the same pid in both. */
   const struct pp_profile *base;
   const char *base_name, *new_name;
+  /* The line heatmap written next to this page (its file name), so a frame
+   * with a source line links to it; NULL: none. */
+  const char *heatmap_href;
 };
 
 int pp_html_write(FILE *f, const struct pp_profile *merged, const struct pp_html_info *info);

@@ -15,6 +15,7 @@
  *
  * Usage: pp_html_render [-o out.html] [-t title] [--start ISO] [--end ISO]
  *        [--duration S] [--host H] [--plugin name:samples:rate:status]...
+ *        [--heatmap HREF] (frames with a source line link to HREF)
  *        [input]
  * Prints the write time to stderr.
  */
@@ -156,6 +157,8 @@ int main(int argc, char **argv) {
       info.end_time = argv[++i];
     else if (!strcmp(a, "--duration") && v)
       info.duration_s = atof(argv[++i]);
+    else if (!strcmp(a, "--heatmap") && v)
+      info.heatmap_href = argv[++i];
     else if (!strcmp(a, "--host") && v)
       info.hostname = argv[++i];
     else if (!strcmp(a, "--plugin") && v && nplugins < 16) {
