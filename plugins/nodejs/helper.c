@@ -97,7 +97,13 @@
   "    queue = queue.then(() => snap().then((profile) => send({ t: 'profile', profile }),\n"     \
   "      (e) => send({ t: 'error', error: why(e) })));\n"                                        \
   "  };\n"                                                                                       \
+  "  let settled = false, greeted = false;\n"                                                    \
   "  parentPort.on('message', (m) => {\n"                                                        \
+  "    if (m === 'settled') {\n"                                                                 \
+  "      settled = true;\n"                                                                      \
+  "      if (greeted) send({ t: 'settled' });\n"                                                 \
+  "      return;\n"                                                                              \
+  "    }\n"                                                                                      \
   "    if (m !== 'exit' || done) return;\n"                                                      \
   "    done = true;\n"                                                                           \
   "    clearTimeout(lonely);\n"                                                                  \
@@ -137,7 +143,11 @@
   "        command(line);\n"                                                                     \
   "      }\n"                                                                                    \
   "    });\n"                                                                                    \
-  "    start().then(() => send({ t: 'hello', pid: process.pid, node: process.version }),\n"      \
+  "    start().then(() => {\n"                                                                   \
+  "      send({ t: 'hello', pid: process.pid, node: process.version });\n"                       \
+  "      greeted = true;\n"                                                                      \
+  "      if (settled) send({ t: 'settled' });\n"                                                 \
+  "    },\n"                                                                                     \
   "      (e) => { send({ t: 'error', error: 'starting: ' + why(e) }); finish('no start'); });\n" \
   "  });\n"                                                                                      \
   "  server.on('error', (e) => finish('listening: ' + why(e)));\n"                               \
@@ -220,12 +230,14 @@
   "  mapsStop() { const r = maps ? maps.stop() : 'none'; maps = null; return r; },\n"              \
   "  detach() { process.removeListener('exit', onExit); delete globalThis[K]; return 'ok'; },\n"   \
   "} });\n"                                                                                        \
-  "if (%d) {\n"                                                                                    \
-  "  const ins = req('inspector');\n"                                                              \
-  "  ins.close();\n"                                                                               \
-  "  const again = () => { if (ins.url()) ins.close(); };\n"                                       \
-  "  setImmediate(() => { again(); setImmediate(again); });\n"                                     \
-  "}\n"                                                                                            \
+  "const ins = req('inspector');\n"                                                                \
+  "const close = %d;\n"                                                                            \
+  "if (close) ins.close();\n"                                                                      \
+  "const again = () => { if (close && ins.url()) ins.close(); };\n"                                \
+  "setImmediate(() => {\n"                                                                         \
+  "  again();\n"                                                                                   \
+  "  setImmediate(() => { again(); w.postMessage('settled'); });\n"                                \
+  "});\n"                                                                                          \
   "return 'ok';\n"                                                                                 \
   "})()"
 

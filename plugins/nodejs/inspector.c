@@ -113,6 +113,53 @@ static void end_session(struct nodejs_state *st, struct nodejs_target *t) {
     nodejs_ws_finish(&t->cdp.ws, deadline);
 }
 
+void nodejs_guard_release(struct nodejs_state *st, struct nodejs_target *t) {
+  if (!t->guarded) return;
+  t->guarded = 0;
+  struct pp_target_entry *oe;
+  PP_TARGETS_FOREACH(st->tt, oe, PP_TARGET_ATTACHED) {
+    const struct nodejs_target *o = oe->data;
+    if (o && o != t && o->guarded && o->netns_cookie == t->netns_cookie) return;
+  }
+  nodejs_guard_disarm(st->guard, t->netns_cookie);
+}
+
+/* Arms the attach guard for the port t's SIGUSR1 inspector will listen on,
+ * loading it the first time. Until released (the helper reports that the
+ * target's event loop turned after the install, or the target is let go),
+ * no process but this worker may connect to that port in t's network
+ * namespace. 0, or -errno with t->reason set: then t must not be signalled. */
+static int guard_target(struct nodejs_state *st, struct nodejs_target *t) {
+  if (t->inspect_port < 0) {
+    snprintf(t->reason, sizeof(t->reason),
+             "its inspector port is set by an --inspect-port this plugin cannot read (a "
+             "separate argument, 0 or a range): its attach window cannot be guarded");
+    return -ENOTSUP;
+  }
+  if (!st->guard) {
+    char why[160] = "";
+    st->guard = nodejs_guard_new(why, sizeof(why));
+    if (!st->guard) {
+      snprintf(t->reason, sizeof(t->reason),
+               "the attach guard (a cgroup connect hook refusing other users' connections to the "
+               "inspector) cannot be set up: %.120s",
+               why);
+      return -EPERM;
+    }
+  }
+  int rc = nodejs_guard_netns_cookie(t->pid, &t->netns_cookie);
+  if (rc == 0)
+    rc = nodejs_guard_arm(st->guard, t->netns_cookie,
+                          (uint16_t)(t->inspect_port ? t->inspect_port : INSPECTOR_PORT));
+  if (rc < 0) {
+    snprintf(t->reason, sizeof(t->reason), "arming the attach guard in its network namespace: %s",
+             rc == -EBUSY ? "armed for another port by another target" : strerror(-rc));
+    return rc;
+  }
+  t->guarded = 1;
+  return 0;
+}
+
 static void fail_target(struct nodejs_state *st, struct nodejs_target *t, int level,
                         const char *fmt, ...) PP_PRINTF(4, 5);
 static void fail_target(struct nodejs_state *st, struct nodejs_target *t, int level,
@@ -125,6 +172,7 @@ static void fail_target(struct nodejs_state *st, struct nodejs_target *t, int le
   memcpy(t->reason, why, sizeof(why));
   end_session(st, t);
   nodejs_chan_close(&t->chan);
+  nodejs_guard_release(st, t);
   if (!nodejs_alive(st, t)) {
     t->state = T_GONE;
     return;
@@ -436,10 +484,19 @@ static int open_inspector(struct nodejs_state *st, struct nodejs_target *t) {
                 INSPECTOR_PORT, who);
     return t->state == T_GONE ? -ESRCH : -EADDRINUSE;
   }
+  /* nobody but us may reach the inspector while it can listen */
+  int rc = guard_target(st, t);
+  if (rc < 0) {
+    char why[sizeof(t->reason)];
+    memcpy(why, t->reason, sizeof(why));
+    fail_target(st, t, PP_LOG_WARNING, "%s; not signalled", why);
+    return t->state == T_GONE ? -ESRCH : rc;
+  }
   marker_set(st, t, 1); /* before the signal: a crash right after still knows */
-  int rc = signal_node(st, t);
+  rc = signal_node(st, t);
   if (rc < 0) {
     marker_set(st, t, 0);
+    nodejs_guard_release(st, t);
     if (rc == -ESRCH) {
       t->state = T_GONE;
       return rc;
@@ -472,6 +529,7 @@ int nodejs_begin_attach(struct nodejs_state *st, struct pp_target_entry *e,
   }
   t->perf_prof = f.perf_prof;
   t->inspect_flag = f.inspect_flag;
+  t->inspect_port = f.inspect_port;
   if (st->mode == NODEJS_PERF) {
     if (!f.perf_prof)
       PP_INFO(st->host,
@@ -580,6 +638,12 @@ static void poll_hello(struct nodejs_state *st, struct nodejs_target *t) {
  * that exits, or its end. 1 if m was one of these. */
 static int helper_event(struct nodejs_state *st, struct nodejs_target *t, json_t *m) {
   const char *type = json_string_value(json_object_get(m, "t"));
+  if (type && strcmp(type, "settled") == 0) {
+    /* the loop turned after the install: Node has no request for the
+     * inspector pending any more */
+    nodejs_guard_release(st, t);
+    return 2;
+  }
   if (type && strcmp(type, "exit") == 0) {
     nodejs_collect(st, t, json_object_get(m, "profile"));
     nodejs_chan_close(&t->chan);
@@ -621,7 +685,7 @@ static void watch_helper(struct nodejs_state *st, struct nodejs_target *t) {
     }
     int done = helper_event(st, t, m);
     json_decref(m);
-    if (done) return;
+    if (done == 1) return;
   }
 }
 
@@ -667,7 +731,7 @@ int nodejs_snapshot_target(struct nodejs_state *st, struct nodejs_target *t, uin
     }
     int done = helper_event(st, t, m);
     json_decref(m);
-    if (done) return t->state == T_ENDED ? 0 : -EIO;
+    if (done == 1) return t->state == T_ENDED ? 0 : -EIO;
   }
   if (rc == -ETIMEDOUT && nodejs_alive(st, t)) {
     /* a reply may still come: one late reply would be taken for the next
@@ -687,6 +751,7 @@ void nodejs_forget_inspector(struct nodejs_state *st, struct nodejs_target *t) {
   nodejs_chan_close(&t->chan);
   marker_set(st, t, 0);
   t->we_opened = 0;
+  nodejs_guard_release(st, t);
 }
 
 /* Tells the helper to undo everything and waits (bounded) for it to say so. */
@@ -740,4 +805,5 @@ void nodejs_detach(struct nodejs_state *st, struct nodejs_target *t) {
     t->maps_on = 0;
   }
   nodejs_ws_close(&t->cdp.ws, 0);
+  nodejs_guard_release(st, t);
 }

@@ -226,6 +226,7 @@ static void nodejs_fini(void *state) {
   pp_target_table_free(st->tt);
   pp_stack_table_free(st->stacks);
   nodejs_v8_free(st->v8);
+  nodejs_guard_free(st->guard);
   free(st);
 }
 

@@ -26,6 +26,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "attach_guard.h"
 #include "cdp.h"
 #include "chan.h"
 #include "nodeproc.h"
@@ -72,6 +73,9 @@ struct nodejs_target {
   uint64_t cpu_ns;  /* main thread's CPU time at the last snapshot */
   uint64_t session_samples; /* JS samples collected since the last snapshot */
   uint64_t netns;           /* inode of its network namespace */
+  uint64_t netns_cookie;    /* the same namespace as the attach guard knows it */
+  int guarded;              /* the attach guard covers its inspector port */
+  int inspect_port;         /* SIGUSR1's port (--inspect-port), 0 default, -1 unknown */
   uint64_t deadline_ns;
   struct nodejs_listener pre[NODEJS_MAX_PRE];
   int npre;
@@ -95,6 +99,7 @@ struct nodejs_state {
   struct pp_stack_table *stacks;     /* JS stacks since the last snapshot */
   int64_t v8_stack_kb, v8_functions; /* v8 mode options */
   struct nodejs_v8 *v8;              /* v8 mode: its targets and stacks */
+  struct nodejs_guard *guard;        /* inspector modes: the attach guard, once loaded */
   /* counters since the last snapshot */
   uint64_t attach_failures, exited, dropped, truncated;
 };
@@ -122,6 +127,9 @@ void nodejs_detach(struct nodejs_state *st, struct nodejs_target *t);
 int nodejs_alive(struct nodejs_state *st, const struct nodejs_target *t);
 /* The process is gone or exec'd: only our side is closed. */
 void nodejs_forget_inspector(struct nodejs_state *st, struct nodejs_target *t);
+/* Lifts the attach guard t holds (kept while another target of its network
+ * namespace needs it). */
+void nodejs_guard_release(struct nodejs_state *st, struct nodejs_target *t);
 
 /* attach_maps.c */
 /* Copies the addon into the target (attach-maps); *path gets where the

@@ -65,6 +65,7 @@ static void target_release(void *plugin, struct pp_target_entry *e) {
   } else {
     nodejs_detach(st, t);
   }
+  nodejs_guard_release(st, t);
   free(t);
   e->data = NULL;
 }

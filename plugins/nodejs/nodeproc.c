@@ -154,6 +154,14 @@ static void note_option(const char *a, struct nodejs_facts *f) {
       (a[9] == '\0' || a[9] == '=' || strncmp(a + 9, "-brk", 4) == 0 ||
        strncmp(a + 9, "-wait", 5) == 0))
     f->inspect_flag = 1;
+  if (strncmp(a, "--inspect-port", 14) == 0 || strncmp(a, "--debug-port", 12) == 0) {
+    /* [host:]port after '='; the value as the next argument is not read */
+    const char *v = strchr(a, '=');
+    const char *c = v ? strrchr(v, ':') : NULL;
+    char *end = NULL;
+    long port = v ? strtol(c ? c + 1 : v + 1, &end, 10) : -1;
+    f->inspect_port = end && *end == '\0' && port > 0 && port < 65536 ? (int)port : -1;
+  }
   if (strcmp(a, "--disable-sigusr1") == 0) f->disable_sigusr1 = 1;
   if (strncmp(a, "--perf-basic-prof", 17) == 0 || strncmp(a, "--perf-prof", 11) == 0)
     f->perf_prof = 1;

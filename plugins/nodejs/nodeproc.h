@@ -14,6 +14,7 @@ struct nodejs_facts {
   int inspect_flag;    /* --inspect* on the command line or in NODE_OPTIONS */
   int disable_sigusr1; /* --disable-sigusr1 */
   int perf_prof;       /* started with --perf-basic-prof / --perf-prof */
+  int inspect_port;    /* --inspect-port / --debug-port: the port, -1 unreadable, 0 none */
   char exe[256];
 };
 

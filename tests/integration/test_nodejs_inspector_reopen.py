@@ -4,10 +4,10 @@ One SIGUSR1 makes Node ask for its inspector twice: through a V8 interrupt,
 which opens it while the main thread runs JS, and through an event-loop
 handle, which opens a fresh one at the loop's next turn if none is open
 then. The agent installs its helper and closes the inspector within
-milliseconds, so in a process that returns to its loop only every 400 ms
+milliseconds, so in a process that returns to its loop only every 1.5 s
 the second request comes after the close. For both modes that open an
-inspector: nothing may listen in the target one second after the attach
-(several loop turns later), through the session and after the agent stops;
+inspector: nothing may listen in the target in the 4 s after the attach
+(two loop turns or more), through the session and after the agent stops;
 the target's stderr shows that Node did open the second inspector (which
 the helper closed at once) in at least one of the runs, so the case is
 really exercised.
@@ -44,7 +44,7 @@ def run(mode):
         agent = n.Agent(u.tempdir("ppout-"), plugins, "--nodejs-mode", mode, "--pids", str(node.pid))
         u.check(wait_log(agent, "helper installed", 60), "%s: the helper was installed" % mode)
         seen = set()
-        end = time.time() + 3.0  # 7 loop turns
+        end = time.time() + 4.0  # two loop turns or more
         while time.time() < end:
             seen |= set(n.listening_ports(node.pid))
             time.sleep(0.01)
@@ -56,7 +56,7 @@ def run(mode):
         u.check(rc == 0, "%s: agent exits 0 (rc %s)" % (mode, rc))
         u.check(not n.listening_ports(node.pid), "%s: nothing listens after the agent stopped"
                 % mode)
-        u.check(node.poll() is None, "%s: the target still runs" % mode)
+        u.check(node.poll() is None, "%s: the target still runs (rc %s)" % (mode, node.returncode))
         with open(err_path, errors="replace") as f:
             opened = f.read().count("Debugger listening")
         print("%s: the target opened its inspector %d time(s); listening seen after the install: "

@@ -113,7 +113,10 @@ while not os.path.exists(stop_file):
         try:
             body = http_get(fam, port, "/json/list")
             urls = [e.get("webSocketDebuggerUrl", "") for e in json.loads(body)]
-        except (OSError, ValueError, AttributeError, TypeError):
+        except OSError as e:
+            print(json.dumps({"phase": phase, "port": port, "refused": str(e)[:80]}), flush=True)
+            continue
+        except (ValueError, AttributeError, TypeError):
             continue
         for url in urls:
             if not url.startswith("ws://"):

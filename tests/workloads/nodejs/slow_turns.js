@@ -1,5 +1,5 @@
 'use strict';
-// Returns to its event loop only every 400 ms: a batch job that processes
+// Returns to its event loop only every 1.5 s: a batch job that processes
 // chunks synchronously and schedules the next chunk with setImmediate. Runs
 // until killed.
 function chunk(ms) {
@@ -12,7 +12,7 @@ function chunk(ms) {
 }
 
 function next() {
-  chunk(400);
+  chunk(1500);
   setImmediate(next);
 }
 
