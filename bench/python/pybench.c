@@ -57,10 +57,11 @@ static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *f, uint
            n > 1 ? f[1].code->name : "-");
   /* what the plugin does with a stack (sampler.c) */
   for (uint32_t i = 0; i < n && i < 1024; i++)
-    frames_buf[i] = (struct pp_frame){.name = f[i].code->name,
-                                      .file = f[i].code->file,
-                                      .line = f[i].line,
-                                      .kind = PP_FRAME_PYTHON};
+    frames_buf[i] = f[i].code ? (struct pp_frame){.name = f[i].code->name,
+                                                  .file = f[i].code->file,
+                                                  .line = f[i].line,
+                                                  .kind = PP_FRAME_PYTHON}
+                              : (struct pp_frame){.name = f[i].pseudo, .kind = PP_FRAME_PSEUDO};
   if (n > 1024) n = 1024;
   if (truncated)
     frames_buf[n++] = (struct pp_frame){.name = "[Truncated Stack]", .kind = PP_FRAME_PYTHON_ERROR};
@@ -69,7 +70,7 @@ static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *f, uint
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: pybench PID [SECONDS] [HZ]\n");
+    fprintf(stderr, "usage: pybench PID [SECONDS] [HZ] [wall|cpu|gil|exception[+gc]] [-v]\n");
     return 2;
   }
   g_pid = (uint32_t)atoi(argv[1]);
@@ -77,9 +78,12 @@ int main(int argc, char **argv) {
   double hz = argc > 3 ? atof(argv[3]) : 0;
   const char *mode = argc > 4 ? argv[4] : "wall";
   verbose = argc > 5;
-  enum py_thread_filter filter = !strcmp(mode, "cpu")   ? PY_RUNNING_THREADS
-                                 : !strcmp(mode, "gil") ? PY_GIL_THREAD
-                                                        : PY_ALL_THREADS;
+  /* MODE[+gc]: the thread filter, and <GC> frames (the plugin's default) */
+  bool gc = strstr(mode, "+gc") != NULL;
+  enum py_thread_filter filter = !strncmp(mode, "cpu", 3)         ? PY_RUNNING_THREADS
+                                 : !strncmp(mode, "gil", 3)       ? PY_GIL_THREAD
+                                 : !strncmp(mode, "exception", 9) ? PY_EXCEPTION_THREADS
+                                                                  : PY_ALL_THREADS;
   struct py_proc p;
   char why[160];
   double t0 = now_s(), c0 = cpu_s();
@@ -96,6 +100,7 @@ int main(int argc, char **argv) {
   printf("locate_ms %.2f (cpu %.2f)\n", (t1 - t0) * 1e3, (c1 - c0) * 1e3);
   struct py_codecache *cc = python_codecache_new(8192);
   struct py_walker *w = python_walker_new(1024);
+  if (w) python_walker_set_gc(w, gc);
   struct pp_stack_table_limits lim = {.max_stacks = 65536,
                                       .max_string_bytes = 16u << 20,
                                       .max_frame_refs = 8u << 20,

@@ -33,7 +33,8 @@ WORKLOAD = os.path.join(SRC, "tests", "workloads", "python", "workload.py")
 ap = argparse.ArgumentParser()
 ap.add_argument("--build", default=os.path.join(SRC, "build"))
 ap.add_argument("--seconds", type=float, default=5)
-ap.add_argument("--parts", default="1,2,3", help="which figures: 1 cost, 2 max rate, 3 20 processes")
+ap.add_argument("--parts", default="1,2,3,4",
+                help="which figures: 1 cost, 2 max rate, 3 20 processes, 4 <GC> and thread filters")
 args = ap.parse_args()
 PYBENCH = os.path.join(args.build, "bench", "pybench")
 AGENT = os.path.join(args.build, "polyprof")
@@ -132,6 +133,36 @@ def main():
         max_rate(pys)
     if "3" in parts:
         agent_cpu(pys)
+    if "4" in parts:
+        gc_and_filters(pys)
+
+
+def gc_and_filters(pys):
+    # 4. what <GC> frames (on by default) and the exception filter cost per
+    # sample, against the same sampler without them and against austin on
+    # the same target in the same run (50-deep stack, 1000 Hz)
+    hz = 1000
+    for v in ("2.7.18", "3.9.18", "3.12.1", "3.13.0"):
+        if v not in pys:
+            continue
+        p = start(pys[v], "deep50")
+        try:
+            us = {}
+            for mode in ("wall", "wall+gc", "exception+gc"):
+                r = pybench(p.pid, hz, args.seconds, mode)
+                us[mode] = float(r.get("cpu_us_per_sample", "nan"))
+                print("cpu_us_per_sample polyprof python=%s mode=%s rate=%sHz: %.2f us (failed %s)"
+                      % (v, mode, r.get("rate_hz"), us[mode], r.get("failed")))
+            print("ratio wall+gc/wall per sample (python %s): %.2fx"
+                  % (v, us["wall+gc"] / us["wall"] if us["wall"] else float("nan")))
+            if AUSTIN and v in ("3.9.18", "3.8.18"):
+                a_us, a_n, _, _ = austin_cost(p.pid, hz, args.seconds)
+                print("cpu_us_per_sample austin python=%s samples=%d (%.0f Hz): %.2f us"
+                      % (v, a_n, a_n / args.seconds, a_us))
+                print("ratio austin/polyprof wall+gc per sample (python %s): %.2fx"
+                      % (v, a_us / us["wall+gc"] if us["wall+gc"] else float("nan")))
+        finally:
+            stop(p)
 
 
 def cost_per_sample(pys):
