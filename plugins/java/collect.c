@@ -49,7 +49,9 @@ int java_collect_emit(const struct pp_host *host, struct pp_sink *sink, uint32_t
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     const char *le = nl ? nl : end;
     size_t ll = (size_t)(le - p);
-    if (ll > 2 && p[0] == 'S' && p[1] == '\t' && ll < (1u << 20)) {
+    /* S <count> <tid> <thread> <frames>; A <bytes> <samples> <class> <frames> */
+    int is_alloc = p[0] == 'A';
+    if (ll > 2 && (p[0] == 'S' || p[0] == 'A') && p[1] == '\t' && ll < (1u << 20)) {
       if (ll + 1 > line_cap) {
         char *g = realloc(line, ll + 1);
         if (!g) {
@@ -77,6 +79,9 @@ int java_collect_emit(const struct pp_host *host, struct pp_sink *sink, uint32_t
       unsigned long long count = strtoull(f_count, &cend, 10);
       uint32_t n = 0;
       int bad = *cend != '\0' || count == 0;
+      /* an allocation stack ends with the allocated class */
+      if (is_alloc && !bad)
+        frames[n++] = (struct pp_frame){.name = f_name, .kind = PP_FRAME_PSEUDO};
       for (char *fr = f_frames; fr && *fr && n < JAVA_MAX_FRAMES && !bad;) {
         char *sep = strchr(fr, '\x1f');
         if (sep) *sep = '\0';
@@ -93,13 +98,19 @@ int java_collect_emit(const struct pp_host *host, struct pp_sink *sink, uint32_t
       } else {
         struct pp_sample s = {.pid = pid,
                               .tid = 0,
-                              .comm = thread_names && *f_name ? f_name : NULL,
+                              .comm = !is_alloc && thread_names && *f_name ? f_name : NULL,
                               .frames = frames,
                               .nframes = n,
+                              .type = is_alloc ? PP_PROFILE_ALLOC : PP_PROFILE_CPU,
                               .count = count};
         host->emit(sink, &s);
-        st->stacks++;
-        st->samples += count;
+        if (is_alloc) {
+          st->alloc_stacks++;
+          st->alloc_bytes += count;
+        } else {
+          st->stacks++;
+          st->samples += count;
+        }
       }
     } else if (ll > 2 && p[0] == 'I' && p[1] == '\t') {
       char info[512];
@@ -107,6 +118,12 @@ int java_collect_emit(const struct pp_host *host, struct pp_sink *sink, uint32_t
       memcpy(info, p, il);
       info[il] = '\0';
       st->dropped += info_value(info, "\tdropped=");
+      st->alloc_dropped += info_value(info, "\talloc_dropped=");
+    } else if (ll > 2 && p[0] == 'W' && p[1] == '\t') {
+      /* the agent could not do something asked (allocation sampling) */
+      int wl = (int)(ll - 2 < 200 ? ll - 2 : 200);
+      if (!st->warned) host->log(host, PP_LOG_WARNING, "pid %u: %.*s", pid, wl, p + 2);
+      st->warned = 1;
     }
     p = le + 1;
   }

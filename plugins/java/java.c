@@ -69,6 +69,12 @@ static const struct pp_option options[] = {
      .type = PP_OPT_BOOL,
      .default_value = "true",
      .help = "report java_version and non-default JVM flags as application metadata"},
+    {.key = "alloc_interval",
+     .type = PP_OPT_INT,
+     .default_value = "524288",
+     .min = 1024,
+     .max = 1073741824,
+     .help = "--mode alloc: sample about every this many bytes a thread allocates (JDK 11+)"},
     {.key = "perfmap_copy_max_mb",
      .type = PP_OPT_INT,
      .default_value = "64",
@@ -86,6 +92,7 @@ static int java_init(const struct pp_host *host, void **out) {
   st->attach_timeout_s = pp_opt_int(host, PP_OPTIONS(options), "attach_timeout");
   st->max_memory_mb = pp_opt_int(host, PP_OPTIONS(options), "max_memory_mb");
   st->max_depth = pp_opt_int(host, PP_OPTIONS(options), "max_depth");
+  st->alloc_interval = pp_opt_int(host, PP_OPTIONS(options), "alloc_interval");
   st->min_age_ms = pp_opt_int(host, PP_OPTIONS(options), "min_age_ms");
   st->thread_names = pp_opt_bool(host, PP_OPTIONS(options), "collect_thread_names");
   st->collect_metadata = pp_opt_bool(host, PP_OPTIONS(options), "collect_metadata");
@@ -110,6 +117,7 @@ static int java_init(const struct pp_host *host, void **out) {
 static int java_start(void *state, struct pp_session *session) {
   struct java_state *st = state;
   st->perfmap = session->mode && strcmp(session->mode, "perfmap") == 0;
+  st->alloc = (session->flags & PP_SESSION_ALLOC) && !st->perfmap ? st->alloc_interval : 0;
   st->frequency = session->frequency_hz ? session->frequency_hz : 11;
   st->duration_s = session->duration_s ? session->duration_s : 60;
   session->tick_interval_ns = 200000000ull; /* attach work only */

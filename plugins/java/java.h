@@ -26,7 +26,9 @@
 struct java_state {
   const struct pp_host *host;
   struct pp_target_table *targets;
-  int perfmap; /* this session's mode */
+  int perfmap;   /* this session's mode */
+  int64_t alloc; /* --mode alloc: sampling interval in bytes; 0: off this session */
+  int64_t alloc_interval;
   uint32_t frequency;
   uint32_t duration_s;
   int64_t attach_timeout_s, max_memory_mb, max_depth, min_age_ms;
@@ -147,6 +149,8 @@ void java_unpublish_perfmap(uint32_t pid);
 /* ---- collect.c ---- */
 struct java_collect_stats {
   uint64_t stacks, samples, dropped, bad_lines;
+  uint64_t alloc_stacks, alloc_bytes, alloc_dropped; /* --mode alloc */
+  int warned;                                        /* a W line was logged */
 };
 int java_collect_emit(const struct pp_host *host, struct pp_sink *sink, uint32_t pid,
                       const char *text, size_t len, int thread_names,

@@ -92,9 +92,9 @@ static int arm(struct java_state *st, struct pp_target_entry *t, struct java_jvm
     return PP_ATTACH_FAIL;
   char args[1024], result[96], why[256];
   java_result_name(j->ti.nspid, result, sizeof(result));
-  snprintf(args, sizeof(args), "start,interval=%llu,depth=%lld,maxmem=%lld,file=/tmp/%s",
+  snprintf(args, sizeof(args), "start,interval=%llu,depth=%lld,maxmem=%lld,alloc=%lld,file=/tmp/%s",
            1000000000ull / st->frequency, (long long)st->max_depth, (long long)st->max_memory_mb,
-           result);
+           (long long)st->alloc, result);
   struct java_attach_reply r;
   st->tick_busy = 1;
   int rc = java_attach(&j->ti, 0, attach_ms(st) * 2, "load", j->agent_path, "true", args, &r, err,
@@ -367,6 +367,11 @@ void java_jvm_collect_all(struct java_state *st, struct pp_sink *sink) {
   h->add_counter(sink, "java_samples", cs.samples);
   h->add_counter(sink, "java_agent_dropped", cs.dropped);
   h->add_counter(sink, "java_bad_lines", cs.bad_lines);
+  if (st->alloc) {
+    h->add_counter(sink, "java_alloc_stacks", cs.alloc_stacks);
+    h->add_counter(sink, "java_alloc_bytes", cs.alloc_bytes);
+    h->add_counter(sink, "java_alloc_dropped", cs.alloc_dropped);
+  }
   h->add_counter(sink, "java_early_dropped", st->early_dropped);
   st->early_dropped = 0;
 }

@@ -7,7 +7,8 @@
  * library is loaded once per JVM (dlopen hands back the loaded copy, and
  * Agent_OnAttach runs again), so each call is one command:
  *
- *   start,interval=<ns>[,depth=N][,maxmem=MB][,timeout=S][,file=P]  arm / re-arm
+ *   start,interval=<ns>[,depth=N][,maxmem=MB][,timeout=S][,alloc=B][,file=P]  arm / re-arm
+ *   (alloc=B: also sample allocations about every B bytes per thread, JDK 11+)
  *   dump,file=<path>                                      write and clear the stacks
  *   (timeout=S: disarm by itself if no dump/start comes for S seconds)
  *   stop[,file=<path>]                                    dump if asked, then go dormant
@@ -22,6 +23,7 @@
  *   # polyprof-jvmti 1
  *   I key=value ...
  *   S <count> <tid> <thread name> <frames>
+ *   A <bytes> <samples> <allocated class> <frames>
  *   E <error text>
  */
 #include <dirent.h>
@@ -54,6 +56,7 @@ struct opts {
   int depth;
   long maxmem_mb;
   long timeout_s; /* watchdog; 0: none */
+  long alloc;     /* allocation sampling interval, bytes; 0: off */
   char file[512];
 };
 
@@ -81,6 +84,8 @@ static void parse_opts(const char *s, struct opts *o) {
       o->maxmem_mb = atol(t + 7);
     else if (strncmp(t, "timeout=", 8) == 0)
       o->timeout_s = atol(t + 8);
+    else if (strncmp(t, "alloc=", 6) == 0)
+      o->alloc = atol(t + 6);
     else if (strncmp(t, "file=", 5) == 0)
       snprintf(o->file, sizeof(o->file), "%s", t + 5);
   }
@@ -244,6 +249,7 @@ static int do_init(JNIEnv *jni, const struct opts *o) {
   cb.CompiledMethodLoad = on_compiled_load;
   cb.CompiledMethodUnload = on_compiled_unload;
   cb.DynamicCodeGenerated = on_dynamic_code;
+  if (jdk_major >= 11) cb.SampledObjectAlloc = ja_alloc_on_sample;
   (*jvmti)->SetEventCallbacks(jvmti, &cb, sizeof(cb));
   initialized = 1; /* callbacks may run from here on (they take agent_lock) */
   static const jvmtiEvent events[] = {JVMTI_EVENT_CLASS_LOAD,
@@ -446,6 +452,7 @@ static int do_dump(JNIEnv *jni, FILE *f) {
   struct ja_sampler_stats st = {0};
   if (f) write_info(f);
   ja_sampler_drain(f ? write_trace : noop_trace, &c, &st);
+  ja_alloc_dump(jvmti, f);
   if (f)
     fprintf(f, "I\tsamples=%llu\tdropped=%llu\tno_java_thread=%llu\tstacks=%llu\n",
             (unsigned long long)st.samples, (unsigned long long)st.dropped,
@@ -486,6 +493,7 @@ static jint command(JavaVM *vm, char *options) {
     armed_now = 0;
     ja_sampler_set_armed(0);
     ja_timers_stop_all();
+    ja_alloc_stop(jvmti);
   }
   if (o.timeout_s > 0 && (o.start || o.dump))
     ja_sampler_set_deadline(ja_now_ns() + (uint64_t)o.timeout_s * 1000000000ull);
@@ -498,6 +506,11 @@ static jint command(JavaVM *vm, char *options) {
     ja_sampler_set_armed(1);
     ja_timers_rescan();
     if (f) write_info(f);
+    char aerr[160];
+    if (o.alloc <= 0)
+      ja_alloc_stop(jvmti);
+    else if (ja_alloc_start(jvmti, jdk_major, o.alloc, aerr, sizeof(aerr)) != 0 && f)
+      fprintf(f, "W\t%s\n", aerr);
   } else if (armed_now) {
     ja_timers_rescan(); /* threads JVMTI did not announce (GC, compiler) */
   }

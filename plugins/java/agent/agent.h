@@ -12,6 +12,7 @@
  *   timers.c     one CPU-time timer per thread (timer_create, SIGEV_THREAD_ID)
  *   codecache.c  nmethod ranges + compilation levels, interpreter range
  *   names.c      jmethodID -> "pkg/Class.method(sig)ret" cache
+ *   alloc.c      allocation sampling (SampledObjectAlloc), by stack and class
  */
 #ifndef POLYPROF_JVMTI_AGENT_H
 #define POLYPROF_JVMTI_AGENT_H
@@ -100,6 +101,16 @@ int ja_codecache_method_level(jmethodID m);
  * through the JVM's own VMStructs table; 0 if unknown. */
 int ja_codecache_level_of(const void *code_addr);
 int ja_codecache_vmstructs_init(void); /* 1: levels available */
+
+/* ---- alloc.c ---- */
+/* JVMTI SampledObjectAlloc callback (JDK 11+). */
+void JNICALL ja_alloc_on_sample(jvmtiEnv *j, JNIEnv *jni, jthread thread, jobject object,
+                                jclass klass, jlong size);
+/* Samples about every `interval` bytes a thread allocates; -1 with err. */
+int ja_alloc_start(jvmtiEnv *j, int jdk_major, long interval, char *err, size_t errlen);
+void ja_alloc_stop(jvmtiEnv *j);
+/* Writes the A lines (and an I line) and clears the table. */
+void ja_alloc_dump(jvmtiEnv *j, FILE *f);
 
 /* ---- names.c ---- */
 int ja_names_init(size_t max_bytes, int eager_only);
