@@ -237,7 +237,7 @@ static void test_errors(void) {
       {"--pids", "1,x", "polyprof: --pids: invalid pid 'x'"},
       {"--output-format", "xml",
        "polyprof: --output-format: unknown format 'xml' (expected one of: col, html, pprof, "
-       "speedscope, gecko, heatmap)"},
+       "speedscope, gecko, heatmap, table, collapsed)"},
       {"--isolation", "thread",
        "polyprof: --isolation: unknown isolation 'thread' (expected one of: worker, inline)"},
       {"--mode", "cpu,heap",
