@@ -37,6 +37,9 @@ enum special { SP_NONE, SP_CONFIG, SP_PLUGIN_DIR, SP_HELP, SP_VERSION };
 
 #define CF_LIST 1u      /* repeatable; occurrences add up */
 #define CF_ANY_VALUE 2u /* the next word is the value even if it starts with '-' */
+/* gProfiler named it after a runtime (--java-...) though the core does it:
+ * its first word still leaves that runtime's other flags to the plugin */
+#define CF_PLUGIN_WORD 4u
 
 struct flag_spec {
   char short_name;     /* 0 if none */
@@ -102,8 +105,9 @@ static const struct flag_spec specs[] = {
     {0, "--app-id-args-filter", "enrichment.app_id_args_filters", NULL, "REGEX",
      CF_LIST | CF_ANY_VALUE, SP_NONE, G_ENRICHMENT,
      "JVM arguments matching REGEX join the Java appid (repeatable)"},
-    {0, "--java-collect-spark-app-name-as-appid", "enrichment.java_spark_appid", "true", NULL, 0,
-     SP_NONE, G_ENRICHMENT, "Spark executors' Java appid ends with \", spark: <spark.app.name>\""},
+    {0, "--java-collect-spark-app-name-as-appid", "enrichment.java_spark_appid", "true", NULL,
+     CF_PLUGIN_WORD, SP_NONE, G_ENRICHMENT,
+     "Spark executors' Java appid ends with \", spark: <spark.app.name>\""},
     {0, "--disable-container-names", "enrichment.container_names", "false", NULL, 0, SP_NONE,
      G_ENRICHMENT, "do not look up container names"},
     {0, "--disable-application-metadata", "enrichment.application_metadata", "false", NULL, 0,
@@ -142,6 +146,9 @@ static const struct flag_spec specs[] = {
      "keep profiles that failed to upload here (default /var/lib/polyprof/spool)"},
     {0, "--spool-max-size", "upload.spool_max_bytes", NULL, "BYTES", 0, SP_NONE, G_UPLOAD,
      "cap of the spool; oldest dropped first (default 64MiB)"},
+    {0, "--databricks-job-name-as-service-name", "upload.databricks_service_name", "true", NULL, 0,
+     SP_NONE, G_UPLOAD,
+     "service name from the Databricks job or cluster (waits up to 120 s for its Spark UI)"},
     {0, "--pyroscope-url", "upload.pyroscope_url", NULL, "URL", 0, SP_NONE, G_UPLOAD,
      "also send each session to this Pyroscope server's /ingest"},
     {0, "--otlp-endpoint", "upload.otlp_endpoint", NULL, "URL", 0, SP_NONE, G_UPLOAD,
@@ -271,7 +278,7 @@ static bool plugin_ish(const char *flag) {
       return false;
   for (size_t i = 0; i < NSPECS; i++) {
     const char *core = specs[i].name + 2;
-    if (strncmp(core, "no-", 3) == 0) continue;
+    if (strncmp(core, "no-", 3) == 0 || (specs[i].flags & CF_PLUGIN_WORD)) continue;
     if (strncmp(core, name, word) == 0 && (core[word] == '-' || core[word] == '\0')) return false;
   }
   return true;

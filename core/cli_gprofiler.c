@@ -26,8 +26,6 @@ static const struct pp_gprofiler_flag flags[] = {
     {"--controller-pid", V, "the agent runs until signalled; stop it with SIGTERM"},
     {"--external-metadata", V,
      "no external metadata file is read; big_data/external_metadata stay {}"},
-    {"--databricks-job-name-as-service-name", B,
-     "the service name is the one given with --service-name"},
     {"--diagnostics", B, "use -v for debug messages"},
     {"--heartbeat-file", V, "no heartbeat file is touched; use systemd's watchdog (sd_notify)"},
     {"--enable-heartbeat-server", B, "no dynamic profiling: the command line decides what runs"},

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "databricks.h"
 #include "log.h"
 
 bool pp_cloud_env_is_fargate(void) {
@@ -12,7 +13,20 @@ bool pp_cloud_env_is_fargate(void) {
   return env && strcmp(env, "AWS_ECS_FARGATE") == 0;
 }
 
+/* Found once: a reload keeps the name rather than wait for Spark again. */
+static char *databricks_name;
+
+static void apply_databricks(struct pp_config *c) {
+  if (!c->databricks_service_name) return;
+  if (!databricks_name)
+    databricks_name = pp_databricks_service_name(c->databricks_properties, c->databricks_timeout_s);
+  free(c->service_name);
+  c->service_name = strdup(databricks_name);
+  if (!c->service_name) abort();
+}
+
 void pp_cloud_env_apply(struct pp_config *c) {
+  apply_databricks(c);
   if (!pp_cloud_env_is_fargate()) return;
   c->pidns_check = false;
   /* appended after the user's flags, so it wins over a --perf-mode given

@@ -3,7 +3,9 @@
  * Settings the environment the agent runs in forces, as gProfiler does:
  * on AWS ECS Fargate (AWS_EXECUTION_ENV=AWS_ECS_FARGATE) a task can neither
  * open perf events nor share the host's pid namespace, so the perf plugin
- * is turned off and the init-pid-namespace check skipped.
+ * is turned off and the init-pid-namespace check skipped. On Databricks,
+ * --databricks-job-name-as-service-name takes the service name from the
+ * cluster's Spark UI (databricks.h).
  */
 #ifndef PP_CLOUD_ENV_H
 #define PP_CLOUD_ENV_H

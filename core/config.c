@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "config_alloc.h"
+#include "databricks.h"
 #include "output/formats.h"
 #include "profile_mode.h"
 
@@ -117,6 +118,11 @@ static const struct core_key keys[] = {
     {"upload.spool_max_bytes", KT_BYTES, FIELD(spool_max_bytes), 0, 0, 1ll << 40, NULL, NULL, 0},
     {"upload.api_server", KT_STRING, FIELD(api_server), 0, 0, 0, NULL, NULL, KF_NONEMPTY},
     {"upload.send_logs", KT_BOOL, FIELD(send_logs), 0, 0, 0, NULL, NULL, 0},
+    {"upload.databricks_service_name", KT_BOOL, FIELD(databricks_service_name), 0, 0, 0, NULL, NULL,
+     0},
+    {"upload.databricks_properties", KT_STRING, FIELD(databricks_properties), 0, 0, 0, NULL, NULL,
+     KF_NONEMPTY},
+    {"upload.databricks_timeout_s", KT_INT, FIELD(databricks_timeout_s), 0, 1, 3600, NULL, NULL, 0},
     {"upload.pyroscope_url", KT_STRING, FIELD(pyroscope_url), 0, 0, 0, NULL, NULL,
      KF_EMPTY_IS_NULL},
     {"upload.otlp_endpoint", KT_STRING, FIELD(otlp_endpoint), 0, 0, 0, NULL, NULL,
@@ -178,6 +184,8 @@ void pp_config_defaults(struct pp_config *c) {
   c->plugin_dir = xstrdup(POLYPROF_PLUGIN_DIR);
   c->isolation = xstrdup("worker");
   c->worker_memory_limit_mb = 256;
+  c->databricks_properties = xstrdup(PP_DATABRICKS_METRICS_PROPERTIES);
+  c->databricks_timeout_s = 120;
   c->worker_timeout_s = 10;
   c->worker_restart_backoff_max_s = 300;
   c->server_host = xstrdup("https://profiler.granulate.io");
@@ -222,6 +230,7 @@ void pp_config_free(struct pp_config *c) {
   free(c->spool_dir);
   free(c->api_server);
   free(c->pyroscope_url);
+  free(c->databricks_properties);
   free(c->pyroscope_format);
   free(c->otlp_endpoint);
   free(c->file_path);

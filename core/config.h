@@ -137,27 +137,31 @@ struct pp_config {
   char *token;
   char *service_name;
   /* upload client settings (core/upload/) */
-  char *token_file;         /* --token-file: token read from this file */
-  char *server_ca;          /* --server-ca: PEM bundle for self-hosted servers */
-  bool tls_verify;          /* --insecure-skip-verify / --no-verify clear */
-  bool insecure_http;       /* --insecure-http: allow the token over plain http:// */
-  int upload_timeout_s;     /* --server-upload-timeout (default 120) */
-  int connect_timeout_s;    /* upload.connect_timeout_s (default 10) */
-  int upload_retries;       /* attempts after the first (default 3) */
-  int retry_backoff_ms;     /* first backoff, doubled each retry (default 2000) */
-  char *spool_dir;          /* failed uploads kept here (default /var/lib/polyprof/spool) */
-  size_t spool_max_bytes;   /* cap of the spool (default 64 MiB) */
-  char *api_server;         /* --api-server: logs endpoint host */
-  bool send_logs;           /* --dont-send-logs / GPROFILER_DONT_SEND_LOGS clear */
-  char *pyroscope_url;      /* --pyroscope-url: also push to Pyroscope /ingest */
-  char *pyroscope_format;   /* folded | pprof */
-  char *otlp_endpoint;      /* --otlp-endpoint: also export OTLP profiles to this collector */
-  bool cloud_metadata;      /* enrichment.cloud_metadata: probe AWS/GCP/Azure IMDS */
-  char *cloud_metadata_url; /* IMDS base URL (default http://169.254.169.254; tests) */
-  char *k8s_runtime_root;   /* host root holding containerd/CRI-O bundles (default /proc/1/root) */
-  char *containers_select;  /* --containers: comma-separated selectors (k8s_select.h) */
-  char *file_path;          /* upload-file --file-path */
-  char *convert_to;         /* convert --to */
+  char *token_file;       /* --token-file: token read from this file */
+  char *server_ca;        /* --server-ca: PEM bundle for self-hosted servers */
+  bool tls_verify;        /* --insecure-skip-verify / --no-verify clear */
+  bool insecure_http;     /* --insecure-http: allow the token over plain http:// */
+  int upload_timeout_s;   /* --server-upload-timeout (default 120) */
+  int connect_timeout_s;  /* upload.connect_timeout_s (default 10) */
+  int upload_retries;     /* attempts after the first (default 3) */
+  int retry_backoff_ms;   /* first backoff, doubled each retry (default 2000) */
+  char *spool_dir;        /* failed uploads kept here (default /var/lib/polyprof/spool) */
+  size_t spool_max_bytes; /* cap of the spool (default 64 MiB) */
+  char *api_server;       /* --api-server: logs endpoint host */
+  bool send_logs;         /* --dont-send-logs / GPROFILER_DONT_SEND_LOGS clear */
+  char *pyroscope_url;    /* --pyroscope-url: also push to Pyroscope /ingest */
+  /* --databricks-job-name-as-service-name: the service name from Databricks */
+  bool databricks_service_name;
+  char *databricks_properties; /* metrics.properties naming the driver (default Databricks') */
+  int databricks_timeout_s;    /* how long the cluster may take to show its job (default 120) */
+  char *pyroscope_format;      /* folded | pprof */
+  char *otlp_endpoint;         /* --otlp-endpoint: also export OTLP profiles to this collector */
+  bool cloud_metadata;         /* enrichment.cloud_metadata: probe AWS/GCP/Azure IMDS */
+  char *cloud_metadata_url;    /* IMDS base URL (default http://169.254.169.254; tests) */
+  char *k8s_runtime_root;  /* host root holding containerd/CRI-O bundles (default /proc/1/root) */
+  char *containers_select; /* --containers: comma-separated selectors (k8s_select.h) */
+  char *file_path;         /* upload-file --file-path */
+  char *convert_to;        /* convert --to */
 
   /* per-plugin raw sections from YAML/CLI, then bound configs */
   struct pp_plugin_section *sections;

@@ -5,7 +5,8 @@
 # edits are included and build/ is not) to a temporary directory with
 # packaging/debian staged as ./debian, and built there with
 # `dpkg-buildpackage -us -uc -b`, DEB_JOBS (default 2) compiler jobs. The
-# .deb/.changes/.buildinfo files land in OUT_DIR; the copy is removed.
+# .deb/.changes/.buildinfo files land in OUT_DIR, the -dbgsym packages in
+# OUT_DIR/debug; the copy is removed.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -38,7 +39,12 @@ cp -rL packaging/debian "$src/debian" # -L: the unit is a symlink to packaging/s
 
 cd "$src"
 DEB_BUILD_OPTIONS="parallel=$jobs ${DEB_BUILD_OPTIONS:-}" dpkg-buildpackage -us -uc -b
-mkdir -p "$out"
+mkdir -p "$out/debug"
+# debug symbols apart, so `apt install ./dist/polyprof-plugin-*.deb` (README)
+# installs the plugins and not their -dbgsym packages
+for f in "$work"/*-dbgsym_*.deb; do
+  [ -e "$f" ] && mv -f "$f" "$out/debug/"
+done
 for f in "$work"/*.deb "$work"/*.changes "$work"/*.buildinfo; do
   [ -e "$f" ] && mv -f "$f" "$out/"
 done

@@ -106,6 +106,7 @@ void pp_http_global_init(void) {
 struct sink {
   char *buf;
   size_t len;
+  size_t cap; /* bytes kept at most */
   bool overflow;
 };
 
@@ -114,7 +115,7 @@ struct sink {
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ud) {
   struct sink *s = ud;
   size_t n = size * nmemb;
-  if (s->len + n > PP_HTTP_MAX_RESPONSE) {
+  if (s->len + n > s->cap) {
     s->overflow = true;
     return 0; /* aborts the transfer */
   }
@@ -152,7 +153,7 @@ static int perform(const char *url, const char *const *headers, const void *body
   /* curl adds "Expect: 100-continue" to big POSTs; servers behind some
    * proxies stall on it, and it buys nothing here */
   hl = curl.slist_append(hl, "Expect:");
-  struct sink s = {0};
+  struct sink s = {.cap = o->max_response ? o->max_response : PP_HTTP_MAX_RESPONSE};
   char ebuf[CURL_ERROR_SIZE] = "";
   curl.easy_setopt(c, CURLOPT_URL, url);
   curl.easy_setopt(c, CURLOPT_HTTPHEADER, hl);
@@ -189,7 +190,7 @@ static int perform(const char *url, const char *const *headers, const void *body
   int ret = 0;
   if (rc != CURLE_OK) {
     if (s.overflow)
-      snprintf(res->error, sizeof(res->error), "reply longer than %d bytes", PP_HTTP_MAX_RESPONSE);
+      snprintf(res->error, sizeof(res->error), "reply longer than %zu bytes", s.cap);
     else
       snprintf(res->error, sizeof(res->error), "%s", ebuf[0] ? ebuf : curl.easy_strerror(rc));
     /* a response that was cut off does not count as an answer */

@@ -22,6 +22,7 @@ struct pp_http_opts {
   long connect_timeout_ms; /* 0: curl default */
   long timeout_ms;         /* whole request */
   volatile int *abort;     /* non-zero aborts the transfer (may be NULL) */
+  size_t max_response;     /* 0: PP_HTTP_MAX_RESPONSE */
 };
 
 struct pp_http_result {

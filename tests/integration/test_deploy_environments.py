@@ -10,13 +10,22 @@
   executor gets ", spark: <spark.app.name>" from its working directory's
   __spark_conf__/__spark_conf__.properties in its appid; without the flag
   it does not.
+- --databricks-job-name-as-service-name: the service name from the cluster's
+  Spark UI as gProfiler reads it (metrics.properties names the driver, its
+  /api/v1/applications and the application's /environment hold the cluster
+  tags), served here by a loopback fake: the job's RunName, the cluster name
+  when the tags are redacted (its "run-N-" removed), an answer only after
+  Spark said it was starting, and "databricks" when there is no cluster.
 Real agent (perf, python and java plugins), real processes.
 """
+import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(__file__))
 import pputil as u  # noqa: E402
@@ -112,4 +121,93 @@ try:
             "without the flag the appid has no Spark app name: %s" % sorted(appids[False]))
 finally:
     u.kill(jvm)
+
+# 3. Databricks: the service name from the cluster's Spark UI
+class SparkUI:
+    """/api/v1/applications and its /environment, as a Databricks driver
+    serves them; `starting` requests are answered as Spark does while it
+    starts."""
+
+    def __init__(self):
+        self.tags, self.cluster_name, self.starting, self.requests = None, None, 0, []
+        ui = self
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                ui.requests.append(self.path)
+                if ui.starting > 0:
+                    ui.starting -= 1
+                    body, ctype = b"Spark is starting up. Please wait a while until it's ready.", "text/plain"
+                elif self.path == "/api/v1/applications":
+                    body, ctype = json.dumps([{"id": "app-20261126-0001", "name": "Databricks Shell"}]).encode(), "application/json"
+                elif self.path == "/api/v1/applications/app-20261126-0001/environment":
+                    props = [["spark.master", "local"], ["spark.app.name", "Databricks Shell"]]
+                    if ui.tags is not None:
+                        props.append(["spark.databricks.clusterUsageTags.clusterAllTags", ui.tags])
+                    if ui.cluster_name is not None:
+                        props.append(["spark.databricks.clusterUsageTags.clusterName", ui.cluster_name])
+                    body = json.dumps({"runtime": {}, "sparkProperties": props,
+                                       "classpathEntries": [["/databricks/jars/x%d.jar" % i, "System Classpath"]
+                                                            for i in range(3000)]}).encode()
+                    ctype = "application/json"
+                else:
+                    self.send_error(404)
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+
+ui = SparkUI()
+dbx = u.tempdir("ppdbx-")
+props = os.path.join(dbx, "metrics.properties")
+with open(props, "w") as f:
+    f.write("*.sink.ganglia.class=org.apache.spark.metrics.sink.GangliaSink\n"
+            "*.sink.ganglia.host=127.0.0.1:%d\n*.sink.ganglia.port=8649\n" % ui.port)
+
+
+def service_name_with(properties, timeout_s=20):
+    cfg = os.path.join(dbx, "polyprof.yaml")
+    with open(cfg, "w") as f:
+        f.write("upload:\n  databricks_properties: %s\n  databricks_timeout_s: %d\n" % (properties, timeout_s))
+    out = u.tempdir()
+    cmd = [a for a in u.agent_cmd(out, perf_only, "--databricks-job-name-as-service-name", "--pids",
+                                  str(os.getpid()), duration=1)]
+    cmd[cmd.index("--config") + 1] = cfg
+    t0 = time.time()
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    if p.returncode != 0:
+        print(p.stderr[-1500:])
+    with open(os.path.join(out, "last_profile.col"), encoding="utf-8") as f:
+        head = json.loads(f.readline()[2:])
+    return p, head["metadata"]["run_arguments"].get("service_name"), time.time() - t0
+
+
+ui.tags = json.dumps([{"key": "Vendor", "value": "Databricks"}, {"key": "RunName", "value": "Nightly ETL"},
+                      {"key": "ClusterName", "value": "job-77-run-12-Nightly"}])
+ui.cluster_name = "job-77-run-12-Nightly"
+ui.starting = 2
+p, name, took = service_name_with(props)
+u.check(p.returncode == 0 and name == "databricks-job-nightly-etl",
+        "databricks: the job's RunName, after Spark said twice it was starting: %s (%.1f s) %s"
+        % (name, took, "" if p.returncode == 0 else p.stderr[-300:]))
+u.check("databricks: service name databricks-job-nightly-etl" in p.stderr, "databricks: the name is logged")
+ui.tags = "*********(redacted)"
+ui.cluster_name = "job-77-run-12-Nightly Cluster"
+p, name, _ = service_name_with(props)
+u.check(name == "databricks-job-77-nightly-cluster",
+        "databricks: redacted tags: the cluster name without its run id: %s" % name)
+p, name, took = service_name_with(os.path.join(dbx, "absent.properties"), timeout_s=2)
+u.check(p.returncode == 0 and name == "databricks" and "within 2 s" in p.stderr,
+        "databricks: no cluster: \"databricks\" after the timeout, said once: %s (%.1f s)" % (name, took))
+ui.httpd.shutdown()
 u.finish()

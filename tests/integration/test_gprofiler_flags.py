@@ -26,7 +26,7 @@ IGNORED = [
     ("--max-processes-runtime-profiler", "10"), ("--skip-system-profilers-above", "1000"),
     ("--log-usage", None), ("--dont-disable-core-files", None), ("--profile-api-version", "v1"),
     ("--controller-pid", "1"), ("--external-metadata", "/nonexistent.json"),
-    ("--databricks-job-name-as-service-name", None), ("--diagnostics", None),
+    ("--diagnostics", None),
     ("--heartbeat-file", "/nonexistent/hb"), ("--enable-heartbeat-server", None),
     ("--heartbeat-interval", "30"), ("--spark-sample-period", "120"),
     ("--collect-spark-metrics", None), ("--curlify-requests", None),

@@ -275,7 +275,11 @@ try:
     u.check(all("polyprof-plugin-" + p in meta for p in ("perf", "python", "java", "ruby")),
             "polyprof-plugins pulls in the default set: %s" % meta.strip())
 
-    changes = glob.glob(os.path.join(dist, "*.changes"))
+    # every package, the debug symbols too (dist/debug, apart from the
+    # README's globs)
+    changes = glob.glob(os.path.join(dist, "*.deb")) + glob.glob(os.path.join(dist, "debug", "*.deb"))
+    u.check(glob.glob(os.path.join(dist, "debug", "*-dbgsym_*.deb")) and not glob.glob(os.path.join(dist, "*-dbgsym_*.deb")),
+            "make deb puts the -dbgsym packages in dist/debug, not dist/")
     rc, out = run(["lintian", "--fail-on", "error"] + changes, timeout=900)
     errors = [l for l in out.split("\n") if l.startswith("E: ")]
     u.check(rc == 0 and not errors, "lintian: no errors (%s)" % (errors or "clean"))
