@@ -6,7 +6,8 @@
  * processes, 8-40 frames deep, frames drawn from 20,000 distinct ones of
  * mixed runtime kinds, Zipf-ish reuse), then times each writer into memory:
  * .col (the gProfiler-compatible reference), HTML, pprof (.pb.gz including
- * gzip), speedscope, and the studio upload body (.col text in gzipped JSON).
+ * gzip), speedscope, Firefox Profiler (gecko), the line heatmap, and the
+ * studio upload body (.col text in gzipped JSON).
  * Median CPU time of --runs runs; one line per figure with the ratio to .col.
  *
  *   build/bench/upload/encode [--stacks N] [--runs R]
@@ -18,6 +19,8 @@
 #include <time.h>
 
 #include "output/col.h"
+#include "output/gecko.h"
+#include "output/heatmap.h"
 #include "output/html.h"
 #include "output/pprof.h"
 #include "output/speedscope.h"
@@ -43,9 +46,9 @@ static int cmpd(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-enum fmt { F_COL, F_HTML, F_PPROF, F_SPEEDSCOPE, F_STUDIO, F_N };
-static const char *const names[F_N] = {"col", "html", "pprof (.pb.gz)", "speedscope",
-                                       "studio upload body"};
+enum fmt { F_COL, F_HTML, F_PPROF, F_SPEEDSCOPE, F_GECKO, F_HEATMAP, F_STUDIO, F_N };
+static const char *const names[F_N] = {"col",   "html",    "pprof (.pb.gz)",    "speedscope",
+                                       "gecko", "heatmap", "studio upload body"};
 
 static size_t encode(enum fmt f, const struct pp_profile *p) {
   char *buf = NULL;
@@ -67,6 +70,16 @@ static size_t encode(enum fmt f, const struct pp_profile *p) {
     case F_SPEEDSCOPE:
       pp_speedscope_write(m, p, "bench");
       break;
+    case F_GECKO: {
+      struct pp_gecko_info gi = {.start = 1, .frequency = 11, .product = "bench"};
+      pp_gecko_write(m, p, &gi);
+      break;
+    }
+    case F_HEATMAP: {
+      struct pp_heatmap_info mi = {.title = "bench"};
+      pp_heatmap_write(m, p, &mi);
+      break;
+    }
     default:
       break;
   }
