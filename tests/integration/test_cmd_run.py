@@ -1,4 +1,5 @@
-"""polyprof run -- CMD on real programs: the known 3:1 split of each runtime
+"""polyprof run -- CMD on real programs: the known 3:1 split of Python,
+Ruby, PHP, Java and Node.js
 printed as a table (parsed back), children followed (a program started
 through `timeout`), --no-subprocesses, the program's exit status kept,
 --format collapsed plain, --output replaced whole, Ctrl-C still prints, and
@@ -49,6 +50,27 @@ if shutil.which("php"):
     cmdutil.check_split(cmdutil.parse_table(r.stdout), "heavy_a", "light_b", "php")
 else:
     check(False, "php installed")
+
+# java: the JVM's threads (JIT-compiled frames have no file: matched by name)
+if shutil.which("java") and shutil.which("javac"):
+    sys.path.insert(0, os.path.join(cmdutil.WORKLOADS, "java"))
+    import javawork  # noqa: E402
+    classes = javawork.compile_workloads(pputil.tempdir("ppcmd-java-"))
+    r = cmdutil.polyprof("run", "--", "java", "-cp", classes, "HotCold", "6", "1")
+    print(r.stdout[-1000:], r.stderr[-600:])
+    rows = [dict(x, function=x["function"].split("(")[0]) for x in cmdutil.parse_table(r.stdout)]
+    check(r.returncode == 0, "java run exits 0")
+    cmdutil.check_split(rows, "HotCold.hotWork", "HotCold.coldWork", "java", key="self")
+else:
+    check(False, "java and javac installed")
+
+# node through timeout
+if shutil.which("node"):
+    r = cmdutil.polyprof("run", "--", "timeout", "5", "node", os.path.join(cmdutil.WORKLOADS, "nodejs", "split.js"))
+    print(r.stdout[-1000:], r.stderr[-600:])
+    cmdutil.check_split(cmdutil.parse_table(r.stdout), "heavyPath", "lightPath", "node (a child of timeout)")
+else:
+    check(False, "node installed")
 
 # collapsed, plain, into a file replaced whole
 out = os.path.join(pputil.tempdir("ppcmd-run-"), "stacks.txt")
