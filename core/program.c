@@ -20,6 +20,8 @@
 
 #include "agent.h"
 #include "log.h"
+#include "output/formats.h"
+#include "output/html.h"
 #include "polyprof/kit/proc.h"
 #include "rootless.h"
 
@@ -73,9 +75,13 @@ int pp_program_setup(struct pp_program *pr, const struct pp_cli *cli, struct pp_
     pr->format = PP_PROGRAM_TABLE;
   else if (!strcmp(format, "collapsed"))
     pr->format = PP_PROGRAM_COLLAPSED;
+  else if ((pr->file_format = pp_output_format_find(format)) != NULL)
+    pr->format = PP_PROGRAM_FILE;
   else {
-    fprintf(stderr, "polyprof: --format %s: not a format of %s (table, collapsed)\n", format,
-            command);
+    fprintf(stderr,
+            "polyprof: --format %s: not a format of %s (table, collapsed, gecko, heatmap, html, "
+            "pprof, speedscope, col)\n",
+            format, command);
     return 2;
   }
   pr->table.limit = 30;
@@ -263,9 +269,12 @@ static bool hook_poll(void *ctx, struct pp_agent *a) {
   if (program_gone(pr)) return true;
   uint64_t now = now_ms();
   if (!pr->follow_children || now < hs->next_tree_ms) return false;
-  hs->next_tree_ms = now + PROGRAM_SCAN_MS;
   hs->pids[0] = (uint32_t)pr->root;
   size_t n = 1 + pp_program_descendants(pr->root, hs->pids + 1, PROGRAM_MAX_PIDS - 1);
+  /* the walk reads every process's stat: on a host with many processes it
+   * is done less often, so that it costs at most ~5% of one CPU */
+  uint64_t spent = now_ms() - now, gap = spent * 20;
+  hs->next_tree_ms = now + (gap > PROGRAM_SCAN_MS ? gap : PROGRAM_SCAN_MS);
   pp_targets_set_filter(a->targets, hs->pids, n);
   return false;
 }
@@ -309,6 +318,24 @@ static void hook_session(void *ctx, struct pp_agent *a, const struct session_tim
   if (pr->format == PP_PROGRAM_DUMP || pr->format == PP_PROGRAM_DUMP_JSON) {
     pp_dump_write(pr->out, a->merged, pr->root, pr->format == PP_PROGRAM_DUMP_JSON);
     rc = ferror(pr->out) ? -EIO : 0;
+  } else if (pr->format == PP_PROGRAM_FILE) {
+    /* the session's own writers: the same file the agent would write */
+    char start[32] = "", end[32] = "";
+    pp_iso_time(t->start, start, sizeof(start));
+    pp_iso_time(t->end, end, sizeof(end));
+    struct pp_html_info hi = {.title = "polyprof",
+                              .start_time = start,
+                              .end_time = end,
+                              .duration_s = t->duration_s,
+                              .hostname = ""};
+    struct pp_output_input in = {.profile = a->merged,
+                                 .header_json = "{}",
+                                 .html = &hi,
+                                 .start = t->start,
+                                 .end = t->end,
+                                 .frequency = pr->frequency_hz,
+                                 .name = "polyprof"};
+    rc = pr->file_format->write(pr->out, &in);
   } else if (pr->format == PP_PROGRAM_COLLAPSED)
     rc = pp_collapsed_write(pr->out, a->merged, only);
   else
@@ -316,7 +343,8 @@ static void hook_session(void *ctx, struct pp_agent *a, const struct session_tim
   if (fflush(pr->out) != 0 && rc == 0) rc = -errno;
   if (rc < 0 && !pr->print_rc) pr->print_rc = rc;
   pr->wrote = true;
-  if (pr->format == PP_PROGRAM_TABLE || pr->format == PP_PROGRAM_COLLAPSED)
+  if (pr->format == PP_PROGRAM_TABLE || pr->format == PP_PROGRAM_COLLAPSED ||
+      pr->format == PP_PROGRAM_FILE)
     print_rates(a, t, pr->frequency_hz);
 }
 

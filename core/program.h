@@ -24,6 +24,7 @@ enum pp_program_format {
   PP_PROGRAM_COLLAPSED,
   PP_PROGRAM_DUMP, /* dump's threads and stacks (cmd_dump.c) */
   PP_PROGRAM_DUMP_JSON,
+  PP_PROGRAM_FILE, /* a format of the output table (gecko, heatmap, html...): file_format */
 };
 
 struct pp_program {
@@ -33,6 +34,7 @@ struct pp_program {
   bool ended;           /* it exited (or was reaped) */
   int status;           /* waitpid status when is_child and ended */
   enum pp_program_format format;
+  const struct pp_output_format *file_format; /* PP_PROGRAM_FILE */
   struct pp_table_opts table;
   const char *output; /* --output FILE, NULL: stdout */
   char *output_tmp;   /* where it is written before the rename */

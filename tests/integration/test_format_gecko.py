@@ -94,4 +94,16 @@ if cols and geckos:
     check(not gecko_schema.validate(live), "live profile valid (%s)" % gecko_schema.validate(live)[:5])
     total = sum(sum(t["samples"]["weight"]) for t in live["threads"])
     check(total == total_col and total > 0, "live sample total %d == .col total %d" % (total, total_col))
+
+# `run --format gecko`: one program, the same writer
+rg = os.path.join(work, "run.gecko.json")
+p = subprocess.run([pputil.AGENT, "run", "--format", "gecko", "--output", rg, "--plugin-dir", pputil.PLUGIN_DIR,
+                    "--example-mode", "states", "--config", EMPTY, "--", "sleep", "1"],
+                   capture_output=True, text=True, timeout=60)
+check(p.returncode == 0 and os.path.exists(rg), "run --format gecko (%s)" % p.stderr.strip()[-200:])
+if os.path.exists(rg):
+    with open(rg) as f:
+        one = json.load(f)
+    check(not gecko_schema.validate(one) and any(t["name"] == "sleep" for t in one["threads"]),
+          "run's profile valid, with the program's thread (%s)" % [t["name"] for t in one["threads"]])
 pputil.finish()

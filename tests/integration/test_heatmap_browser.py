@@ -8,7 +8,9 @@ over its text (sampled lines tinted), jump to a line from a
 file that is not world-readable (with the reason), and make no network
 request.
 """
+import json
 import os
+import re
 import subprocess
 import sys
 
@@ -85,4 +87,28 @@ try:
     check(all(u.startswith("file://") for u in reqs), "no network request (%s)" % reqs)
 finally:
     browser.close()
+
+# `run --format heatmap` on a real Python program: its hot lines, from the plugin's line numbers
+hot = os.path.join(src, "hot.py")
+with open(hot, "w") as f:
+    f.write("import time\ndef hot():\n    s = 0\n    for i in range(100000):\n        s += i * i\n    return s\n\n"
+            "t = time.time()\nwhile time.time() - t < 1.5:\n    hot()\n")
+for d in (work, src):
+    os.chmod(d, 0o755)
+os.chmod(hot, 0o644)
+live = os.path.join(work, "live.html")
+p = subprocess.run([pputil.AGENT, "run", "--format", "heatmap", "--output", live, "--plugin-dir", pputil.PLUGIN_DIR,
+                    "--no-perf", "--config", os.path.join(HERE, "empty.yaml"), "--", sys.executable, hot],
+                   capture_output=True, text=True, timeout=60)
+check(p.returncode == 0 and os.path.exists(live), "run --format heatmap (%s)" % p.stderr.strip()[-300:])
+if os.path.exists(live):
+    with open(live) as f:
+        m = re.search(r'<script type="application/json" id="data">(.*?)</script>', f.read(), re.S)
+    files = {x["path"]: x for x in json.loads(m.group(1))["files"]} if m else {}
+    x = files.get(hot)
+    lines = {x["lines"][i]: x["lines"][i + 1:i + 3] for i in range(0, len(x["lines"]), 3)} if x else {}
+    check(x and x["src"] and x["src"].startswith("import time"), "the program's source is in the page")
+    hottest = max(lines, key=lambda n: lines[n][0]) if lines else 0
+    check(hottest in (4, 5) and lines.get(10, [0, 0])[1] >= 0.8 * x["total"],
+          "the loop lines are hottest, the call line holds the rest as total (%s)" % lines)
 pputil.finish()
