@@ -37,11 +37,12 @@ static const struct pp_option options[] = {
              "/tmp/perf-PID.map for perf; disabled"},
     {.key = "sampling",
      .type = PP_OPT_ENUM,
-     .default_value = "bursts",
+     .default_value = "continuous",
      .choices = sampling_choices,
-     .help = "dotnet-trace mode: bursts (the runtime's sampler runs in short bursts whose duty "
-             "cycle gives the rate asked: a fraction of the cost) or continuous (it sweeps every "
-             "~1-4 ms throughout whatever rate is asked)"},
+     .help = "dotnet-trace mode: continuous (the runtime's sampler sweeps every ~1-3 ms "
+             "throughout, whatever rate is asked) or bursts (it runs in short bursts whose duty "
+             "cycle gives the rate asked: fewer suspensions of the target, fewer and clustered "
+             "samples; see docs/dotnet.md)"},
     {.key = "max_duty_pct",
      .type = PP_OPT_INT,
      .default_value = "10",

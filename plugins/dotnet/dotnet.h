@@ -194,6 +194,7 @@ struct dotnet_session {
    * up on a stopped stream */
   uint64_t started_ns, stop_ns, ended_ns, stop_deadline_ns;
   uint64_t cutoff_ts; /* drop samples after this QPC time (0: none) */
+  uint64_t from_ts;   /* and before this one (0: none) */
   uint64_t interval_ns;
   const struct dotnet_cfg *cfg;
   struct dotnet_methods *methods; /* the target's map (not owned) */

@@ -77,6 +77,12 @@ static void on_sample(struct dotnet_session *s, const struct dotnet_nt_event *ev
    * not ours (time namespace: its session began "after" our cutoff) keeps all */
   if (s->cutoff_ts && ev->timestamp > s->cutoff_ts && dotnet_nt_sync_qpc(s->nt) < s->cutoff_ts)
     return;
+  /* a burst keeps the sweeps of the window its weights are computed for
+   * (the runtime may start sweeping before its reply reaches us); only
+   * when the target's clock is ours (its session began around our start) */
+  if (s->from_ts && ev->timestamp < s->from_ts &&
+      dotnet_nt_sync_qpc(s->nt) + 1000000000ull > s->from_ts)
+    return;
   uint32_t weight = sample_weight(s, ev->thread_id, ev->timestamp);
   if (type != SAMPLE_TYPE_MANAGED && !s->cfg->wall) {
     if (s->type_unreliable && weight && !s->runshare)
@@ -175,7 +181,7 @@ static void reset_stream(struct dotnet_session *s) {
   s->eof = s->stopping = s->rundown = s->closed_by_us = s->starting = false;
   s->end_counted = s->end_logged = false;
   s->started_ns = s->stop_ns = s->ended_ns = s->stop_deadline_ns = 0;
-  s->cutoff_ts = 0;
+  s->cutoff_ts = s->from_ts = 0;
   s->id = 0;
   s->drained_bytes = 0;
   memset(s->due, 0, sizeof(s->due));
