@@ -24,7 +24,7 @@ static uint64_t sink;
 static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *frames, uint32_t n,
                      bool truncated) {
   (void)ctx, (void)tid, (void)truncated;
-  if (n > 64) abort();
+  if (n > 64 + PY_EXTRA_FRAMES) abort();
   for (uint32_t i = 0; i < n; i++) {
     const struct py_code *c = frames[i].code;
     if (!c && !frames[i].pseudo) abort(); /* a frame is code or a named pseudo frame */
@@ -74,6 +74,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       struct py_sample_result res;
       python_walker_set_gc(w, i >= 2);
       python_walker_set_main_only(w, i == 3);
+      python_walker_set_async(w, i >= 2);
       (void)python_sample(w, &p, cc, filters[i], NULL, on_stack, NULL, &res);
     }
     python_codecache_free(cc);

@@ -40,12 +40,14 @@ enum {
   SYM_INTERP_HEAD_FN,
   SYM_GC_COLLECTING,
   SYM_NONE,
+  SYM_STR_TYPE,
+  SYM_LONG_TYPE,
   SYM_COUNT
 };
 static const char *const sym_names[SYM_COUNT] = {
-    "_PyRuntime",  "Py_Version",    "interp_head", "_PyThreadState_Current",
-    "PyCode_Type", "version.0",     "version",     "PyInterpreterState_Head",
-    "collecting",  "_Py_NoneStruct"};
+    "_PyRuntime",  "Py_Version",     "interp_head",    "_PyThreadState_Current",
+    "PyCode_Type", "version.0",      "version",        "PyInterpreterState_Head",
+    "collecting",  "_Py_NoneStruct", "PyUnicode_Type", "PyLong_Type"};
 
 static bool plausible(uint64_t p) {
   return p >= 4096 && p < (1ull << 47) && (p & 7) == 0;
@@ -267,6 +269,8 @@ static int try_module(uint32_t pid, const struct pp_module *m, struct py_proc *p
   p->pycode_type = v[SYM_PYCODE_TYPE] ? m->bias + v[SYM_PYCODE_TYPE] : 0;
   p->tstate_cur = v[SYM_TSTATE_CURRENT] ? m->bias + v[SYM_TSTATE_CURRENT] : 0;
   p->none_addr = v[SYM_NONE] ? m->bias + v[SYM_NONE] : 0;
+  p->str_type = v[SYM_STR_TYPE] ? m->bias + v[SYM_STR_TYPE] : 0;
+  p->long_type = v[SYM_LONG_TYPE] ? m->bias + v[SYM_LONG_TYPE] : 0;
   /* gcmodule.c's static: only in .symtab; without it, no <GC> frames */
   if (p->off.gc_kind == PY_GC_SYMBOL)
     p->gc_flag = v[SYM_GC_COLLECTING] ? m->bias + v[SYM_GC_COLLECTING] : 0;

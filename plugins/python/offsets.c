@@ -101,6 +101,13 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
   o.owner_max = 4;
   o.gc_kind = PY_GC_INTERP;
   o.exc_item_field = 0; /* exc_value */
+  if (minor <= 13) {    /* 3.14 publishes them in _asyncio's own debug section */
+    o.fr_localsplus = 72;
+    o.gen_iframe = minor == 11 ? 80 : 72;
+    o.task_fut_waiter = minor == 13 ? 112 : 128;
+    o.task_coro = o.task_fut_waiter + 8;
+    o.task_name = o.task_fut_waiter + 16;
+  }
   if (minor == 11) {
     o.gc_collecting = 848;
     o.ts_curexc = 96, o.ts_exc_info = 120;

@@ -32,6 +32,11 @@ static const struct pp_option options[] = {
      .help =
          "cpu: running threads only; wall: every thread; gil: the GIL holder; "
          "exception: threads raising or handling an exception (auto/pyspy/py-spy/pyperf = cpu)"},
+    {.key = "async_aware",
+     .type = PP_OPT_BOOL,
+     .default_value = "false",
+     .help = "asyncio (3.11-3.13): the running task and the chain of tasks awaiting it as "
+             "<task: NAME> frames"},
     {.key = "main_thread_only",
      .type = PP_OPT_BOOL,
      .default_value = "false",
@@ -94,6 +99,7 @@ static int py_init(const struct pp_host *host, void **out) {
   st->frequency = pp_opt_int(host, PP_OPTIONS(options), "frequency");
   bool gc_frames = pp_opt_bool(host, PP_OPTIONS(options), "gc_frames");
   bool main_only = pp_opt_bool(host, PP_OPTIONS(options), "main_thread_only");
+  bool async_aware = pp_opt_bool(host, PP_OPTIONS(options), "async_aware");
   st->thread_names = pp_opt_bool(host, PP_OPTIONS(options), "thread_names");
   st->switches_from = (uint32_t)pp_opt_int(host, PP_OPTIONS(options), "switch_records_from");
   int64_t cache_size = pp_opt_int(host, PP_OPTIONS(options), "code_cache_size");
@@ -107,6 +113,7 @@ static int py_init(const struct pp_host *host, void **out) {
   if (st->walker) {
     python_walker_set_gc(st->walker, gc_frames);
     python_walker_set_main_only(st->walker, main_only);
+    python_walker_set_async(st->walker, async_aware);
   }
   /* frames: room for every stack at a typical depth; two more frames than
    * the walker keeps, for the [Truncated Stack] marker and the thread name */
@@ -115,11 +122,11 @@ static int py_init(const struct pp_host *host, void **out) {
       .max_stacks = stacks,
       .max_string_bytes = 16u << 20,
       .max_frame_refs = stacks * 64 < (8u << 20) ? stacks * 64 : (8u << 20),
-      .max_depth = st->max_depth + 2,
+      .max_depth = st->max_depth + PY_EXTRA_FRAMES + 2,
   };
   st->stacks = pp_stack_table_new(&lim);
-  /* + [Truncated Stack] + <thread: name> */
-  st->frames = malloc((st->max_depth + 2) * sizeof(*st->frames));
+  /* + <GC> and task frames + [Truncated Stack] + <thread: name> */
+  st->frames = malloc((st->max_depth + PY_EXTRA_FRAMES + 2) * sizeof(*st->frames));
   static const struct pp_target_ops ops = {.attach = python_attach, .release = python_release};
   struct pp_target_table_config tc = {.retry_attempts = PY_LOCATE_ATTEMPTS,
                                       .retry_first_ns = PY_LOCATE_RETRY_NS,

@@ -16,7 +16,8 @@
  *   locate.c     finding the interpreter: module, version, anchors
  *   linetable.c  every line-table format (2.7 .. 3.14)
  *   codecache.c  code object -> name/file/line table, bounded, by address
- *   walk.c       interpreters, threads, frames of one process
+ *   walk.c       interpreters, threads, frames of one process (<GC>, filters)
+ *   asyncio.c    the running asyncio task and the tasks awaiting it
  * Every byte read from the target is hostile: counts, lengths and pointers
  * are bounded and validated before use.
  */
@@ -105,6 +106,10 @@ struct py_offsets {
    * exc_item_field (exc_type <= 3.10, exc_value 3.11+) is set */
   uint32_t ts_curexc, ts_exc_info, exc_item_field;
   bool ts_exc_inline;
+  /* asyncio (3.11-3.13): _PyInterpreterFrame.localsplus, where a
+   * coroutine's frame lives inside it (gi_iframe), and the C Task's
+   * fut_waiter, coro and name (_asynciomodule.c); 0: no async stacks */
+  uint32_t fr_localsplus, gen_iframe, task_fut_waiter, task_coro, task_name;
   uint8_t gc_kind;          /* enum py_gc_kind */
   bool lasti_is_index;      /* 3.10: f_lasti counts instructions (x2 = bytes) */
   bool skip_owner3;         /* 3.12+: frames owned by the C stack / interpreter */
@@ -135,16 +140,17 @@ struct py_proc {
   uint32_t pid, ns_pid;
   struct py_offsets off;
   int major, minor, micro;
-  char version[32];        /* "3.11.7" */
-  uint64_t runtime;        /* &_PyRuntime, 0 for 2.7/3.6 */
-  uint64_t interp_head;    /* address of the head pointer (runtime + off, or interp_head) */
-  uint64_t tstate_cur;     /* 2.7/3.6: &_PyThreadState_Current */
-  uint64_t pycode_type;    /* &PyCode_Type (0: unknown, no type check) */
-  uint64_t gc_flag;        /* 2.7-3.8: address of the collector's flag (0: unknown) */
-  uint64_t none_addr;      /* &_Py_NoneStruct (0: unknown) */
-  uint64_t map_lo, map_hi; /* address range that holds the interpreter's module */
-  int pthread_tid_off;     /* <= 3.10: offset of tid in struct pthread, -1 unknown */
-  struct {                 /* <= 3.10: pthread_t -> tid, cleared every session */
+  char version[32];             /* "3.11.7" */
+  uint64_t runtime;             /* &_PyRuntime, 0 for 2.7/3.6 */
+  uint64_t interp_head;         /* address of the head pointer (runtime + off, or interp_head) */
+  uint64_t tstate_cur;          /* 2.7/3.6: &_PyThreadState_Current */
+  uint64_t pycode_type;         /* &PyCode_Type (0: unknown, no type check) */
+  uint64_t gc_flag;             /* 2.7-3.8: address of the collector's flag (0: unknown) */
+  uint64_t none_addr;           /* &_Py_NoneStruct (0: unknown) */
+  uint64_t str_type, long_type; /* &PyUnicode_Type, &PyLong_Type (0: unknown) */
+  uint64_t map_lo, map_hi;      /* address range that holds the interpreter's module */
+  int pthread_tid_off;          /* <= 3.10: offset of tid in struct pthread, -1 unknown */
+  struct {                      /* <= 3.10: pthread_t -> tid, cleared every session */
     uint64_t thread_id;
     uint32_t tid;
   } tids[32];
@@ -243,6 +249,26 @@ void python_walker_free(struct py_walker *w);
 void python_walker_set_gc(struct py_walker *w, bool on);
 /* Only the main thread (the first interpreter's oldest thread). */
 void python_walker_set_main_only(struct py_walker *w, bool on);
+/* asyncio task chains in the stacks (asyncio.c). */
+void python_walker_set_async(struct py_walker *w, bool on);
+
+/* asyncio.c ------------------------------------------------------------ */
+#define PY_ASYNC_MAX 16 /* awaiting tasks followed up from the running one */
+/* Frames the walker may add to a stack: <GC>, and per task a frame and a
+ * <task: name> */
+#define PY_EXTRA_FRAMES (2 + 2 * (PY_ASYNC_MAX + 1))
+struct py_async_scratch {
+  struct py_frame_ref *out; /* room for max_depth + PY_EXTRA_FRAMES */
+  char names[PY_ASYNC_MAX + 1][80];
+};
+/* When frames[0..n) (leaf first, at addresses faddr) show a C asyncio
+ * Task being stepped by the event loop (Handle._run), inserts after the
+ * task's coroutine frames a <task: NAME> frame, then for each task that
+ * awaits it (directly, `await task`) that task's coroutine frame and
+ * <task: NAME>. Returns the new count (n when nothing is recognised). */
+uint32_t python_async_chain(struct py_async_scratch *s, const struct py_proc *p,
+                            struct py_codecache *cc, struct py_frame_ref *frames,
+                            const uint64_t *faddr, uint32_t n, uint32_t cap);
 
 /* Called for each thread whose stack was read; frames[0] is the leaf. */
 typedef void (*py_stack_fn)(void *ctx, uint32_t tid, const struct py_frame_ref *frames, uint32_t n,

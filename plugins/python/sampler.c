@@ -114,7 +114,7 @@ static const char *thread_name(struct py_state *st, uint32_t ns_tid) {
 static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *frames, uint32_t n,
                      bool truncated) {
   struct py_state *st = ctx;
-  if (n == 0 || n > st->max_depth) return;
+  if (n == 0 || n > st->max_depth + PY_EXTRA_FRAMES) return;
   for (uint32_t i = 0; i < n; i++)
     st->frames[i] = frames[i].code
                         ? (struct pp_frame){.name = frames[i].code->name,

@@ -30,7 +30,9 @@
 
 struct py_walker {
   uint32_t max_depth;
-  struct py_frame_ref *frames;
+  struct py_frame_ref *frames; /* max_depth + PY_EXTRA_FRAMES */
+  uint64_t *faddr;             /* address of each frame walked */
+  struct py_async_scratch async_scratch;
   uint8_t *chunk; /* copy of the current 3.11+ data-stack chunk */
   uint8_t *pages; /* PAGE_SLOTS pages */
   uint64_t page_addr[PAGE_SLOTS];
@@ -45,6 +47,7 @@ struct py_walker {
   uint8_t pre_frame_buf[PY_SPEC_FRAMES][PY_FRAME_READ_MAX];
   bool gc;             /* <GC> frames wanted */
   bool main_only;      /* only the first interpreter's oldest thread */
+  bool async;          /* asyncio task chains */
   bool pre_gc;         /* pre_gc_flag was read by this sample's prefetch */
   int32_t pre_gc_flag; /* the collector's flag, as prefetched */
 };
@@ -53,10 +56,12 @@ struct py_walker *python_walker_new(uint32_t max_depth) {
   struct py_walker *w = calloc(1, sizeof(*w));
   if (!w) return NULL;
   w->max_depth = max_depth;
-  w->frames = calloc(max_depth + 1, sizeof(*w->frames));
+  w->frames = calloc(max_depth + PY_EXTRA_FRAMES, sizeof(*w->frames));
+  w->faddr = calloc(max_depth + 1, sizeof(*w->faddr));
+  w->async_scratch.out = calloc(max_depth + PY_EXTRA_FRAMES, sizeof(*w->frames));
   w->chunk = malloc(PY_CHUNK_COPY_MAX);
   w->pages = malloc(PAGE_SLOTS * PAGE_SIZE_);
-  if (!w->frames || !w->chunk || !w->pages) {
+  if (!w->frames || !w->faddr || !w->async_scratch.out || !w->chunk || !w->pages) {
     python_walker_free(w);
     return NULL;
   }
@@ -71,9 +76,15 @@ void python_walker_set_main_only(struct py_walker *w, bool on) {
   w->main_only = on;
 }
 
+void python_walker_set_async(struct py_walker *w, bool on) {
+  w->async = on;
+}
+
 void python_walker_free(struct py_walker *w) {
   if (!w) return;
   free(w->frames);
+  free(w->faddr);
+  free(w->async_scratch.out);
   free(w->chunk);
   free(w->pages);
   free(w);
@@ -316,6 +327,7 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
     w->frames[n].code = e;
     w->frames[n].line = python_code_line(e, o->lt_format, addrq);
     w->frames[n].pseudo = NULL;
+    w->faddr[n] = frame;
     n++;
     frame = back;
   }
@@ -371,9 +383,9 @@ static uint64_t gc_flag_addr(const struct py_proc *p, uint64_t interp) {
 }
 
 /* Makes frames[0] a <GC> leaf above the n frames there (dropping the
- * root-most one when the stack is already max_depth deep). */
+ * root-most one when the frames array is full). */
 static uint32_t push_gc_leaf(struct py_walker *w, uint32_t n, bool *truncated) {
-  if (n == w->max_depth) {
+  if (n >= w->max_depth + PY_EXTRA_FRAMES) {
     n--;
     *truncated = true;
   }
@@ -543,6 +555,9 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
         res->failed++;
         if (!res->err) res->err = n;
       } else if (n > 0) {
+        if (w->async)
+          n = (int)python_async_chain(&w->async_scratch, p, cc, w->frames, w->faddr, (uint32_t)n,
+                                      w->max_depth + PY_EXTRA_FRAMES - 1);
         if (gc_holder && t == gc_holder) n = (int)push_gc_leaf(w, (uint32_t)n, &truncated);
         fn(ctx, tid, w->frames, (uint32_t)n, truncated);
         res->sampled++;

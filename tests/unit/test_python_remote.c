@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "../../plugins/python/asyncio.c"
 #include "../../plugins/python/codecache.c"
 #include "../../plugins/python/linetable.c"
 #include "../../plugins/python/offsets.c"

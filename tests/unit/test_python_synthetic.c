@@ -27,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../plugins/python/asyncio.c"
 #include "../../plugins/python/codecache.c"
 #include "../../plugins/python/linetable.c"
 #include "../../plugins/python/locate.c"

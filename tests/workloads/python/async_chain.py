@@ -1,0 +1,68 @@
+"""Three asyncio tasks in a 3:1:0 CPU split, awaiting each other in known
+chains: "hot" computes 3 units per turn, "warm" 1 unit, "idle" none (it
+awaits "hot"); the main task ("main") awaits "warm". Every turn ends in
+asyncio.sleep(0), so the loop alternates the two computing tasks.
+Every 100 ms it writes "<seconds in hot's spin> <seconds in warm's spin>"
+(cumulative, perf_counter: time preempted counts, as it does for a
+sampler counting runnable threads) to STATUS_FILE.
+
+usage: async_chain.py SECONDS STATUS_FILE
+"""
+import asyncio
+import os
+import sys
+import time
+
+seconds, status = float(sys.argv[1]), sys.argv[2]
+end = time.time() + seconds
+spent = {"hot": 0.0, "warm": 0.0}
+last = [0.0]
+
+
+def spin(units):
+    x = 0
+    for i in range(units * 20000):
+        x += i * i
+    return x
+
+
+def timed_spin(who, units):
+    t = time.perf_counter()
+    spin(units)
+    now = time.perf_counter()
+    spent[who] += now - t
+    if now - last[0] >= 0.1:
+        last[0] = now
+        with open(status + ".tmp", "w") as f:
+            f.write("%.6f %.6f\n" % (spent["hot"], spent["warm"]))
+        os.rename(status + ".tmp", status)
+
+
+async def hot_loop():
+    while time.time() < end:
+        timed_spin("hot", 3)
+        await asyncio.sleep(0)
+
+
+async def warm_loop():
+    while time.time() < end:
+        timed_spin("warm", 1)
+        await asyncio.sleep(0)
+
+
+async def idle_wait(task):
+    await task  # IDLE_AWAIT
+
+
+async def main():
+    asyncio.current_task().set_name("main")
+    hot = asyncio.create_task(hot_loop(), name="hot")
+    warm = asyncio.create_task(warm_loop(), name="warm")
+    idle = asyncio.create_task(idle_wait(hot), name="idle")
+    print("ready")
+    sys.stdout.flush()
+    await warm  # MAIN_AWAIT
+    await idle
+
+
+asyncio.run(main())
