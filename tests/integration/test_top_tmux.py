@@ -55,10 +55,26 @@ def start(pids, width=120, height=30):
            "stty -a | tr ' ;' '\\n\\n' | grep -xE -- '-?(icanon|echo)' | tr '\\n' ' '; echo; sleep 60"
            % (u.AGENT, " ".join(map(str, pids)), plugins, EMPTY))
     tmux("kill-server")
-    tmux("new-session", "-d", "-s", SESSION, "-x", str(width), "-y", str(height), "sh", "-c", cmd)
+    # the old server may still be going away: retry until the session exists
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        tmux("new-session", "-d", "-s", SESSION, "-x", str(width), "-y", str(height), "sh", "-c", cmd)
+        if subprocess.run(["tmux", "-S", sock, "has-session", "-t", SESSION], capture_output=True).returncode == 0:
+            return
+        time.sleep(0.2)
 
 
 def top_pid():
+    deadline = time.time() + 5
+    while time.time() < deadline:
+        pid = find_top()
+        if pid:
+            return pid
+        time.sleep(0.2)
+    return 0
+
+
+def find_top():
     shell = int(tmux("display", "-p", "-t", SESSION, "#{pane_pid}").strip() or 0)
     for d in os.listdir("/proc"):
         if d.isdigit():
