@@ -9,7 +9,7 @@
  * interval (not by the object's size) is what makes the totals estimate
  * bytes allocated, as the JDK's own allocation profilers do.
  *
- * Samples are aggregated by (stack, allocated class) in a bounded table;
+ * Samples are aggregated by (stack, allocated class) in a bounded hash table;
  * what does not fit is counted as dropped. The dump writes one line per
  * entry:  A <bytes> <samples> <class> <frames leaf first>.
  */
@@ -21,6 +21,7 @@
 #define ALLOC_DEPTH 64
 #define ALLOC_CLASS 128
 #define ALLOC_MAX 4096
+#define ALLOC_SLOTS 8192 /* open addressing over entries, index + 1 */
 
 struct alloc_entry {
   uint64_t hash;
@@ -32,6 +33,7 @@ struct alloc_entry {
 
 static pthread_mutex_t alloc_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct alloc_entry *entries;
+static uint16_t *slots;
 static size_t nentries;
 static uint64_t interval_bytes, dropped, total_samples;
 static int caps_added, enabled;
@@ -115,11 +117,17 @@ void JNICALL ja_alloc_on_sample(jvmtiEnv *j, JNIEnv *jni, jthread thread, jobjec
   pthread_mutex_lock(&alloc_lock);
   total_samples++;
   struct alloc_entry *e = NULL;
-  for (size_t i = 0; i < nentries && !e; i++)
-    if (entries[i].hash == h && entries[i].nframes == n && !strcmp(entries[i].cls, cls) &&
-        !memcmp(entries[i].frames, frames, n * sizeof(*frames)))
-      e = &entries[i];
-  if (!e && entries && nentries < ALLOC_MAX) {
+  size_t slot = h & (ALLOC_SLOTS - 1);
+  for (; slots && slots[slot]; slot = (slot + 1) & (ALLOC_SLOTS - 1)) {
+    struct alloc_entry *x = &entries[slots[slot] - 1];
+    if (x->hash == h && x->nframes == n && !strcmp(x->cls, cls) &&
+        !memcmp(x->frames, frames, n * sizeof(*frames))) {
+      e = x;
+      break;
+    }
+  }
+  if (!e && slots && nentries < ALLOC_MAX) {
+    slots[slot] = (uint16_t)(nentries + 1);
     e = &entries[nentries++];
     memset(e, 0, sizeof(*e));
     e->hash = h;
@@ -139,6 +147,10 @@ void JNICALL ja_alloc_on_sample(jvmtiEnv *j, JNIEnv *jni, jthread thread, jobjec
 int ja_alloc_start(jvmtiEnv *j, int jdk_major, long interval, char *err, size_t errlen) {
   if (jdk_major < 11) {
     snprintf(err, errlen, "allocation sampling needs Java 11 or newer (this JVM: %d)", jdk_major);
+    return -1;
+  }
+  if (!slots && !(slots = calloc(ALLOC_SLOTS, sizeof(*slots)))) {
+    snprintf(err, errlen, "out of memory for the allocation table");
     return -1;
   }
   if (!entries && !(entries = calloc(ALLOC_MAX, sizeof(*entries)))) {
@@ -190,6 +202,7 @@ void ja_alloc_dump(jvmtiEnv *j, FILE *f) {
             (unsigned long long)total_samples, (unsigned long long)dropped,
             (unsigned long long)interval_bytes);
   nentries = 0;
+  if (slots) memset(slots, 0, ALLOC_SLOTS * sizeof(*slots));
   total_samples = dropped = 0;
   pthread_mutex_unlock(&alloc_lock);
 }
