@@ -469,7 +469,8 @@ static int open_inspector(struct nodejs_state *st, struct nodejs_target *t) {
   }
   /* SIGUSR1 makes Node listen on 127.0.0.1:9229 of its network namespace:
    * taken by another process, the inspector cannot start there */
-  uint64_t held = nodejs_port_listener(t->pid, INSPECTOR_PORT);
+  int sigport = t->inspect_port > 0 ? t->inspect_port : INSPECTOR_PORT;
+  uint64_t held = nodejs_port_listener(t->pid, (uint16_t)sigport);
   if (held && !listener_known(t, held)) {
     uint32_t holder = netns_holder(st, t, held);
     if (holder && queue_target(st, t) == 0) return 0; /* its inspector is on its way out */
@@ -481,7 +482,7 @@ static int open_inspector(struct nodejs_state *st, struct nodejs_target *t) {
     fail_target(st, t, PP_LOG_WARNING,
                 "port %d of its network namespace is held by %s: Node's SIGUSR1 inspector "
                 "could not listen; not signalled",
-                INSPECTOR_PORT, who);
+                sigport, who);
     return t->state == T_GONE ? -ESRCH : -EADDRINUSE;
   }
   /* nobody but us may reach the inspector while it can listen */
@@ -641,6 +642,8 @@ static int helper_event(struct nodejs_state *st, struct nodejs_target *t, json_t
   if (type && strcmp(type, "settled") == 0) {
     /* the loop turned after the install: Node has no request for the
      * inspector pending any more */
+    if (t->guarded)
+      PP_LOG(st->host, PP_LOG_DEBUG, "pid %u: its event loop turned: attach guard lifted", t->pid);
     nodejs_guard_release(st, t);
     return 2;
   }

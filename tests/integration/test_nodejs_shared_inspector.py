@@ -14,6 +14,7 @@ the other session still evaluates and its own profile has samples.
 """
 import http.client
 import os
+import socket
 import sys
 import threading
 import time
@@ -95,10 +96,21 @@ def other_still_works(label, other, pid):
             % (label, len(prof.get("samples", []))))
 
 
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
 def start_server(label):
     # SIGUSR1 opens the inspector on a free port, not 9229: on a shared host
-    # another Node process may hold 9229 (--inspect-port alone opens nothing)
-    server = n.spawn_node(["--inspect-port=127.0.0.1:0", os.path.join(n.WORKLOADS, "server.js")])
+    # another Node process may hold 9229 (--inspect-port alone opens nothing).
+    # Not port 0: the agent guards the port SIGUSR1 will use before the
+    # signal, and signals no process whose port it cannot tell.
+    server = n.spawn_node(["--inspect-port=127.0.0.1:%d" % free_port(),
+                           os.path.join(n.WORKLOADS, "server.js")])
     port = int(server.stdout.readline().strip() or 0)
     u.check(port > 0, "%s: server listens on port %d" % (label, port))
     return server, port
