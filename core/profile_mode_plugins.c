@@ -142,7 +142,7 @@ void pp_profile_types_apply(struct pp_config *cfg, const char *plugin, bool syst
     /* off-CPU stacks come from the system-wide plugin for every process */
     if (!(want & PP_TYPE_BIT(t)) || (pt.gives & PP_TYPE_BIT(t)) || t == PP_PROFILE_OFFCPU) continue;
     pp_log(PP_LOG_WARNING, "polyprof",
-           "--mode %s: %s cannot give a %s profile (%s); the other types go on",
+           "--mode %s: %s cannot give the %s profile (%s); the other types go on",
            pp_profile_type(t)->name, plugin, pp_profile_type(t)->name, cannot_why(plugin, t));
   }
 }
