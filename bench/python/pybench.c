@@ -70,7 +70,8 @@ static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *f, uint
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: pybench PID [SECONDS] [HZ] [wall|cpu|gil|exception[+gc]] [-v]\n");
+    fprintf(stderr,
+            "usage: pybench PID [SECONDS] [HZ] [wall|cpu|gil|exception[+gc][+async]] [-v]\n");
     return 2;
   }
   g_pid = (uint32_t)atoi(argv[1]);
@@ -78,8 +79,9 @@ int main(int argc, char **argv) {
   double hz = argc > 3 ? atof(argv[3]) : 0;
   const char *mode = argc > 4 ? argv[4] : "wall";
   verbose = argc > 5;
-  /* MODE[+gc]: the thread filter, and <GC> frames (the plugin's default) */
-  bool gc = strstr(mode, "+gc") != NULL;
+  /* MODE[+gc][+async]: the thread filter, <GC> frames (the plugin's
+   * default), asyncio task chains */
+  bool gc = strstr(mode, "+gc") != NULL, async = strstr(mode, "+async") != NULL;
   enum py_thread_filter filter = !strncmp(mode, "cpu", 3)         ? PY_RUNNING_THREADS
                                  : !strncmp(mode, "gil", 3)       ? PY_GIL_THREAD
                                  : !strncmp(mode, "exception", 9) ? PY_EXCEPTION_THREADS
@@ -100,7 +102,10 @@ int main(int argc, char **argv) {
   printf("locate_ms %.2f (cpu %.2f)\n", (t1 - t0) * 1e3, (c1 - c0) * 1e3);
   struct py_codecache *cc = python_codecache_new(8192);
   struct py_walker *w = python_walker_new(1024);
-  if (w) python_walker_set_gc(w, gc);
+  if (w) {
+    python_walker_set_gc(w, gc);
+    python_walker_set_async(w, async);
+  }
   struct pp_stack_table_limits lim = {.max_stacks = 65536,
                                       .max_string_bytes = 16u << 20,
                                       .max_frame_refs = 8u << 20,

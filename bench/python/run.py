@@ -34,7 +34,8 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--build", default=os.path.join(SRC, "build"))
 ap.add_argument("--seconds", type=float, default=5)
 ap.add_argument("--parts", default="1,2,3,4",
-                help="which figures: 1 cost, 2 max rate, 3 20 processes, 4 <GC> and thread filters")
+                help="which figures: 1 cost, 2 max rate, 3 20 processes, 4 <GC> and thread "
+                     "filters, 5 async-aware")
 args = ap.parse_args()
 PYBENCH = os.path.join(args.build, "bench", "pybench")
 AGENT = os.path.join(args.build, "polyprof")
@@ -135,6 +136,43 @@ def main():
         agent_cpu(pys)
     if "4" in parts:
         gc_and_filters(pys)
+    if "5" in parts:
+        async_aware(pys)
+
+
+def async_aware(pys):
+    # 5. --python-async-aware: cost per sample on tests/workloads/python/
+    # async_chain.py (three tasks, a running one with one awaiting it),
+    # against plain wall mode and austin on the same target in one run
+    hz = 1000
+    script = os.path.join(SRC, "tests", "workloads", "python", "async_chain.py")
+    for v in ("3.11.7", "3.12.1", "3.13.0"):
+        if v not in pys:
+            continue
+        status = tempfile.mktemp(prefix="ppasync-")
+        p = subprocess.Popen([pys[v], script, "600", status], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)
+        p.stdout.readline()
+        time.sleep(0.3)
+        try:
+            us = {}
+            for mode in ("wall+gc", "wall+gc+async"):
+                r = pybench(p.pid, hz, args.seconds, mode)
+                us[mode] = float(r.get("cpu_us_per_sample", "nan"))
+                print("cpu_us_per_sample polyprof python=%s mode=%s rate=%sHz depth=%s: %.2f us "
+                      "(failed %s)" % (v, mode, r.get("rate_hz"), r.get("frames_per_sample"),
+                                       us[mode], r.get("failed")))
+            print("ratio async/plain per sample (python %s): %.2fx"
+                  % (v, us["wall+gc+async"] / us["wall+gc"] if us["wall+gc"] else float("nan")))
+            if AUSTIN:
+                a_us, a_n, _, tail = austin_cost(p.pid, hz, args.seconds)
+                print("cpu_us_per_sample austin python=%s samples=%d (%.0f Hz): %.2f us (%s)"
+                      % (v, a_n, a_n / args.seconds, a_us, " / ".join(tail)))
+        finally:
+            stop(p)
+            for f in (status, status + ".tmp"):
+                if os.path.exists(f):
+                    os.unlink(f)
 
 
 def gc_and_filters(pys):
