@@ -127,6 +127,12 @@ void pp_profile_types_apply(struct pp_config *cfg, const char *plugin, bool syst
     if (!strcmp(cfg->plugins[i].name, plugin)) pc = &cfg->plugins[i];
   if (!pc || !pc->enabled) return;
   uint32_t want = cfg->profile_types;
+  if (!want) { /* gProfiler's --mode none: profile nothing */
+    pc->enabled = false;
+    free(pc->disabled_by);
+    pc->disabled_by = strdup("--mode none");
+    return;
+  }
   struct pp_plugin_types pt = pp_profile_types_of(cfg, plugin, system_wide);
   const struct wall_knob *wk = wall_knob_of(plugin);
   if (pt.untagged_is_wall && wk) {

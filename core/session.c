@@ -154,6 +154,9 @@ static int setup_plugins(struct pp_agent *a) {
   for (size_t i = 0; i < a->ninfos && a->nplugins < PP_TARGETS_MAX_PLUGINS; i++) {
     const struct pp_plugin_info *pi = &a->infos[i];
     if (pi->error) continue;
+    /* --mode: wall knobs set, types it cannot give said (profile_mode.h) */
+    pp_profile_types_apply(a->cfg, pi->desc.name,
+                           (pi->desc.capabilities & PP_CAP_SYSTEM_WIDE) != 0);
     const struct pp_plugin_config *pc = pp_config_plugin(cfg, pi->desc.name);
     if (!pc || !pc->enabled) {
       pp_log(PP_LOG_INFO, "polyprof", "%s: disabled (%s)", pi->desc.name,
@@ -165,7 +168,6 @@ static int setup_plugins(struct pp_agent *a) {
     ap->pcfg = pc;
     ap->system_wide = (pi->desc.capabilities & PP_CAP_SYSTEM_WIDE) != 0;
     if (ap->system_wide) pass_pid_filter(a->cfg, pi->desc.name);
-    pp_profile_types_apply(a->cfg, pi->desc.name, ap->system_wide);
     ap->snap = pp_profile_new();
     const char *iso = pc->isolation ? pc->isolation : cfg->isolation;
     struct pp_worker_opts wo = {
@@ -180,6 +182,13 @@ static int setup_plugins(struct pp_agent *a) {
     descs[a->nplugins] = &pi->desc;
     a->nplugins++;
   }
+  const char *type_names[PP_TARGETS_MAX_PLUGINS];
+  bool type_sw[PP_TARGETS_MAX_PLUGINS];
+  for (size_t i = 0; i < a->nplugins; i++) {
+    type_names[i] = a->plugins[i].info->desc.name;
+    type_sw[i] = a->plugins[i].system_wide;
+  }
+  pp_profile_types_check_sources(cfg, type_names, type_sw, a->nplugins);
   const char *type_names[PP_TARGETS_MAX_PLUGINS];
   bool type_sw[PP_TARGETS_MAX_PLUGINS];
   for (size_t i = 0; i < a->nplugins; i++) {
