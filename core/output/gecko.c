@@ -192,6 +192,26 @@ struct thread_tables {
   uint64_t *sample_weight;
 };
 
+/* A decimal number: the tables are millions of them, and fprintf's format
+ * parsing was most of the writer's time. */
+static void put_u(FILE *f, uint64_t v) {
+  char buf[24], *e = buf + sizeof(buf), *d = e;
+  do {
+    *--d = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  fwrite(d, 1, (size_t)(e - d), f);
+}
+
+/* milliseconds with three decimals */
+static void put_ms(FILE *f, double ms) {
+  uint64_t us = ms > 0 ? (uint64_t)(ms * 1000.0 + 0.5) : 0;
+  put_u(f, us / 1000);
+  char frac[5] = {'.', (char)('0' + us / 100 % 10), (char)('0' + us / 10 % 10),
+                  (char)('0' + us % 10), 0};
+  fputs(frac, f);
+}
+
 static void put_u32_column(FILE *f, const char *name, const uint32_t *v, uint32_t n,
                            bool none_null) {
   fprintf(f, "\"%s\":[", name);
@@ -200,7 +220,7 @@ static void put_u32_column(FILE *f, const char *name, const uint32_t *v, uint32_
     if (none_null && v[i] == NONE)
       fputs("null", f);
     else
-      fprintf(f, "%u", v[i]);
+      put_u(f, v[i]);
   }
   fputs("],", f);
 }
@@ -260,7 +280,7 @@ static uint32_t thread_stack(struct thread_tables *t, uint32_t prefix, uint32_t 
 
 static void write_thread(FILE *f, const struct pp_profile *p, struct thread_tables *t,
                          const struct sample_ref *refs, size_t a, size_t b, uint32_t thread_no,
-                         double interval_ms, uint32_t gc_str) {
+                         double interval_ms, uint32_t gc_str, uint8_t *gc) {
   t->nframes = t->nfuncs = t->nstacks = t->nsamples = 0;
   t->funcs.cur++;
   t->stacks.cur++;
@@ -280,7 +300,7 @@ static void write_thread(FILE *f, const struct pp_profile *p, struct thread_tabl
     if (refs[i].gc && gc_start < 0) gc_start = time;
     if (refs[i].gc) gc_samples += s->count;
     if (t->nsamples) putc(',', f);
-    fprintf(f, "%u", prefix);
+    put_u(f, prefix);
     t->sample_weight[t->nsamples++] = s->count;
     time += (double)s->count * interval_ms;
   }
@@ -288,12 +308,14 @@ static void write_thread(FILE *f, const struct pp_profile *p, struct thread_tabl
   double at = 0;
   for (uint32_t i = 0; i < t->nsamples; i++) {
     if (i) putc(',', f);
-    fprintf(f, "%.3f", at);
+    put_ms(f, at);
     at += (double)t->sample_weight[i] * interval_ms;
   }
   fputs("],\"weight\":[", f);
-  for (uint32_t i = 0; i < t->nsamples; i++)
-    fprintf(f, i ? ",%llu" : "%llu", (unsigned long long)t->sample_weight[i]);
+  for (uint32_t i = 0; i < t->nsamples; i++) {
+    if (i) putc(',', f);
+    put_u(f, t->sample_weight[i]);
+  }
   fprintf(f, "],\"weightType\":\"samples\",\"length\":%u},", t->nsamples);
 
   /* markers: the GC stacks sorted last, so one interval spans them */
@@ -318,29 +340,39 @@ static void write_thread(FILE *f, const struct pp_profile *p, struct thread_tabl
     const struct pp_frame_rec *fr = pp_profile_frame(p, t->frame_pfid[i]);
     cat[i] = kind_category(fr->kind, &s);
     sub[i] = s;
-    if (is_gc_frame(p, t->frame_pfid[i])) cat[i] = CAT_GC, sub[i] = 0;
+    uint32_t fid = t->frame_pfid[i];
+    if (!gc[fid]) gc[fid] = is_gc_frame(p, fid) ? 2 : 1;
+    if (gc[fid] == 2) cat[i] = CAT_GC, sub[i] = 0;
   }
 
   fputs("\"stackTable\":{", f);
   put_u32_column(f, "frame", t->stack_frame, t->nstacks, false);
   put_u32_column(f, "prefix", t->stack_prefix, t->nstacks, true);
   fputs("\"category\":[", f);
-  for (uint32_t i = 0; i < t->nstacks; i++)
-    fprintf(f, i ? ",%u" : "%u", cat ? cat[t->stack_frame[i]] : 0);
+  for (uint32_t i = 0; i < t->nstacks; i++) {
+    if (i) putc(',', f);
+    put_u(f, cat ? cat[t->stack_frame[i]] : 0);
+  }
   fputs("],\"subcategory\":[", f);
-  for (uint32_t i = 0; i < t->nstacks; i++)
-    fprintf(f, i ? ",%u" : "%u", sub ? sub[t->stack_frame[i]] : 0);
+  for (uint32_t i = 0; i < t->nstacks; i++) {
+    if (i) putc(',', f);
+    put_u(f, sub ? sub[t->stack_frame[i]] : 0);
+  }
   fprintf(f, "],\"length\":%u},", t->nstacks);
 
   fputs("\"frameTable\":{", f);
   put_repeat(f, "address", "-1", t->nframes);
   put_repeat(f, "inlineDepth", "0", t->nframes);
   fputs("\"category\":[", f);
-  for (uint32_t i = 0; i < t->nframes; i++)
-    fprintf(f, i ? ",%u" : "%u", cat ? cat[i] : 0);
+  for (uint32_t i = 0; i < t->nframes; i++) {
+    if (i) putc(',', f);
+    put_u(f, cat ? cat[i] : 0);
+  }
   fputs("],\"subcategory\":[", f);
-  for (uint32_t i = 0; i < t->nframes; i++)
-    fprintf(f, i ? ",%u" : "%u", sub ? sub[i] : 0);
+  for (uint32_t i = 0; i < t->nframes; i++) {
+    if (i) putc(',', f);
+    put_u(f, sub ? sub[i] : 0);
+  }
   fputs("],", f);
   put_u32_column(f, "func", t->frame_func, t->nframes, false);
   put_repeat(f, "nativeSymbol", "null", t->nframes);
@@ -351,7 +383,7 @@ static void write_thread(FILE *f, const struct pp_profile *p, struct thread_tabl
     const struct pp_frame_rec *fr = pp_profile_frame(p, t->frame_pfid[i]);
     if (i) putc(',', f);
     if (fr->line)
-      fprintf(f, "%u", fr->line);
+      put_u(f, fr->line);
     else
       fputs("null", f);
   }
@@ -362,8 +394,10 @@ static void write_thread(FILE *f, const struct pp_profile *p, struct thread_tabl
   free(cat);
 
   fputs("\"funcTable\":{\"name\":[", f);
-  for (uint32_t i = 0; i < t->nfuncs; i++)
-    fprintf(f, i ? ",%u" : "%u", pp_profile_frame(p, t->func_pfid[i])->name);
+  for (uint32_t i = 0; i < t->nfuncs; i++) {
+    if (i) putc(',', f);
+    put_u(f, pp_profile_frame(p, t->func_pfid[i])->name);
+  }
   fputs("],\"isJS\":[", f);
   for (uint32_t i = 0; i < t->nfuncs; i++) {
     unsigned s, c = kind_category(pp_profile_frame(p, t->func_pfid[i])->kind, &s);
@@ -380,7 +414,7 @@ static void write_thread(FILE *f, const struct pp_profile *p, struct thread_tabl
     const struct pp_frame_rec *fr = pp_profile_frame(p, t->func_pfid[i]);
     if (i) putc(',', f);
     if (fr->file != PP_NO_STR && pp_profile_str_len(p, fr->file))
-      fprintf(f, "%u", fr->file);
+      put_u(f, fr->file);
     else
       fputs("null", f);
   }
@@ -478,7 +512,7 @@ int pp_gecko_write(FILE *f, const struct pp_profile *p, const struct pp_gecko_in
       while (b < nref && refs[b].pid == refs[a].pid && refs[b].comm == refs[a].comm)
         b++;
       if (thread_no) putc(',', f);
-      write_thread(f, p, &t, refs, a, b, thread_no, interval_ms, (uint32_t)nstr);
+      write_thread(f, p, &t, refs, a, b, thread_no, interval_ms, (uint32_t)nstr, gc);
       const struct pp_pid_rec *pr = pp_profile_pid(p, refs[a].pid);
       uint32_t pcomm = pr ? pr->comm : PP_NO_STR;
       fputs("\"name\":", f);
