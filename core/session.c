@@ -189,13 +189,6 @@ static int setup_plugins(struct pp_agent *a) {
     type_sw[i] = a->plugins[i].system_wide;
   }
   pp_profile_types_check_sources(cfg, type_names, type_sw, a->nplugins);
-  const char *type_names[PP_TARGETS_MAX_PLUGINS];
-  bool type_sw[PP_TARGETS_MAX_PLUGINS];
-  for (size_t i = 0; i < a->nplugins; i++) {
-    type_names[i] = a->plugins[i].info->desc.name;
-    type_sw[i] = a->plugins[i].system_wide;
-  }
-  pp_profile_types_check_sources(cfg, type_names, type_sw, a->nplugins);
   a->targets = pp_targets_new(descs, a->nplugins);
   if (!a->targets) return -ENOMEM;
   if (cfg->pid_count) pp_targets_set_filter(a->targets, cfg->pids, cfg->pid_count);
