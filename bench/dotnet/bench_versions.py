@@ -6,8 +6,10 @@ runs its `bench` mode (fixed work units on BENCH_THREADS threads, counted after 
 warm-up so attach costs are excluded), one process per configuration, all
 at the same time, in several rounds:
   baseline      no profiler
-  pp-11         polyprof, dotnet-trace mode, default rate (11 Hz)
-  pp-100        polyprof, dotnet-trace mode, 100 Hz
+  pp-11         polyprof, dotnet-trace mode, default rate (11 Hz), default
+                sampling (continuous)
+  pp-100        the same at 100 Hz
+  pp-11-bursts, pp-100-bursts  the same with --dotnet-sampling bursts
   dotnet-trace  Microsoft's `dotnet-trace collect` (default profile), installed
                 as a .NET tool from the NuGet feed into <build>/dotnet-tools
 The processes of a round run side by side, so the load of a shared
@@ -18,9 +20,8 @@ threads) and, per round, its ratio to that round's baseline, with the
 median and the spread (min..max) of those ratios.
 
 Env: BENCH_SECONDS (20), BENCH_ROUNDS (3), BENCH_MAJORS ("8,9,10"),
-BENCH_EXTRA ("": "continuous" adds pp-11-cont and pp-100-cont, the
-runtime's sampler left running for the whole session; "cont100" only
-pp-100-cont), BENCH_THREADS (1: worker threads per target; with two, the
+BENCH_EXTRA ("bursts": the bursts rows; "" leaves them out),
+BENCH_THREADS (1: worker threads per target; with two, the
 shared counter's cache line moves between cores or not depending on the
 scheduling, which moved units/cpu-s by +-30 % between processes),
 PP_BUILD_DIR (the build with polyprof and its plugins).
@@ -43,7 +44,7 @@ import build_workload  # noqa: E402
 SECONDS = int(os.environ.get("BENCH_SECONDS", "20"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "3"))
 MAJORS = os.environ.get("BENCH_MAJORS", "8,9,10").split(",")
-EXTRA = os.environ.get("BENCH_EXTRA", "").split(",")
+EXTRA = os.environ.get("BENCH_EXTRA", "bursts").split(",")
 THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 WARMUP = 4
 ROOT = "/opt/polyprof-test"
@@ -122,10 +123,9 @@ def main():
                                 stdin=subprocess.DEVNULL, env=build_workload.dotnet_env())
 
     configs = [("baseline", None), ("pp-11", polyprof(11)), ("pp-100", polyprof(100))]
-    if "continuous" in EXTRA:
-        configs.append(("pp-11-cont", polyprof(11, "--dotnet-sampling", "continuous")))
-    if "continuous" in EXTRA or "cont100" in EXTRA:
-        configs.append(("pp-100-cont", polyprof(100, "--dotnet-sampling", "continuous")))
+    if "bursts" in EXTRA:
+        configs += [("pp-11-bursts", polyprof(11, "--dotnet-sampling", "bursts")),
+                    ("pp-100-bursts", polyprof(100, "--dotnet-sampling", "bursts"))]
     if dt:
         configs.append(("dotnet-trace", dotnet_trace))
     res = {m: {k: [] for k, _ in configs} for m in MAJORS}
