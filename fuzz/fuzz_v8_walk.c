@@ -9,7 +9,10 @@
  * with a 16-entry cache (the second from what the first cached, a small
  * frame limit) and once more with an empty one. The layout comes from the
  * image header and is used only if it passes the checks attaching makes
- * (v8_layout_load), as the walker never sees another. Seeds are images
+ * (v8_layout_load), as the walker never sees another; functions inlined
+ * into optimized frames are expanded (v8_inline.c: Code objects found
+ * from the function or by address, deoptimization data, source position
+ * tables). Seeds are images
  * recorded from a real Node 20 process (seed_v8_image).
  */
 #include <errno.h>
@@ -19,6 +22,8 @@
 #include "fuzz_input.h"
 #include "fuzz_memimage.h"
 #include "fuzz_v8_walk.h"
+#include "v8_inline.h"
+#include "v8_layout.h"
 #include "v8_walk.h"
 
 static int plausible_off(int32_t v) {
@@ -52,6 +57,12 @@ static int layout_ok(const struct v8_layout *L) {
   return 1;
 }
 
+/* The inlined-frame layout as v8_layout_load leaves it: derived and
+ * checked (inline_ok says whether it passed). */
+static void inline_layout(struct v8_layout *L) {
+  v8_layout_derive_code(L);
+}
+
 static struct pp_frame frames[V8_MAX_FRAMES];
 
 static void check(int n, uint32_t max) {
@@ -74,7 +85,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memcpy(&stack_len, data + sizeof(h) + 8, 4);
   size_t at = sizeof(h) + 12;
   if (stack_len > size - at) stack_len = (uint32_t)(size - at);
+  /* the source position table decoder on the raw bytes */
+  (void)v8_position_at(data, size, sp);
   if (!layout_ok(&h.L)) return 0;
+  inline_layout(&h.L);
   /* an exact-size copy of the stack, so a read past it is seen */
   unsigned char *stack = malloc(stack_len ? stack_len : 1);
   if (!stack) abort();

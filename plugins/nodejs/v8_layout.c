@@ -115,6 +115,26 @@ static const struct field fields[] = {
     U16("SlicedStringTag", sliced_tag, 0),
     U16("ThinStringTag", thin_tag, 1),
     U16("ExternalStringTag", external_tag, 0),
+    I32("class_JSFunction__code__CodeT|class_JSFunction__code__Tagged_Code_|class_JSFunction__"
+        "code__Code",
+        jsfunction_code, 0),
+    I32("class_Code__instruction_start__Address", code_start_field, 0),
+    I32("class_Code__instruction_start__uintptr_t", code_header_size, 0),
+    I32("class_Code__instruction_size__int", code_size, 0),
+    I32("class_Code__flags__uint32_t", code_flags, 0),
+    I32("class_Code__source_position_table__ByteArray", code_positions, 0),
+    I32("class_Code__deoptimization_data__FixedArray", code_deopt, 0),
+    I32("DeoptimizationDataInlinedFunctionCountIndex", deopt_inlined_count, 0),
+    I32("DeoptimizationDataLiteralArrayIndex", deopt_literals, 0),
+    I32("DeoptimizationDataInliningPositionsIndex", deopt_inlining_positions, 0),
+    I32("CodeKindFieldMask", code_kind_mask, 0),
+    I32("CodeKindFieldShift", code_kind_shift, 0),
+    I32("CodeKindBaseline", code_kind_baseline, 0),
+    I32("type_Code__CODE_TYPE", type_code, 0),
+    I32("type_CodeWrapper__CODE_WRAPPER_TYPE", type_code_wrapper, 0),
+    I32("type_SharedFunctionInfoWrapper__SHARED_FUNCTION_INFO_WRAPPER_TYPE", type_sfi_wrapper, 0),
+    I32("class_InstructionStream__instruction_start__uintptr_t", istream_header_size, 0),
+    I32("type_InstructionStream__INSTRUCTION_STREAM_TYPE", type_istream, 0),
     FRAME("EntryFrame", V8F_ENTRY),
     FRAME("ConstructEntryFrame", V8F_ENTRY),
     FRAME("ExitFrame", V8F_EXIT),
@@ -164,6 +184,59 @@ static int candidates(const char *names, char (*buf)[128], int max) {
 
 static int plausible_offset(int32_t v) {
   return v >= 0 && v < 512;
+}
+
+/* The Code fields V8 does not export, from the ones it does, as V8's
+ * layouts have them: Node 18 (V8 10.2) exports the size and flags, and
+ * its instructions follow a fixed header, with the position table two
+ * words before the size; Node 20 (V8 11.3) exports the tables only, the
+ * instruction start, flags and size following them; Node 22 and 24 (V8
+ * 12.4, 13.6) export the instruction start, three words after the
+ * position table (a CodeWrapper pointer sits between). The deoptimization
+ * data is always the word before the position table, and its slots kept
+ * their order (inlined count 1, literals 2, inlining positions 7) until
+ * V8 exported them. A JSFunction's code pointer, where not exported, is
+ * the word after its SharedFunctionInfo's three successors (V8 11.3) or
+ * the word before it (V8 12+, which has CodeWrapper). A layout that comes
+ * out implausible turns inlined-frame expansion off, nothing else. */
+void v8_layout_derive_code(struct v8_layout *L) {
+  if (L->jsfunction_code < 0)
+    L->jsfunction_code =
+        L->type_code_wrapper >= 0 ? L->jsfunction_shared - 8 : L->jsfunction_shared + 24;
+  if (L->code_positions < 0 && L->code_start_field >= 0 && L->type_code_wrapper >= 0)
+    L->code_positions = L->code_start_field - 24;
+  if (L->code_positions < 0 && L->code_header_size >= 0 && L->code_size >= 0)
+    L->code_positions = L->code_size - 16;
+  if (L->code_start_field < 0 && L->code_header_size < 0 && L->code_positions >= 0) {
+    /* V8 11.3: instruction start, flags, then size (after two 16-bit
+     * fields that V8 11.4 removed) */
+    L->code_start_field = L->code_positions + 16;
+    if (L->code_flags < 0) L->code_flags = L->code_start_field + 8;
+    if (L->code_size < 0) L->code_size = L->code_flags + 8;
+  }
+  if (L->code_deopt < 0 && L->code_positions >= 8) L->code_deopt = L->code_positions - 8;
+  if (L->deopt_inlined_count < 0) L->deopt_inlined_count = 1;
+  if (L->deopt_literals < 0) L->deopt_literals = 2;
+  if (L->deopt_inlining_positions < 0) L->deopt_inlining_positions = 7;
+  if (L->code_kind_shift < 0) L->code_kind_shift = 0; /* a zero constant may be absent */
+  int32_t offs[] = {L->jsfunction_code, L->code_size, L->code_flags, L->code_positions,
+                    L->code_deopt};
+  int ok = L->code_start_field >= 0 || L->code_header_size > 0;
+  for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++)
+    ok &= plausible_offset(offs[i]) && offs[i] % 4 == 0;
+  ok &= L->code_positions % 8 == 0 && L->code_deopt % 8 == 0 && L->jsfunction_code % 8 == 0;
+  ok &= L->code_start_field < 0 ||
+        (plausible_offset(L->code_start_field) && L->code_start_field % 8 == 0);
+  ok &= L->code_header_size < 0 || (L->code_header_size > 0 && L->code_header_size < 1024);
+  /* instructions are found by address through their container's header */
+  ok &= L->code_header_size > 0 ||
+        (L->istream_header_size > 8 && L->istream_header_size < 1024 && L->type_istream > 0);
+  ok &= L->deopt_inlined_count > 0 && L->deopt_inlined_count < 32 && L->deopt_literals > 0 &&
+        L->deopt_literals < 32 && L->deopt_inlining_positions > 0 &&
+        L->deopt_inlining_positions < 32;
+  ok &= L->code_kind_mask > 0 && L->code_kind_mask < 256 && L->code_kind_shift < 32 &&
+        L->code_kind_baseline > 0 && L->type_code > 0 && L->type_code <= 0xffff;
+  L->inline_ok = ok;
 }
 
 static int plausible_fp_slot(int32_t v) {
@@ -219,6 +292,16 @@ int v8_layout_load(uint32_t pid, int fd, uint64_t bias, struct v8_layout *L, cha
   }
   memset(L, 0, sizeof(*L));
   L->fp_bytecode_array = L->fp_bytecode_offset = 0;
+  int32_t *unknown[] = {&L->jsfunction_code,    &L->code_start_field,
+                        &L->code_header_size,   &L->code_size,
+                        &L->code_flags,         &L->code_positions,
+                        &L->code_deopt,         &L->deopt_inlined_count,
+                        &L->deopt_literals,     &L->deopt_inlining_positions,
+                        &L->code_kind_mask,     &L->code_kind_shift,
+                        &L->code_kind_baseline, &L->type_code,
+                        &L->type_code_wrapper,  &L->type_sfi_wrapper};
+  for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++)
+    *unknown[i] = -1;
   for (size_t i = 0; i < NFIELDS; i++) {
     const struct field *f = &fields[i];
     if (!found[i]) {
@@ -327,6 +410,7 @@ int v8_layout_load(uint32_t pid, int fd, uint64_t bias, struct v8_layout *L, cha
     snprintf(why, whylen, "V8 metadata inconsistent: instance types");
     return -ENOTSUP;
   }
+  v8_layout_derive_code(L);
   int have_exit = 0, have_interp = 0;
   for (int t = 0; t < V8_MAX_FRAME_TYPE; t++) {
     have_exit |= L->frame_kind[t] == V8F_EXIT;

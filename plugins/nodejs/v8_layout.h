@@ -49,6 +49,20 @@ struct v8_layout {
   uint16_t first_nonstring_type;
   uint16_t string_repr_mask, string_enc_mask, one_byte_tag, seq_tag, cons_tag, sliced_tag, thin_tag,
       external_tag;
+  /* Optimized code and what it inlined (v8_inline.c). V8 exports these
+   * only in part, and which part changes per version; the rest is derived
+   * from neighbouring fields (v8_layout_derive_code). -1: unknown. */
+  int32_t jsfunction_code;
+  int32_t code_start_field; /* Code holds the address of its instructions */
+  int32_t code_header_size; /* or they follow its header (V8 10) */
+  int32_t code_size, code_flags, code_positions, code_deopt;
+  int32_t deopt_inlined_count, deopt_literals, deopt_inlining_positions;
+  int32_t code_kind_mask, code_kind_shift, code_kind_baseline;
+  int32_t type_code, type_code_wrapper, type_sfi_wrapper;
+  /* V8 11+: instructions live in an InstructionStream after its header,
+   * whose first field after the map points back to the Code */
+  int32_t istream_header_size, type_istream;
+  int inline_ok; /* all of the above known and plausible */
 };
 
 /* Reads the layout of the V8 in module fd (an ELF the process pid maps
@@ -58,5 +72,9 @@ struct v8_layout {
  * inconsistent value, or -errno (-ESRCH: gone). */
 int v8_layout_load(uint32_t pid, int fd, uint64_t bias, struct v8_layout *L, char *why,
                    size_t whylen);
+
+/* Fills the Code layout values V8 does not export from those it does, and
+ * sets inline_ok (v8_layout_load calls it; exposed for tests). */
+void v8_layout_derive_code(struct v8_layout *L);
 
 #endif

@@ -29,6 +29,7 @@
 #include "polyprof/kit/remote.h"
 #include "polyprof/kit/stack_table.h"
 #include "polyprof/kit/target_table.h"
+#include "v8_inline.h"
 #include "v8_layout.h"
 #include "v8_sample.h"
 #include "v8_walk.h"
@@ -137,6 +138,7 @@ static void add_stats(struct v8_walk_stats *sum, const struct v8_walk_stats *now
   sum->short_copy += now->short_copy - last->short_copy;
   sum->cache_miss += now->cache_miss - last->cache_miss;
   sum->scanned += now->scanned - last->scanned;
+  sum->inlined += now->inlined - last->inlined;
 }
 
 /* The rings hold six samples per thread: drained every three sampling
@@ -181,6 +183,7 @@ static void v8_release(void *plugin, struct pp_target_entry *e) {
   add_stats(&v->sum, &t->rd.st, &t->last);
   v->lost += t->smp.lost - t->lost_reported;
   v8_sampler_close(&t->smp);
+  v8_inline_forget(t->rd.pid);
   v8_reader_free(&t->rd);
   free(t);
   e->data = NULL;
@@ -272,6 +275,7 @@ void nodejs_v8_snapshot(struct nodejs_v8 *v, struct pp_sink *sink) {
   h->add_counter(sink, "v8_short_stack_copies", v->sum.short_copy);
   h->add_counter(sink, "v8_function_lookups", v->sum.cache_miss);
   h->add_counter(sink, "v8_exit_frame_scans", v->sum.scanned);
+  h->add_counter(sink, "v8_inlined_frames", v->sum.inlined);
   h->add_counter(sink, "lost_samples", v->lost);
   memset(&v->sum, 0, sizeof(v->sum));
   v->lost = 0;

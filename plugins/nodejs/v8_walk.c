@@ -45,6 +45,7 @@
 
 #include "polyprof/kit/hash.h"
 #include "polyprof/kit/remote.h"
+#include "v8_inline.h"
 
 #define WAYS 4
 #define SPARE 32 /* resolutions that found their cache set full of this sample's */
@@ -61,7 +62,9 @@ struct v8_fn {
 struct cand {
   uint64_t fn;  /* tagged JSFunction */
   uint64_t ctx; /* tagged Context */
-  uint64_t hdr[6];
+  uint64_t pc;  /* where the frame executes (0: unknown) */
+  int ret;      /* pc is a return address */
+  uint64_t hdr[8];
   uint16_t fn_type, sfi_type;
   uint64_t sfi_hdr[8];
 };
@@ -103,6 +106,10 @@ static int collect(struct v8_reader *r, const struct v8_raw_sample *s, uint64_t 
   uint64_t sp = s->regs.sp;
   size_t len = s->stack_len;
   *short_copy = 0;
+  /* the leaf frame executes at the sampled ip if the chain starts there;
+   * every other frame at the return address its callee saved */
+  uint64_t pc = fp == s->regs.bp ? s->regs.ip : 0;
+  int ret = 0;
   for (int hop = 0; hop < V8_MAX_HOPS && fp; hop++) {
     if ((fp & 7) || fp < sp || fp - sp > len || len - (fp - sp) < 16) {
       /* above the copy but plausible: outer frames were not copied */
@@ -126,10 +133,14 @@ static int collect(struct v8_reader *r, const struct v8_raw_sample *s, uint64_t 
         if (n >= V8_MAX_FRAMES) break;
         cands[n].fn = fn;
         cands[n].ctx = ctx;
+        cands[n].pc = pc;
+        cands[n].ret = ret;
         n++;
       }
     }
     if (caller <= fp) break; /* a chain goes up the stack */
+    pc = u64_at(s->stack + off + 8);
+    ret = 1;
     fp = caller;
   }
   return n;
@@ -220,6 +231,31 @@ static int resolve(struct v8_reader *r, struct v8_fn *e, uint64_t kname, uint64_
   return 0;
 }
 
+/* The cache entry of a SharedFunctionInfo named by tagged pointer (an
+ * inlined function), resolved if need be. NULL if it does not check out. */
+static struct v8_fn *function_of(struct v8_reader *r, uint64_t sfi, int *spare_used) {
+  const struct v8_layout *L = &r->L;
+  int32_t top =
+      L->sfi_name_or_scope_info > L->sfi_script ? L->sfi_name_or_scope_info : L->sfi_script;
+  uint64_t h[8];
+  uint16_t t;
+  if ((size_t)top + 8 > sizeof(h) || v8_type_of(r->pid, L, sfi, &t) < 0 || t != L->type_sfi ||
+      pp_remote_read((pid_t)r->pid, sfi - 1, h, (size_t)top + 8) < 0)
+    return NULL;
+  uint64_t kname = h[L->sfi_name_or_scope_info / 8], kscript = h[L->sfi_script / 8];
+  struct v8_fn *e = lookup(r, sfi, kname, kscript);
+  if (e) return e;
+  e = victim(r, sfi, spare_used);
+  if (!e) return NULL;
+  e->sfi = 0;
+  if (resolve(r, e, kname, kscript) < 0) return NULL;
+  e->sfi = sfi;
+  e->key_name = kname;
+  e->key_script = kscript;
+  e->used = r->clock;
+  return e;
+}
+
 /* The lowest exit frame in the copy: a slot holding a frame pointer (a
  * higher address in the copy) whose frame has an exit marker and a caller
  * further up. 0 if none. */
@@ -253,6 +289,8 @@ static int walk_from(struct v8_reader *r, const struct v8_raw_sample *s, uint64_
   memset(bad, 0, (size_t)n);
   /* stage 1: each JSFunction's map and shared function info */
   size_t fn_len = (size_t)L->jsfunction_shared + 8;
+  if (L->inline_ok && (size_t)L->jsfunction_code + 8 > fn_len)
+    fn_len = (size_t)L->jsfunction_code + 8;
   if (fn_len > sizeof(cands[0].hdr)) return -EINVAL;
   for (int c = 0; c < n; c++)
     iov[c] = (struct pp_remote_iov){cands[c].fn - 1, cands[c].hdr, fn_len};
@@ -296,6 +334,20 @@ static int walk_from(struct v8_reader *r, const struct v8_raw_sample *s, uint64_
     uint64_t sfi = cands[c].hdr[L->jsfunction_shared / 8];
     uint64_t kname = cands[c].sfi_hdr[L->sfi_name_or_scope_info / 8];
     uint64_t kscript = cands[c].sfi_hdr[L->sfi_script / 8];
+    if (L->inline_ok && cands[c].pc) {
+      uint64_t in[V8_MAX_INLINED];
+      int k = v8_inlined_at(r->pid, L, cands[c].hdr[L->jsfunction_code / 8], cands[c].pc,
+                            cands[c].ret, in, V8_MAX_INLINED);
+      for (int i = 0; i < k && out < max; i++) {
+        struct v8_fn *f = function_of(r, in[i], &spare_used);
+        if (!f) break; /* an inlined function that does not read back: not shown */
+        frames[out++] = (struct pp_frame){.name = f->name,
+                                          .file = f->file[0] ? f->file : NULL,
+                                          .line = f->line,
+                                          .kind = PP_FRAME_JS};
+        r->st.inlined++;
+      }
+    }
     struct v8_fn *e = lookup(r, sfi, kname, kscript);
     if (!e) {
       e = victim(r, sfi, &spare_used);

@@ -30,6 +30,7 @@ struct v8_walk_stats {
   uint64_t short_copy; /* the chain left the copied stack: outer frames missing */
   uint64_t cache_miss; /* functions resolved from the heap */
   uint64_t scanned;    /* chains found by scanning the copy for an exit frame */
+  uint64_t inlined;    /* frames of functions inlined into optimized code */
 };
 
 struct v8_reader {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../../plugins/nodejs/v8_heap.c"
+#include "../../plugins/nodejs/v8_inline.c"
 #include "../../plugins/nodejs/v8_walk.c"
 #include "testlib.h"
 
