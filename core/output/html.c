@@ -412,14 +412,29 @@ static uint32_t model_frame(struct model *m, uint32_t *fmap, const struct pp_pro
   return fmap[fid] = id;
 }
 
+/* A thread named by a root pseudo-frame "<thread: NAME>" (the Python
+ * plugin's thread names): the graph shows it as the thread level. */
+static bool thread_root(const struct pp_profile *p, const struct pp_stack_rec *s, const char **name,
+                        size_t *len) {
+  if (!s->nframes) return false;
+  const struct pp_frame_rec *f = pp_profile_frame(p, pp_profile_stack_frames(p, s)[0]);
+  if (!f || f->kind != PP_FRAME_PSEUDO) return false;
+  const char *t = pp_profile_str(p, f->name);
+  size_t n = pp_profile_str_len(p, f->name);
+  if (n < 11 || memcmp(t, "<thread: ", 9) != 0 || t[n - 1] != '>') return false;
+  *name = t + 9;
+  *len = n - 10;
+  return true;
+}
+
 static uint32_t model_proc(struct model *m, const struct pp_profile *p, uint32_t pid,
-                           uint32_t scomm) {
+                           uint32_t scomm, const char *tname, size_t tlen) {
   const struct pp_pid_rec *r = pp_profile_pid(p, pid);
   uint32_t pcomm = scomm != PP_NO_STR ? scomm : r ? r->comm : PP_NO_STR;
   bool oom = false;
   /* keyed by the comm's text: a differential page's two profiles agree */
-  uint32_t comm = strtab_add_pstr(&m->st, p, pcomm, &oom);
-  if (oom) return NONE;
+  uint32_t comm = tname ? strtab_add(&m->st, tname, tlen) : strtab_add_pstr(&m->st, p, pcomm, &oom);
+  if (oom || comm == NONE) return NONE;
   uint32_t pos = (uint32_t)hash_u64(((uint64_t)pid << 32) | comm) & m->pr_ix.mask;
   for (uint32_t id; (id = m->pr_ix.v[pos]) != NONE; pos = (pos + 1) & m->pr_ix.mask) {
     if (m->procs[id].pid == pid && m->procs[id].key == comm) return id;
@@ -462,11 +477,14 @@ static int model_add(struct model *m, const struct pp_profile *p, uint32_t *fmap
     const struct pp_stack_rec *s = pp_profile_stack(p, i);
     if (!s->count) continue;
     struct ent *e = &m->ents[m->nents++];
-    e->proc = model_proc(m, p, s->pid, s->comm);
+    const char *tname = NULL;
+    size_t tlen = 0;
+    bool named = thread_root(p, s, &tname, &tlen);
+    e->proc = model_proc(m, p, s->pid, s->comm, named ? tname : NULL, tlen);
     if (e->proc == NONE) return -ENOMEM;
-    e->fr = pp_profile_stack_frames(p, s);
+    e->fr = pp_profile_stack_frames(p, s) + named;
     e->map = fmap;
-    e->n = s->nframes;
+    e->n = s->nframes - named;
     e->count = is_base ? 0 : s->count;
     e->base = is_base ? s->count : 0;
     for (uint32_t j = 0; j < e->n; j++) {
@@ -485,10 +503,14 @@ static int model_build(struct model *m, const struct pp_profile *p, const struct
   /* processes are (pid, comm): at most one per pid plus one per stack that
    * names its own comm */
   size_t maxproc = pp_profile_pid_count(p) + 1 + (base ? pp_profile_pid_count(base) : 0);
+  const char *tn;
+  size_t tl;
   for (size_t i = 0; i < pp_profile_stack_count(p); i++)
-    maxproc += pp_profile_stack(p, i)->comm != PP_NO_STR;
+    maxproc += pp_profile_stack(p, i)->comm != PP_NO_STR ||
+               thread_root(p, pp_profile_stack(p, i), &tn, &tl);
   for (size_t i = 0; base && i < pp_profile_stack_count(base); i++)
-    maxproc += pp_profile_stack(base, i)->comm != PP_NO_STR;
+    maxproc += pp_profile_stack(base, i)->comm != PP_NO_STR ||
+               thread_root(base, pp_profile_stack(base, i), &tn, &tl);
   size_t maxstr = (sources ? 2 : 1) * nframes + 4 * maxproc + 16;
   if (maxstr > UINT32_MAX / 4 || nstacks > UINT32_MAX / 4) return -E2BIG;
 

@@ -5,7 +5,8 @@ headless Chromium (tests/integration/html/cdp.py).
 A synthetic profile (tests/tools/pp_html_render) has a process whose
 stacks carry thread names: each thread is a level under its process and an
 entry of the filter, and filtering to one keeps exactly its samples; a
-hostile thread name stays text. With a heatmap beside the page, a Python
+hostile thread name stays text; the Python plugin's "<thread: NAME>" root
+frames are threads the same way. With a heatmap beside the page, a Python
 frame's tooltip names its source line and, once zoomed, a link opens the
 heatmap (written by `convert --to heatmap` from the same stacks) on that
 line.
@@ -38,6 +39,8 @@ STACKS = f"""100;java;;;Thread.run()V_[0];Main.main()V_[j] 10
 100;worker-2;;;Thread.run()V_[0];Worker.loop()V_[j] 100
 100;{EVIL};;;Thread.run()V_[0] 5
 200;python3;;;main ({src}:2)_[p];work ({src}:5)_[p] 70
+300;python3;;;<thread: MainThread>_[pseudo];serve (srv.py:9)_[p] 40
+300;python3;;;<thread: Pool-1>_[pseudo];serve (srv.py:9)_[p] 20
 """
 inp = os.path.join(work, "in.txt")
 with open(inp, "w") as f:
@@ -64,6 +67,13 @@ try:
           "threads are drawn as a level under their process")
     page.eval("polyprof.setFilter('thread:100:worker-1')")
     check(page.eval("polyprof.state().totalSamples") == 300, "the worker-1 filter keeps its 300 samples (%s)" % page.eval("polyprof.state().totalSamples"))
+    page.eval("polyprof.setFilter('all')")
+    check("thread:300:MainThread" in filters and "thread:300:Pool-1" in filters,
+          "Python's <thread: NAME> root frames become threads too")
+    check(page.eval("polyprof.frameRect('thread: Pool-1')") is not None
+          and page.eval("polyprof.frameRect('<thread: Pool-1>')") is None, "drawn as the thread level, not as a frame")
+    page.eval("polyprof.setFilter('thread:300:Pool-1')")
+    check(page.eval("polyprof.state().totalSamples") == 20, "the Pool-1 filter keeps its 20 samples")
     page.eval("polyprof.setFilter('all')")
     check(page.eval("typeof window.__pwned") == "undefined" and page.eval("polyprof.frameRect(%r)" % ("thread: " + EVIL)) is not None,
           "a hostile thread name is drawn as text")
