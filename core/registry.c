@@ -448,7 +448,13 @@ static int validate_desc(struct pp_plugin *d, uint32_t vt, char *why, size_t why
   }
   uint64_t arches = d->capabilities & (PP_CAP_ARCH_X86_64 | PP_CAP_ARCH_AARCH64);
   if (arches && !(arches & this_arch_cap())) {
-    snprintf(why, whylen, "does not support this architecture");
+    /* said at load time rather than letting an x86-64 register set or
+     * layout misread another architecture's processes */
+    snprintf(why, whylen, "does not support this architecture: built for %s only, this is %s",
+             arches & PP_CAP_ARCH_X86_64 ? "x86_64" : "aarch64",
+             this_arch_cap() == PP_CAP_ARCH_AARCH64  ? "aarch64"
+             : this_arch_cap() == PP_CAP_ARCH_X86_64 ? "x86_64"
+                                                     : "an architecture it does not name");
     return -EINVAL;
   }
   const char *const *lists[2] = {d->match_exe, d->match_maps};

@@ -98,6 +98,8 @@ static uint64_t user_regs_mask(void) {
   for (size_t i = 0; i < sizeof(regs) / sizeof(regs[0]); i++)
     m |= 1ull << regs[i];
   return m;
+#elif defined(__aarch64__)
+  return (1ull << PERF_REG_ARM64_MAX) - 1; /* x0-x30, sp, pc */
 #else
   return 0;
 #endif

@@ -92,7 +92,11 @@ static uint64_t user_ip(const struct perf_state *st, const uint64_t *regs, unsig
   unsigned k = 0;
   for (int bit = 0; bit < 64 && k < nregs; bit++) {
     if (!(st->ev.regs_mask & (1ull << bit))) continue;
+#if defined(__aarch64__)
+    if (bit == PERF_REG_ARM64_PC) return regs[k];
+#else
     if (bit == PERF_REG_X86_IP) return regs[k];
+#endif
     k++;
   }
   return 0;

@@ -28,6 +28,19 @@ extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as, unw_word_t ip
                                               int need_unwind_info, void *arg);
 #define dwarf_search_unwind_table UNW_OBJ(dwarf_search_unwind_table)
 
+/* The sampled user registers as perf lays them out. Only x86-64 is
+ * declared (perf.c): the arm64 mapping lets the plugin build there, and is
+ * the identity because perf and libunwind both number x0-x30, sp, pc. */
+#if defined(__aarch64__)
+#define REG_MAX PERF_REG_ARM64_MAX
+#define REG_SP PERF_REG_ARM64_SP
+#define REG_IP PERF_REG_ARM64_PC
+#else
+#define REG_MAX PERF_REG_X86_64_MAX
+#define REG_SP PERF_REG_X86_SP
+#define REG_IP PERF_REG_X86_IP
+#endif
+
 struct perf_unwind {
   unw_addr_space_t as;
 };
@@ -36,7 +49,7 @@ struct perf_unwind {
 struct uctx {
   struct perf_state *st;
   struct perf_proc *p;
-  uint64_t regs[PERF_REG_X86_64_MAX];
+  uint64_t regs[REG_MAX];
   const uint8_t *stack;
   uint64_t stack_start, stack_len;
   /* the object whose tables libunwind is reading right now */
@@ -138,6 +151,9 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
 }
 
 static int unw_to_perf(int reg) {
+#if defined(__aarch64__)
+  return reg >= UNW_AARCH64_X0 && reg <= UNW_AARCH64_PC ? reg : -1;
+#else
   switch (reg) {
     case UNW_X86_64_RAX:
       return PERF_REG_X86_AX;
@@ -176,6 +192,7 @@ static int unw_to_perf(int reg) {
     default:
       return -1;
   }
+#endif
 }
 
 static int access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, int write,
@@ -243,13 +260,13 @@ int perf_unwind_user(struct perf_state *st, struct perf_proc *p, const uint64_t 
   c.p = p;
   /* regs arrive packed in ascending bit order of the mask */
   unsigned k = 0;
-  for (int bit = 0; bit < PERF_REG_X86_64_MAX && k < nregs; bit++)
+  for (int bit = 0; bit < REG_MAX && k < nregs; bit++)
     if (st->ev.regs_mask & (1ull << bit)) c.regs[bit] = regs[k++];
   c.stack = stack;
   c.stack_len = stack_len;
-  c.stack_start = c.regs[PERF_REG_X86_SP];
+  c.stack_start = c.regs[REG_SP];
   if (max <= 0) return 0;
-  ips[0] = c.regs[PERF_REG_X86_IP];
+  ips[0] = c.regs[REG_IP];
   int n = 1;
   unw_cursor_t cur;
   if (unw_init_remote(&cur, st->unwind->as, &c) < 0) return n;
