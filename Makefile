@@ -3,6 +3,7 @@
 #   make test   install deps, build (normal + ASan/UBSan + libFuzzer), run the whole suite
 #   make fuzz   run every fuzz target longer (FUZZ_SECONDS each, default 300; bench/fuzz/run)
 #   make deb    build the Debian packages into dist/ (docs/packaging.md)
+#   make arm64  cross-build for arm64, unit tests under qemu-user (docs/deployment.md)
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 BUILD ?= build
@@ -12,7 +13,7 @@ FUZZ_SECONDS ?= 300
 OUT ?= out
 DURATION ?= 10
 
-.PHONY: all deps test-deps build asan fuzz-build fuzz run test test-fast bench deb format format-check clean
+.PHONY: all deps test-deps build asan fuzz-build fuzz run test test-fast bench deb format format-check clean arm64
 
 all: build
 
@@ -48,7 +49,7 @@ run: build
 # The sanitizer pass runs first and the normal build last, so the final
 # summary printed is the full suite's, after the names of the tests that
 # passed only on their retry.
-test: test-deps format-check build asan fuzz-build
+test: test-deps format-check build asan fuzz-build arm64
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j 2 -R "^unit\.|^integration\.test_agent_"
 	ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j $(JOBS) -L fuzz
@@ -61,6 +62,10 @@ test-fast: build
 
 bench: build
 	bench/run
+
+ARM64_BUILD ?= build-arm64
+arm64:
+	PP_JOBS=$(JOBS) scripts/cross-arm64.sh $(ARM64_BUILD)
 
 # A package build compiles the whole tree: DEB_JOBS (default 2) jobs.
 DEB_JOBS ?= 2
@@ -75,4 +80,4 @@ format-check: test-deps
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(OUT) dist
+	rm -rf $(BUILD) $(ASAN_BUILD) $(ARM64_BUILD) $(OUT) dist
