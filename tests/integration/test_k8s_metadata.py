@@ -9,7 +9,8 @@ enrichment.k8s_runtime_root points the agent at it instead of /proc/1/root).
   containers list has it;
 - the OTLP export has a resource for it with container.name, k8s.pod.name
   and k8s.namespace.name, holding that process's samples;
-- a CRI-O bundle (labels as embedded JSON) names a second container.
+- a CRI-O bundle (labels as embedded JSON) names a second container;
+- --containers pod=GLOB keeps only the selected pod's processes.
 """
 import glob
 import json
@@ -102,6 +103,18 @@ try:
           "OTLP resource of the containerd pod: container.name, k8s.namespace.name, samples (%s, %d)" % (a1, n1))
     check(a2.get("container.name") == "redis" and a2.get("k8s.namespace.name") == "data" and n2 > 0,
           "OTLP resource of the CRI-O pod (%s, %d)" % (a2, n2))
+    # ---- --containers: only one pod --------------------------------------
+    out = pputil.tempdir()
+    cmd = pputil.agent_cmd(out, pputil.PLUGIN_DIR, "--config", yaml, "--no-example",
+                           "--containers", "pod=cache-*", "--pids",
+                           "%d,%d" % (procs[0].pid, procs[1].pid), duration=1)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+    cols = glob.glob(os.path.join(out, "profile_*.col"))
+    header, stacks = pputil.parse_col(cols[0]) if cols else ({}, [])
+    conts = {fr[1] for fr, _ in stacks}
+    check(p.returncode == 0 and conts == {NAME2} and header.get("containers") == [NAME2],
+          "--containers pod=cache-*: only that pod in the .col and header (%s, %s)"
+          % (sorted(conts), header.get("containers")))
     rx.stop()
 finally:
     for p in procs:
