@@ -434,7 +434,7 @@ static uint32_t model_proc(struct model *m, const struct pp_profile *p, uint32_t
   bool oom = false;
   /* keyed by the comm's text: a differential page's two profiles agree */
   uint32_t comm = tname ? strtab_add(&m->st, tname, tlen) : strtab_add_pstr(&m->st, p, pcomm, &oom);
-  if (oom || comm == NONE) return NONE;
+  if (oom || (tname && comm == NONE)) return NONE; /* NONE without tname: no comm known */
   uint32_t pos = (uint32_t)hash_u64(((uint64_t)pid << 32) | comm) & m->pr_ix.mask;
   for (uint32_t id; (id = m->pr_ix.v[pos]) != NONE; pos = (pos + 1) & m->pr_ix.mask) {
     if (m->procs[id].pid == pid && m->procs[id].key == comm) return id;

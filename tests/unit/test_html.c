@@ -199,7 +199,7 @@ static void test_self_contained_and_escaped(void) {
 #define INT(a, i) ((long long)json_integer_value(json_array_get(a, (size_t)(i))))
     /* frames deduplicated by display text + kind: 14 in the input, memcpy twice */
     CHECK_EQ_INT(json_array_size(frames), 2 * 13);
-    CHECK_EQ_INT(json_array_size(procs), 4 * 3);
+    CHECK_EQ_INT(json_array_size(procs), 5 * 3); /* pid, comm, container, appid, thread */
     /* rebuild every stack as "comm|container|appid|f;f;f" and its count */
     char seen[8][512];
     long long counts[8];
@@ -215,9 +215,9 @@ static void test_self_contained_and_escaped(void) {
         prev[shared + k] = INT(stacks, i + 4 + (size_t)k);
       plen = shared + n;
       char *o = seen[ns];
-      long long comm = INT(procs, proc * 4 + 1), ct = INT(procs, proc * 4 + 2);
-      long long app = INT(procs, proc * 4 + 3);
-      int w = snprintf(o, 512, "%lld|%s|%s|%s|", INT(procs, proc * 4), comm >= 0 ? STR(comm) : "-",
+      long long comm = INT(procs, proc * 5 + 1), ct = INT(procs, proc * 5 + 2);
+      long long app = INT(procs, proc * 5 + 3);
+      int w = snprintf(o, 512, "%lld|%s|%s|%s|", INT(procs, proc * 5), comm >= 0 ? STR(comm) : "-",
                        ct >= 0 ? STR(ct) : "-", app >= 0 ? STR(app) : "-");
       for (long long k = 0; k < plen; k++) {
         long long fr = prev[k];
@@ -239,7 +239,8 @@ static void test_self_contained_and_escaped(void) {
         {"100|python3|web-1|-|entry_SYSCALL_64/1;ksys_read/1", 40},
         {"200|java|-|svc|Thread.run/7;Foo.bar(Ljava/lang/String|)V/5", 200},
         {"200|java|-|svc|memcpy/0", 10},
-        {"300|</title><script>x()</script>|-|-|" XSS_NAME "/0;" XSS_NAME2 "/0;" URL_NAME
+        /* the stack's own comm is a thread name: the process keeps "evil" */
+        {"300|evil|-|-|" XSS_NAME "/0;" XSS_NAME2 "/0;" URL_NAME
          "/12;bad\xef\xbf\xbd\xef\xbf\xbd utf8 \xe2\x80\xa8 sep \x01\"\\/0",
          25},
     };
