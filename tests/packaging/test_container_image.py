@@ -18,6 +18,9 @@ Kubernetes DaemonSet runs it (docs/deployment.md).
 - `podman stop` (SIGTERM) ends the agent with status 0.
 - The same image without the host's pid namespace refuses to run and says
   why (--pid=host / hostPID).
+- deploy/container/Dockerfile builds (podman build, the debootstrap base
+  standing in for debian:bookworm-slim, which no registry serves here) and
+  its image lists the plugins through its entrypoint.
 Needs root, podman, runc and the base root file system
 (scripts/install-deps.sh test).
 """
@@ -82,6 +85,7 @@ polyprof_image_outside_loop()
 work = u.tempdir("ppimage-")
 procs = []
 containers = []
+images = []  # more images to remove
 image_made = False
 try:
     # --- the image ----------------------------------------------------------
@@ -205,6 +209,31 @@ try:
                                                                     "--log-file="], timeout=120)
     u.check(rc == 1 and "init pid namespace" in out and "--pid=host" in out,
             "without the host's pid namespace the image refuses to run and says why (rc %d)" % rc)
+
+    # --- the Dockerfile, on the same base -----------------------------------
+    # No registry gives debian:bookworm-slim here: the debootstrap base
+    # stands in for it (--from); the Dockerfile's own steps run as written,
+    # apt-get included.
+    ctx = os.path.join(work, "context")
+    os.makedirs(os.path.join(ctx, "deploy", "container"))
+    shutil.copytree(dist, os.path.join(ctx, "dist"))
+    shutil.copy(os.path.join(SRC, "deploy", "container", "entrypoint.sh"),
+                os.path.join(ctx, "deploy", "container"))
+    base_image = IMAGE + "-base"
+    rc, out = run(["sh", "-c", "tar -C %s -c . | %s import - %s" % (BASE, " ".join(PODMAN), base_image)], timeout=600)
+    built = IMAGE + "-dockerfile"
+    t0 = time.time()
+    rc, out = run(PODMAN + ["build", "--network=host", "--from", base_image, "-t", built, "-f",
+                            os.path.join(SRC, "deploy", "container", "Dockerfile")] + limits() + [ctx], timeout=1200)
+    print("podman build (Dockerfile): %.0f s" % (time.time() - t0))
+    images.extend([base_image, built])
+    if u.check(rc == 0, "the Dockerfile builds on the Debian base (podman build --from)"):
+        rc, out = run(PODMAN + ["run", "--rm", "--network=none"] + limits() + [built, "plugins"], timeout=120)
+        listed = {l.split()[0] for l in out.split("\n")[2:] if l and not l.startswith(" ")}
+        u.check(rc == 0 and {"perf", "python", "java", "ruby", "nodejs"} <= listed,
+                "the Dockerfile's image: its entrypoint takes the agent's arguments (plugins): %s" % sorted(listed))
+    else:
+        print(out[-3000:])
 except SystemExit:
     pass
 finally:
@@ -212,6 +241,6 @@ finally:
         u.kill(p)
     for c in containers:
         run(PODMAN + ["rm", "-f", c], timeout=120)
-    if image_made:
-        run(PODMAN + ["rmi", "-f", IMAGE], timeout=120)
+    for i in ([IMAGE] if image_made else []) + images:
+        run(PODMAN + ["rmi", "-f", i], timeout=120)
 u.finish()
