@@ -76,14 +76,21 @@ else:
 out = os.path.join(pputil.tempdir("ppcmd-run-"), "stacks.txt")
 with open(out, "w") as f:
     f.write("old\n")
-r = cmdutil.polyprof("run", "--format", "collapsed", "--output", out, "--", sys.executable, PY, "split", "2")
+r = cmdutil.polyprof("run", "--format", "collapsed", "--output", out, "--", sys.executable, PY, "split", "3")
 text = open(out).read()
+print(r.stderr[-600:], text[:300])
 lines = [x for x in text.splitlines() if x]
 check(r.returncode == 0 and "three_parts" not in r.stdout, "collapsed --output: no stacks on stdout")
 check(lines and all(x.rsplit(" ", 1)[1].isdigit() for x in lines), "collapsed: 'frames count' lines only")
 check(lines and not any(x.startswith(("0;", "1;")) or "appid:" in x for x in lines), "collapsed: no index, container or appid prefix")
 check(any(";three_parts (" in x and x.startswith("python") for x in lines), "collapsed: comm first, then the python frames")
 check(not [n for n in os.listdir(os.path.dirname(out)) if ".tmp-" in n], "no temporary file left beside --output")
+
+# -d shorter than the program: the table when -d runs out, then the program's status
+t0 = time.time()
+r = cmdutil.polyprof("run", "-d", "1", "--", "sh", "-c", "sleep 2; exit 5")
+check(r.returncode == 5 and "function (file:line)" in r.stdout and time.time() - t0 >= 2,
+      "-d 1 on a 2 s program: printed, then its status 5 once it ended")
 
 # Ctrl-C: profiling stops, the table is still printed
 p = subprocess.Popen([pputil.AGENT, "run", "--plugin-dir", pputil.PLUGIN_DIR, "--config", cmdutil.EMPTY_CONFIG,
