@@ -95,7 +95,10 @@ def run_agent(a, rate, work):
            "--config", os.path.join(SRC, "config", "polyprof.yaml"),
            "--plugin-dir", os.path.join(a.build, "plugins"),
            "--pid-file", os.path.join(work, "agent-%d.pid" % rate),
-           "--log-file", os.path.join(work, "agent-%d.log" % rate)] + a.agent_args
+           "--log-file", os.path.join(work, "agent-%d.log" % rate),
+           # run under `unshare --pid` (docs/performance.md), so it sees only
+           # the benchmark's processes: not the init pid namespace
+           "--disable-pidns-check"] + a.agent_args
     return cmd, out
 
 
