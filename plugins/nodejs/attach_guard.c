@@ -38,11 +38,24 @@
 #define SO_NETNS_COOKIE 71
 #endif
 
+#define GUARD_SLOTS 256 /* network namespaces armed at once (the map's size) */
+
 struct nodejs_guard {
   int map_fd;
   int prog_fd[2], link_fd[2];
   uint32_t tgid;
+  /* how many targets hold each armed namespace: the last one disarms it */
+  struct {
+    uint64_t cookie;
+    uint32_t holders;
+  } slot[GUARD_SLOTS];
 };
+
+static int slot_of(struct nodejs_guard *g, uint64_t cookie) {
+  for (int i = 0; i < GUARD_SLOTS; i++)
+    if (g->slot[i].holders && g->slot[i].cookie == cookie) return i;
+  return -1;
+}
 
 struct guard_value {
   uint32_t tgid;
@@ -154,7 +167,7 @@ struct nodejs_guard *nodejs_guard_new(char *why, size_t whylen) {
   a.map_type = BPF_MAP_TYPE_HASH;
   a.key_size = sizeof(uint64_t);
   a.value_size = sizeof(struct guard_value);
-  a.max_entries = 256;
+  a.max_entries = GUARD_SLOTS;
   snprintf(a.map_name, sizeof(a.map_name), "pp_node_guard");
   g->map_fd = (int)sys_bpf(BPF_MAP_CREATE, &a);
   if (g->map_fd < 0) {
@@ -241,14 +254,29 @@ int nodejs_guard_arm(struct nodejs_guard *g, uint64_t netns_cookie, uint16_t por
   memset(&a, 0, sizeof(a));
   a.map_fd = (uint32_t)g->map_fd;
   a.key = (uint64_t)(uintptr_t)&netns_cookie;
-  a.value = (uint64_t)(uintptr_t)&old;
-  if (sys_bpf(BPF_MAP_LOOKUP_ELEM, &a) == 0) return old.port_be == v.port_be ? 0 : -EBUSY;
+  int i = slot_of(g, netns_cookie);
+  if (i >= 0) {
+    a.value = (uint64_t)(uintptr_t)&old;
+    if (sys_bpf(BPF_MAP_LOOKUP_ELEM, &a) < 0) return -errno;
+    if (old.port_be != v.port_be) return -EBUSY;
+    g->slot[i].holders++;
+    return 0;
+  }
+  i = 0;
+  while (i < GUARD_SLOTS && g->slot[i].holders)
+    i++;
+  if (i == GUARD_SLOTS) return -ENOSPC;
   a.value = (uint64_t)(uintptr_t)&v;
-  a.flags = BPF_NOEXIST;
-  return sys_bpf(BPF_MAP_UPDATE_ELEM, &a) < 0 ? -errno : 0;
+  a.flags = BPF_ANY;
+  if (sys_bpf(BPF_MAP_UPDATE_ELEM, &a) < 0) return -errno;
+  g->slot[i].cookie = netns_cookie;
+  g->slot[i].holders = 1;
+  return 0;
 }
 
 void nodejs_guard_disarm(struct nodejs_guard *g, uint64_t netns_cookie) {
+  int i = slot_of(g, netns_cookie);
+  if (i < 0 || --g->slot[i].holders > 0) return;
   union bpf_attr a;
   memset(&a, 0, sizeof(a));
   a.map_fd = (uint32_t)g->map_fd;

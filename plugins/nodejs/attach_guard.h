@@ -21,8 +21,10 @@ void nodejs_guard_free(struct nodejs_guard *g);
 /* The cookie of pid's network namespace (as the hooks see it). */
 int nodejs_guard_netns_cookie(uint32_t pid, uint64_t *cookie);
 /* Refuses connections to port in that namespace from any process but this
- * one. -EBUSY if the namespace is armed for another port. */
+ * one. Each arm is one holder; -EBUSY if the namespace is armed for another
+ * port. */
 int nodejs_guard_arm(struct nodejs_guard *g, uint64_t netns_cookie, uint16_t port);
+/* Drops one holder; the last one lifts the namespace's guard. */
 void nodejs_guard_disarm(struct nodejs_guard *g, uint64_t netns_cookie);
 
 #endif

@@ -6,6 +6,16 @@
  * thread is started from its source text (Function.prototype.toString),
  * so the code is written once, as plain JavaScript, here.
  *
+ * The helper's inspector session is a main-thread session driven from the
+ * helper's thread: when it disconnects, the main thread tears the session
+ * down on its side and posts a last request back to the helper's thread.
+ * Node aborts the process if that thread has ended meanwhile (its request
+ * queue is half destroyed), which a helper ending right after disconnect()
+ * (its agent gone) often did. So the helper ends only once
+ * the main thread has answered a message sent after the disconnect: the
+ * main thread runs the inspector's pending requests (a V8 interrupt,
+ * serviced on entry into JS) before the message handler's body.
+ *
  * The shared state (an Int32Array on a SharedArrayBuffer) lets the main
  * thread and the helper agree without either's event loop:
  *   [0] 1 starting, 2 running, 0 ended (nothing of ours left running)
@@ -47,6 +57,12 @@
   "      if (s.isFile() && s.uid === process.geteuid()) fs.unlinkSync(f);\n"                     \
   "    } catch (e) {}\n"                                                                         \
   "  };\n"                                                                                       \
+  "  let caughtUp = null;\n"                                                                     \
+  "  const mainCaughtUp = () => new Promise((res) => {\n"                                        \
+  "    const t = setTimeout(res, 5000);\n"                                                       \
+  "    caughtUp = () => { clearTimeout(t); res(); };\n"                                          \
+  "    parentPort.postMessage('detached');\n"                                                    \
+  "  });\n"                                                                                      \
   "  const undo = async () => {\n"                                                               \
   "    if (running) {\n"                                                                         \
   "      running = false;\n"                                                                     \
@@ -58,6 +74,7 @@
   "    }\n"                                                                                      \
   "    try { await onMain(G + '.detach()'); } catch (e) {}\n"                                    \
   "    try { session.disconnect(); } catch (e) {}\n"                                             \
+  "    await mainCaughtUp();\n"                                                                  \
   "  };\n"                                                                                       \
   "  let server = null, lonely = null;\n"                                                        \
   "  const finish = async (reason) => {\n"                                                       \
@@ -99,6 +116,10 @@
   "  };\n"                                                                                       \
   "  let settled = false, greeted = false;\n"                                                    \
   "  parentPort.on('message', (m) => {\n"                                                        \
+  "    if (m === 'ok') {\n"                                                                      \
+  "      if (caughtUp) caughtUp();\n"                                                            \
+  "      return;\n"                                                                              \
+  "    }\n"                                                                                      \
   "    if (m === 'settled') {\n"                                                                 \
   "      settled = true;\n"                                                                      \
   "      if (greeted) send({ t: 'settled' });\n"                                                 \
@@ -215,6 +236,7 @@
   "w.unref();\n"                                                                                   \
   "w.on('error', () => {});\n"                                                                     \
   "w.on('exit', () => Atomics.store(state, 0, 0));\n"                                              \
+  "w.on('message', (m) => { if (m === 'detached') w.postMessage('ok'); });\n"                      \
   "const onExit = () => {\n"                                                                       \
   "  try { fs.unlinkSync(dir + '/" NODEJS_HELPER_SOCKET                                            \
   "'); } catch (e) {}\n"                                                                           \

@@ -116,11 +116,6 @@ static void end_session(struct nodejs_state *st, struct nodejs_target *t) {
 void nodejs_guard_release(struct nodejs_state *st, struct nodejs_target *t) {
   if (!t->guarded) return;
   t->guarded = 0;
-  struct pp_target_entry *oe;
-  PP_TARGETS_FOREACH(st->tt, oe, PP_TARGET_ATTACHED) {
-    const struct nodejs_target *o = oe->data;
-    if (o && o != t && o->guarded && o->netns_cookie == t->netns_cookie) return;
-  }
   nodejs_guard_disarm(st->guard, t->netns_cookie);
 }
 
