@@ -236,7 +236,7 @@ static void test_bad_files(void) {
   EXPECT_ERROR("bad_range.yaml", ":2:", "profiling.frequency: must be between 1 and 10000");
   EXPECT_ERROR("bad_enum.yaml", ":2:",
                "output.formats: unknown format 'xml' (expected one of: col, html, pprof, "
-               "speedscope, gecko, heatmap)");
+               "speedscope, gecko, heatmap, table, collapsed)");
   EXPECT_ERROR("bad_kind.yaml", ":2:", "output.formats: expected a list, got a mapping");
   EXPECT_ERROR("bad_scalar_list.yaml",
                ":2:", "profiling.frequency: expected an integer, got a list");
