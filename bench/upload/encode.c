@@ -25,6 +25,8 @@
 #include "output/pprof.h"
 #include "output/speedscope.h"
 #include "profile.h"
+#include "support/gzip.h"
+#include "upload/otlp.h"
 #include "upload/studio.h"
 
 static uint64_t rng = 88172645463325252ULL;
@@ -46,9 +48,10 @@ static int cmpd(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-enum fmt { F_COL, F_HTML, F_PPROF, F_SPEEDSCOPE, F_GECKO, F_HEATMAP, F_STUDIO, F_N };
-static const char *const names[F_N] = {"col",   "html",    "pprof (.pb.gz)",    "speedscope",
-                                       "gecko", "heatmap", "studio upload body"};
+enum fmt { F_COL, F_HTML, F_PPROF, F_SPEEDSCOPE, F_GECKO, F_HEATMAP, F_STUDIO, F_OTLP, F_N };
+static const char *const names[F_N] = {
+    "col",   "html",    "pprof (.pb.gz)",     "speedscope",
+    "gecko", "heatmap", "studio upload body", "OTLP request (gz)"};
 
 static size_t encode(enum fmt f, const struct pp_profile *p) {
   char *buf = NULL;
@@ -84,6 +87,25 @@ static size_t encode(enum fmt f, const struct pp_profile *p) {
       break;
   }
   fclose(m);
+  if (f == F_OTLP) {
+    /* the exported request as sent: protobuf, then gzip -6 */
+    static const uint8_t seed[16] = {1};
+    struct pp_otlp_info oi = {.start = 1,
+                              .end = 61,
+                              .frequency = 11,
+                              .hostname = "h",
+                              .service = "bench",
+                              .version = "1",
+                              .profile_id_seed = seed};
+    uint8_t *raw = NULL;
+    size_t rl = 0;
+    unsigned char *gz = NULL;
+    size_t gl = 0;
+    if (pp_otlp_encode(p, &oi, &raw, &rl) == 0) pp_gzip(raw, rl, 6, &gz, &gl);
+    free(raw);
+    free(gz);
+    len = gl;
+  }
   if (f == F_STUDIO) {
     unsigned char *gz = NULL;
     size_t gl = 0;
