@@ -15,11 +15,14 @@ def counts(stacks):
 
 
 def main():
-    result = v8multi.profile_all("split.js", lambda s: sum(counts(s)) >= 300)
+    # 800 samples on the two paths: the share's binomial spread is then 1.5
+    # points, so 5 points is over three of them
+    result = v8multi.profile_all("split.js", lambda s: sum(counts(s)) >= 800,
+                                  seconds=90, freq=200)
     for major, (script, stacks) in sorted(result.items()):
         heavy, light = counts(stacks)
         share = 100.0 * heavy / max(heavy + light, 1)
-        u.check(heavy + light >= 100, "node %d: %d samples on the two paths" % (major, heavy + light))
+        u.check(heavy + light >= 800, "node %d: %d samples on the two paths" % (major, heavy + light))
         u.check(abs(share - 75) <= 5, "node %d: heavy:light %.1f%% (75 +- 5; %d vs %d)"
                 % (major, share, heavy, light))
     u.finish()

@@ -13,14 +13,14 @@ import v8cases  # noqa: E402
 MAJORS = (18, 20, 22, 24)
 
 
-def profile_all(workload, enough, seconds=60):
+def profile_all(workload, enough, seconds=60, freq=100):
     """Runs workload on every Node major; returns {major: (script, stacks)}
     of the sessions after the first, once enough(stacks) holds for all."""
     v8cases.require_plugin()
     nodes = {m: v8cases.node_binary(m) for m in MAJORS}
     scripts = {m: v8cases.copy_workload(workload) for m in MAJORS}
     out = u.tempdir("ppout-")
-    agent = n.Agent(out, n.plugin_dir(), "--nodejs-mode", "v8", duration=2)
+    agent = n.Agent(out, n.plugin_dir(), "--nodejs-mode", "v8", duration=2, freq=freq)
     procs = []
     try:
         for m in MAJORS:
