@@ -124,4 +124,24 @@ out = u.tempdir()
 p = u.run_agent(out, with_python, "--python-mode", "pyspy", duration=1)
 u.check(p.returncode == 0 and "no PyPerf" not in p.stderr, "--python-mode pyspy: no warning (it is what runs)")
 
+
+# 4. the command lines gProfiler's README gives, as written there (output
+#    and runtime options; --perf-event with its period; Databricks' and
+#    Fargate's --disable-pidns-check --perf-mode=none)
+README_LINES = [
+    ["--rotating-output", "--no-flamegraph", "--profiling-frequency", "11", "--profiling-duration", "1",
+     "--no-java", "--java-mode", "disabled", "--no-java-async-profiler-buildids", "--no-python",
+     "--python-mode", "pyspy", "--php-mode", "phpspy", "--no-php", "--php-proc-filter", "php-fpm",
+     "--dotnet-mode=dotnet-trace", "--no-dotnet", "--no-ruby", "--ruby-mode", "disabled",
+     "--nodejs-mode", "none", "--perf-mode", "fp", "--dont-send-logs", "--disable-metrics-collection",
+     "--disable-metadata-collection", "--disable-application-identifiers"],
+    ["--perf-event", "cpu-clock", "--perf-event-period", "10000", "--hw-events-file", "/nonexistent.json"],
+    ["--disable-pidns-check", "--perf-mode=none"],
+]
+for line in README_LINES:
+    out = u.tempdir()
+    p = u.run_agent(out, with_python, "--pids", str(os.getpid()), *line, duration=1)
+    u.check(p.returncode == 0 and os.path.exists(os.path.join(out, "last_profile.col")),
+            "gProfiler README command line %s: exit 0 and a profile%s"
+            % (" ".join(line[:4]), "" if p.returncode == 0 else " (%s)" % p.stderr[-300:]))
 u.finish()
