@@ -175,3 +175,25 @@ int pp_k8s_meta_lookup(const char *root, const char *id, struct pp_k8s_meta *m) 
 void pp_k8s_meta_name(const struct pp_k8s_meta *m, char *buf, size_t len) {
   snprintf(buf, len, "k8s_%s_%s_%s_%s_%u", m->container, m->pod, m->ns, m->uid, m->restart);
 }
+
+int pp_k8s_name_split(const char *name, const char **container, size_t *clen, const char **pod,
+                      size_t *plen, const char **ns, size_t *nslen) {
+  if (strncmp(name, "k8s_", 4) != 0) return -1;
+  const char *part[6];
+  size_t len[6], np = 0;
+  const char *s = name + 4;
+  while (np < 6) {
+    const char *u = strchr(s, '_');
+    part[np] = s;
+    len[np] = u ? (size_t)(u - s) : strlen(s);
+    np++;
+    if (!u) break;
+    s = u + 1;
+  }
+  /* container, pod, namespace, uid, attempt; the pod name never has '_' */
+  if (np != 5 || !len[0] || !len[1] || !len[2]) return -1;
+  *container = part[0], *clen = len[0];
+  *pod = part[1], *plen = len[1];
+  *ns = part[2], *nslen = len[2];
+  return 0;
+}

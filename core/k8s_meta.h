@@ -50,4 +50,10 @@ int pp_k8s_meta_lookup(const char *root, const char *id, struct pp_k8s_meta *m);
 /* "k8s_<container>_<pod>_<namespace>_<uid>_<restart>" into buf. */
 void pp_k8s_meta_name(const struct pp_k8s_meta *m, char *buf, size_t len);
 
+/* A container name of that form (from here or from the kubelet's Docker
+ * shim) split into its Kubernetes parts: 0 and pointers/lengths into name,
+ * else -1. */
+int pp_k8s_name_split(const char *name, const char **container, size_t *clen, const char **pod,
+                      size_t *plen, const char **ns, size_t *nslen);
+
 #endif /* PP_K8S_META_H */

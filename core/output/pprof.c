@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "k8s_meta.h"
 #include "output/col.h"
 #include "output/pprof.h"
 #include "output/profile.pb-c.h"
@@ -132,6 +133,7 @@ int pp_pprof_encode(const struct pp_profile *p, const struct pp_pprof_info *info
   PFunction *fns = NULL, **fnp = NULL;
   PSample *samples = NULL, **samplep = NULL;
   PLabel *labels = NULL, **labelp = NULL;
+  int64_t *k8s_pod = NULL, *k8s_ns = NULL;
   uint64_t *locids = NULL;
   int64_t *values = NULL;
   uint32_t *locno = NULL; /* frame id -> location id (1-based), 0 = unused */
@@ -165,12 +167,16 @@ int pp_pprof_encode(const struct pp_profile *p, const struct pp_pprof_info *info
   fnp = calloc(nloc + 1, sizeof(*fnp));
   samples = calloc(nsmp + 1, sizeof(*samples));
   samplep = calloc(nsmp + 1, sizeof(*samplep));
-  labels = calloc(nsmp * 4 + 1, sizeof(*labels));
-  labelp = calloc(nsmp * 4 + 1, sizeof(*labelp));
+  labels = calloc(nsmp * 6 + 1, sizeof(*labels));
+  labelp = calloc(nsmp * 6 + 1, sizeof(*labelp));
+  /* per container string id: its pod and namespace label strings (0: not
+   * yet looked at, -1: not a Kubernetes name) */
+  k8s_pod = calloc(nstr ? nstr : 1, sizeof(*k8s_pod));
+  k8s_ns = calloc(nstr ? nstr : 1, sizeof(*k8s_ns));
   locids = calloc(total_frames + 1, sizeof(*locids));
   values = calloc(nsmp * 2 + 1, sizeof(*values));
-  if (!fm.keys || !fm.vals || !locs || !locp || !lines || !linep || !fns || !fnp || !samples ||
-      !samplep || !labels || !labelp || !locids || !values)
+  if (!k8s_pod || !k8s_ns || !fm.keys || !fm.vals || !locs || !locp || !lines || !linep || !fns ||
+      !fnp || !samples || !samplep || !labels || !labelp || !locids || !values)
     goto out;
 
   bool kind_used[PP_FRAME_KIND_COUNT] = {false};
@@ -233,6 +239,7 @@ int pp_pprof_encode(const struct pp_profile *p, const struct pp_pprof_info *info
 
   int64_t k_comm = st_add_text(&st, "comm"), k_pid = st_add_text(&st, "pid");
   int64_t k_cont = st_add_text(&st, "container"), k_appid = st_add_text(&st, "appid");
+  int64_t k_pod = st_add_text(&st, "pod"), k_ns = st_add_text(&st, "namespace");
   bool typed = info && info->sample_type && info->sample_unit;
   /* a cpu sample stands for one period of CPU time; other types count
    * their own unit and have no period */
@@ -268,6 +275,24 @@ int pp_pprof_encode(const struct pp_profile *p, const struct pp_pprof_info *info
       l->key = ls[k].key;
       l->str = st_id(&st, ls[k].str);
       labelp[nlab++] = l;
+      sm->n_label++;
+    }
+    uint32_t cont = pr ? pr->container : PP_NO_STR;
+    if (cont != PP_NO_STR && cont < nstr && !k8s_pod[cont]) {
+      const char *kc, *pod, *ns;
+      size_t kcl, pl, nl;
+      k8s_pod[cont] = k8s_ns[cont] = -1;
+      if (pp_k8s_name_split(pp_profile_str(p, cont), &kc, &kcl, &pod, &pl, &ns, &nl) == 0) {
+        k8s_pod[cont] = st_add_owned(&st, &own, pod, pl);
+        k8s_ns[cont] = st_add_owned(&st, &own, ns, nl);
+      }
+    }
+    for (int k = 0; cont != PP_NO_STR && cont < nstr && k8s_pod[cont] > 0 && k < 2; k++) {
+      PLabel *kl = &labels[nlab];
+      perftools__profiles__label__init(kl);
+      kl->key = k ? k_ns : k_pod;
+      kl->str = k ? k8s_ns[cont] : k8s_pod[cont];
+      labelp[nlab++] = kl;
       sm->n_label++;
     }
     PLabel *l = &labels[nlab];
@@ -339,6 +364,8 @@ out:
   free(samplep);
   free(labels);
   free(labelp);
+  free(k8s_pod);
+  free(k8s_ns);
   free(locids);
   free(values);
   free(locno);

@@ -50,12 +50,6 @@ struct pp_otlp_info {
 int pp_otlp_encode(const struct pp_profile *p, const struct pp_otlp_info *info, uint8_t **out,
                    size_t *len);
 
-/* The container name split into Kubernetes parts when it has the
- * "k8s_<container>_<pod>_<namespace>_<uid>_<attempt>" form the kubelet
- * gives Docker containers; 0 and pointers/lengths into name, else -1. */
-int pp_otlp_k8s_name(const char *name, const char **container, size_t *clen, const char **pod,
-                     size_t *plen, const char **ns, size_t *nslen);
-
 /* The request URL for an endpoint: a bare "scheme://host[:port][/]" gets
  * PP_OTLP_PROFILES_PATH, an endpoint with a path is used as it is.
  * malloc'd, NULL if out of memory. */

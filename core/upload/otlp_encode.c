@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "k8s_meta.h"
 #include "upload/otlp.h"
 #include "upload/otlp_pb.h"
 
@@ -397,28 +398,6 @@ static void kv_string(struct pp_pb *w, const char *key, const char *v, size_t vl
   pp_pb_end(w);
 }
 
-int pp_otlp_k8s_name(const char *name, const char **container, size_t *clen, const char **pod,
-                     size_t *plen, const char **ns, size_t *nslen) {
-  if (strncmp(name, "k8s_", 4) != 0) return -1;
-  const char *part[6];
-  size_t len[6], np = 0;
-  const char *s = name + 4;
-  while (np < 6) {
-    const char *u = strchr(s, '_');
-    part[np] = s;
-    len[np] = u ? (size_t)(u - s) : strlen(s);
-    np++;
-    if (!u) break;
-    s = u + 1;
-  }
-  /* container, pod, namespace, uid, attempt; the pod name never has '_' */
-  if (np != 5 || !len[0] || !len[1] || !len[2]) return -1;
-  *container = part[0], *clen = len[0];
-  *pod = part[1], *plen = len[1];
-  *ns = part[2], *nslen = len[2];
-  return 0;
-}
-
 static void write_resource(struct pp_pb *w, const struct pp_otlp_info *info, const char *cont) {
   const char *host = info->hostname && *info->hostname ? info->hostname : "unknown";
   const char *svc = info->service && *info->service ? info->service : "polyprof";
@@ -428,7 +407,7 @@ static void write_resource(struct pp_pb *w, const struct pp_otlp_info *info, con
   if (cont && *cont) {
     const char *c, *pod, *ns;
     size_t cl, pl, nl;
-    if (pp_otlp_k8s_name(cont, &c, &cl, &pod, &pl, &ns, &nl) == 0) {
+    if (pp_k8s_name_split(cont, &c, &cl, &pod, &pl, &ns, &nl) == 0) {
       kv_string(w, "container.name", c, cl);
       kv_string(w, "k8s.pod.name", pod, pl);
       kv_string(w, "k8s.namespace.name", ns, nl);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "k8s_meta.h"
 #include "log.h"
 #include "output/col.h"
 #include "output/pprof.h"
@@ -59,6 +60,17 @@ static char *ingest_url(const struct pp_config *cfg, const struct pp_profile_typ
   if (container && *container) {
     label_value(container, c, sizeof(c));
     n += snprintf(name + n, sizeof(name) - (size_t)n, ",container=%s", c);
+    const char *kc, *pod, *ns;
+    size_t kcl, pl, nl;
+    if (pp_k8s_name_split(container, &kc, &kcl, &pod, &pl, &ns, &nl) == 0) {
+      char pv[256], nv[128];
+      snprintf(pv, sizeof(pv), "%.*s", (int)pl, pod);
+      snprintf(nv, sizeof(nv), "%.*s", (int)nl, ns);
+      label_value(pv, c, sizeof(c));
+      n += snprintf(name + n, sizeof(name) - (size_t)n, ",pod=%s", c);
+      label_value(nv, c, sizeof(c));
+      n += snprintf(name + n, sizeof(name) - (size_t)n, ",namespace=%s", c);
+    }
   }
   if (runtime) n += snprintf(name + n, sizeof(name) - (size_t)n, ",runtime=%s", runtime);
   snprintf(name + n, sizeof(name) - (size_t)n, "}");

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "k8s_select.h"
+#include "output/pprof.h"
+#include "output/profile.pb-c.h"
 #include "profile.h"
 #include "testlib.h"
 
@@ -45,6 +47,24 @@ int main(void) {
   CHECK_EQ_INT(json_array_size(list), 1);
   CHECK_EQ_STR(json_string_value(json_array_get(list, 0)), CRI);
   json_decref(list);
+
+  /* pprof carries the Kubernetes parts as labels too */
+  uint8_t *buf = NULL;
+  size_t len = 0;
+  struct pp_pprof_info info = {.start = 1, .end = 2, .frequency = 100};
+  CHECK_EQ_INT(pp_pprof_encode(p, &info, &buf, &len), 0);
+  Perftools__Profiles__Profile *pr = perftools__profiles__profile__unpack(NULL, len, buf);
+  CHECK(pr && pr->n_sample == 1);
+  char labels[256] = "";
+  for (size_t i = 0; pr && pr->n_sample && i < pr->sample[0]->n_label; i++) {
+    const Perftools__Profiles__Label *l = pr->sample[0]->label[i];
+    if (l->str > 0 && (size_t)l->str < pr->n_string_table)
+      snprintf(labels + strlen(labels), sizeof(labels) - strlen(labels), "%s=%s;",
+               pr->string_table[l->key], pr->string_table[l->str]);
+  }
+  CHECK(strstr(labels, "pod=web-7d9f;") && strstr(labels, "namespace=prod;"));
+  if (pr) perftools__profiles__profile__free_unpacked(pr, NULL);
+  free(buf);
   pp_profile_free(p);
   return pp_test_finish("test_k8s_select");
 }

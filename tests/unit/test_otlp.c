@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "k8s_meta.h"
 #include "profile.h"
 #include "testlib.h"
 #include "upload/otlp.h"
@@ -131,11 +132,11 @@ static void encoder(void) {
 static void names_and_urls(void) {
   const char *c, *pod, *ns;
   size_t cl, pl, nl;
-  CHECK_EQ_INT(pp_otlp_k8s_name("k8s_POD_web_default_uid_0", &c, &cl, &pod, &pl, &ns, &nl), 0);
+  CHECK_EQ_INT(pp_k8s_name_split("k8s_POD_web_default_uid_0", &c, &cl, &pod, &pl, &ns, &nl), 0);
   CHECK(cl == 3 && !memcmp(c, "POD", 3) && pl == 3 && nl == 7);
-  CHECK_EQ_INT(pp_otlp_k8s_name("k8s_a_b", &c, &cl, &pod, &pl, &ns, &nl), -1);
-  CHECK_EQ_INT(pp_otlp_k8s_name("k8s__p_n_u_0", &c, &cl, &pod, &pl, &ns, &nl), -1);
-  CHECK_EQ_INT(pp_otlp_k8s_name("web", &c, &cl, &pod, &pl, &ns, &nl), -1);
+  CHECK_EQ_INT(pp_k8s_name_split("k8s_a_b", &c, &cl, &pod, &pl, &ns, &nl), -1);
+  CHECK_EQ_INT(pp_k8s_name_split("k8s__p_n_u_0", &c, &cl, &pod, &pl, &ns, &nl), -1);
+  CHECK_EQ_INT(pp_k8s_name_split("web", &c, &cl, &pod, &pl, &ns, &nl), -1);
   char *u = pp_otlp_url("http://c:4318");
   CHECK_EQ_STR(u, "http://c:4318/v1development/profiles");
   free(u);
