@@ -70,7 +70,7 @@ static const struct flag_spec specs[] = {
     {0, "--proc-rescan-interval-s", "profiling.proc_rescan_interval_s", NULL, "S", 0, SP_NONE,
      G_PROFILING, "with process events, list /proc this often as well (1-86400, default 30)"},
     {0, "--mode", "profiling.mode", NULL, "MODE", 0, SP_NONE, G_PROFILING,
-     "what to profile: cpu (default cpu)"},
+     "profile types: cpu, wall, offcpu, alloc, comma-separated (default cpu; docs/modes.md)"},
     /* read by the one-program commands (pp_cli_flag_value), not config keys */
     {'i', "--interval", NULL, NULL, "MICROSECONDS", 0, SP_NONE, G_PROGRAM,
      "time between samples (100-1000000; -f in Hz works too; default 1000 = 1 kHz)"},
