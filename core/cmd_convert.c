@@ -19,6 +19,7 @@
 #include "output/formats.h"
 #include "output/html.h"
 #include "profile.h"
+#include "profile_mode.h"
 #include "support/safe_file.h"
 
 #define MAX_COL (1u << 30)
@@ -89,11 +90,15 @@ int pp_cmd_convert(struct pp_config *cfg, const char *const *operands, size_t n)
   char st[32] = "", et[32] = "";
   if (start) pp_iso_time(start, st, sizeof(st));
   if (end) pp_iso_time(end, et, sizeof(et));
+  /* the profile type the file records: its unit in the HTML and pprof */
+  unsigned type = pp_profile_type_of_header(header);
+  const struct pp_profile_type_desc *td = pp_profile_type(type);
   struct pp_html_info hi = {.title = in,
                             .start_time = st,
                             .end_time = et,
                             .duration_s = start && end > start ? (double)(end - start) : 0,
-                            .hostname = ""};
+                            .hostname = "",
+                            .unit = td->unit};
   /* the header is kept as it was read: a converted .col is the input's */
   struct pp_output_input oin = {
       .profile = p,
@@ -102,6 +107,8 @@ int pp_cmd_convert(struct pp_config *cfg, const char *const *operands, size_t n)
       .start = start,
       .end = end,
       .name = in,
+      .sample_type = type != PP_PROFILE_CPU ? td->pprof_type : NULL,
+      .sample_unit = type != PP_PROFILE_CPU ? td->pprof_unit : NULL,
   };
   /* a temp file of OUT's directory renamed over OUT: a symlink planted at
    * OUT or next to it is replaced, never written through */

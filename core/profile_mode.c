@@ -157,3 +157,13 @@ void pp_profile_type_stamp_header(json_t *h, unsigned type) {
   json_object_set_new(h, "profile_type", json_string(d->name));
   json_object_set_new(h, "profile_unit", json_string(d->unit));
 }
+
+unsigned pp_profile_type_of_header(const char *header_json) {
+  json_t *h = header_json ? json_loads(header_json, 0, NULL) : NULL;
+  const char *name = json_string_value(json_object_get(h, "profile_type"));
+  unsigned type = PP_PROFILE_CPU;
+  for (unsigned t = 0; name && t < PP_PROFILE_TYPE_COUNT; t++)
+    if (!strcmp(types[t].name, name)) type = t;
+  json_decref(h);
+  return type;
+}

@@ -82,6 +82,10 @@ void pp_profile_type_link(const char *link, const char *infix, char *buf, size_t
 int pp_profile_type_extract(struct pp_profile *dst, const struct pp_profile *src, unsigned type,
                             int untagged_as);
 
+/* The type a .col header (JSON text) records; cpu when it says none (a
+ * file written before types, or by gProfiler). */
+unsigned pp_profile_type_of_header(const char *header_json);
+
 /* Stamp a header (pp_col_header's object) with the type: profile_type,
  * profile_unit, and profiling_mode (also in metadata) set to the type's
  * gProfiler word. */

@@ -15,6 +15,7 @@ tests/workloads/perf/blocker.c blocks 3:1 in wait_long and wait_short
 import glob
 import gzip
 import os
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -82,6 +83,12 @@ try:
     check(b"off_cpu" in pb and b"microseconds" in pb, "pprof sample type off_cpu/microseconds")
     pbc = gzip.open(os.path.join(out, "last_profile.pb.gz")).read()
     check(b"off_cpu" not in pbc, "cpu pprof stays cpu")
+    conv = os.path.join(out, "converted.pb.gz")
+    rc = subprocess.run([pputil.AGENT, "convert", os.path.join(out, "last_profile.offcpu.col"),
+                         "--to", "pprof", "-o", conv], stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE).returncode
+    check(rc == 0 and b"off_cpu" in gzip.open(conv).read(),
+          "polyprof convert keeps the type the .col header records")
 finally:
     pputil.kill(proc)
 pputil.finish()
