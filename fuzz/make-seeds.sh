@@ -7,7 +7,8 @@
 # /proc/PID/maps; kallsyms: the start of the real /proc/kallsyms; elf: a
 # small program compiled here (with .symtab), real shared objects;
 # nettrace: the recorded .NET 10 stream of the unit tests; debug_frame:
-# sections of programs compiled here; appid/container: this host's
+# sections of programs compiled here; unwind: samples of a program compiled
+# here (seed_unwind.c) with its unwind sections; appid/container: this host's
 # command lines and cgroup files; the rest: committed seeds (what real
 # runtimes sent, captured with capture-seeds.py, or the documented forms).
 set -euo pipefail
@@ -60,6 +61,19 @@ case "$t" in
       name="$(echo "$cc" | tr -c 'a-zA-Z0-9\n' -)"
       $cc -g -fno-asynchronous-unwind-tables -o "$tmp/t" "$tmp/t.c" 2>/dev/null &&
         objcopy --dump-section .debug_frame="$out/$name.debug_frame" "$tmp/t" || true
+    done
+    rm -rf "$tmp"
+    ;;
+  unwind)
+    # a real sample (registers, stack) of a small program with its own
+    # unwind sections, from gcc and clang with and without frame pointers
+    # and unwind tables (then .debug_frame only)
+    tmp="$(mktemp -d)"
+    for cc in "cc -O0" "cc -O2 -fomit-frame-pointer" "clang -O1" \
+      "cc -O2 -fno-asynchronous-unwind-tables" "clang -O2 -gdwarf-4 -fno-asynchronous-unwind-tables"; do
+      name="$(echo "$cc" | tr -c 'a-zA-Z0-9\n' -)"
+      $cc -g -I"$src/fuzz" -o "$tmp/s" "$src/fuzz/seed_unwind.c" 2>/dev/null &&
+        "$tmp/s" "$out/$name.unwind" || true
     done
     rm -rf "$tmp"
     ;;
