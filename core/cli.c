@@ -71,6 +71,8 @@ static const struct flag_spec specs[] = {
      G_PROFILING, "with process events, list /proc this often as well (1-86400, default 30)"},
     {0, "--mode", "profiling.mode", NULL, "MODE", 0, SP_NONE, G_PROFILING,
      "profile types: cpu, wall, offcpu, alloc, comma-separated (default cpu; docs/modes.md)"},
+    {0, "--alloc-interval", "profiling.alloc_interval", NULL, "BYTES", 0, SP_NONE, G_PROFILING,
+     "--mode alloc: bytes between allocation samples of a thread (2mb, 512k; default 512 KiB)"},
     /* read by the one-program commands (pp_cli_flag_value), not config keys */
     {'i', "--interval", NULL, NULL, "MICROSECONDS", 0, SP_NONE, G_PROGRAM,
      "time between samples (100-1000000; -f in Hz works too; default 1000 = 1 kHz)"},

@@ -15,7 +15,6 @@
 static const struct pp_gprofiler_flag flags[] = {
     {"--min-duration", V, "every process is profiled from its first sample, whatever its age"},
     {"--insert-dso-name", B, "native frames carry the symbol only, never the DSO name"},
-    {"--alloc-interval", V, "only cpu mode exists; no allocation sampling"},
     {"--max-processes-runtime-profiler", V,
      "each plugin has its own target cap (see `polyprof plugins`)"},
     {"--skip-system-profilers-above", V, "perf always runs, whatever the number of processes"},

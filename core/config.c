@@ -69,6 +69,8 @@ static const struct core_key keys[] = {
     {"profiling.continuous", KT_BOOL, FIELD(continuous), 0, 0, 0, NULL, NULL, 0},
     {"profiling.pids", KT_PIDS, FIELD(pids), FIELD(pid_count), 1, PID_MAX, NULL, NULL, 0},
     {"profiling.mode", KT_STRING, FIELD(profiling_mode), 0, 0, 0, NULL, NULL, KF_NONEMPTY},
+    {"profiling.alloc_interval", KT_BYTES, FIELD(alloc_interval), 0, 1024, 1ll << 30, NULL, NULL,
+     0},
     {"output.dir", KT_STRING, FIELD(output_dir), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
     {"output.rotating", KT_BOOL, FIELD(rotating_output), 0, 0, 0, NULL, NULL, 0},
     {"output.pending_max_bytes", KT_BYTES, FIELD(output_pending_max_bytes), 0, 0, 1ll << 40, NULL,

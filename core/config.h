@@ -85,6 +85,7 @@ struct pp_config {
   size_t pid_count;
   char *profiling_mode;   /* --mode text: "cpu", "cpu,offcpu"... */
   uint32_t profile_types; /* parsed: PP_TYPE_BIT(enum pp_profile_type)s (profile_mode.h) */
+  size_t alloc_interval;  /* --alloc-interval: bytes between allocation samples; 0: plugin's */
   /* how often /proc is listed for new processes, ms (default 1000) */
   int proc_scan_interval_ms;
   /* learn of new processes from the kernel's process events (default on);

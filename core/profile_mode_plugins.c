@@ -9,6 +9,7 @@
  * wall its samples make the wall profile and its processes show perf's
  * native stacks in the cpu profile.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -134,6 +135,12 @@ void pp_profile_types_apply(struct pp_config *cfg, const char *plugin, bool syst
     return;
   }
   struct pp_plugin_types pt = pp_profile_types_of(cfg, plugin, system_wide);
+  if ((pt.gives & PP_TYPE_BIT(PP_PROFILE_ALLOC)) && cfg->alloc_interval) {
+    /* --alloc-interval (gProfiler's flag) is the allocating plugin's interval */
+    char v[32];
+    snprintf(v, sizeof(v), "%zu", cfg->alloc_interval);
+    set_option(pc, "alloc_interval", v);
+  }
   const struct wall_knob *wk = wall_knob_of(plugin);
   if (pt.untagged_is_wall && wk) {
     set_option(pc, wk->key, wk->value);

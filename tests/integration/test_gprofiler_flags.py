@@ -22,7 +22,7 @@ if os.geteuid() != 0:
 
 # gProfiler flags polyprof accepts and ignores, with a value where they take one
 IGNORED = [
-    ("--min-duration", "5"), ("--insert-dso-name", None), ("--alloc-interval", "2mb"),
+    ("--min-duration", "5"), ("--insert-dso-name", None),
     ("--max-processes-runtime-profiler", "10"), ("--skip-system-profilers-above", "1000"),
     ("--log-usage", None), ("--dont-disable-core-files", None), ("--profile-api-version", "v1"),
     ("--controller-pid", "1"), ("--external-metadata", "/nonexistent.json"),
@@ -55,7 +55,8 @@ IMPLEMENTED = [
     "--dotnet-mode", "none", "--nodejs-mode", "disabled", "--no-java",
     "--disable-container-names", "--disable-application-identifiers", "--no-verify",
     "--server-upload-timeout", "120", "--dont-send-logs", "--rotating-output", "--flamegraph",
-    "--mode", "cpu", "--app-id-args-filter", "-Dfoo", "--disable-pidns-check",
+    "--mode", "cpu", "--alloc-interval", "2mb", "--app-id-args-filter", "-Dfoo",
+    "--disable-pidns-check",
     "--java-collect-spark-app-name-as-appid",
     "--log-rotate-max-size", "5242880", "--log-rotate-backup-count", "1",
 ]

@@ -24,7 +24,9 @@ plugins = pputil.plugin_dir_with(os.path.join(pputil.PLUGIN_DIR, "java.so"))
 proc = javawork.start(classes, "AllocSplit", 60)
 try:
     out = os.path.join(work, "prof")
-    r = pputil.run_agent(out, plugins, "--mode", "cpu,alloc", "--pids", str(proc.pid), duration=8)
+    # gProfiler's --alloc-interval (binary units) sets the java plugin's interval
+    r = pputil.run_agent(out, plugins, "--mode", "cpu,alloc", "--alloc-interval", "64k", "--pids",
+                         str(proc.pid), duration=8)
     print(r.stderr[-2500:])
     check(r.returncode == 0, "agent exits 0")
     alloc_col = os.path.join(out, "last_profile.alloc.col")
@@ -42,6 +44,9 @@ try:
     check(abs(share - 0.75) <= 0.05, "allocBig share %.3f within 5 points of 0.75" % share)
     mine = [f for f, c in stacks if any("AllocSplit.alloc" in x for x in f)]
     check(mine and all(f[-1] == "byte[]" for f in mine), "stacks end with the allocated class")
+    counts = [c for f, c in stacks if any("AllocSplit.alloc" in x for x in f)]
+    check(counts and all(c % 65536 == 0 for c in counts) and any(c % 524288 for c in counts),
+          "--alloc-interval 64k: every stack counts whole 64 KiB samples")
     html = open(os.path.join(out, "last_flamegraph.alloc.html"), encoding="utf-8").read()
     check('"unit":"bytes"' in html, "HTML unit: bytes")
 finally:
