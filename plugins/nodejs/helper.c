@@ -232,11 +232,11 @@
   "  if (maps) maps.stop();\n"                                                                     \
   "  fs.rmdirSync(dir);\n"                                                                         \
   "  return 'starting the helper: ' + e.message;\n"                                                \
-  "}\n"                                                                                            \
+  "}\n" /* a message listener refs the worker's port: added before unref() */                      \
+  "w.on('message', (m) => { if (m === 'detached') w.postMessage('ok'); });\n"                      \
   "w.unref();\n"                                                                                   \
   "w.on('error', () => {});\n"                                                                     \
   "w.on('exit', () => Atomics.store(state, 0, 0));\n"                                              \
-  "w.on('message', (m) => { if (m === 'detached') w.postMessage('ok'); });\n"                      \
   "const onExit = () => {\n"                                                                       \
   "  try { fs.unlinkSync(dir + '/" NODEJS_HELPER_SOCKET                                            \
   "'); } catch (e) {}\n"                                                                           \
