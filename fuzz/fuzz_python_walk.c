@@ -75,6 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       python_walker_set_gc(w, i >= 2);
       python_walker_set_main_only(w, i == 3);
       python_walker_set_async(w, i >= 2);
+      python_walker_set_opcodes(w, i >= 2);
       (void)python_sample(w, &p, cc, filters[i], NULL, on_stack, NULL, &res);
     }
     python_codecache_free(cc);

@@ -37,6 +37,10 @@ static const struct pp_option options[] = {
      .default_value = "false",
      .help = "asyncio (3.11-3.13): the running task and the chain of tasks awaiting it as "
              "<task: NAME> frames"},
+    {.key = "opcodes",
+     .type = PP_OPT_BOOL,
+     .default_value = "false",
+     .help = "3.11-3.13: the instruction the leaf frame executes, as an <op: NAME> leaf"},
     {.key = "main_thread_only",
      .type = PP_OPT_BOOL,
      .default_value = "false",
@@ -100,6 +104,7 @@ static int py_init(const struct pp_host *host, void **out) {
   bool gc_frames = pp_opt_bool(host, PP_OPTIONS(options), "gc_frames");
   bool main_only = pp_opt_bool(host, PP_OPTIONS(options), "main_thread_only");
   bool async_aware = pp_opt_bool(host, PP_OPTIONS(options), "async_aware");
+  bool opcodes = pp_opt_bool(host, PP_OPTIONS(options), "opcodes");
   st->thread_names = pp_opt_bool(host, PP_OPTIONS(options), "thread_names");
   st->switches_from = (uint32_t)pp_opt_int(host, PP_OPTIONS(options), "switch_records_from");
   int64_t cache_size = pp_opt_int(host, PP_OPTIONS(options), "code_cache_size");
@@ -114,6 +119,7 @@ static int py_init(const struct pp_host *host, void **out) {
     python_walker_set_gc(st->walker, gc_frames);
     python_walker_set_main_only(st->walker, main_only);
     python_walker_set_async(st->walker, async_aware);
+    python_walker_set_opcodes(st->walker, opcodes);
   }
   /* frames: room for every stack at a typical depth; two more frames than
    * the walker keeps, for the [Truncated Stack] marker and the thread name */

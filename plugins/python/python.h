@@ -18,6 +18,7 @@
  *   codecache.c  code object -> name/file/line table, bounded, by address
  *   walk.c       interpreters, threads, frames of one process (<GC>, filters)
  *   asyncio.c    the running asyncio task and the tasks awaiting it
+ *   opcodes.c    opcode names (3.11-3.13) for <op: NAME> leaves
  * Every byte read from the target is hostile: counts, lengths and pointers
  * are bounded and validated before use.
  */
@@ -251,12 +252,17 @@ void python_walker_set_gc(struct py_walker *w, bool on);
 void python_walker_set_main_only(struct py_walker *w, bool on);
 /* asyncio task chains in the stacks (asyncio.c). */
 void python_walker_set_async(struct py_walker *w, bool on);
+/* 3.11-3.13: the instruction the leaf frame executes, as a <op: NAME>
+ * leaf (opcodes.c). */
+void python_walker_set_opcodes(struct py_walker *w, bool on);
+/* Name of opcode op of CPython 3.minor; NULL if unknown. */
+const char *python_opcode_name(int minor, uint8_t op);
 
 /* asyncio.c ------------------------------------------------------------ */
 #define PY_ASYNC_MAX 16 /* awaiting tasks followed up from the running one */
 /* Frames the walker may add to a stack: <GC>, and per task a frame and a
  * <task: name> */
-#define PY_EXTRA_FRAMES (2 + 2 * (PY_ASYNC_MAX + 1))
+#define PY_EXTRA_FRAMES (3 + 2 * (PY_ASYNC_MAX + 1)) /* + <op: NAME> */
 struct py_async_scratch {
   struct py_frame_ref *out; /* room for max_depth + PY_EXTRA_FRAMES */
   char names[PY_ASYNC_MAX + 1][80];

@@ -15,6 +15,7 @@
  * completely makes the sample fail rather than produce a partial stack.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,9 +46,12 @@ struct py_walker {
   uint32_t pre_chunk_len, pre_nframes;
   uint64_t pre_frame_addr[PY_SPEC_FRAMES];
   uint8_t pre_frame_buf[PY_SPEC_FRAMES][PY_FRAME_READ_MAX];
-  bool gc;             /* <GC> frames wanted */
-  bool main_only;      /* only the first interpreter's oldest thread */
-  bool async;          /* asyncio task chains */
+  bool gc;          /* <GC> frames wanted */
+  bool main_only;   /* only the first interpreter's oldest thread */
+  bool async;       /* asyncio task chains */
+  bool opcodes;     /* <op: NAME> leaves */
+  uint64_t leaf_ip; /* 3.11+: instruction of the last walk's leaf frame (0: none) */
+  char op_name[48];
   bool pre_gc;         /* pre_gc_flag was read by this sample's prefetch */
   int32_t pre_gc_flag; /* the collector's flag, as prefetched */
 };
@@ -74,6 +78,10 @@ void python_walker_set_gc(struct py_walker *w, bool on) {
 
 void python_walker_set_main_only(struct py_walker *w, bool on) {
   w->main_only = on;
+}
+
+void python_walker_set_opcodes(struct py_walker *w, bool on) {
+  w->opcodes = on;
 }
 
 void python_walker_set_async(struct py_walker *w, bool on) {
@@ -239,6 +247,7 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
   pid_t pid = (pid_t)p->pid;
   uint64_t frame = 0;
   *truncated = false;
+  w->leaf_ip = 0;
   if (o->walk == PY_WALK_FRAMEOBJ || o->walk == PY_WALK_CURFRAME) {
     frame = walk_rd64(ts, o->ts_frame);
   } else {
@@ -323,6 +332,7 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
       uint64_t ip = walk_rd64(fb, o->fr_lasti), start = code + o->co_code_adaptive;
       addrq = ip >= start ? (int64_t)((ip - start) / 2) : -1;
       if (addrq > (1 << 24)) addrq = -1;
+      if (n == 0) w->leaf_ip = addrq >= 0 ? ip : 0;
     }
     w->frames[n].code = e;
     w->frames[n].line = python_code_line(e, o->lt_format, addrq);
@@ -391,6 +401,20 @@ static uint32_t push_gc_leaf(struct py_walker *w, uint32_t n, bool *truncated) {
   }
   memmove(w->frames + 1, w->frames, n * sizeof(w->frames[0]));
   w->frames[0] = (struct py_frame_ref){.code = NULL, .line = 0, .pseudo = "<GC>"};
+  return n + 1;
+}
+
+/* Makes frames[0] an <op: NAME> leaf: the instruction the leaf frame
+ * executes (its first byte is the opcode), one read. Unchanged when the
+ * byte cannot be read or names no opcode of this version. */
+static uint32_t push_opcode_leaf(struct py_walker *w, const struct py_proc *p, uint32_t n) {
+  uint8_t op = 0;
+  if (pp_remote_read((pid_t)p->pid, w->leaf_ip, &op, 1) < 0) return n;
+  const char *name = python_opcode_name(p->minor, op);
+  if (!name || p->major != 3) return n;
+  snprintf(w->op_name, sizeof(w->op_name), "<op: %s>", name);
+  memmove(w->frames + 1, w->frames, n * sizeof(w->frames[0]));
+  w->frames[0] = (struct py_frame_ref){.code = NULL, .line = 0, .pseudo = w->op_name};
   return n + 1;
 }
 
@@ -557,7 +581,8 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
       } else if (n > 0) {
         if (w->async)
           n = (int)python_async_chain(&w->async_scratch, p, cc, w->frames, w->faddr, (uint32_t)n,
-                                      w->max_depth + PY_EXTRA_FRAMES - 1);
+                                      w->max_depth + PY_EXTRA_FRAMES - 2);
+        if (w->opcodes && w->leaf_ip) n = (int)push_opcode_leaf(w, p, (uint32_t)n);
         if (gc_holder && t == gc_holder) n = (int)push_gc_leaf(w, (uint32_t)n, &truncated);
         fn(ctx, tid, w->frames, (uint32_t)n, truncated);
         res->sampled++;

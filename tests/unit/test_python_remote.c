@@ -14,6 +14,7 @@
 #include "../../plugins/python/codecache.c"
 #include "../../plugins/python/linetable.c"
 #include "../../plugins/python/offsets.c"
+#include "../../plugins/python/opcodes.c"
 #include "../../plugins/python/walk.c"
 #include "testlib.h"
 

@@ -32,6 +32,7 @@
 #include "../../plugins/python/linetable.c"
 #include "../../plugins/python/locate.c"
 #include "../../plugins/python/offsets.c"
+#include "../../plugins/python/opcodes.c"
 #include "../../plugins/python/walk.c"
 #include "python_image.c"
 #include "testlib.h"
