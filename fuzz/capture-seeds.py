@@ -4,6 +4,7 @@ committed under fuzz/seeds/<target>/, docs/fuzzing.md):
 
   capture-seeds.py node            Node: /json/list reply, WebSocket handshake
                                    and frames, CDP messages, a cpuprofile
+  capture-seeds.py node-list       Node: /json/list of a script run from a file
   capture-seeds.py java AGENT.so   OpenJDK: attach replies, an agent dump
   capture-seeds.py dotnet APP.dll  .NET: diagnostic IPC replies
 
@@ -137,6 +138,26 @@ def node():
 
 # ---- java ----
 
+def node_list():
+    """The target list of a script run from a file (a file:// url, the
+    script as title), as the plugin meets most servers."""
+    with tempfile.TemporaryDirectory() as d:
+        script = os.path.join(d, "server.js")
+        with open(script, "w") as f:
+            f.write("setTimeout(()=>{}, 8000)\n")
+        p = subprocess.Popen(["node", "--inspect=127.0.0.1:0", script], stderr=subprocess.PIPE)
+        try:
+            line = p.stderr.readline().decode()
+            port = int(re.search(r"ws://127.0.0.1:(\d+)/", line).group(1))
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(f"GET /json/list HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                      "Connection: close\r\n\r\n".encode())
+            save("nodejs_http", "node20-json-list-script.http", recv_all(s))
+        finally:
+            p.kill()
+            p.wait()
+
+
 def java(agent):
     with tempfile.TemporaryDirectory() as d:
         open(os.path.join(d, "Spin.java"), "w").write(
@@ -209,5 +230,5 @@ def dotnet(dll):
 
 
 if __name__ == "__main__":
-    {"node": lambda: node(), "java": lambda: java(sys.argv[2]),
+    {"node": lambda: node(), "node-list": lambda: node_list(), "java": lambda: java(sys.argv[2]),
      "dotnet": lambda: dotnet(sys.argv[2])}[sys.argv[1]]()

@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include "helper.h"
+#include "inspector_list.h"
 #include "nodejs.h"
 #include "polyprof/kit/target_files.h"
 
@@ -204,21 +205,8 @@ static int probe_inspector(struct nodejs_state *st, struct nodejs_target *t, uin
     free(body);
     return status < 0 ? status : -EPROTO;
   }
-  json_t *list = json_loads(body, JSON_REJECT_DUPLICATES, NULL);
+  int rc = nodejs_inspector_ws_path(body, path, plen);
   free(body);
-  int rc = -EPROTO;
-  size_t i;
-  json_t *e;
-  json_array_foreach(list, i, e) {
-    const char *url = json_string_value(json_object_get(e, "webSocketDebuggerUrl"));
-    if (!url || strncmp(url, "ws://", 5) != 0) continue;
-    const char *slash = strchr(url + 5, '/');
-    if (!slash || strlen(slash + 1) >= plen) continue;
-    snprintf(path, plen, "%s", slash + 1);
-    rc = 0;
-    break;
-  }
-  json_decref(list);
   return rc;
 }
 
