@@ -3,12 +3,14 @@
  * `polyprof run [OPTIONS] -- CMD [ARGS]`: start the program, profile it and
  * (unless --no-subprocesses) the processes it starts until it exits, -d
  * runs out or Ctrl-C, print the profile, and exit with the program's own
- * status (128 + signal when a signal ended it).
+ * status (128 + signal when a signal ended it). SIGTERM, SIGHUP and SIGQUIT
+ * sent to polyprof go to the program, as from any wrapper.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,6 +78,9 @@ int pp_cmd_run_program(struct pp_config *cfg, const struct pp_cli *cli) {
   }
   pr.root = pid;
   pr.is_child = true;
+  /* unreaped, the pid is still our child's: the pidfd keeps naming it
+   * after it is reaped, so forwarded signals never hit a recycled pid */
+  pr.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
   pr.follow_children = !pp_cli_flag_value(cli, "--no-subprocesses");
   rc = pp_program_profile(&pr, cfg);
   /* -d ran out or Ctrl-C: the program goes on, and its status is still ours */

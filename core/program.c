@@ -385,7 +385,11 @@ int pp_program_profile(struct pp_program *pr, struct pp_config *cfg) {
   free(cfg->pids);
   cfg->pids = pids;
   cfg->pid_count = 1;
-  struct pp_agent_hooks hooks = {.ctx = hs, .poll = hook_poll, .session = hook_session};
+  struct pp_agent_hooks hooks = {.ctx = hs,
+                                 .poll = hook_poll,
+                                 .session = hook_session,
+                                 .forward_signals = pr->is_child && pr->pidfd >= 0,
+                                 .forward_pidfd = pr->is_child ? pr->pidfd : -1};
   int rc = pp_agent_run_hooked(cfg, &hooks);
   free(hs);
   int out_rc = finish_output(pr, pr->wrote);

@@ -33,6 +33,7 @@ struct pp_program {
   bool follow_children; /* its descendants are profiled too */
   bool ended;           /* it exited (or was reaped) */
   int status;           /* waitpid status when is_child and ended */
+  int pidfd;            /* is_child: the program as a pidfd, -1 if the kernel has none */
   enum pp_program_format format;
   const struct pp_output_format *file_format; /* PP_PROGRAM_FILE */
   struct pp_table_opts table;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,10 +34,14 @@
 static volatile sig_atomic_t stop_requested;
 static volatile sig_atomic_t reload_requested;
 static int signal_pipe[2] = {-1, -1};
+static volatile sig_atomic_t forward_pidfd = -1;
 
 static void on_signal(int sig) {
   int saved = errno;
-  if (sig == SIGHUP)
+  if (forward_pidfd >= 0 && (sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT))
+    /* a pidfd names the process itself: never a recycled pid */
+    syscall(SYS_pidfd_send_signal, (int)forward_pidfd, sig, NULL, 0);
+  else if (sig == SIGHUP)
     reload_requested = 1;
   else if (sig != SIGCHLD) /* only a wake-up: a one-program run looks at its child */
     stop_requested = sig;
@@ -48,8 +53,10 @@ static void on_signal(int sig) {
   errno = saved;
 }
 
-static int install_signals(bool child_wakes) {
+static int install_signals(const struct pp_agent_hooks *hooks) {
   if (signal_pipe[0] < 0 && pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK) < 0) return -errno;
+  bool child_wakes = hooks != NULL;
+  if (hooks && hooks->forward_signals) forward_pidfd = hooks->forward_pidfd;
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
   sa.sa_handler = on_signal;
@@ -59,6 +66,7 @@ static int install_signals(bool child_wakes) {
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGHUP, &sa, NULL);
   if (child_wakes) sigaction(SIGCHLD, &sa, NULL);
+  if (forward_pidfd >= 0) sigaction(SIGQUIT, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
   return 0;
 }
@@ -607,7 +615,7 @@ static int agent_run(struct pp_config *cfg, pp_config_loader reload, void *reloa
   if (pp_sd_notify_init() < 0)
     pp_log(PP_LOG_WARNING, "polyprof",
            "NOTIFY_SOCKET is not an absolute path or @abstract name: no systemd notifications");
-  if (install_signals(hooks != NULL) < 0) {
+  if (install_signals(hooks) < 0) {
     pp_log(PP_LOG_ERROR, "polyprof", "cannot install signal handlers");
     exit_code = 1;
     goto out;

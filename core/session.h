@@ -46,6 +46,12 @@ struct pp_agent_hooks {
   bool (*poll)(void *ctx, struct pp_agent *a);
   /* Each session's merged, enriched profile, once written. */
   void (*session)(void *ctx, struct pp_agent *a, const struct session_times *t);
+  /* run's program as a pidfd (forward_signals): SIGTERM, SIGHUP and SIGQUIT
+   * go to it instead of ending the session; its exit ends it (poll). The
+   * handler stays after the run returns, so that a signal that comes while
+   * the caller waits for the program still reaches it. */
+  bool forward_signals;
+  int forward_pidfd;
 };
 int pp_agent_run_hooked(struct pp_config *cfg, const struct pp_agent_hooks *hooks);
 

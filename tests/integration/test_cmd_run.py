@@ -2,9 +2,11 @@
 Ruby, PHP, Java and Node.js
 printed as a table (parsed back), children followed (a program started
 through `timeout`), --no-subprocesses, the program's exit status kept,
---format collapsed plain, --output replaced whole, Ctrl-C still prints, and
+--format collapsed plain, --output replaced whole, Ctrl-C still prints,
+SIGTERM, SIGHUP and SIGQUIT passed on to the program, and
 a run as an unprivileged user on its own program."""
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -101,6 +103,19 @@ os.killpg(p.pid, signal.SIGINT)  # the terminal's Ctrl-C goes to the whole group
 o, e = p.communicate(timeout=60)
 check(cmdutil.parse_table(o) != [] and "three_parts" in o, "Ctrl-C: the table is still printed")
 check(p.returncode in (130, 1), "Ctrl-C: the program's status (killed by SIGINT: 130 or python's 1), got %d" % p.returncode)
+
+# SIGTERM, SIGHUP and SIGQUIT to polyprof alone: passed on to the program, which
+# dies of it (128 + N kept), and the profile is still printed
+for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+    p = subprocess.Popen([pputil.AGENT, "run", "--plugin-dir", pputil.PLUGIN_DIR, "--config", cmdutil.EMPTY_CONFIG,
+                          "--", sys.executable, PY, "split", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0)))
+    time.sleep(3)
+    p.send_signal(sig)
+    o, e = p.communicate(timeout=60)
+    print(sig.name, p.returncode, e[-300:])
+    check(p.returncode == 128 + sig, "%s: forwarded, the program's death by it kept (%d, got %d)" % (sig.name, 128 + sig, p.returncode))
+    check("three_parts" in o, "%s: the table is still printed" % sig.name)
 
 # an unprivileged user on its own program
 if shutil.which("setpriv") and os.path.exists("/usr/bin/python3"):
