@@ -440,6 +440,29 @@ static int operand(struct pp_cli *cli, bool *have_command, const char *word, cha
   return 0;
 }
 
+/* The one-program flags (G_PROGRAM) mean nothing to the daemon: silently
+ * accepted, `--format table` would look as if it had worked. */
+static const char *program_flag_commands(const char *name) {
+  if (!strcmp(name, "--format")) return "run -- CMD, attach and diff";
+  if (!strcmp(name, "--sort") || !strcmp(name, "--limit")) return "run -- CMD and attach";
+  if (!strcmp(name, "--no-subprocesses")) return "run -- CMD";
+  if (!strcmp(name, "--subprocesses")) return "attach";
+  if (!strcmp(name, "--json")) return "dump";
+  return "run -- CMD, attach and dump";
+}
+
+static int refuse_program_flags(const struct pp_cli *cli, char err[PP_MAX_ERR]) {
+  if (cli->command != PP_CMD_RUN || cli->operand_count) return 0;
+  for (size_t i = 0; i < cli->arg_count; i++) {
+    const struct flag_spec *s = cli->args[i].spec;
+    if (!s || s->group != G_PROGRAM) continue;
+    snprintf(err, PP_MAX_ERR, "%s is a flag of %s, not of the agent (polyprof without a command)",
+             cli->args[i].flag, program_flag_commands(s->name));
+    return PP_CLI_EXIT_USAGE;
+  }
+  return 0;
+}
+
 int pp_cli_parse(struct pp_cli *cli, int argc, char **argv, char err[PP_MAX_ERR]) {
   memset(cli, 0, sizeof(*cli));
   err[0] = '\0';
@@ -459,6 +482,7 @@ int pp_cli_parse(struct pp_cli *cli, int argc, char **argv, char err[PP_MAX_ERR]
     else
       rc = parse_short(cli, argc, argv, &i, err);
   }
+  if (!rc) rc = refuse_program_flags(cli, err);
   /* Asking for help must work even on a command line with a mistake. */
   for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++) {
     help |= !strcmp(argv[i], "-h") || !strcmp(argv[i], "--help");

@@ -1,6 +1,7 @@
 """Bad input to the one-program commands: one clear line on stderr naming
 the culprit, exit code 2, nothing written (no --output file, no temporary
-file, no program started)."""
+file, no program started). The one-program flags given to the agent itself
+(no command) are refused the same way, naming the commands they belong to."""
 import os
 import subprocess
 import sys
@@ -36,6 +37,13 @@ cases = [
     ("unknown format", ["run", "--format", "bogus", "--", "touch", marker], "--format bogus"),
     ("bad interval", ["run", "-i", "5", "--", "touch", marker], "-i/--interval 5"),
     ("bad sort", ["attach", "1", "--sort", "size"], None),
+    # the one-program flags given to the daemon (no command)
+    ("daemon --format", [pputil.AGENT, "--format", "table", "-d", "1"], "--format is a flag of run -- CMD, attach"),
+    ("daemon --sort", [pputil.AGENT, "-d", "1", "--sort=total"], "--sort is a flag of run -- CMD and attach"),
+    ("daemon --limit", [pputil.AGENT, "--limit", "5"], "--limit is a flag of run -- CMD and attach"),
+    ("daemon --no-subprocesses", [pputil.AGENT, "--no-subprocesses"], "--no-subprocesses is a flag of run -- CMD,"),
+    ("daemon --json", [pputil.AGENT, "--json"], "--json is a flag of dump,"),
+    ("daemon -i", [pputil.AGENT, "-i", "1000"], "-i is a flag of run -- CMD, attach and dump"),
 ]
 for what, args, text in cases:
     if args[0] == pputil.AGENT:
