@@ -1,10 +1,10 @@
 """polyprof run -- CMD on real programs: the known 3:1 split of Python,
-Ruby, PHP, Java and Node.js
-printed as a table (parsed back), children followed (a program started
-through `timeout`), --no-subprocesses, the program's exit status kept,
---format collapsed plain, --output replaced whole, Ctrl-C still prints,
-SIGTERM, SIGHUP and SIGQUIT passed on to the program, and
-a run as an unprivileged user on its own program."""
+Ruby, PHP, Java, Node.js and a native C program (perf's symbols) printed as
+a table (parsed back), children followed (a program started through
+`timeout`), --no-subprocesses, the program's exit status kept, --format
+collapsed plain, --output replaced whole, Ctrl-C still prints, SIGTERM,
+SIGHUP and SIGQUIT passed on to the program, and a run as an unprivileged
+user on its own program."""
 import os
 import resource
 import shutil
@@ -87,6 +87,17 @@ check(lines and all(x.rsplit(" ", 1)[1].isdigit() for x in lines), "collapsed: '
 check(lines and not any(x.startswith(("0;", "1;")) or "appid:" in x for x in lines), "collapsed: no index, container or appid prefix")
 check(any(";three_parts (" in x and x.startswith("python") for x in lines), "collapsed: comm first, then the python frames")
 check(not [n for n in os.listdir(os.path.dirname(out)) if ".tmp-" in n], "no temporary file left beside --output")
+
+# a native program (no runtime): perf's symbols, file = the binary
+hot = os.path.join(pputil.tempdir("ppcmd-native-"), "hot")
+subprocess.run(["cc", "-g", "-O1", "-fno-omit-frame-pointer", "-o", hot,
+                os.path.join(pputil.SRC, "tests", "workloads", "perf", "hot.c")], check=True)
+r = cmdutil.polyprof("run", "--", hot, "3")
+print(r.stdout[-1200:], r.stderr[-400:])
+rows = cmdutil.parse_table(r.stdout)
+check(r.returncode == 0 and any(x["function"] == "main" and x["where"] == hot and x["runtime"] == "native" for x in rows),
+      "native program: main, in the binary, [native]")
+cmdutil.check_split(rows, "hot_a", "hot_b", "native (perf)", key="self")
 
 # -d shorter than the program: the table when -d runs out, then the program's status
 t0 = time.time()
