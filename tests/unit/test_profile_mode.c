@@ -2,10 +2,12 @@
 /* Profile types: --mode parsing, file names, and a snapshot holding several
  * types cut into one profile per type (marker frames added by the sink,
  * stripped again). */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "host.h"
 #include "profile_marker.h"
 #include "profile_mode.h"
 #include "testlib.h"
@@ -101,10 +103,54 @@ static void test_header(void) {
   json_decref(h);
 }
 
+static int warnings;
+static void count_log(void *ctx, int level, const char *text) {
+  if (level >= PP_LOG_WARNING) warnings++;
+}
+
+/* The sink keeps a sample's type as a marker; CPU samples stay unmarked. */
+static void test_sink(void) {
+  struct pp_host_config hc;
+  memset(&hc, 0, sizeof(hc));
+  struct pp_host h;
+  struct pp_host_ctx ctx;
+  pp_host_init(&h, &ctx, &hc, count_log, NULL);
+  struct pp_profile *p = pp_profile_new(), *out = pp_profile_new();
+  struct pp_sink *sink = calloc(1, sizeof(*sink));
+  pp_sink_begin(sink, p, &h);
+  struct pp_frame f[2] = {{"futex_wait", NULL, 0, PP_FRAME_KERNEL}, {"main", NULL, 0, 0}};
+  struct pp_sample smp = {.pid = 9, .frames = f, .nframes = 2, .count = 1};
+  CHECK_EQ_INT(h.emit(sink, &smp), 0);
+  smp.type = PP_PROFILE_OFFCPU;
+  smp.count = 1500;
+  CHECK_EQ_INT(h.emit(sink, &smp), 0);
+  smp.type = PP_PROFILE_TYPE_COUNT; /* a plugin's bug: refused, counted, warned once */
+  CHECK_EQ_INT(h.emit(sink, &smp), -EINVAL);
+  pp_sink_end(sink);
+  CHECK_EQ_INT(pp_profile_stack_count(p), 2);
+  CHECK(warnings >= 1);
+  CHECK_EQ_INT(pp_profile_type_extract(out, p, PP_PROFILE_OFFCPU, -1), 0);
+  CHECK_EQ_INT(pp_profile_total(out), 1500);
+  const struct pp_stack_rec *st = pp_profile_stack(out, 0);
+  if (st) {
+    CHECK_EQ_INT(st->nframes, 2);
+    CHECK_EQ_STR(
+        pp_profile_str(out, pp_profile_frame(out, pp_profile_stack_frames(out, st)[0])->name),
+        "main");
+  }
+  CHECK_EQ_INT(pp_profile_type_extract(out, p, PP_PROFILE_CPU, -1), 0);
+  CHECK_EQ_INT(pp_profile_total(out), 1);
+  free(sink);
+  pp_profile_free(p);
+  pp_profile_free(out);
+  pp_host_fini(&ctx);
+}
+
 int main(void) {
   test_parse();
   test_names();
   test_extract();
   test_header();
+  test_sink();
   return pp_test_finish("test_profile_mode");
 }
