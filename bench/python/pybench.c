@@ -70,8 +70,9 @@ static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *f, uint
 
 int main(int argc, char **argv) {
   if (argc < 2) {
-    fprintf(stderr,
-            "usage: pybench PID [SECONDS] [HZ] [wall|cpu|gil|exception[+gc][+async]] [-v]\n");
+    fprintf(
+        stderr,
+        "usage: pybench PID [SECONDS] [HZ] [wall|cpu|gil|exception[+gc][+async][+opcodes]] [-v]\n");
     return 2;
   }
   g_pid = (uint32_t)atoi(argv[1]);
@@ -79,9 +80,10 @@ int main(int argc, char **argv) {
   double hz = argc > 3 ? atof(argv[3]) : 0;
   const char *mode = argc > 4 ? argv[4] : "wall";
   verbose = argc > 5;
-  /* MODE[+gc][+async]: the thread filter, <GC> frames (the plugin's
-   * default), asyncio task chains */
+  /* MODE[+gc][+async][+opcodes]: the thread filter, <GC> frames (the
+   * plugin's default), asyncio task chains, <op: NAME> leaves */
   bool gc = strstr(mode, "+gc") != NULL, async = strstr(mode, "+async") != NULL;
+  bool opcodes = strstr(mode, "+opcodes") != NULL;
   enum py_thread_filter filter = !strncmp(mode, "cpu", 3)         ? PY_RUNNING_THREADS
                                  : !strncmp(mode, "gil", 3)       ? PY_GIL_THREAD
                                  : !strncmp(mode, "exception", 9) ? PY_EXCEPTION_THREADS
@@ -105,6 +107,7 @@ int main(int argc, char **argv) {
   if (w) {
     python_walker_set_gc(w, gc);
     python_walker_set_async(w, async);
+    python_walker_set_opcodes(w, opcodes);
   }
   struct pp_stack_table_limits lim = {.max_stacks = 65536,
                                       .max_string_bytes = 16u << 20,

@@ -141,7 +141,7 @@ def main():
 
 
 def async_aware(pys):
-    # 5. --python-async-aware: cost per sample on tests/workloads/python/
+    # 5. --python-async-aware (and --python-opcodes): cost per sample on tests/workloads/python/
     # async_chain.py (three tasks, a running one with one awaiting it),
     # against plain wall mode and austin on the same target in one run
     hz = 1000
@@ -156,14 +156,16 @@ def async_aware(pys):
         time.sleep(0.3)
         try:
             us = {}
-            for mode in ("wall+gc", "wall+gc+async"):
+            for mode in ("wall+gc", "wall+gc+async", "wall+gc+opcodes"):
                 r = pybench(p.pid, hz, args.seconds, mode)
                 us[mode] = float(r.get("cpu_us_per_sample", "nan"))
                 print("cpu_us_per_sample polyprof python=%s mode=%s rate=%sHz depth=%s: %.2f us "
                       "(failed %s)" % (v, mode, r.get("rate_hz"), r.get("frames_per_sample"),
                                        us[mode], r.get("failed")))
-            print("ratio async/plain per sample (python %s): %.2fx"
-                  % (v, us["wall+gc+async"] / us["wall+gc"] if us["wall+gc"] else float("nan")))
+            for extra in ("async", "opcodes"):
+                print("ratio %s/plain per sample (python %s): %.2fx"
+                      % (extra, v, us["wall+gc+" + extra] / us["wall+gc"] if us["wall+gc"]
+                         else float("nan")))
             if AUSTIN:
                 a_us, a_n, _, tail = austin_cost(p.pid, hz, args.seconds)
                 print("cpu_us_per_sample austin python=%s samples=%d (%.0f Hz): %.2f us (%s)"
