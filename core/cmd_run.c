@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -24,7 +25,7 @@ static int exit_status(int status) {
 
 /* Fork and exec; the parent learns of a failed exec through a pipe that a
  * successful exec closes. The child pid, or -1 with the reason printed. */
-static pid_t start_program(const struct pp_cli *cli) {
+static pid_t start_program(const struct pp_cli *cli, const sigset_t *child_mask) {
   char **argv = calloc(cli->operand_count + 1, sizeof(*argv));
   int pfd[2];
   if (!argv || pipe2(pfd, O_CLOEXEC) < 0) {
@@ -37,6 +38,7 @@ static pid_t start_program(const struct pp_cli *cli) {
   pid_t pid = fork();
   if (pid == 0) {
     close(pfd[0]);
+    sigprocmask(SIG_SETMASK, child_mask, NULL);
     execvp(argv[0], argv);
     int e = errno;
     ssize_t w = write(pfd[1], &e, sizeof(e));
@@ -69,8 +71,17 @@ int pp_cmd_run_program(struct pp_config *cfg, const struct pp_cli *cli) {
   struct pp_program pr;
   memset(&pr, 0, sizeof(pr));
   int rc = pp_program_setup(&pr, cli, cfg, "run");
-  pid_t pid = rc ? -1 : start_program(cli);
+  /* a SIGTERM between the fork and the session's handlers would end
+   * polyprof and leave the program running: held until they are in place */
+  sigset_t forwarded, old_mask;
+  sigemptyset(&forwarded);
+  sigaddset(&forwarded, SIGTERM);
+  sigaddset(&forwarded, SIGHUP);
+  sigaddset(&forwarded, SIGQUIT);
+  sigprocmask(SIG_BLOCK, &forwarded, &old_mask);
+  pid_t pid = rc ? -1 : start_program(cli, &old_mask);
   if (pid < 0) {
+    sigprocmask(SIG_SETMASK, &old_mask, NULL);
     pp_program_discard(&pr);
     pp_config_free(cfg);
     free(cfg);
@@ -83,6 +94,7 @@ int pp_cmd_run_program(struct pp_config *cfg, const struct pp_cli *cli) {
   pr.pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
   pr.follow_children = !pp_cli_flag_value(cli, "--no-subprocesses");
   rc = pp_program_profile(&pr, cfg);
+  sigprocmask(SIG_UNBLOCK, &forwarded, NULL); /* the session failed before its handlers */
   /* -d ran out or Ctrl-C: the program goes on, and its status is still ours */
   while (!pr.ended) {
     if (waitpid(pid, &pr.status, 0) == pid)

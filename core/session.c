@@ -68,6 +68,16 @@ static int install_signals(const struct pp_agent_hooks *hooks) {
   if (child_wakes) sigaction(SIGCHLD, &sa, NULL);
   if (forward_pidfd >= 0) sigaction(SIGQUIT, &sa, NULL);
   signal(SIGPIPE, SIG_IGN);
+  if (hooks) {
+    /* run blocks them from its fork until here (cmd_run.c): one that came
+     * in between is delivered, and passed on, now */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGQUIT);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+  }
   return 0;
 }
 

@@ -128,6 +128,20 @@ for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
     check(p.returncode == 128 + sig, "%s: forwarded, the program's death by it kept (%d, got %d)" % (sig.name, 128 + sig, p.returncode))
     check("three_parts" in o, "%s: the table is still printed" % sig.name)
 
+# SIGTERM as soon as the program has started, while the plugins still load:
+# passed on all the same
+marker = os.path.join(pputil.tempdir("ppcmd-early-"), "started")
+p = subprocess.Popen([pputil.AGENT, "run", "--plugin-dir", pputil.PLUGIN_DIR, "--config", cmdutil.EMPTY_CONFIG,
+                      "--", "sh", "-c", "touch %s; exec sleep 30" % marker], stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True)
+t0 = time.time()
+while not os.path.exists(marker) and time.time() - t0 < 20:
+    time.sleep(0.005)
+p.send_signal(signal.SIGTERM)
+o, e = p.communicate(timeout=60)
+check(p.returncode == 143 and time.time() - t0 < 20,
+      "SIGTERM during start-up: the program got it, its status 143 kept (got %d)" % p.returncode)
+
 # an unprivileged user on its own program
 if shutil.which("setpriv") and os.path.exists("/usr/bin/python3"):
     plugins = pputil.plugin_dir_with(*[os.path.join(pputil.PLUGIN_DIR, n) for n in os.listdir(pputil.PLUGIN_DIR)])
