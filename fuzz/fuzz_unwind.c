@@ -24,8 +24,6 @@
 #include "fuzz_unwind.h"
 #include "perf.h"
 
-_Static_assert(FUZZ_UNWIND_NREGS == PERF_REG_X86_64_MAX, "register count");
-
 static struct perf_map the_map;
 
 struct perf_map *perf_proc_find_map(struct perf_proc *p, uint64_t addr) {
@@ -39,6 +37,11 @@ int perf_dso_need_unwind(struct perf_dsos *d, struct perf_dso *dso, const struct
   (void)d, (void)p, (void)m;
   return dso->eh_hdr || dso->dbg.data ? 0 : -ENOENT;
 }
+
+/* The seeds and the input layout are x86-64 samples (the register set
+ * perf copies there). */
+#if defined(__x86_64__)
+_Static_assert(FUZZ_UNWIND_NREGS == PERF_REG_X86_64_MAX, "register count");
 
 /* The next n bytes of the input (cut to what is left), copied so that
  * ASan sees a read past them. */
@@ -114,3 +117,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   free(dbg);
   return 0;
 }
+#else
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  (void)data, (void)size;
+  return 0;
+}
+#endif
