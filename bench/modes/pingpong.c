@@ -12,10 +12,15 @@ int main(int argc, char **argv) {
   if (pipe(a) || pipe(b)) return 1;
   time_t end = time(NULL) + secs;
   if (fork() == 0) {
+    /* only the parent's ends stay open elsewhere: its exit ends this loop */
+    close(a[1]);
+    close(b[0]);
     while (read(a[0], &c, 1) == 1 && write(b[1], &c, 1) == 1)
       ;
     _exit(0);
   }
+  close(a[0]);
+  close(b[1]);
   while (time(NULL) < end)
     for (int i = 0; i < 1000; i++)
       if (write(a[1], &c, 1) != 1 || read(b[0], &c, 1) != 1) return 1;
