@@ -48,12 +48,14 @@ run: build
 
 # The sanitizer pass runs first and the normal build last, so the final
 # summary printed is the full suite's, after the names of the tests that
-# passed only on their retry.
+# passed only on their retry. The main pass runs two tests at a time: the
+# resource locks of tests/CMakeLists.txt keep a runtime's tests apart, and
+# what measures the agent's own cost runs alone.
 test: test-deps format-check build asan fuzz-build arm64
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j 2 -R "^unit\.|^integration\.test_agent_"
 	ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j $(JOBS) -L fuzz
-	ctest --test-dir $(BUILD) --output-on-failure -j 1 --repeat until-pass:2 -E "$$(scripts/known-failing-regex)" \
+	ctest --test-dir $(BUILD) --output-on-failure -j 2 --repeat until-pass:2 -E "$$(scripts/known-failing-regex)" \
 	  2>&1 | tee $(BUILD)/ctest-main.log; rc=$${PIPESTATUS[0]}; \
 	  scripts/ctest-retries $(BUILD)/ctest-main.log; exit $$rc
 
