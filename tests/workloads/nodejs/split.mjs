@@ -38,10 +38,12 @@ async function lightPath(unit) {
   return spin(unit);
 }
 
-// One round of work, as a request handler does it. Being an async
-// function, it is never inlined into main: main's endless loop gets
-// optimized on-stack, and V8's profiler gives the functions inlined into
-// such code no frames of their own (heavyPath's samples would show as main).
+// One round of work, as a request handler does it. V8's optimizing
+// compiler may inline heavyPath (with crunch and spin) into round, and V8's
+// profiler does not always give inlined functions frames of their own: such
+// samples show as round, whose only synchronous callee is heavyPath (the
+// tests count them as heavy). lightPath resumes from a microtask, under no
+// caller.
 async function round(calc) {
   const unit = 0.5 + Math.random(); // ms of CPU
   heavyPath(calc, unit);
