@@ -88,7 +88,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t *dbg = take(&p, end, h.dbg_len, &dbg_len);
   dso.info.eh_frame_hdr_vaddr = h.eh_frame_hdr_vaddr;
   dso.info.eh_frame_vaddr = h.eh_frame_vaddr;
-  if (dso.eh_frame_hdr_size && dso.eh_frame_size) {
+  /* dso.c keeps an .eh_frame only if libunwind can take all of it */
+  if (dso.eh_frame_hdr_size && dso.eh_frame_size && perf_eh_frame_ok(frame, dso.eh_frame_size)) {
     dso.eh_hdr = hdr;
     dso.eh_frame = frame;
   }

@@ -40,6 +40,14 @@
 
 #define ENC_PCREL_SDATA4 0x1b /* DW_EH_PE_pcrel | DW_EH_PE_sdata4 */
 #define CFA_SET_LOC 0x01
+/* libunwind (1.6) takes DW_CFA_register's second operand as an index into
+ * its table of register locations, of this many entries, unchecked: a
+ * larger one read far outside it and crashed the unwinder. */
+#if defined(__aarch64__)
+#define CFI_MAX_REG 97
+#else
+#define CFI_MAX_REG 17
+#endif
 
 struct reader {
   const uint8_t *p, *end;
@@ -138,8 +146,11 @@ static bool cfa_program_ok(const uint8_t *p, const uint8_t *end) {
       case 0x13: /* def_cfa_offset_sf */
         rd_sleb(&r);
         break;
-      case 0x05: /* offset_extended */
       case 0x09: /* register */
+        rd_uleb(&r);
+        if (rd_uleb(&r) >= CFI_MAX_REG) return false;
+        break;
+      case 0x05: /* offset_extended */
       case 0x0c: /* def_cfa */
       case 0x14: /* val_offset */
       case 0x2f: /* GNU_negative_offset_extended */
@@ -165,6 +176,183 @@ static bool cfa_program_ok(const uint8_t *p, const uint8_t *end) {
     }
   }
   return !r.bad;
+}
+
+/* ---- .eh_frame check ---- */
+
+/* Skips a pointer of DW_EH_PE encoding enc. */
+static void skip_encoded(struct reader *r, uint8_t enc) {
+  if (enc == 0xff) return; /* DW_EH_PE_omit */
+  switch (enc & 0x0f) {
+    case 0x00: /* absptr */
+    case 0x04: /* udata8 */
+    case 0x0c: /* sdata8 */
+      skip(r, 8);
+      break;
+    case 0x02: /* udata2 */
+    case 0x0a: /* sdata2 */
+      skip(r, 2);
+      break;
+    case 0x03: /* udata4 */
+    case 0x0b: /* sdata4 */
+      skip(r, 4);
+      break;
+    case 0x01:
+      rd_uleb(r);
+      break;
+    case 0x09:
+      rd_sleb(r);
+      break;
+    default:
+      r->bad = true;
+  }
+}
+
+/* DW_CFA_register operands of a CFA program within CFI_MAX_REG. Scanning
+ * stops at an opcode it does not know, as libunwind stops there. */
+static bool cfa_registers_ok(const uint8_t *p, const uint8_t *end, uint8_t fde_enc) {
+  struct reader r = {p, end, false};
+  while (r.p < r.end && !r.bad) {
+    uint8_t op = *r.p++;
+    if ((op >> 6) == 2) rd_uleb(&r); /* offset */
+    if (op >> 6) continue;
+    switch (op) {
+      case 0x00:
+      case 0x0a:
+      case 0x0b:
+      case 0x2d: /* AArch64 negate_ra_state */
+        break;
+      case CFA_SET_LOC:
+        skip_encoded(&r, fde_enc);
+        break;
+      case 0x02:
+        skip(&r, 1);
+        break;
+      case 0x03:
+        skip(&r, 2);
+        break;
+      case 0x04:
+        skip(&r, 4);
+        break;
+      case 0x09:
+        rd_uleb(&r);
+        if (rd_uleb(&r) >= CFI_MAX_REG) return false;
+        break;
+      case 0x06:
+      case 0x07:
+      case 0x08:
+      case 0x0d:
+      case 0x0e:
+      case 0x2e:
+        rd_uleb(&r);
+        break;
+      case 0x13:
+        rd_sleb(&r);
+        break;
+      case 0x05:
+      case 0x0c:
+      case 0x14:
+      case 0x2f:
+        rd_uleb(&r);
+        rd_uleb(&r);
+        break;
+      case 0x11:
+      case 0x12:
+      case 0x15:
+        rd_uleb(&r);
+        rd_sleb(&r);
+        break;
+      case 0x0f:
+        skip(&r, rd_uleb(&r));
+        break;
+      case 0x10:
+      case 0x16:
+        rd_uleb(&r);
+        skip(&r, rd_uleb(&r));
+        break;
+      default:
+        return true;
+    }
+  }
+  return true;
+}
+
+/* An .eh_frame CIE (p just past its id) as an FDE needs it: whether it
+ * has a 'z' augmentation, the FDE pointer encoding, where its
+ * instructions start. False if it cannot be read. */
+struct eh_cie {
+  bool z;
+  uint8_t fde_enc;
+  const uint8_t *instr;
+};
+
+static bool read_eh_cie(const uint8_t *p, const uint8_t *end, struct eh_cie *c) {
+  struct reader r = {p, end, false};
+  uint8_t version = (uint8_t)rd_u(&r, 1);
+  const char *aug = (const char *)r.p;
+  size_t n = r.bad ? 0 : strnlen(aug, (size_t)(end - r.p));
+  if (r.bad || n == (size_t)(end - r.p)) return false;
+  r.p += n + 1;
+  rd_uleb(&r); /* code alignment */
+  rd_sleb(&r); /* data alignment */
+  if (version == 1)
+    rd_u(&r, 1);
+  else
+    rd_uleb(&r); /* return address register */
+  c->z = aug[0] == 'z';
+  c->fde_enc = 0;
+  if (c->z) {
+    uint64_t alen = rd_uleb(&r);
+    if (r.bad || alen > (uint64_t)(end - r.p)) return false;
+    struct reader a = {r.p, r.p + alen, false};
+    for (const char *k = aug + 1; *k && !a.bad; k++) {
+      if (*k == 'R')
+        c->fde_enc = (uint8_t)rd_u(&a, 1);
+      else if (*k == 'L')
+        rd_u(&a, 1);
+      else if (*k == 'P')
+        skip_encoded(&a, (uint8_t)rd_u(&a, 1));
+      else if (*k != 'S' && *k != 'B')
+        break;
+    }
+    r.p += alen;
+  } else if (aug[0]) {
+    return false; /* an augmentation whose data cannot be skipped */
+  }
+  c->instr = r.p;
+  return !r.bad;
+}
+
+bool perf_eh_frame_ok(const uint8_t *f, size_t len) {
+  size_t off = 0;
+  while (len - off >= 4) {
+    uint32_t rlen;
+    memcpy(&rlen, f + off, 4);
+    if (rlen == 0) break;                               /* terminator */
+    if (rlen < 4 || rlen > len - off - 4) return false; /* also 64-bit DWARF */
+    const uint8_t *rec = f + off + 4, *rend = rec + rlen;
+    uint32_t id;
+    memcpy(&id, rec, 4);
+    size_t cie_off = off + 4 - id; /* the id of an FDE: back to its CIE */
+    struct eh_cie cie;
+    if (id == 0) {
+      if (!read_eh_cie(rec + 4, rend, &cie) || !cfa_registers_ok(cie.instr, rend, 0)) return false;
+    } else {
+      uint32_t clen;
+      if (id > off + 4 || len - cie_off < 8) return false;
+      memcpy(&clen, f + cie_off, 4);
+      if (clen < 4 || clen > len - cie_off - 4 ||
+          !read_eh_cie(f + cie_off + 8, f + cie_off + 4 + clen, &cie))
+        return false;
+      struct reader r = {rec + 4, rend, false};
+      skip_encoded(&r, cie.fde_enc); /* pc_begin */
+      skip_encoded(&r, cie.fde_enc); /* pc_range */
+      if (cie.z) skip(&r, rd_uleb(&r));
+      if (r.bad || !cfa_registers_ok(r.p, rend, cie.fde_enc)) return false;
+    }
+    off += 4 + (size_t)rlen;
+  }
+  return true;
 }
 
 /* ---- output buffer ---- */

@@ -399,6 +399,13 @@ int perf_dso_need_unwind(struct perf_dsos *d, struct perf_dso *dso, const struct
   if (have_eh) {
     rc = read_range(fd, in->eh_frame_hdr_offset, in->eh_frame_hdr_size, &hdr);
     if (rc == 0) rc = read_range(fd, in->eh_frame_offset, in->eh_frame_size, &fr);
+    /* CFI libunwind would index its register table out of bounds with */
+    if (rc == 0 && !perf_eh_frame_ok(fr, (size_t)in->eh_frame_size)) {
+      free(hdr);
+      free(fr);
+      hdr = fr = NULL;
+      have_eh = false;
+    }
   }
   /* Code built without unwind tables (-fno-asynchronous-unwind-tables)
    * is described only in .debug_frame; the .eh_frame of such a binary
@@ -414,9 +421,9 @@ int perf_dso_need_unwind(struct perf_dsos *d, struct perf_dso *dso, const struct
   }
   dso->eh_hdr = hdr;
   dso->eh_frame = fr;
-  dso->eh_frame_hdr_size = in->eh_frame_hdr_size;
-  dso->eh_frame_size = in->eh_frame_size;
-  size_t b = (size_t)(in->eh_frame_hdr_size + in->eh_frame_size) + dso->dbg.size;
+  dso->eh_frame_hdr_size = have_eh ? in->eh_frame_hdr_size : 0;
+  dso->eh_frame_size = have_eh ? in->eh_frame_size : 0;
+  size_t b = (size_t)(dso->eh_frame_hdr_size + dso->eh_frame_size) + dso->dbg.size;
   dso->bytes += b;
   d->bytes += b;
   dso->unw_state = 1;

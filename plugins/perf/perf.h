@@ -141,6 +141,9 @@ struct perf_debug_frame {
  * out at ELF address base. 0, -ENOENT (nothing usable) or -ENOMEM. */
 int perf_debug_frame_convert(const uint8_t *df, size_t len, uint64_t base,
                              struct perf_debug_frame *out);
+/* True if every CFA program of an .eh_frame section (len bytes, untrusted)
+ * can be read and names registers libunwind can index. */
+bool perf_eh_frame_ok(const uint8_t *f, size_t len);
 
 /* ---------------- dso.c ---------------- */
 
