@@ -8,7 +8,8 @@
 # small program compiled here (with .symtab), real shared objects;
 # nettrace: the recorded .NET 10 stream of the unit tests; debug_frame:
 # sections of programs compiled here; unwind: samples of a program compiled
-# here (seed_unwind.c) with its unwind sections; appid/container: this host's
+# here (seed_unwind.c) with its unwind sections, and real objects' sections
+# under a synthetic stack (seed_unwind_synth.py); appid/container: this host's
 # command lines and cgroup files; the rest: committed seeds (what real
 # runtimes sent, captured with capture-seeds.py, or the documented forms).
 set -euo pipefail
@@ -76,6 +77,11 @@ case "$t" in
         "$tmp/s" "$out/$name.unwind" || true
     done
     rm -rf "$tmp"
+    # real objects' tables (small enough for the input cap) under a
+    # synthetic stack of their own function addresses
+    for obj in /bin/true /usr/bin/env /usr/lib/x86_64-linux-gnu/libdl.so.2; do
+      [ -f "$obj" ] && python3 "$src/fuzz/seed_unwind_synth.py" "$obj" "$out/$(basename "$obj").unwind" || true
+    done
     ;;
   appid)
     # real command lines of this host's processes (the committed seeds
