@@ -89,7 +89,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   dso.info.eh_frame_hdr_vaddr = h.eh_frame_hdr_vaddr;
   dso.info.eh_frame_vaddr = h.eh_frame_vaddr;
   /* dso.c keeps an .eh_frame only if libunwind can take all of it */
-  if (dso.eh_frame_hdr_size && dso.eh_frame_size && perf_eh_frame_ok(frame, dso.eh_frame_size)) {
+  if (dso.eh_frame_hdr_size && dso.eh_frame_size &&
+      perf_eh_frame_ok(hdr, dso.eh_frame_hdr_size, h.eh_frame_hdr_vaddr, frame, dso.eh_frame_size,
+                       h.eh_frame_vaddr)) {
     dso.eh_hdr = hdr;
     dso.eh_frame = frame;
   }

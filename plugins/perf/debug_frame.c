@@ -323,34 +323,63 @@ static bool read_eh_cie(const uint8_t *p, const uint8_t *end, struct eh_cie *c) 
   return !r.bad;
 }
 
-bool perf_eh_frame_ok(const uint8_t *f, size_t len) {
-  size_t off = 0;
-  while (len - off >= 4) {
-    uint32_t rlen;
-    memcpy(&rlen, f + off, 4);
-    if (rlen == 0) break;                               /* terminator */
-    if (rlen < 4 || rlen > len - off - 4) return false; /* also 64-bit DWARF */
-    const uint8_t *rec = f + off + 4, *rend = rec + rlen;
-    uint32_t id;
-    memcpy(&id, rec, 4);
-    size_t cie_off = off + 4 - id; /* the id of an FDE: back to its CIE */
-    struct eh_cie cie;
-    if (id == 0) {
-      if (!read_eh_cie(rec + 4, rend, &cie) || !cfa_registers_ok(cie.instr, rend, 0)) return false;
-    } else {
-      uint32_t clen;
-      if (id > off + 4 || len - cie_off < 8) return false;
-      memcpy(&clen, f + cie_off, 4);
-      if (clen < 4 || clen > len - cie_off - 4 ||
-          !read_eh_cie(f + cie_off + 8, f + cie_off + 4 + clen, &cie))
-        return false;
-      struct reader r = {rec + 4, rend, false};
-      skip_encoded(&r, cie.fde_enc); /* pc_begin */
-      skip_encoded(&r, cie.fde_enc); /* pc_range */
-      if (cie.z) skip(&r, rd_uleb(&r));
-      if (r.bad || !cfa_registers_ok(r.p, rend, cie.fde_enc)) return false;
-    }
-    off += 4 + (size_t)rlen;
+/* The record at off (its length field) reads, and so do the CFA programs
+ * libunwind runs for it: a CIE's, or an FDE's and its CIE's. 1 for a CIE
+ * or FDE, 0 for the terminator, -1 if it cannot be taken; *next is the
+ * offset of the record after it. */
+static int eh_record_ok(const uint8_t *f, size_t len, size_t off, bool *is_fde, size_t *next) {
+  uint32_t rlen, id;
+  if (off > len || len - off < 4) return -1;
+  memcpy(&rlen, f + off, 4);
+  if (rlen == 0) return 0;                         /* terminator */
+  if (rlen < 4 || rlen > len - off - 4) return -1; /* also 64-bit DWARF */
+  const uint8_t *rec = f + off + 4, *rend = rec + rlen;
+  memcpy(&id, rec, 4);
+  *next = off + 4 + (size_t)rlen;
+  *is_fde = id != 0;
+  struct eh_cie cie;
+  if (id == 0)
+    return read_eh_cie(rec + 4, rend, &cie) && cfa_registers_ok(cie.instr, rend, 0) ? 1 : -1;
+  /* an FDE: its id is the distance back to its CIE */
+  uint32_t clen, cid;
+  if (id > off + 4) return -1;
+  size_t cie_off = off + 4 - id;
+  if (len - cie_off < 8) return -1;
+  memcpy(&clen, f + cie_off, 4);
+  memcpy(&cid, f + cie_off + 4, 4);
+  const uint8_t *cend = f + cie_off + 4 + clen;
+  if (cid != 0 || clen < 4 || clen > len - cie_off - 4 ||
+      !read_eh_cie(f + cie_off + 8, cend, &cie) || !cfa_registers_ok(cie.instr, cend, 0))
+    return -1;
+  struct reader r = {rec + 4, rend, false};
+  skip_encoded(&r, cie.fde_enc); /* pc_begin */
+  skip_encoded(&r, cie.fde_enc); /* pc_range */
+  if (cie.z) skip(&r, rd_uleb(&r));
+  return !r.bad && cfa_registers_ok(r.p, rend, cie.fde_enc) ? 1 : -1;
+}
+
+bool perf_eh_frame_ok(const uint8_t *hdr, size_t hdr_len, uint64_t hdr_vaddr, const uint8_t *f,
+                      size_t len, uint64_t f_vaddr) {
+  size_t off = 0, next = 0;
+  bool is_fde;
+  int rc;
+  while (len - off >= 4 && (rc = eh_record_ok(f, len, off, &is_fde, &next)) != 0) {
+    if (rc < 0) return false;
+    off = next;
+  }
+  /* libunwind parses an FDE wherever the binary-search table says one
+   * is: each must be one inside .eh_frame. The table is read only when it
+   * has the layout unwind.c hands libunwind. */
+  if (hdr_len < 12 || hdr[0] != 1 || hdr[3] != 0x3b) return true;
+  uint32_t count;
+  memcpy(&count, hdr + 8, 4);
+  size_t n = (hdr_len - 12) / 8 < count ? (hdr_len - 12) / 8 : count;
+  for (size_t i = 0; i < n; i++) {
+    int32_t rel;
+    memcpy(&rel, hdr + 12 + i * 8 + 4, 4);
+    uint64_t at = hdr_vaddr + (uint64_t)(int64_t)rel;
+    if (at < f_vaddr || at - f_vaddr >= len) return false;
+    if (eh_record_ok(f, len, (size_t)(at - f_vaddr), &is_fde, &next) != 1 || !is_fde) return false;
   }
   return true;
 }

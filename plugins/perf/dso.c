@@ -399,8 +399,10 @@ int perf_dso_need_unwind(struct perf_dsos *d, struct perf_dso *dso, const struct
   if (have_eh) {
     rc = read_range(fd, in->eh_frame_hdr_offset, in->eh_frame_hdr_size, &hdr);
     if (rc == 0) rc = read_range(fd, in->eh_frame_offset, in->eh_frame_size, &fr);
-    /* CFI libunwind would index its register table out of bounds with */
-    if (rc == 0 && !perf_eh_frame_ok(fr, (size_t)in->eh_frame_size)) {
+    /* CFI that would make libunwind index its register table out of
+     * bounds, or a table pointing it at bytes that are no FDE */
+    if (rc == 0 && !perf_eh_frame_ok(hdr, (size_t)in->eh_frame_hdr_size, in->eh_frame_hdr_vaddr, fr,
+                                     (size_t)in->eh_frame_size, in->eh_frame_vaddr)) {
       free(hdr);
       free(fr);
       hdr = fr = NULL;

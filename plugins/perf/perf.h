@@ -141,9 +141,12 @@ struct perf_debug_frame {
  * out at ELF address base. 0, -ENOENT (nothing usable) or -ENOMEM. */
 int perf_debug_frame_convert(const uint8_t *df, size_t len, uint64_t base,
                              struct perf_debug_frame *out);
-/* True if every CFA program of an .eh_frame section (len bytes, untrusted)
- * can be read and names registers libunwind can index. */
-bool perf_eh_frame_ok(const uint8_t *f, size_t len);
+/* True if every record of an .eh_frame section (len bytes at ELF address
+ * f_vaddr, untrusted) can be read with CFA programs naming registers
+ * libunwind can index, and every FDE pointer of its .eh_frame_hdr table
+ * (hdr_len bytes at hdr_vaddr) is the start of such an FDE. */
+bool perf_eh_frame_ok(const uint8_t *hdr, size_t hdr_len, uint64_t hdr_vaddr, const uint8_t *f,
+                      size_t len, uint64_t f_vaddr);
 
 /* ---------------- dso.c ---------------- */
 
