@@ -18,7 +18,8 @@ churn_rb = os.path.join(r.WORKLOADS, "churn.rb")
 p = r.workload("churn.rb")
 try:
     time.sleep(0.8)
-    res = u.run_agent(out, plugins, "--pids", str(p.pid), "-f", "100", duration=6)
+    # 10 s: GC.compact takes most of the CPU, and churn itself must show
+    res = u.run_agent(out, plugins, "--pids", str(p.pid), "-f", "100", duration=10)
     u.check(res.returncode == 0, "agent exits 0 (rc %d: %s)" % (res.returncode, res.stderr[-2000:]))
     u.check(p.poll() is None, "the target is still running (never stopped or harmed)")
     header, stacks = u.parse_col(os.path.join(out, "last_profile.col"))
