@@ -200,6 +200,13 @@ static int plausible_offset(int32_t v) {
  * the word before it (V8 12+, which has CodeWrapper). A layout that comes
  * out implausible turns inlined-frame expansion off, nothing else. */
 void v8_layout_derive_code(struct v8_layout *L) {
+  /* the values come from the target's memory: bounded before any sum */
+  const int32_t in[] = {L->jsfunction_code,  L->jsfunction_shared, L->code_start_field,
+                        L->code_header_size, L->code_size,         L->code_flags,
+                        L->code_positions,   L->code_deopt};
+  L->inline_ok = 0;
+  for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++)
+    if (in[i] < -1 || in[i] > 4096) return;
   if (L->jsfunction_code < 0)
     L->jsfunction_code =
         L->type_code_wrapper >= 0 ? L->jsfunction_shared - 8 : L->jsfunction_shared + 24;
