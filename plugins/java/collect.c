@@ -79,7 +79,9 @@ int java_collect_emit(const struct pp_host *host, struct pp_sink *sink, uint32_t
       unsigned long long count = strtoull(f_count, &cend, 10);
       uint32_t n = 0;
       int bad = *cend != '\0' || count == 0;
-      /* an allocation stack ends with the allocated class */
+      /* an allocation stack ends with the allocated class (named: a line
+       * without one is malformed) */
+      if (is_alloc && !*f_name) bad = 1;
       if (is_alloc && !bad)
         frames[n++] = (struct pp_frame){.name = f_name, .kind = PP_FRAME_PSEUDO};
       for (char *fr = f_frames; fr && *fr && n < JAVA_MAX_FRAMES && !bad;) {
