@@ -440,8 +440,9 @@ static int operand(struct pp_cli *cli, bool *have_command, const char *word, cha
   return 0;
 }
 
-/* The one-program flags (G_PROGRAM) mean nothing to the daemon: silently
- * accepted, `--format table` would look as if it had worked. */
+/* The one-program flags (G_PROGRAM) mean nothing to the daemon and the
+ * other commands: silently accepted, `--format table` would look as if it
+ * had worked. */
 static const char *program_flag_commands(const char *name) {
   if (!strcmp(name, "--format")) return "run -- CMD, attach and diff";
   if (!strcmp(name, "--sort") || !strcmp(name, "--limit")) return "run -- CMD and attach";
@@ -451,13 +452,35 @@ static const char *program_flag_commands(const char *name) {
   return "run -- CMD, attach and dump";
 }
 
+/* Whether command reads one-program flag `name`: run -- CMD, attach and
+ * dump read them all (program.c), diff only --format. */
+static bool reads_program_flag(const struct pp_cli *cli, const char *name) {
+  switch (cli->command) {
+    case PP_CMD_RUN:
+      return cli->operand_count > 0;
+    case PP_CMD_ATTACH:
+    case PP_CMD_DUMP:
+      return true;
+    case PP_CMD_DIFF:
+      return !strcmp(name, "--format");
+    default:
+      return false;
+  }
+}
+
+static const char *command_name(const struct pp_cli *cli) {
+  if (cli->command == PP_CMD_RUN) return "the agent (polyprof without a command)";
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    if (commands[i].cmd == cli->command) return commands[i].name;
+  return "this command";
+}
+
 static int refuse_program_flags(const struct pp_cli *cli, char err[PP_MAX_ERR]) {
-  if (cli->command != PP_CMD_RUN || cli->operand_count) return 0;
   for (size_t i = 0; i < cli->arg_count; i++) {
     const struct flag_spec *s = cli->args[i].spec;
-    if (!s || s->group != G_PROGRAM) continue;
-    snprintf(err, PP_MAX_ERR, "%s is a flag of %s, not of the agent (polyprof without a command)",
-             cli->args[i].flag, program_flag_commands(s->name));
+    if (!s || s->group != G_PROGRAM || reads_program_flag(cli, s->name)) continue;
+    snprintf(err, PP_MAX_ERR, "%s is a flag of %s, not of %s", cli->args[i].flag,
+             program_flag_commands(s->name), command_name(cli));
     return PP_CLI_EXIT_USAGE;
   }
   return 0;

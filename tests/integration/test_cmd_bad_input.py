@@ -44,6 +44,11 @@ cases = [
     ("daemon --no-subprocesses", [pputil.AGENT, "--no-subprocesses"], "--no-subprocesses is a flag of run -- CMD,"),
     ("daemon --json", [pputil.AGENT, "--json"], "--json is a flag of dump,"),
     ("daemon -i", [pputil.AGENT, "-i", "1000"], "-i is a flag of run -- CMD, attach and dump"),
+    # and to the commands that do not read them
+    ("check --format", [pputil.AGENT, "check", "--format", "table"], "--format is a flag of run -- CMD, attach and diff, not of check"),
+    ("top --json", [pputil.AGENT, "top", "--json"], "--json is a flag of dump, not of top"),
+    ("diff --sort", [pputil.AGENT, "diff", "a.col", "b.col", "--sort", "total"], "--sort is a flag of run -- CMD and attach, not of diff"),
+    ("convert --limit", [pputil.AGENT, "convert", "a.col", "--limit", "3"], "--limit is a flag of run -- CMD and attach, not of convert"),
 ]
 for what, args, text in cases:
     if args[0] == pputil.AGENT:
