@@ -329,10 +329,12 @@ int v8_inlined_at(uint32_t pid, const struct v8_layout *L, uint64_t code, uint64
   if (L->code_positions > last) last = L->code_positions;
   if (L->code_deopt > last) last = L->code_deopt;
   if (last + 8 > CODE_HEADER_READ) return 0;
+  /* a return address follows the call: the call is what the frame runs
+   * (and may be the code's last instruction) */
+  if (is_return && pc > 0) pc--;
   struct code_tables *e = tables_for(pid, L, code, pc);
   if (!e || e->nsfi == 0) return 0;
   uint64_t off = pc - e->start;
-  if (is_return && off > 0) off--;
   int64_t pos = v8_position_at(e->table, e->tlen, off);
   if (pos < 0) return 0;
   int n = 0;

@@ -231,29 +231,50 @@ static int resolve(struct v8_reader *r, struct v8_fn *e, uint64_t kname, uint64_
   return 0;
 }
 
-/* The cache entry of a SharedFunctionInfo named by tagged pointer (an
- * inlined function), resolved if need be. NULL if it does not check out. */
+/* The cache entry of SharedFunctionInfo sfi, whose name-or-ScopeInfo and
+ * script words are kname and kscript: cached, or resolved now. NULL with
+ * *err -EAGAIN when it did not read back (torn), -ENOSPC when the cache
+ * holds more of this sample's functions than it has room for. */
+static struct v8_fn *function_for(struct v8_reader *r, uint64_t sfi, uint64_t kname,
+                                  uint64_t kscript, int *spare_used, int *err) {
+  struct v8_fn *e = lookup(r, sfi, kname, kscript);
+  if (e) return e;
+  e = victim(r, sfi, spare_used);
+  if (!e) {
+    *err = -ENOSPC;
+    return NULL;
+  }
+  e->sfi = 0;
+  if (resolve(r, e, kname, kscript) < 0) {
+    *err = -EAGAIN;
+    return NULL;
+  }
+  e->sfi = sfi;
+  e->key_name = kname;
+  e->key_script = kscript;
+  e->used = r->clock;
+  return e;
+}
+
+/* The same for a SharedFunctionInfo known by its tagged pointer alone (an
+ * inlined function): its words read first. NULL if it does not check out. */
 static struct v8_fn *function_of(struct v8_reader *r, uint64_t sfi, int *spare_used) {
   const struct v8_layout *L = &r->L;
   int32_t top =
       L->sfi_name_or_scope_info > L->sfi_script ? L->sfi_name_or_scope_info : L->sfi_script;
   uint64_t h[8];
   uint16_t t;
+  int err;
   if ((size_t)top + 8 > sizeof(h) || v8_type_of(r->pid, L, sfi, &t) < 0 || t != L->type_sfi ||
       pp_remote_read((pid_t)r->pid, sfi - 1, h, (size_t)top + 8) < 0)
     return NULL;
-  uint64_t kname = h[L->sfi_name_or_scope_info / 8], kscript = h[L->sfi_script / 8];
-  struct v8_fn *e = lookup(r, sfi, kname, kscript);
-  if (e) return e;
-  e = victim(r, sfi, spare_used);
-  if (!e) return NULL;
-  e->sfi = 0;
-  if (resolve(r, e, kname, kscript) < 0) return NULL;
-  e->sfi = sfi;
-  e->key_name = kname;
-  e->key_script = kscript;
-  e->used = r->clock;
-  return e;
+  return function_for(r, sfi, h[L->sfi_name_or_scope_info / 8], h[L->sfi_script / 8], spare_used,
+                      &err);
+}
+
+static struct pp_frame frame_of(const struct v8_fn *e) {
+  return (struct pp_frame){
+      .name = e->name, .file = e->file[0] ? e->file : NULL, .line = e->line, .kind = PP_FRAME_JS};
 }
 
 /* The lowest exit frame in the copy: a slot holding a frame pointer (a
@@ -341,29 +362,15 @@ static int walk_from(struct v8_reader *r, const struct v8_raw_sample *s, uint64_
       for (int i = 0; i < k && out < max; i++) {
         struct v8_fn *f = function_of(r, in[i], &spare_used);
         if (!f) break; /* an inlined function that does not read back: not shown */
-        frames[out++] = (struct pp_frame){.name = f->name,
-                                          .file = f->file[0] ? f->file : NULL,
-                                          .line = f->line,
-                                          .kind = PP_FRAME_JS};
+        frames[out++] = frame_of(f);
         r->st.inlined++;
       }
     }
-    struct v8_fn *e = lookup(r, sfi, kname, kscript);
-    if (!e) {
-      e = victim(r, sfi, &spare_used);
-      if (!e) break; /* more distinct functions than the cache holds: outer part cut */
-      e->sfi = 0;
-      if (resolve(r, e, kname, kscript) < 0) goto torn;
-      e->sfi = sfi;
-      e->key_name = kname;
-      e->key_script = kscript;
-      e->used = r->clock;
-    }
-    if (out < max)
-      frames[out++] = (struct pp_frame){.name = e->name,
-                                        .file = e->file[0] ? e->file : NULL,
-                                        .line = e->line,
-                                        .kind = PP_FRAME_JS};
+    int err;
+    struct v8_fn *e = function_for(r, sfi, kname, kscript, &spare_used, &err);
+    if (!e && err == -EAGAIN) goto torn;
+    if (!e) break; /* more distinct functions than the cache holds: outer part cut */
+    if (out < max) frames[out++] = frame_of(e);
   }
   return (int)out;
 torn:
