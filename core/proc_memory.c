@@ -106,8 +106,13 @@ static struct pp_proc_facts *facts_read(struct pp_proc_memory *m, uint32_t pid) 
  * name) and exe; both are small reads, so a live process is checked each
  * time it is looked up. */
 static bool exec_changed(const struct pp_proc_facts *f, uint32_t pid) {
+  uint64_t id = pp_proc_exe_id(pid);
+  /* an exe that cannot be read any more is a process exiting (its memory
+   * and exe gone, its command line empty), not an exec: read again, it
+   * would lose its name and appid just before its last samples are named */
+  if (id == 0) return false;
   if (f->unsettled) return true;
-  if (f->exe_id != pp_proc_exe_id(pid)) return true;
+  if (f->exe_id != id) return true;
   char buf[64];
   if (pp_proc_comm(pid, buf, sizeof(buf)) != 0) return false;
   return !f->comm || strcmp(buf, f->comm) != 0;

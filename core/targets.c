@@ -379,7 +379,8 @@ static int rebuild(struct pp_targets *t, struct pid_source *src, bool recheck,
       if (old && old->start_time == st) {
         e = *old;
         uint64_t id = pp_proc_exe_id(pid);
-        if (id != old->exe_id) {
+        /* 0: exiting (exe unreadable), not an exec (see proc_memory.c) */
+        if (id != 0 && id != old->exe_id) {
           /* exec'd since: a new program in the same process. What matched
            * the old image (e.g. a Python parent between fork and exec) no
            * longer holds, and every plugin the new image matches hears of
@@ -387,12 +388,6 @@ static int rebuild(struct pp_targets *t, struct pid_source *src, bool recheck,
           e.exe_id = id;
           e.matched = e.reported = 0;
           e.recheck_s = RECHECK_MIN_S;
-          e.next_check = now;
-        } else if (in_sorted(changed, nchanged, pid)) {
-          /* an exec announced for a process first read while its exec was
-           * under way (exe already switched, argv not written yet): look
-           * again now that it is complete, so what is remembered about it
-           * (its appid, metadata) is the settled program's */
           e.next_check = now;
         }
       } else {
