@@ -3,8 +3,9 @@
  * `polyprof run [OPTIONS] -- CMD [ARGS]`: start the program, profile it and
  * (unless --no-subprocesses) the processes it starts until it exits, -d
  * runs out or Ctrl-C, print the profile, and exit with the program's own
- * status (128 + signal when a signal ended it). SIGTERM, SIGHUP and SIGQUIT
- * sent to polyprof go to the program, as from any wrapper.
+ * status (128 + signal when a signal ended it). SIGTERM, SIGHUP, SIGQUIT
+ * and a SIGINT that the terminal did not send to the program as well go to
+ * the program, as from any wrapper.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -76,6 +77,7 @@ int pp_cmd_run_program(struct pp_config *cfg, const struct pp_cli *cli) {
   sigset_t forwarded, old_mask;
   sigemptyset(&forwarded);
   sigaddset(&forwarded, SIGTERM);
+  sigaddset(&forwarded, SIGINT);
   sigaddset(&forwarded, SIGHUP);
   sigaddset(&forwarded, SIGQUIT);
   sigprocmask(SIG_BLOCK, &forwarded, &old_mask);

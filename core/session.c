@@ -36,12 +36,20 @@ static volatile sig_atomic_t reload_requested;
 static int signal_pipe[2] = {-1, -1};
 static volatile sig_atomic_t forward_pidfd = -1;
 
-static void on_signal(int sig) {
+static void on_signal(int sig, siginfo_t *info, void *uctx) {
+  (void)uctx;
   int saved = errno;
-  if (forward_pidfd >= 0 && (sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT))
-    /* a pidfd names the process itself: never a recycled pid */
+  /* a pidfd names the process itself: never a recycled pid */
+  if (forward_pidfd >= 0 && (sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT)) {
     syscall(SYS_pidfd_send_signal, (int)forward_pidfd, sig, NULL, 0);
-  else if (sig == SIGHUP)
+  } else if (sig == SIGINT && forward_pidfd >= 0) {
+    /* Ctrl-C: the terminal (SI_KERNEL) gave the program its own already;
+     * one sent to polyprof alone (kill, SI_USER) is passed on. Either way
+     * profiling stops and the profile is printed. */
+    if (info && info->si_code != SI_KERNEL)
+      syscall(SYS_pidfd_send_signal, (int)forward_pidfd, sig, NULL, 0);
+    stop_requested = sig;
+  } else if (sig == SIGHUP)
     reload_requested = 1;
   else if (sig != SIGCHLD) /* only a wake-up: a one-program run looks at its child */
     stop_requested = sig;
@@ -59,7 +67,8 @@ static int install_signals(const struct pp_agent_hooks *hooks) {
   if (hooks && hooks->forward_signals) forward_pidfd = hooks->forward_pidfd;
   struct sigaction sa;
   memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = on_signal;
+  sa.sa_sigaction = on_signal;
+  sa.sa_flags = SA_SIGINFO;
   sigemptyset(&sa.sa_mask);
   /* no SA_RESTART: poll() must return so the loop notices at once */
   sigaction(SIGTERM, &sa, NULL);
@@ -74,6 +83,7 @@ static int install_signals(const struct pp_agent_hooks *hooks) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGQUIT);
     sigprocmask(SIG_UNBLOCK, &set, NULL);

@@ -47,7 +47,9 @@ struct pp_agent_hooks {
   /* Each session's merged, enriched profile, once written. */
   void (*session)(void *ctx, struct pp_agent *a, const struct session_times *t);
   /* run's program as a pidfd (forward_signals): SIGTERM, SIGHUP and SIGQUIT
-   * go to it instead of ending the session; its exit ends it (poll). The
+   * go to it instead of ending the session; its exit ends it (poll). SIGINT
+   * ends the session and goes to it too, unless the terminal sent it (then
+   * the program had its own Ctrl-C). The
    * handler stays after the run returns, so that a signal that comes while
    * the caller waits for the program still reaches it. */
   bool forward_signals;

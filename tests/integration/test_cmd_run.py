@@ -3,14 +3,17 @@ Ruby, PHP, Java, Node.js and a native C program (perf's symbols) printed as
 a table (parsed back), children followed (a program started through
 `timeout`), --no-subprocesses, the program's exit status kept, --format
 collapsed plain, --output replaced whole, Ctrl-C still prints, SIGTERM,
-SIGHUP and SIGQUIT passed on to the program, and a run as an unprivileged
+SIGHUP, SIGQUIT and a SIGINT sent to polyprof alone passed on to the program
+(a Ctrl-C on its terminal not doubled), and a run as an unprivileged
 user on its own program."""
+import fcntl
 import os
 import resource
 import shutil
 import signal
 import subprocess
 import sys
+import termios
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -127,6 +130,40 @@ for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
     print(sig.name, p.returncode, e[-300:])
     check(p.returncode == 128 + sig, "%s: forwarded, the program's death by it kept (%d, got %d)" % (sig.name, 128 + sig, p.returncode))
     check("three_parts" in o, "%s: the table is still printed" % sig.name)
+
+# SIGINT: to polyprof alone (kill) it is passed on; from the terminal
+# (Ctrl-C on the program's tty) the program already has its own and gets no
+# second one. Either way profiling stops and the table is printed. The
+# program counts the SIGINTs it got and exits with 10 + that count.
+COUNTER = ("import signal,sys,time\nn=[0]\ndef h(*a): n[0]+=1\nsignal.signal(signal.SIGINT,h)\n"
+           "t=time.time()\nwhile not n[0] and time.time()-t<30: pass\ntime.sleep(0.7)\nsys.exit(10+n[0])")
+run_counter = [pputil.AGENT, "run", "--plugin-dir", pputil.PLUGIN_DIR, "--config", cmdutil.EMPTY_CONFIG,
+               "--", sys.executable, "-c", COUNTER]
+p = subprocess.Popen(run_counter, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+time.sleep(2.5)
+p.send_signal(signal.SIGINT)
+o, e = p.communicate(timeout=60)
+print("SIGINT alone", p.returncode, o[-300:], e[-300:])
+check(p.returncode == 11, "SIGINT to polyprof alone: passed on once (status 11, got %d)" % p.returncode)
+check("<module>" in o and "Hz requested" in e, "SIGINT to polyprof alone: the table is still printed")
+
+
+def on_tty():
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+master, slave = os.openpty()
+p = subprocess.Popen(run_counter, stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                     preexec_fn=on_tty)
+os.close(slave)
+time.sleep(2.5)
+os.write(master, b"\x03")  # the terminal's Ctrl-C: SIGINT to its foreground group, from the kernel
+o, e = p.communicate(timeout=60)
+os.close(master)
+print("Ctrl-C on a tty", p.returncode, o[-300:], e[-300:])
+check(p.returncode == 11, "Ctrl-C on the tty: the program got one SIGINT, not two (status 11, got %d)" % p.returncode)
+check("<module>" in o, "Ctrl-C on the tty: the table is still printed")
 
 # SIGTERM as soon as the program has started, while the plugins still load:
 # passed on all the same
