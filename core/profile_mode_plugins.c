@@ -70,6 +70,18 @@ static bool nodejs_without_wall(const struct pp_config *cfg, const char *plugin)
   return !pc || !pc->mode || strcmp(pc->mode, "inspector") != 0;
 }
 
+/* Runtime plugins that read every thread on a clock can tell a blocked
+ * thread's stack at each tick and weigh it by the interval: their off-CPU
+ * stacks replace perf's native ones for the processes they cover, as their
+ * cpu stacks do. Python does in its cpu and wall modes (gil and exception
+ * pick threads by something else than their state). */
+static bool gives_offcpu(const struct pp_config *cfg, const char *plugin) {
+  if (strcmp(plugin, "python") != 0) return false;
+  const struct pp_plugin_config *pc = pp_config_plugin(cfg, plugin);
+  const char *m = pc && pc->mode ? pc->mode : "cpu";
+  return strcmp(m, "gil") != 0 && strcmp(m, "exception") != 0;
+}
+
 struct pp_plugin_types pp_profile_types_of(const struct pp_config *cfg, const char *plugin,
                                            bool system_wide) {
   uint32_t want = cfg->profile_types;
@@ -88,6 +100,8 @@ struct pp_plugin_types pp_profile_types_of(const struct pp_config *cfg, const ch
     r.gives = PP_TYPE_BIT(PP_PROFILE_WALL);
     r.untagged_is_wall = true;
   }
+  if ((want & PP_TYPE_BIT(PP_PROFILE_OFFCPU)) && gives_offcpu(cfg, plugin))
+    r.gives |= PP_TYPE_BIT(PP_PROFILE_OFFCPU);
   if ((want & PP_TYPE_BIT(PP_PROFILE_ALLOC)) && gives_alloc(plugin))
     r.gives |= PP_TYPE_BIT(PP_PROFILE_ALLOC);
   return r;

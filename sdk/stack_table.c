@@ -28,6 +28,7 @@ struct frame_rec {
 
 struct stack_rec {
   uint32_t pid, tid, comm; /* comm: NONE for the process comm */
+  uint32_t type;           /* enum pp_profile_type */
   uint32_t first, n;       /* frame ids in pool[first, first + n) */
   uint32_t hash;
   uint64_t count;
@@ -213,6 +214,12 @@ static uint32_t frame_id(struct pp_stack_table *t, const struct pp_frame *f) {
 
 int pp_stack_table_add(struct pp_stack_table *t, uint32_t pid, uint32_t tid, const char *comm,
                        const struct pp_frame *frames, uint32_t nframes, uint64_t count) {
+  return pp_stack_table_add_typed(t, PP_PROFILE_CPU, pid, tid, comm, frames, nframes, count);
+}
+
+int pp_stack_table_add_typed(struct pp_stack_table *t, uint32_t type, uint32_t pid, uint32_t tid,
+                             const char *comm, const struct pp_frame *frames, uint32_t nframes,
+                             uint64_t count) {
   uint32_t n = nframes;
   if (n > t->lim.max_depth) {
     n = t->lim.max_depth;
@@ -220,7 +227,7 @@ int pp_stack_table_add(struct pp_stack_table *t, uint32_t pid, uint32_t tid, con
   }
   uint32_t c = comm ? intern(t, comm) : NONE;
   if (comm && c == NONE) goto full;
-  uint32_t h = mix(mix(mix(mix(0x85ebca6bu, pid), tid), c), n);
+  uint32_t h = mix(mix(mix(mix(mix(0x85ebca6bu, pid), tid), c), n), type);
   for (uint32_t i = 0; i < n; i++) {
     uint32_t id = frame_id(t, &frames[i]);
     if (id == NONE) goto full;
@@ -235,7 +242,7 @@ int pp_stack_table_add(struct pp_stack_table *t, uint32_t pid, uint32_t tid, con
   for (; t->stidx.slot[i]; i = (i + 1) & mask) {
     struct stack_rec *s = &t->stacks[t->stidx.slot[i] - 1];
     if (s->hash == h && s->pid == pid && s->tid == tid && s->comm == c && s->n == n &&
-        !memcmp(t->pool + s->first, t->scratch, n * sizeof(uint32_t))) {
+        s->type == type && !memcmp(t->pool + s->first, t->scratch, n * sizeof(uint32_t))) {
       s->count += count;
       t->samples += count;
       return 0;
@@ -248,7 +255,7 @@ int pp_stack_table_add(struct pp_stack_table *t, uint32_t pid, uint32_t tid, con
   if (!reserve(&pool, &t->pcap, t->plen + n, sizeof(uint32_t), t->lim.max_frame_refs)) goto full;
   t->pool = pool;
   memcpy(t->pool + t->plen, t->scratch, n * sizeof(uint32_t));
-  t->stacks[t->nstacks] = (struct stack_rec){pid, tid, c, (uint32_t)t->plen, n, h, count};
+  t->stacks[t->nstacks] = (struct stack_rec){pid, tid, c, type, (uint32_t)t->plen, n, h, count};
   t->plen += n;
   t->stidx.slot[i] = (uint32_t)++t->nstacks;
   t->samples += count;
@@ -282,6 +289,7 @@ size_t pp_stack_table_emit(struct pp_stack_table *t, const struct pp_host *host,
                             .comm = s->comm == NONE ? NULL : t->text + s->comm,
                             .frames = t->out,
                             .nframes = s->n,
+                            .type = s->type,
                             .count = s->count};
     host->emit(sink, &smp);
   }

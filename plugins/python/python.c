@@ -158,6 +158,15 @@ static int py_start(void *state, struct pp_session *session) {
                : strcmp(m, "gil") == 0       ? PY_GIL_THREAD
                : strcmp(m, "exception") == 0 ? PY_EXCEPTION_THREADS
                                              : PY_RUNNING_THREADS;
+  /* off-CPU stacks need every thread read: a blocked one is an off-CPU
+   * sample, a running one a cpu (or wall) sample as before */
+  st->offcpu = (session->flags & PP_SESSION_OFFCPU) &&
+               (st->filter == PY_RUNNING_THREADS || st->filter == PY_ALL_THREADS);
+  st->untagged = PY_UNTAGGED_ALL;
+  if (st->offcpu && st->filter == PY_RUNNING_THREADS) {
+    st->untagged = session->flags & PP_SESSION_NO_CPU ? PY_UNTAGGED_NONE : PY_UNTAGGED_RUNNING;
+    st->filter = PY_ALL_THREADS;
+  }
   /* gProfiler's eBPF sampler (and auto, which prefers it) has no
    * counterpart here: say what runs instead, once */
   if ((!strcmp(m, "pyperf") || !strcmp(m, "auto")) && !st->told_gprofiler_mode) {
@@ -180,10 +189,10 @@ static int py_start(void *state, struct pp_session *session) {
   /* At kHz rates the default 50 us timer slack of the thread that calls
    * tick() (ours: start() runs on it) would eat a third of each interval. */
   if (st->interval_ns < 2000000) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  PP_INFO(st->host, "sampling Python processes at %.0f Hz (mode %s%s%s)",
+  PP_INFO(st->host, "sampling Python processes at %.0f Hz (mode %s%s%s%s)",
           1e9 / (double)st->interval_ns, m,
           st->filter == PY_RUNNING_THREADS && strcmp(m, "cpu") ? " = cpu" : "",
-          st->blocking ? ", blocking" : "");
+          st->offcpu ? ", blocked threads as off-CPU time" : "", st->blocking ? ", blocking" : "");
   return 0;
 }
 

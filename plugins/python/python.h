@@ -348,6 +348,12 @@ struct py_state {
   uint32_t max_asleep_span; /* the longest wait between two looks, in ticks */
   uint32_t weight;          /* ticks the sample being taken stands for */
   enum py_thread_filter filter;
+  /* --mode offcpu: every thread is read (filter PY_ALL_THREADS) and one
+   * off its CPU also counts the sampling interval, in microseconds, as an
+   * off-CPU sample; `untagged` says which threads still make the plain
+   * samples (cpu, or wall when the mode is wall) */
+  bool offcpu;
+  enum { PY_UNTAGGED_NONE, PY_UNTAGGED_RUNNING, PY_UNTAGGED_ALL } untagged;
   bool blocking;
   bool thread_names;        /* a <thread: name> root frame on every stack */
   bool told_gprofiler_mode; /* the pyperf/auto warning is given once per run */

@@ -87,6 +87,22 @@ static bool pred_running(void *ctx, uint32_t ns_tid) {
   return s == 'R';
 }
 
+/* --mode offcpu: is the thread of ns tid ns_tid not blocked? Runnable
+ * threads (on a CPU or waiting for one) are not off-CPU; one whose host
+ * tid is unknown is taken as running, as in cpu mode. */
+static bool thread_running(struct py_state *st, uint32_t ns_tid) {
+  struct py_target *pt = st->cur->data;
+  uint32_t tid = host_tid(st, pt, st->cur->pid, ns_tid);
+  if (!tid) return true;
+  if (st->npre) { /* blocking: the states from before the threads were held */
+    for (uint32_t i = 0; i < st->npre; i++)
+      if (st->pre_tids[i] == tid) return st->pre_states[i] == 'R';
+    return true;
+  }
+  char s = thread_state(st, tid);
+  return s == 'R' || s == 0;
+}
+
 /* The kernel's name of a thread of the current target (what
  * pthread_setname_np, prctl(PR_SET_NAME) and, from 3.14, threading.Thread
  * set; else the process's comm), remembered per session. NULL if unknown. */
@@ -132,8 +148,19 @@ static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *frames,
     st->frames[n++] = (struct pp_frame){.name = tframe, .kind = PP_FRAME_PSEUDO};
   }
   struct py_target *pt = st->cur->data;
-  if (pp_stack_table_add(st->stacks, st->cur->pid, 0, NULL, st->frames, n, st->weight) == 0)
-    pt->stacks++;
+  bool running = !st->offcpu || thread_running(st, tid);
+  if (st->untagged == PY_UNTAGGED_ALL || (running && st->untagged == PY_UNTAGGED_RUNNING)) {
+    if (pp_stack_table_add(st->stacks, st->cur->pid, 0, NULL, st->frames, n, st->weight) == 0)
+      pt->stacks++;
+  }
+  if (!running) {
+    /* a blocked thread seen at a tick stands for the interval it is
+     * sampled at: off-CPU time in microseconds, as the perf plugin's */
+    uint64_t us = st->interval_ns / 1000 * st->weight;
+    if (pp_stack_table_add_typed(st->stacks, PP_PROFILE_OFFCPU, st->cur->pid, 0, NULL, st->frames,
+                                 n, us ? us : 1) == 0)
+      pt->stacks++;
+  }
 }
 
 /* ---- blocking mode ------------------------------------------------------ */
@@ -159,7 +186,7 @@ static uint32_t freeze(struct py_state *st, struct held *held) {
   while ((de = readdir(d)) && n < PY_MAX_FREEZE && st->npre < PY_MAX_FREEZE) {
     if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
     uint32_t tid = (uint32_t)strtoul(de->d_name, NULL, 10);
-    if (st->filter == PY_RUNNING_THREADS) { /* a held thread reads 't' */
+    if (st->filter == PY_RUNNING_THREADS || st->offcpu) { /* a held thread reads 't' */
       st->pre_tids[st->npre] = tid;
       st->pre_states[st->npre++] = thread_state(st, tid);
     }

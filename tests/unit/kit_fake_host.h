@@ -20,6 +20,7 @@ struct fake_record {
   uint32_t nframes[FAKE_MAX];
   uint64_t count[FAKE_MAX];
   uint32_t tid[FAKE_MAX];
+  uint32_t type[FAKE_MAX];
   int nstatus;
   uint32_t status_pid[FAKE_MAX];
   int status[FAKE_MAX];
@@ -44,6 +45,7 @@ static int fake_emit(struct pp_sink *sink, const struct pp_sample *s) {
   fake.nframes[i] = s->nframes;
   fake.count[i] = s->count;
   fake.tid[i] = s->tid;
+  fake.type[i] = s->type;
   return 0;
 }
 

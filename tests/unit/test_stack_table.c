@@ -104,8 +104,26 @@ static void test_steady(void) {
   pp_stack_table_free(t);
 }
 
+/* The same stack of two profile types is two entries, each with its type. */
+static void test_typed(void) {
+  struct pp_stack_table *t = pp_stack_table_new(NULL);
+  struct pp_frame f[1] = {{"wait", "a.py", 3, PP_FRAME_PYTHON}};
+  CHECK_EQ_INT(pp_stack_table_add(t, 10, 11, NULL, f, 1, 1), 0);
+  CHECK_EQ_INT(pp_stack_table_add_typed(t, PP_PROFILE_OFFCPU, 10, 11, NULL, f, 1, 10000), 0);
+  CHECK_EQ_INT(pp_stack_table_add_typed(t, PP_PROFILE_OFFCPU, 10, 11, NULL, f, 1, 10000), 0);
+  CHECK_EQ_INT(pp_stack_table_count(t), 2);
+  fake_reset();
+  CHECK_EQ_INT(pp_stack_table_emit(t, &fake_host, NULL), 2);
+  CHECK_EQ_INT(fake.type[0], PP_PROFILE_CPU);
+  CHECK_EQ_INT(fake.count[0], 1);
+  CHECK_EQ_INT(fake.type[1], PP_PROFILE_OFFCPU);
+  CHECK_EQ_INT(fake.count[1], 20000);
+  pp_stack_table_free(t);
+}
+
 int main(void) {
   test_aggregate();
+  test_typed();
   test_limits();
   test_steady();
   return pp_test_finish("test_stack_table");

@@ -41,6 +41,12 @@ void pp_stack_table_free(struct pp_stack_table *t);
  * truncated ("truncated_stacks"). */
 int pp_stack_table_add(struct pp_stack_table *t, uint32_t pid, uint32_t tid, const char *comm,
                        const struct pp_frame *frames, uint32_t nframes, uint64_t count);
+/* The same for a sample of profile type `type` (enum pp_profile_type):
+ * the same stack of two types is two entries, each emitted with its type.
+ * pp_stack_table_add is this with PP_PROFILE_CPU. */
+int pp_stack_table_add_typed(struct pp_stack_table *t, uint32_t type, uint32_t pid, uint32_t tid,
+                             const char *comm, const struct pp_frame *frames, uint32_t nframes,
+                             uint64_t count);
 
 /* Emits every stack to the sink, adds the counters, and empties the table
  * for the next session (its memory is kept). Returns the number emitted. */
