@@ -309,7 +309,13 @@ enum {
   WARN_JSON = 1u << 5,
   WARN_ARG = 1u << 6,
   WARN_NOMEM = 1u << 7,
+  WARN_NEWER_KIND = 1u << 8,
 };
+
+/* Kinds at or above PP_FRAME_KIND_COUNT and below this come from a plugin
+ * built against a later minor (enum values are only ever appended); beyond
+ * it a kind is garbage and the sample is refused. */
+#define PP_FRAME_KIND_MAX 64
 
 static int refuse(struct pp_sink *s, uint32_t what, int rc, const char *fmt, ...) PP_PRINTF(4, 5);
 static int refuse(struct pp_sink *s, uint32_t what, int rc, const char *fmt, ...) {
@@ -358,19 +364,28 @@ static int sink_emit(struct pp_sink *s, const struct pp_sample *smp) {
   /* frames[0] is the leaf; deeper stacks lose their root side. */
   uint32_t n = smp->nframes > PP_MAX_FRAMES - typed ? PP_MAX_FRAMES - typed : smp->nframes;
   for (uint32_t i = 0; i < n; i++) {
-    if (smp->frames[i].kind >= PP_FRAME_KIND_COUNT)
+    if (smp->frames[i].kind >= PP_FRAME_KIND_MAX)
       return refuse(s, WARN_KIND, -EINVAL, "emit(): frame kind %u out of range",
                     smp->frames[i].kind);
+    if (smp->frames[i].kind >= PP_FRAME_KIND_COUNT && !(s->warned & WARN_NEWER_KIND)) {
+      s->warned |= WARN_NEWER_KIND;
+      s->host->log(s->host, PP_LOG_WARNING,
+                   "emit(): frame kind %u is newer than this agent (ABI %d.%d): shown as native "
+                   "(reported once per snapshot)",
+                   smp->frames[i].kind, PP_ABI_MAJOR, PP_ABI_MINOR);
+    }
   }
   struct pp_profile *p = s->profile;
   for (uint32_t i = 0; i < n; i++) {
     const struct pp_frame *f = &smp->frames[i];
+    /* a kind added by a later minor is code all the same: native */
+    uint32_t kind = f->kind < PP_FRAME_KIND_COUNT ? f->kind : PP_FRAME_NATIVE;
     uint32_t name = f->name ? intern_capped(p, f->name, PP_HOST_MAX_FRAME_STR)
                             : pp_profile_intern(p, "[unknown]", 9);
     uint32_t file = intern_capped(p, f->file, PP_HOST_MAX_FRAME_STR);
     uint32_t fid = name == PP_NO_STR || (f->file && file == PP_NO_STR)
                        ? UINT32_MAX
-                       : pp_profile_intern_frame(p, name, file, f->line, f->kind);
+                       : pp_profile_intern_frame(p, name, file, f->line, kind);
     if (fid == UINT32_MAX) return refuse(s, WARN_NOMEM, -ENOMEM, "emit(): out of memory");
     s->ids[typed + n - 1 - i] = fid;
   }

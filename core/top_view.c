@@ -52,6 +52,11 @@ static unsigned runtime_of(unsigned kind) {
     case PP_FRAME_DOTNET:
       return RT_DOTNET;
     case PP_FRAME_JS:
+    case PP_FRAME_JS_INTERPRETED:
+    case PP_FRAME_JS_BASELINE:
+    case PP_FRAME_JS_OPTIMIZED:
+    case PP_FRAME_JS_INLINED:
+    case PP_FRAME_JS_BUILTIN:
       return RT_JS;
     default:
       return RT_OTHER;

@@ -21,6 +21,8 @@ size_t pp_frame_format(const struct pp_profile *p, uint32_t frame_id, char *buf,
                        bool with_suffix);
 /* Suffix of a kind without brackets' text, e.g. "_[k]" or "" */
 const char *pp_frame_kind_suffix(unsigned kind);
+/* Whether a kind is a JavaScript frame (PP_FRAME_JS or one of its tiers). */
+bool pp_frame_kind_is_js(unsigned kind);
 /* Short kind name for legends and pprof: "native", "kernel", "python"... */
 const char *pp_frame_kind_name(unsigned kind);
 

@@ -67,6 +67,13 @@ static bool ends_with(struct span a, const char *p, size_t n) {
   return a.n >= n && memcmp(a.s + a.n - n, p, n) == 0;
 }
 
+static bool contains(struct span a, const char *p) {
+  size_t n = strlen(p);
+  for (size_t i = 0; i + n <= a.n; i++)
+    if (memcmp(a.s + i, p, n) == 0) return true;
+  return false;
+}
+
 /* Split off the field up to the next ';'. Returns false if there was no
  * ';' (then *field is the whole rest). */
 static bool take_field(struct span *rest, struct span *field) {
@@ -272,6 +279,13 @@ static uint32_t frame_of(struct parser *ps, struct span f) {
         f.n -= ps->suffix[k].len;
         break;
       }
+    }
+    if (kind >= PP_FRAME_JAVA_JIT && kind <= PP_FRAME_JAVA_C1 && ends_with(f, ")", 1) &&
+        contains(f, " (")) {
+      /* JavaScript tiers share Java's letters; a JS frame reads "name (script:line)" */
+      static const uint32_t js_tier[] = {PP_FRAME_JS_OPTIMIZED, PP_FRAME_JS_INLINED,
+                                         PP_FRAME_JS_INTERPRETED, PP_FRAME_JS_BASELINE};
+      kind = js_tier[kind - PP_FRAME_JAVA_JIT];
     }
   }
   uint32_t name = intern_span(ps, f);

@@ -26,6 +26,12 @@ static const char *const kind_suffix[PP_FRAME_KIND_COUNT] = {
     [PP_FRAME_JS] = "",
     [PP_FRAME_PSEUDO] = "",
     [PP_FRAME_ERROR] = "",
+    /* async-profiler's tier letters, which mean the same for V8's tiers */
+    [PP_FRAME_JS_INTERPRETED] = "_[0]",
+    [PP_FRAME_JS_BASELINE] = "_[1]",
+    [PP_FRAME_JS_OPTIMIZED] = "_[j]",
+    [PP_FRAME_JS_INLINED] = "_[i]",
+    [PP_FRAME_JS_BUILTIN] = "",
 };
 
 static const char *const kind_name[PP_FRAME_KIND_COUNT] = {
@@ -44,10 +50,19 @@ static const char *const kind_name[PP_FRAME_KIND_COUNT] = {
     [PP_FRAME_JS] = "js",
     [PP_FRAME_PSEUDO] = "pseudo",
     [PP_FRAME_ERROR] = "error",
+    [PP_FRAME_JS_INTERPRETED] = "js-interpreted",
+    [PP_FRAME_JS_BASELINE] = "js-baseline",
+    [PP_FRAME_JS_OPTIMIZED] = "js-optimized",
+    [PP_FRAME_JS_INLINED] = "js-inlined",
+    [PP_FRAME_JS_BUILTIN] = "js-builtin",
 };
 
 const char *pp_frame_kind_suffix(unsigned kind) {
   return kind < PP_FRAME_KIND_COUNT ? kind_suffix[kind] : "";
+}
+
+bool pp_frame_kind_is_js(unsigned kind) {
+  return kind == PP_FRAME_JS || (kind >= PP_FRAME_JS_INTERPRETED && kind <= PP_FRAME_JS_BUILTIN);
 }
 
 const char *pp_frame_kind_name(unsigned kind) {
@@ -91,6 +106,11 @@ size_t pp_frame_format(const struct pp_profile *p, uint32_t frame_id, char *buf,
     switch (f->kind) {
       case PP_FRAME_PYTHON:
       case PP_FRAME_JS:
+      case PP_FRAME_JS_INTERPRETED:
+      case PP_FRAME_JS_BASELINE:
+      case PP_FRAME_JS_OPTIMIZED:
+      case PP_FRAME_JS_INLINED:
+      case PP_FRAME_JS_BUILTIN:
         at = put_str(buf, cap, at, " (");
         at = put_str(buf, cap, at, file);
         at = put_str(buf, cap, at, line);

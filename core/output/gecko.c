@@ -80,6 +80,11 @@ static unsigned kind_category(unsigned kind, unsigned *sub) {
     case PP_FRAME_DOTNET:
       return CAT_DOTNET;
     case PP_FRAME_JS:
+    case PP_FRAME_JS_INTERPRETED:
+    case PP_FRAME_JS_BASELINE:
+    case PP_FRAME_JS_OPTIMIZED:
+    case PP_FRAME_JS_INLINED:
+    case PP_FRAME_JS_BUILTIN:
       return CAT_JS;
     default:
       return CAT_OTHER;

@@ -87,6 +87,11 @@ bool pp_frame_source_line(const struct pp_profile *p, uint32_t frame_id, const c
   switch (f->kind) {
     case PP_FRAME_PYTHON:
     case PP_FRAME_JS:
+    case PP_FRAME_JS_INTERPRETED:
+    case PP_FRAME_JS_BASELINE:
+    case PP_FRAME_JS_OPTIMIZED:
+    case PP_FRAME_JS_INLINED:
+    case PP_FRAME_JS_BUILTIN:
       if (n < 5 || s[n - 1] != ')' || !(at = last_of(s, n, " ("))) return false;
       return split_file_line(at + 2, (size_t)(s + n - 1 - (at + 2)), file, file_len, line);
     case PP_FRAME_RUBY:

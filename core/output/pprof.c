@@ -203,7 +203,7 @@ int pp_pprof_encode(const struct pp_profile *p, const struct pp_pprof_info *info
     const char *file;
     size_t fnl, filel;
     uint32_t line;
-    if (fr->file == PP_NO_STR && (fr->kind == PP_FRAME_PYTHON || fr->kind == PP_FRAME_JS) &&
+    if (fr->file == PP_NO_STR && (fr->kind == PP_FRAME_PYTHON || pp_frame_kind_is_js(fr->kind)) &&
         split_name(pp_profile_str(p, fr->name), &fnl, &file, &filel, &line)) {
       PFunction *fn = fnp[*slot - 1];
       if (fn->filename == 0) {

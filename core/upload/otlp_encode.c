@@ -271,6 +271,11 @@ static const char *frame_type(unsigned kind) {
     case PP_FRAME_DOTNET:
       return "dotnet";
     case PP_FRAME_JS:
+    case PP_FRAME_JS_INTERPRETED:
+    case PP_FRAME_JS_BASELINE:
+    case PP_FRAME_JS_OPTIMIZED:
+    case PP_FRAME_JS_INLINED:
+    case PP_FRAME_JS_BUILTIN:
       return "v8js";
     default:
       return "native";
@@ -310,7 +315,8 @@ static int32_t location(struct enc *e, uint32_t frame) {
   const char *ffile;
   size_t fnl, filel;
   uint32_t sline;
-  if (fr->file == PP_NO_STR && (fr->kind == PP_FRAME_PYTHON || fr->kind == PP_FRAME_JS) &&
+  if (fr->file == PP_NO_STR &&
+      (fr->kind == PP_FRAME_PYTHON || strcmp(frame_type(fr->kind), "v8js") == 0) &&
       split_name(pp_profile_str(e->p, fr->name), pp_profile_str_len(e->p, fr->name), &fnl, &ffile,
                  &filel, &sline)) {
     name = str_copy(e, pp_profile_str(e->p, fr->name), fnl);

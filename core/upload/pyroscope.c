@@ -35,6 +35,11 @@ const char *pp_pyroscope_runtime(unsigned k) {
     case PP_FRAME_DOTNET:
       return "dotnet";
     case PP_FRAME_JS:
+    case PP_FRAME_JS_INTERPRETED:
+    case PP_FRAME_JS_BASELINE:
+    case PP_FRAME_JS_OPTIMIZED:
+    case PP_FRAME_JS_INLINED:
+    case PP_FRAME_JS_BUILTIN:
       return "nodejs";
     default:
       return "native";

@@ -28,7 +28,10 @@
  * 1.2 added PP_CAP_NEEDS_NOTHING, _NSENTER, _SETID and _FILE_OVERRIDE, and
  * made a privilege declaration mandatory (see the capability bits);
  * 1.3 added profile types: pp_sample.type (was reserved, 0 = CPU as before)
- * and the PP_SESSION_* bits that say which types a session asks for.
+ * and the PP_SESSION_* bits that say which types a session asks for;
+ * 1.4 added the JavaScript tier kinds PP_FRAME_JS_INTERPRETED.._BUILTIN
+ * (a plugin sends them only to a host whose abi_minor is 4 or more and
+ * PP_FRAME_JS otherwise; a host shows a kind it does not know as native).
  */
 #ifndef POLYPROF_PLUGIN_H
 #define POLYPROF_PLUGIN_H
@@ -41,7 +44,7 @@ extern "C" {
 #endif
 
 #define PP_ABI_MAJOR 1
-#define PP_ABI_MINOR 3
+#define PP_ABI_MINOR 4
 
 #define PP_PLUGIN_ENTRY_SYMBOL "polyprof_plugin_entry"
 
@@ -88,6 +91,13 @@ enum pp_frame_kind {
   PP_FRAME_JS = 12,              /* no suffix, "name (file:line)" */
   PP_FRAME_PSEUDO = 13,          /* synthetic frame: thread name, state... */
   PP_FRAME_ERROR = 14,           /* "[Profiling error: ...]" and friends */
+  /* ABI 1.4: JavaScript frames whose tier is known, "name (file:line)" like
+   * PP_FRAME_JS (which stays for readers that do not know the tier). */
+  PP_FRAME_JS_INTERPRETED = 15, /* _[0] V8's interpreter (Ignition) */
+  PP_FRAME_JS_BASELINE = 16,    /* _[1] V8's baseline compiler (Sparkplug) */
+  PP_FRAME_JS_OPTIMIZED = 17,   /* _[j] Maglev or TurboFan code */
+  PP_FRAME_JS_INLINED = 18,     /* _[i] inlined into optimized code */
+  PP_FRAME_JS_BUILTIN = 19,     /* no suffix: a V8 builtin (no script) */
   PP_FRAME_KIND_COUNT
 };
 

@@ -660,7 +660,10 @@ static void test_host_direct(void) {
   smp.frames = NULL;
   CHECK_EQ_INT(h.emit(sink, &smp), -EINVAL);
   smp.frames = f;
-  f[1].kind = PP_FRAME_KIND_COUNT;
+  f[1].kind = PP_FRAME_KIND_COUNT; /* from a plugin of a later minor: shown as native */
+  CHECK_EQ_INT(h.emit(sink, &smp), 0);
+  CHECK_CONTAINS(host_line, "is newer than this agent");
+  f[1].kind = 64; /* beyond any later minor: garbage */
   CHECK_EQ_INT(h.emit(sink, &smp), -EINVAL);
   f[1].kind = PP_FRAME_KERNEL;
   CHECK_EQ_INT(h.emit(NULL, &smp), -EINVAL);
