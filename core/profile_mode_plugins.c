@@ -22,10 +22,8 @@ struct wall_knob {
 
 /* The runtime plugins whose own option turns their sampling into wall. */
 static const struct wall_knob wall_knobs[] = {
-    {"python", "mode", "wall"},
-    {"dotnet", "wall", "true"},
-    {"ruby", "oncpu", "false"},
-    {"nodejs", "include_idle", "true"},
+    {"python", "mode", "wall"},         {"dotnet", "wall", "true"}, {"ruby", "oncpu", "false"},
+    {"nodejs", "include_idle", "true"}, {"java", "wall", "true"},
 };
 
 /* What each in-tree runtime plugin cannot give, with the reason users see. */
@@ -36,7 +34,6 @@ struct refusal {
 };
 
 static const struct refusal refusals[] = {
-    {"java", PP_PROFILE_WALL, "its JVMTI agent samples threads on their CPU-time timers"},
     {"php", PP_PROFILE_WALL, "its sampler reads only the stack of a running request"},
 };
 
@@ -62,12 +59,16 @@ static bool gives_alloc(const char *plugin) {
   return false;
 }
 
-/* Node.js keeps V8's idle samples only in its inspector mode: the v8 and
- * perf-map modes sample threads while they run on a CPU. */
-static bool nodejs_without_wall(const struct pp_config *cfg, const char *plugin) {
-  if (strcmp(plugin, "nodejs") != 0) return false;
+/* Modes of a plugin with a wall knob that still cannot give wall: Node.js
+ * keeps V8's idle samples only in its inspector mode (the v8 and perf-map
+ * modes sample threads while they run on a CPU); Java's perfmap mode has
+ * no sampler of its own. */
+static bool mode_without_wall(const struct pp_config *cfg, const char *plugin) {
   const struct pp_plugin_config *pc = pp_config_plugin(cfg, plugin);
-  return !pc || !pc->mode || strcmp(pc->mode, "inspector") != 0;
+  const char *m = pc && pc->mode ? pc->mode : "";
+  if (!strcmp(plugin, "nodejs")) return strcmp(m, "inspector") != 0;
+  if (!strcmp(plugin, "java")) return !strcmp(m, "perfmap");
+  return false;
 }
 
 /* Runtime plugins that read every thread on a clock can tell a blocked
@@ -88,6 +89,9 @@ struct pp_plugin_types pp_profile_types_of(const struct pp_config *cfg, const ch
   struct pp_plugin_types r = {0};
   if (system_wide) {
     r.gives = want & (PP_TYPE_BIT(PP_PROFILE_CPU) | PP_TYPE_BIT(PP_PROFILE_OFFCPU));
+    /* native allocations: uprobes trap on every call, so only the
+     * processes asked for (--pids, run, attach), never the whole host */
+    if (cfg->pid_count) r.gives |= want & PP_TYPE_BIT(PP_PROFILE_ALLOC);
     return r;
   }
   if (!is_in_tree(plugin)) { /* a third-party plugin tags what it can */
@@ -96,7 +100,7 @@ struct pp_plugin_types pp_profile_types_of(const struct pp_config *cfg, const ch
   }
   r.gives = want & PP_TYPE_BIT(PP_PROFILE_CPU);
   if ((want & PP_TYPE_BIT(PP_PROFILE_WALL)) && wall_knob_of(plugin) &&
-      !nodejs_without_wall(cfg, plugin)) {
+      !mode_without_wall(cfg, plugin)) {
     r.gives = PP_TYPE_BIT(PP_PROFILE_WALL);
     r.untagged_is_wall = true;
   }
@@ -124,6 +128,8 @@ static const char *cannot_why(const char *plugin, unsigned type) {
   if (type == PP_PROFILE_WALL && !strcmp(plugin, "nodejs"))
     return "only --nodejs-mode inspector keeps V8's idle samples; the other modes sample "
            "threads on a CPU";
+  if (type == PP_PROFILE_WALL && !strcmp(plugin, "java"))
+    return "--java-mode perfmap only names JIT code for perf; the agent mode samples wall time";
   for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
     if (refusals[i].type == type && !strcmp(refusals[i].plugin, plugin)) return refusals[i].why;
   switch (type) {
@@ -164,7 +170,15 @@ void pp_profile_types_apply(struct pp_config *cfg, const char *plugin, bool syst
              "stacks only in the cpu profile",
              cfg->profiling_mode, plugin, plugin, wk->key, wk->value);
   }
-  if (system_wide) return; /* it gives every type it can for every process */
+  if (system_wide) {
+    if ((want & PP_TYPE_BIT(PP_PROFILE_ALLOC)) && !(pt.gives & PP_TYPE_BIT(PP_PROFILE_ALLOC)))
+      pp_log(PP_LOG_WARNING, "polyprof",
+             "--mode alloc: %s gives native allocations for --pids, run and attach only (a "
+             "uprobe on malloc makes every call trap into the kernel, so never host-wide); the "
+             "other types go on",
+             plugin);
+    return; /* it gives every other type it can for every process */
+  }
   for (unsigned t = 1; t < PP_PROFILE_TYPE_COUNT; t++) {
     /* off-CPU stacks come from the system-wide plugin for every process */
     if (!(want & PP_TYPE_BIT(t)) || (pt.gives & PP_TYPE_BIT(t)) || t == PP_PROFILE_OFFCPU) continue;
@@ -178,9 +192,9 @@ void pp_profile_types_check_sources(const struct pp_config *cfg, const char *con
                                     const bool *system_wide, size_t n) {
   static const char *const hint[PP_PROFILE_TYPE_COUNT] = {
       [PP_PROFILE_CPU] = "the perf plugin or a runtime plugin",
-      [PP_PROFILE_WALL] = "a runtime plugin: python, ruby, nodejs or dotnet",
+      [PP_PROFILE_WALL] = "a runtime plugin: python, ruby, java, nodejs or dotnet",
       [PP_PROFILE_OFFCPU] = "the perf plugin",
-      [PP_PROFILE_ALLOC] = "the java plugin",
+      [PP_PROFILE_ALLOC] = "the java plugin, or perf for the native allocations of --pids",
   };
   uint32_t given = 0;
   for (size_t i = 0; i < n; i++)

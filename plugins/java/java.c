@@ -75,6 +75,12 @@ static const struct pp_option options[] = {
      .min = 1024,
      .max = 1073741824,
      .help = "--mode alloc: sample about every this many bytes a thread allocates (JDK 11+)"},
+    {.key = "wall",
+     .type = PP_OPT_BOOL,
+     .default_value = "false",
+     .cli_flag = "java-wall",
+     .help = "sample every Java thread on wall-clock timers, running or waiting (the wall "
+             "profile; --mode wall sets it); false: each thread on its CPU-time timer"},
     {.key = "perfmap_copy_max_mb",
      .type = PP_OPT_INT,
      .default_value = "64",
@@ -96,6 +102,7 @@ static int java_init(const struct pp_host *host, void **out) {
   st->min_age_ms = pp_opt_int(host, PP_OPTIONS(options), "min_age_ms");
   st->thread_names = pp_opt_bool(host, PP_OPTIONS(options), "collect_thread_names");
   st->collect_metadata = pp_opt_bool(host, PP_OPTIONS(options), "collect_metadata");
+  st->wall = pp_opt_bool(host, PP_OPTIONS(options), "wall");
   st->perfmap_copy_max = (size_t)pp_opt_int(host, PP_OPTIONS(options), "perfmap_copy_max_mb") << 20;
   st->agent_path_opt = pp_opt_string(host, PP_OPTIONS(options), "agent_path");
   static const struct pp_target_ops ops = {.attach = java_jvm_attach, .release = java_jvm_release};
@@ -128,8 +135,9 @@ static int java_start(void *state, struct pp_session *session) {
       return rc;
     }
   }
-  PP_INFO(st->host, "java: mode %s, %u Hz%s%s", st->perfmap ? "perfmap" : "agent", st->frequency,
-          st->perfmap ? "" : ", agent ", st->perfmap ? "" : st->agent_host);
+  PP_INFO(st->host, "java: mode %s, %u Hz%s%s%s", st->perfmap ? "perfmap" : "agent", st->frequency,
+          st->wall && !st->perfmap ? ", wall-clock timers" : "", st->perfmap ? "" : ", agent ",
+          st->perfmap ? "" : st->agent_host);
   return 0;
 }
 

@@ -29,6 +29,7 @@ struct java_state {
   int perfmap;   /* this session's mode */
   int64_t alloc; /* --mode alloc: sampling interval in bytes; 0: off this session */
   int64_t alloc_interval;
+  int wall; /* java.wall: the agent's timers on wall-clock time */
   uint32_t frequency;
   uint32_t duration_s;
   int64_t attach_timeout_s, max_memory_mb, max_depth, min_age_ms;

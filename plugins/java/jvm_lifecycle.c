@@ -92,9 +92,10 @@ static int arm(struct java_state *st, struct pp_target_entry *t, struct java_jvm
     return PP_ATTACH_FAIL;
   char args[1024], result[96], why[256];
   java_result_name(j->ti.nspid, result, sizeof(result));
-  snprintf(args, sizeof(args), "start,interval=%llu,depth=%lld,maxmem=%lld,alloc=%lld,file=/tmp/%s",
+  snprintf(args, sizeof(args),
+           "start,interval=%llu,depth=%lld,maxmem=%lld,alloc=%lld%s,file=/tmp/%s",
            1000000000ull / st->frequency, (long long)st->max_depth, (long long)st->max_memory_mb,
-           (long long)st->alloc, result);
+           (long long)st->alloc, st->wall ? ",wall" : "", result);
   struct java_attach_reply r;
   st->tick_busy = 1;
   int rc = java_attach(&j->ti, 0, attach_ms(st) * 2, "load", j->agent_path, "true", args, &r, err,

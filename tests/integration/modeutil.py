@@ -41,22 +41,35 @@ def weight(stacks, pid_marker, fn):
                                                           x.startswith(fn + " ") for x in f[3:]))
 
 
-def check_wall_and_cpu(plugin_so, cmd, marker, sleeper, burner, *extra):
+def weight_in(stacks, comm, text):
+    """Samples of the stacks of processes named comm holding a frame that
+    contains text (runtimes whose frames carry a signature: "Cls.fn()V")."""
+    return sum(c for f, c in stacks if f[2:3] == [comm] and any(text in x for x in f[3:]))
+
+
+def check_wall_and_cpu(plugin_so, cmd, marker, sleeper, burner, *extra, comm=None, pids=False):
     """--mode wall: both functions; --mode cpu: the burner, the sleeper at
-    most a sliver."""
+    most a sliver. comm: match frames containing sleeper/burner in the
+    processes named comm (instead of marker and the function name);
+    pids: profile the workload's pid only (--pids)."""
+    def w(stacks, fn):
+        return weight_in(stacks, comm, fn) if comm else weight(stacks, marker, fn)
+
     p = start(cmd)
+    if pids:
+        extra = extra + ("--pids", str(p.pid))
     try:
         rc, err, header, stacks = profile(plugin_so, "wall", *extra)
         print(err[-1500:])
         u.check(rc == 0 and header is not None, "wall: agent exits 0 with a profile")
         u.check(header and header.get("profile_type") == "wall", "wall: header says wall")
-        ws, wb = weight(stacks, marker, sleeper), weight(stacks, marker, burner)
+        ws, wb = w(stacks, sleeper), w(stacks, burner)
         print("wall: %s %d, %s %d" % (sleeper, ws, burner, wb))
         u.check(ws > 0 and wb > 0, "wall: sleeper (%d) and burner (%d) both" % (ws, wb))
         u.check(ws >= 0.3 * wb, "wall: the sleeper weighs like a thread that exists all along")
         rc, err, header, stacks = profile(plugin_so, "cpu", *extra)
         u.check(rc == 0 and header is not None, "cpu: agent exits 0 with a profile")
-        cs, cb = weight(stacks, marker, sleeper), weight(stacks, marker, burner)
+        cs, cb = w(stacks, sleeper), w(stacks, burner)
         print("cpu: %s %d, %s %d" % (sleeper, cs, burner, cb))
         u.check(cb > 0, "cpu: the burner (%d)" % cb)
         # a runtime's on-CPU test may catch the sleeper as it wakes every 50 ms

@@ -9,6 +9,8 @@
  *
  *   start,interval=<ns>[,depth=N][,maxmem=MB][,timeout=S][,alloc=B][,file=P]  arm / re-arm
  *   (alloc=B: also sample allocations about every B bytes per thread, JDK 11+)
+ *   (wall: every Java thread on wall-clock timers, running or not; default:
+ *    each thread on its CPU-time timer)
  *   dump,file=<path>                                      write and clear the stacks
  *   (timeout=S: disarm by itself if no dump/start comes for S seconds)
  *   stop[,file=<path>]                                    dump if asked, then go dormant
@@ -57,6 +59,7 @@ struct opts {
   long maxmem_mb;
   long timeout_s; /* watchdog; 0: none */
   long alloc;     /* allocation sampling interval, bytes; 0: off */
+  int wall;       /* wall-clock timers */
   char file[512];
 };
 
@@ -76,6 +79,8 @@ static void parse_opts(const char *s, struct opts *o) {
       o->stop = 1;
     else if (strcmp(t, "dump") == 0)
       o->dump = 1;
+    else if (strcmp(t, "wall") == 0)
+      o->wall = 1;
     else if (strncmp(t, "interval=", 9) == 0)
       o->interval_ns = strtoull(t + 9, NULL, 10);
     else if (strncmp(t, "depth=", 6) == 0)
@@ -501,7 +506,8 @@ static jint command(JavaVM *vm, char *options) {
     if (!o.timeout_s) ja_sampler_set_deadline(0);
     /* fresh timers for every thread: the watchdog may have deleted some */
     ja_timers_stop_all();
-    ja_timers_set_interval(o.interval_ns);
+    ja_timers_set_interval(o.interval_ns, o.wall);
+    ja_sampler_set_wall(o.wall);
     armed_now = 1;
     ja_sampler_set_armed(1);
     ja_timers_rescan();

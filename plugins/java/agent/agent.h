@@ -48,6 +48,12 @@ int ja_sampler_init(const struct ja_sampler_config *cfg, void *asgct, pthread_ke
                     ptrdiff_t env_offset);
 int ja_sampler_install_handler(char *err, size_t errlen);
 void ja_sampler_set_armed(int armed);
+/* Wall mode: the intervals each sample stands for (1 unless there are more
+ * threads than the signal budget). */
+void ja_sampler_set_weight(uint32_t weight);
+/* Wall mode: a thread not known to be a Java thread stops its timer
+ * instead of storing an error sample. */
+void ja_sampler_set_wall(int wall);
 /* Watchdog: the handler disarms itself (and deletes its thread's timer) when
  * no dump came by deadline (CLOCK_MONOTONIC ns; 0: none), so a profiler that
  * died leaves no sampling behind. */
@@ -75,8 +81,15 @@ void ja_sampler_drain(void (*fn)(const struct ja_trace_view *, void *), void *ar
                       struct ja_sampler_stats *stats);
 
 /* ---- timers.c ---- */
+/* Wall mode: signals a second over all threads of the JVM, at most. */
+#define JA_WALL_MAX_RATE 1000
 int ja_timers_init(size_t max_threads);
-void ja_timers_set_interval(uint64_t interval_ns);
+/* wall_clock: timers on CLOCK_MONOTONIC (every thread, running or not)
+ * instead of each thread's CPU clock. */
+void ja_timers_set_interval(uint64_t interval_ns, int wall_clock);
+/* Async-signal-safe: the calling thread is no Java thread; wall mode stops
+ * sampling it (its timer deleted, the rescans skip it). */
+void ja_timer_not_java(pid_t tid);
 int ja_timer_add(pid_t tid);
 void ja_timer_remove(pid_t tid);
 void ja_timers_rescan(void); /* adds timers for new tasks, deletes dead ones */

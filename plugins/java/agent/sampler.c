@@ -65,6 +65,8 @@ static struct half halves[2];
 static _Atomic int active_half;
 static _Atomic int armed;
 static _Atomic uint64_t deadline;
+static _Atomic uint32_t weight = 1;
+static _Atomic int wall;
 static size_t slot_mask, frame_cap;
 static int max_depth;
 static asgct_fn asgct;
@@ -146,6 +148,14 @@ void ja_sampler_set_armed(int a) {
   atomic_store(&armed, a);
 }
 
+void ja_sampler_set_weight(uint32_t w) {
+  atomic_store(&weight, w ? w : 1);
+}
+
+void ja_sampler_set_wall(int w) {
+  atomic_store(&wall, w);
+}
+
 void ja_sampler_set_deadline(uint64_t d) {
   atomic_store(&deadline, d);
 }
@@ -189,6 +199,7 @@ static void store(pid_t tid, void *thread, const uintptr_t *methods, const uint8
   for (uint32_t i = 0; i < n; i++)
     hash = mix(mix(hash, methods[i]), types[i]);
   if (hash == 0) hash = 1;
+  uint64_t w = atomic_load_explicit(&weight, memory_order_relaxed);
   atomic_fetch_add_explicit(&h->samples, 1, memory_order_relaxed);
   for (size_t probe = 0; probe < 32; probe++) {
     struct slot *s = &h->slots[(hash + probe) & slot_mask];
@@ -207,7 +218,7 @@ static void store(pid_t tid, void *thread, const uintptr_t *methods, const uint8
           s->nframes = n;
           s->tid = tid;
           s->thread = thread;
-          atomic_fetch_add(&s->count, 1);
+          atomic_fetch_add(&s->count, w);
         }
         atomic_store_explicit(&s->ready, 1, memory_order_release);
         goto out;
@@ -215,7 +226,7 @@ static void store(pid_t tid, void *thread, const uintptr_t *methods, const uint8
       cur = zero;
     }
     if (cur == hash) {
-      atomic_fetch_add(&s->count, 1);
+      atomic_fetch_add(&s->count, w);
       goto out;
     }
   }
@@ -246,6 +257,12 @@ static void on_sigprof(int sig, siginfo_t *info, void *ucontext) {
   uint8_t types[JA_MAX_DEPTH];
   void *thread = pthread_getspecific(thread_key);
   if (!thread || !thread_known((uintptr_t)thread)) {
+    if (atomic_load_explicit(&wall, memory_order_relaxed)) {
+      /* waiting is all GC and compiler threads do: no wall samples */
+      ja_timer_not_java(tid);
+      errno = saved_errno;
+      return;
+    }
     /* a JVM-internal thread (GC, compiler, VM): CPU time without Java frames */
     int hi = atomic_load(&active_half);
     atomic_fetch_add_explicit(&halves[hi].no_thread, 1, memory_order_relaxed);

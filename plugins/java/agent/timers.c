@@ -10,6 +10,16 @@
  * user's RLIMIT_SIGPENDING, so dead threads' timers are deleted (ThreadEnd,
  * and a rescan of /proc/self/task at every dump for threads JVMTI does not
  * report, such as GC and compiler threads).
+ *
+ * Wall mode (--mode wall) arms the same per-thread timers on CLOCK_MONOTONIC
+ * instead, so every thread gets its signal at the interval whether it runs
+ * or waits. A thread that turns out not to be a Java thread (GC, compiler:
+ * nothing to read but an error frame) deletes its own timer at its first
+ * signal and is remembered, so the rescans do not arm it again; a thread
+ * that attaches to the JVM later is armed by ThreadStart. The cost is one
+ * signal per Java thread per interval, bounded by stretching the interval
+ * so that the JVM gets at most JA_WALL_MAX_RATE signals a second, each
+ * sample then counting for the intervals it stands for.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -35,8 +45,50 @@ struct ttimer {
 
 static struct ttimer *timers;
 static size_t timers_cap, timers_used;
-static uint64_t interval;
+static uint64_t interval, base_interval;
+static int wall;
 static pthread_mutex_t timers_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Wall mode: tids found not to be Java threads (open addressing, written
+ * lock-free by the signal handler; 0 free). Full: such a thread keeps
+ * getting its signal, which only costs a little. */
+#define NONJAVA_SIZE 1024
+static _Atomic pid_t nonjava[NONJAVA_SIZE];
+
+static size_t nonjava_slot(pid_t tid) {
+  return ((uint32_t)tid * 2654435761u) & (NONJAVA_SIZE - 1);
+}
+
+#define NONJAVA_TOMB ((pid_t)-1) /* a thread that attached to the JVM since */
+
+static _Atomic pid_t *nonjava_find(pid_t tid) {
+  for (size_t i = 0, k = nonjava_slot(tid); i < NONJAVA_SIZE;
+       i++, k = (k + 1) & (NONJAVA_SIZE - 1)) {
+    pid_t v = atomic_load(&nonjava[k]);
+    if (v == tid) return &nonjava[k];
+    if (v == 0) return NULL;
+  }
+  return NULL;
+}
+
+static int nonjava_has(pid_t tid) {
+  return nonjava_find(tid) != NULL;
+}
+
+void ja_timer_not_java(pid_t tid) {
+  ja_timer_delete_self(tid);
+  for (size_t i = 0, k = nonjava_slot(tid); i < NONJAVA_SIZE;
+       i++, k = (k + 1) & (NONJAVA_SIZE - 1)) {
+    pid_t v = atomic_load(&nonjava[k]);
+    if (v == tid) return;
+    if (v == 0 && atomic_compare_exchange_strong(&nonjava[k], &v, tid)) return;
+  }
+}
+
+static void nonjava_clear(void) {
+  for (size_t i = 0; i < NONJAVA_SIZE; i++)
+    atomic_store(&nonjava[i], 0);
+}
 
 int ja_timers_init(size_t max_threads) {
   timers = calloc(max_threads, sizeof(*timers));
@@ -45,17 +97,49 @@ int ja_timers_init(size_t max_threads) {
   return 0;
 }
 
-void ja_timers_set_interval(uint64_t ns) {
-  pthread_mutex_lock(&timers_lock);
+static void set_interval_locked(uint64_t ns) {
   interval = ns;
   struct itimerspec its = {.it_interval = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)},
                            .it_value = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)}};
   for (size_t i = 0; i < timers_cap; i++)
     if (timers[i].tid) syscall(SYS_timer_settime, timers[i].id, 0, &its, NULL);
+}
+
+void ja_timers_set_interval(uint64_t ns, int wall_clock) {
+  pthread_mutex_lock(&timers_lock);
+  if (wall_clock != wall) nonjava_clear(); /* a new mode learns the threads again */
+  wall = wall_clock;
+  base_interval = ns;
+  ja_sampler_set_weight(1);
+  set_interval_locked(ns);
   pthread_mutex_unlock(&timers_lock);
 }
 
-static int add_locked(pid_t tid) {
+/* Wall mode: at most JA_WALL_MAX_RATE signals a second over all threads;
+ * more threads stretch the interval by a whole factor, and each sample
+ * counts for that many intervals. */
+static void bound_wall_rate_locked(void) {
+  if (!wall || !base_interval) return;
+  uint64_t rate = (uint64_t)timers_used * (1000000000ull / base_interval);
+  uint64_t stretch = rate > JA_WALL_MAX_RATE ? (rate + JA_WALL_MAX_RATE - 1) / JA_WALL_MAX_RATE : 1;
+  if (base_interval * stretch == interval) return;
+  ja_sampler_set_weight((uint32_t)stretch);
+  set_interval_locked(base_interval * stretch);
+}
+
+static int add_locked(pid_t tid, int java_thread) {
+  _Atomic pid_t *nj = wall ? nonjava_find(tid) : NULL;
+  if (nj && !java_thread) return 0;
+  if (nj) {
+    /* a thread that attached to the JVM after its timer deleted itself:
+     * its slot's timer is gone, a new one is made below */
+    atomic_store(nj, NONJAVA_TOMB);
+    for (size_t i = 0; i < timers_cap; i++)
+      if (timers[i].tid == tid) {
+        timers[i].tid = 0;
+        timers_used--;
+      }
+  }
   size_t free_slot = timers_cap;
   for (size_t i = 0; i < timers_cap; i++) {
     if (timers[i].tid == tid) {
@@ -70,7 +154,7 @@ static int add_locked(pid_t tid) {
   sev.sigev_notify = SIGEV_THREAD_ID;
   sev.sigev_signo = SIGPROF;
   sev._sigev_un._tid = tid;
-  clockid_t clock = (clockid_t)((~(unsigned)tid) << 3) | 6;
+  clockid_t clock = wall ? CLOCK_MONOTONIC : (clockid_t)((~(unsigned)tid) << 3) | 6;
   int id = 0;
   if (syscall(SYS_timer_create, clock, &sev, &id) != 0) return -errno;
   struct itimerspec its = {
@@ -88,7 +172,7 @@ static int add_locked(pid_t tid) {
 
 int ja_timer_add(pid_t tid) {
   pthread_mutex_lock(&timers_lock);
-  int rc = interval ? add_locked(tid) : 0;
+  int rc = interval ? add_locked(tid, 1) : 0;
   pthread_mutex_unlock(&timers_lock);
   return rc;
 }
@@ -121,11 +205,20 @@ void ja_timers_rescan(void) {
       char *end;
       long tid = strtol(de->d_name, &end, 10);
       if (*end || tid <= 0) continue;
-      add_locked((pid_t)tid);
+      add_locked((pid_t)tid, 0);
     }
     closedir(d);
-    for (size_t i = 0; i < timers_cap; i++)
-      if (timers[i].tid && !timers[i].seen) remove_slot(&timers[i]);
+    for (size_t i = 0; i < timers_cap; i++) {
+      if (!timers[i].tid) continue;
+      if (wall && nonjava_has(timers[i].tid)) {
+        /* its timer deleted itself; its id may be another timer's by now */
+        timers[i].tid = 0;
+        timers_used--;
+      } else if (!timers[i].seen) {
+        remove_slot(&timers[i]);
+      }
+    }
+    bound_wall_rate_locked();
   }
   pthread_mutex_unlock(&timers_lock);
 }
