@@ -112,7 +112,10 @@ static const struct flag_spec specs[] = {
      "Spark executors' Java appid ends with \", spark: <spark.app.name>\""},
     {0, "--containers", "enrichment.containers", NULL, "SELECTOR[,SELECTOR]", 0, SP_NONE,
      G_ENRICHMENT,
-     "keep only these containers' processes: name globs, pod=GLOB, namespace=GLOB, container=GLOB"},
+     "profile only these containers' processes: name globs, pod=GLOB, namespace=GLOB, "
+     "container=GLOB"},
+    {0, "--k8s-labels", "enrichment.k8s_labels", NULL, "KEY[,KEY]", 0, SP_NONE, G_ENRICHMENT,
+     "pod labels to attach to profiles as k8s.pod.label.<KEY> (default none)"},
     {0, "--disable-container-names", "enrichment.container_names", "false", NULL, 0, SP_NONE,
      G_ENRICHMENT, "do not look up container names"},
     {0, "--disable-application-metadata", "enrichment.application_metadata", "false", NULL, 0,

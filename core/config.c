@@ -137,6 +137,12 @@ static const struct core_key keys[] = {
      KF_EMPTY_IS_NULL},
     {"enrichment.k8s_runtime_root", KT_STRING, FIELD(k8s_runtime_root), 0, 0, 0, NULL, NULL,
      KF_EMPTY_IS_NULL},
+    {"enrichment.k8s_labels", KT_STRING, FIELD(k8s_labels), 0, 0, 0, NULL, NULL, KF_EMPTY_IS_NULL},
+    {"enrichment.k8s_api", KT_BOOL, FIELD(k8s_api), 0, 0, 0, NULL, NULL, 0},
+    {"enrichment.k8s_node_name", KT_STRING, FIELD(k8s_node_name), 0, 0, 0, NULL, NULL,
+     KF_EMPTY_IS_NULL},
+    {"enrichment.k8s_serviceaccount_dir", KT_STRING, FIELD(k8s_serviceaccount_dir), 0, 0, 0, NULL,
+     NULL, KF_EMPTY_IS_NULL},
     {"enrichment.cloud_metadata_url", KT_STRING, FIELD(cloud_metadata_url), 0, 0, 0, NULL, NULL,
      KF_EMPTY_IS_NULL},
     {"output.convert_to", KT_ENUM, FIELD(convert_to), 0, 0, 0, pp_output_format_names, "format", 0},
@@ -203,6 +209,7 @@ void pp_config_defaults(struct pp_config *c) {
   c->send_logs = true;
   c->pyroscope_format = xstrdup("folded");
   c->cloud_metadata = true;
+  c->k8s_api = true;
 }
 
 static void free_value(struct pp_config_value *v) {
@@ -240,6 +247,9 @@ void pp_config_free(struct pp_config *c) {
   free(c->cloud_metadata_url);
   free(c->k8s_runtime_root);
   free(c->containers_select);
+  free(c->k8s_labels);
+  free(c->k8s_node_name);
+  free(c->k8s_serviceaccount_dir);
   for (size_t i = 0; i < c->section_count; i++) {
     struct pp_plugin_section *s = &c->sections[i];
     for (size_t j = 0; j < s->count; j++)

@@ -161,8 +161,12 @@ struct pp_config {
   char *cloud_metadata_url;    /* IMDS base URL (default http://169.254.169.254; tests) */
   char *k8s_runtime_root;  /* host root holding containerd/CRI-O bundles (default /proc/1/root) */
   char *containers_select; /* --containers: comma-separated selectors (k8s_select.h) */
-  char *file_path;         /* upload-file --file-path */
-  char *convert_to;        /* convert --to */
+  char *k8s_labels;        /* --k8s-labels: pod label keys to keep (k8s_labels.h) */
+  bool k8s_api;            /* enrichment.k8s_api: ask the Kubernetes API in a pod (default on) */
+  char *k8s_node_name;     /* enrichment.k8s_node_name (default $NODE_NAME) */
+  char *k8s_serviceaccount_dir; /* enrichment.k8s_serviceaccount_dir (default a pod's) */
+  char *file_path;              /* upload-file --file-path */
+  char *convert_to;             /* convert --to */
 
   /* per-plugin raw sections from YAML/CLI, then bound configs */
   struct pp_plugin_section *sections;

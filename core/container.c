@@ -8,6 +8,7 @@
  * JSON is parsed with jansson and checked for types before use.
  */
 #include "container.h"
+#include "k8s_labels.h"
 #include "k8s_meta.h"
 
 #include <ctype.h>
@@ -311,6 +312,23 @@ static int http_get(const char *socket_path, const char *target, int timeout_ms,
   return rc;
 }
 
+/* Selected labels of a Docker container (k8s_labels.h): a pod sandbox's
+ * (dockershim) are its pod's, any other container's are its own. */
+static void docker_labels(const json_t *labels, const char *name) {
+  if (!json_is_object(labels) || !pp_k8s_labels_wanted()) return;
+  const char *type = json_string_value(json_object_get(labels, "io.kubernetes.docker.type"));
+  const char *ns = json_string_value(json_object_get(labels, "io.kubernetes.pod.namespace"));
+  const char *pod = json_string_value(json_object_get(labels, "io.kubernetes.pod.name"));
+  char key[PP_K8S_POD_KEY_MAX + 1];
+  if (type && strcmp(type, "podsandbox") == 0) {
+    if (ns && pod && !strpbrk(ns, "/;_") && !strpbrk(pod, "/;_") &&
+        snprintf(key, sizeof(key), "%s/%s", ns, pod) < (int)sizeof(key))
+      pp_k8s_labels_put(key, labels);
+  } else if (!ns && pp_k8s_labels_key_of(name, key, sizeof(key)) == 0) {
+    pp_k8s_labels_put(key, labels);
+  }
+}
+
 int pp_docker_list(const char *socket_path, int timeout_ms, size_t max_bytes, pp_container_cb cb,
                    void *ctx) {
   struct reply r = {0};
@@ -342,6 +360,7 @@ int pp_docker_list(const char *socket_path, int timeout_ms, size_t max_bytes, pp
       for (; name[n] && n < sizeof(clean) - 1; n++)
         clean[n] = (name[n] == ';' || name[n] == '\n' || name[n] == '\r') ? '_' : name[n];
       clean[n] = '\0';
+      docker_labels(json_object_get(c, "Labels"), clean);
       cb(ctx, json_string_value(id), clean);
     }
   }
@@ -475,6 +494,19 @@ static int refresh(struct pp_containers *c, time_t now) {
   return answered;
 }
 
+/* CRI-O keeps the pod's labels in its sandbox's bundle: read once per pod
+ * when labels are selected (k8s_labels.h). */
+static void sandbox_labels(struct pp_containers *c, const struct pp_k8s_meta *km) {
+  char key[PP_K8S_POD_KEY_MAX + 1];
+  if (!km->sandbox[0] || !pp_k8s_labels_wanted() ||
+      snprintf(key, sizeof(key), "%s/%s", km->ns, km->pod) >= (int)sizeof(key) ||
+      pp_k8s_labels_known(key))
+    return;
+  json_t *labels = NULL;
+  if (pp_k8s_sandbox_labels(c->k8s_root, km->sandbox, &labels) == 0) pp_k8s_labels_put(key, labels);
+  json_decref(labels);
+}
+
 int pp_containers_name(struct pp_containers *c, const char *id, char **name) {
   *name = NULL;
   if (!c || !id || !*id) return -EINVAL;
@@ -494,6 +526,7 @@ int pp_containers_name(struct pp_containers *c, const char *id, char **name) {
     struct cached_name *cn = calloc(1, sizeof(*cn));
     char buf[PP_K8S_NAME_MAX];
     pp_k8s_meta_name(&km, buf, sizeof(buf));
+    sandbox_labels(c, &km);
     if (!cn || !(cn->name = strdup(buf))) {
       free(cn);
       return -ENOMEM;

@@ -19,6 +19,9 @@
 #include "app_metadata.h"
 #include "appid.h"
 #include "container.h"
+#include "k8s_labels.h"
+#include "k8s_pods.h"
+#include "k8s_select.h"
 #include "log.h"
 #include "lru.h"
 #include "metadata.h"
@@ -31,6 +34,7 @@ struct pp_enricher {
   struct pp_enrich_opts opts; /* strings owned */
   struct pp_proc_memory *procs;
   struct pp_containers *containers;
+  struct pp_k8s_pods *pods; /* NULL: no Kubernetes API to ask */
 };
 
 void pp_enricher_free(struct pp_enricher *e) {
@@ -42,6 +46,7 @@ void pp_enricher_free(struct pp_enricher *e) {
   free((char *)e->opts.k8s_runtime_root);
   pp_proc_memory_free(e->procs);
   pp_containers_free(e->containers);
+  pp_k8s_pods_free(e->pods);
   free(e);
 }
 
@@ -75,7 +80,12 @@ struct pp_enricher *pp_enricher_new(const struct pp_enrich_opts *opts) {
         (!(e->opts.k8s_runtime_root = strdup(opts->k8s_runtime_root)) ||
          pp_containers_set_k8s_root(e->containers, e->opts.k8s_runtime_root) < 0))
       goto oom;
+    if (opts->k8s_api && pp_k8s_labels_wanted()) {
+      struct pp_k8s_api_opts ko = {.sa_dir = opts->k8s_sa_dir, .node = opts->k8s_node_name};
+      e->pods = pp_k8s_pods_new(&ko);
+    }
   }
+  e->opts.k8s_node_name = e->opts.k8s_sa_dir = NULL; /* copied by the pods client */
   return e;
 oom:
   pp_enricher_free(e);
@@ -167,6 +177,7 @@ int pp_enrich(struct pp_enricher *en, struct pp_profile *merged, json_t *app_met
         if (id == PP_NO_STR) rc = -ENOMEM;
         pp_profile_pid_at(merged, i)->container = id;
         add_container_name(containers, name);
+        pp_k8s_pods_need(en->pods, name);
         free(name);
       }
     } else if (en->opts.containers && rec->container != PP_NO_STR) {
@@ -189,10 +200,24 @@ int pp_enrich(struct pp_enricher *en, struct pp_profile *merged, json_t *app_met
     }
   }
   pp_lru_free(seen);
+  pp_k8s_pods_refresh(en->pods);
   pp_proc_memory_end_session(en->procs);
   return rc;
 }
 
 void pp_enrich_remember(struct pp_enricher *en, uint32_t pid, uint64_t start_time) {
   if (en) pp_proc_memory_see(en->procs, pid, start_time);
+}
+
+bool pp_enrich_selected(struct pp_enricher *en, uint32_t pid, uint64_t start_time,
+                        const char *selectors) {
+  if (!en || !en->containers) return false;
+  pp_proc_memory_see(en->procs, pid, start_time);
+  bool live;
+  struct pp_proc_facts *e = pp_proc_memory_get(en->procs, pid, start_time, &live);
+  if (!e || !e->container_id[0]) return false;
+  char *name = container_name(en, e->container_id);
+  bool sel = pp_container_selected(selectors, name);
+  free(name);
+  return sel;
 }

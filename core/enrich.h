@@ -30,6 +30,11 @@ struct pp_enrich_opts {
    * runtime could name gets its 12-hex short id as container name (default,
    * false) or "" as in gProfiler (true). */
   bool container_empty_if_unnamed;
+  /* Pod labels (k8s_labels.h, selected beforehand): also ask the
+   * Kubernetes API when running in a pod (k8s_pods.h). */
+  bool k8s_api;
+  const char *k8s_node_name; /* NULL: $NODE_NAME */
+  const char *k8s_sa_dir;    /* NULL: the service-account directory of a pod */
 };
 
 struct pp_enricher;
@@ -50,6 +55,12 @@ int pp_enrich(struct pp_enricher *e, struct pp_profile *merged, json_t *app_meta
  * every new target), so a process that exits before the session ends still
  * gets its comm, container and appid in the profile. Bounded by the cache. */
 void pp_enrich_remember(struct pp_enricher *e, uint32_t pid, uint64_t start_time);
+
+/* Whether process (pid, start_time) is in a container that the
+ * --containers selectors (k8s_select.h) select; remembers the process
+ * first. A process whose container cannot be named (yet) is not. */
+bool pp_enrich_selected(struct pp_enricher *e, uint32_t pid, uint64_t start_time,
+                        const char *selectors);
 
 /* Individual rules, exposed for tests. */
 /* appid for a process from its argv (NUL-separated), cwd and root; NULL if

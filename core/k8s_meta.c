@@ -12,7 +12,7 @@
 
 #include "k8s_meta.h"
 
-enum fact { F_CONTAINER, F_POD, F_NS, F_UID, F_RESTART, F_N };
+enum fact { F_CONTAINER, F_POD, F_NS, F_UID, F_RESTART, F_SANDBOX, F_N };
 
 /* Annotation keys per fact: containerd's CRI plugin, then the kubelet's
  * own labels and annotations (CRI-O). */
@@ -22,6 +22,7 @@ static const char *const keys[F_N][2] = {
     [F_NS] = {"io.kubernetes.cri.sandbox-namespace", "io.kubernetes.pod.namespace"},
     [F_UID] = {"io.kubernetes.cri.sandbox-uid", "io.kubernetes.pod.uid"},
     [F_RESTART] = {NULL, "io.kubernetes.container.restartCount"},
+    [F_SANDBOX] = {"io.kubernetes.cri.sandbox-id", "io.kubernetes.cri-o.SandboxID"},
 };
 
 /* Kubernetes names are DNS labels/subdomains: anything else (';', '_',
@@ -55,6 +56,13 @@ static int copy(char *dst, size_t cap, const char *v, bool allow_underscore) {
   if (strlen(v) >= cap || !clean(v, allow_underscore)) return -EINVAL;
   memcpy(dst, v, strlen(v) + 1);
   return 0;
+}
+
+static bool is_id(const char *id) {
+  size_t n = 0;
+  for (; id[n]; n++)
+    if (!((id[n] >= '0' && id[n] <= '9') || (id[n] >= 'a' && id[n] <= 'f'))) return false;
+  return n == 64;
 }
 
 int pp_k8s_meta_parse(const char *json, size_t len, struct pp_k8s_meta *m) {
@@ -94,19 +102,14 @@ int pp_k8s_meta_parse(const char *json, size_t len, struct pp_k8s_meta *m) {
       unsigned long v = strtoul(rs, &end, 10);
       if (*rs >= '0' && *rs <= '9' && !*end && v < 1000000) m->restart = (unsigned)v;
     }
+    const char *sb = lookup(ann, embedded, F_SANDBOX);
+    if (sb && is_id(sb)) memcpy(m->sandbox, sb, 65);
   }
   json_decref(embedded[0]);
   json_decref(embedded[1]);
   json_decref(root);
   if (rc < 0) memset(m, 0, sizeof(*m));
   return rc;
-}
-
-static bool is_id(const char *id) {
-  size_t n = 0;
-  for (; id[n]; n++)
-    if (!((id[n] >= '0' && id[n] <= '9') || (id[n] >= 'a' && id[n] <= 'f'))) return false;
-  return n == 64;
 }
 
 /* The whole of a regular file, at most PP_K8S_CONFIG_MAX bytes. */
@@ -196,4 +199,43 @@ int pp_k8s_name_split(const char *name, const char **container, size_t *clen, co
   *pod = part[1], *plen = len[1];
   *ns = part[2], *nslen = len[2];
   return 0;
+}
+
+int pp_k8s_sandbox_labels(const char *root, const char *sandbox_id, json_t **labels) {
+  *labels = NULL;
+  if (!sandbox_id || !is_id(sandbox_id)) return -EINVAL;
+  if (!root) root = "/proc/1/root";
+  static const char *const dirs[] = {"/run/containers/storage/overlay-containers/",
+                                     "/var/lib/containers/storage/overlay-containers/"};
+  int rc = -ENOENT;
+  for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && !*labels; i++) {
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s%s%s/userdata/config.json", root, dirs[i], sandbox_id) >=
+        (int)sizeof(path))
+      return -ENAMETOOLONG;
+    char *text = NULL;
+    size_t len = 0;
+    int r = read_small(path, &text, &len);
+    if (r == -ENOENT || r == -ENOTDIR) continue;
+    if (r < 0) {
+      rc = r;
+      continue;
+    }
+    json_error_t err;
+    json_t *cfg = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    free(text);
+    json_t *t = json_object_get(json_object_get(cfg, "annotations"), "io.kubernetes.cri-o.Labels");
+    json_t *l = json_is_string(t) ? json_loadb(json_string_value(t), json_string_length(t),
+                                               JSON_REJECT_DUPLICATES, &err)
+                                  : NULL;
+    json_decref(cfg);
+    if (json_is_object(l)) {
+      *labels = l;
+      rc = 0;
+    } else {
+      json_decref(l);
+      rc = -EPROTO;
+    }
+  }
+  return rc;
 }

@@ -23,6 +23,7 @@
 #ifndef PP_K8S_META_H
 #define PP_K8S_META_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 #define PP_K8S_CONFIG_MAX (4u << 20) /* larger config.json files are refused */
@@ -34,6 +35,7 @@ struct pp_k8s_meta {
   char ns[64];
   char uid[64];
   unsigned restart;
+  char sandbox[65]; /* the pod sandbox's container id, "" if not given */
 };
 
 /* Facts from a config.json text (len bytes, need not be terminated).
@@ -46,6 +48,12 @@ int pp_k8s_meta_parse(const char *json, size_t len, struct pp_k8s_meta *m);
  * ("/proc/1/root" when NULL). 0, -ENOENT (no bundle of either runtime),
  * or another -errno from reading or parsing it. */
 int pp_k8s_meta_lookup(const char *root, const char *id, struct pp_k8s_meta *m);
+
+/* The pod labels CRI-O keeps in the sandbox (infra) container's bundle,
+ * under root as for pp_k8s_meta_lookup: 0 and *labels (a JSON object to
+ * json_decref) from its io.kubernetes.cri-o.Labels annotation, else
+ * -ENOENT or another -errno. containerd keeps no pod labels on the host. */
+int pp_k8s_sandbox_labels(const char *root, const char *sandbox_id, json_t **labels);
 
 /* "k8s_<container>_<pod>_<namespace>_<uid>_<restart>" into buf. */
 void pp_k8s_meta_name(const struct pp_k8s_meta *m, char *buf, size_t len);

@@ -55,18 +55,44 @@ static uint32_t copy_str(struct pp_profile *dst, const struct pp_profile *src, u
   return r;
 }
 
-int pp_containers_select(struct pp_profile **pp, const char *selectors, json_t *containers) {
+struct keep {
+  bool (*fn)(const struct keep *k, const struct pp_profile *src, const struct pp_pid_rec *pr);
+  const char *selectors;
+  pp_pid_keep_fn pid_fn;
+  void *ctx;
+};
+
+static bool by_container(const struct keep *k, const struct pp_profile *src,
+                         const struct pp_pid_rec *pr) {
+  return pr->container != PP_NO_STR &&
+         pp_container_selected(k->selectors, pp_profile_str(src, pr->container));
+}
+
+static bool by_pid(const struct keep *k, const struct pp_profile *src,
+                   const struct pp_pid_rec *pr) {
+  (void)src;
+  return k->pid_fn(k->ctx, pr->pid, pr->start_time);
+}
+
+static int filter(struct pp_profile **pp, const struct keep *kp) {
   const struct pp_profile *src = *pp;
-  struct pp_profile *dst = pp_profile_new();
-  if (!dst) return -ENOMEM;
+  /* one verdict per process, not per stack */
+  size_t npid = pp_profile_pid_count(src);
+  bool *kept = calloc(npid ? npid : 1, sizeof(*kept));
+  struct pp_profile *dst = kept ? pp_profile_new() : NULL;
+  if (!dst) {
+    free(kept);
+    return -ENOMEM;
+  }
+  const struct pp_pid_rec *first = npid ? pp_profile_pid_at(src, 0) : NULL;
+  for (size_t i = 0; i < npid; i++)
+    kept[i] = kp->fn(kp, src, pp_profile_pid_at(src, i));
   static uint32_t ids[PP_MAX_FRAMES]; /* the output stage runs on one thread */
   bool oom = false;
   for (size_t i = 0; i < pp_profile_stack_count(src) && !oom; i++) {
     const struct pp_stack_rec *s = pp_profile_stack(src, i);
     const struct pp_pid_rec *pr = pp_profile_pid(src, s->pid);
-    if (!s->count || !pr || pr->container == PP_NO_STR ||
-        !pp_container_selected(selectors, pp_profile_str(src, pr->container)))
-      continue;
+    if (!s->count || !pr || !kept[pr - first]) continue;
     const uint32_t *fr = pp_profile_stack_frames(src, s);
     uint32_t n = 0;
     for (uint32_t k = 0; k < s->nframes && n < PP_MAX_FRAMES && !oom; k++) {
@@ -101,12 +127,25 @@ int pp_containers_select(struct pp_profile **pp, const char *selectors, json_t *
     const struct pp_counter_rec *c = pp_profile_counter_at(src, i);
     oom |= pp_profile_add_counter(dst, pp_profile_str(src, c->name), c->value) < 0;
   }
+  free(kept);
   if (oom) {
     pp_profile_free(dst);
     return -ENOMEM;
   }
   pp_profile_free(*pp);
   *pp = dst;
+  return 0;
+}
+
+int pp_profile_keep_pids(struct pp_profile **pp, pp_pid_keep_fn keep, void *ctx) {
+  struct keep k = {.fn = by_pid, .pid_fn = keep, .ctx = ctx};
+  return filter(pp, &k);
+}
+
+int pp_containers_select(struct pp_profile **pp, const char *selectors, json_t *containers) {
+  struct keep k = {.fn = by_container, .selectors = selectors};
+  int rc = filter(pp, &k);
+  if (rc < 0) return rc;
   if (json_is_array(containers))
     for (size_t i = json_array_size(containers); i-- > 0;) {
       const char *n = json_string_value(json_array_get(containers, i));

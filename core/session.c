@@ -18,6 +18,7 @@
 
 #include "agent.h"
 #include "cloud_metadata.h"
+#include "k8s_labels.h"
 #include "log.h"
 #include "output/files.h"
 #include "pidfile.h"
@@ -262,6 +263,10 @@ static void queue_target(void *ctx, size_t plugin, const struct pp_target *t) {
   /* its comm and appid, while it is alive: it may exit before the session
    * ends, and its samples must still name it */
   pp_enrich_remember(a->enricher, t->pid, t->start_time);
+  /* --containers: a runtime plugin never hears of the other processes */
+  if (a->cfg->containers_select &&
+      !pp_enrich_selected(a->enricher, t->pid, t->start_time, a->cfg->containers_select))
+    return;
   if (ap->npending == ap->pending_cap) {
     size_t ncap = ap->pending_cap ? ap->pending_cap * 2 : 64;
     struct pp_target *g = realloc(ap->pending, ncap * sizeof(*g));
@@ -647,6 +652,12 @@ static int agent_run(struct pp_config *cfg, pp_config_loader reload, void *reloa
   }
   agent_log_plugins(a);
 
+  char why[256] = "";
+  if (pp_k8s_labels_configure(cfg->k8s_labels, why, sizeof(why)) < 0) {
+    pp_log(PP_LOG_ERROR, "polyprof", "--k8s-labels (enrichment.k8s_labels): %s", why);
+    exit_code = 2;
+    goto out;
+  }
   struct pp_enrich_opts eo = {
       .appids = cfg->app_identifiers,
       .containers = cfg->container_names,
@@ -656,6 +667,9 @@ static int agent_run(struct pp_config *cfg, pp_config_loader reload, void *reloa
       .cache_size = cfg->appid_cache_size,
       .java_spark_appid = cfg->java_spark_appid,
       .k8s_runtime_root = cfg->k8s_runtime_root,
+      .k8s_api = cfg->k8s_api,
+      .k8s_node_name = cfg->k8s_node_name,
+      .k8s_sa_dir = cfg->k8s_serviceaccount_dir,
   };
   a->enricher = pp_enricher_new(&eo);
   a->metrics = pp_metrics_new();

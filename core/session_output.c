@@ -243,6 +243,12 @@ static void write_types(struct pp_agent *a, const struct type_args *ta,
     }
     struct pp_merge_source ts[PP_TARGETS_MAX_PLUGINS];
     size_t n = 0;
+    /* perf's native allocations (--pids) are bytes of their own, next to
+     * a runtime's: added, never scaled to one another */
+    if (base && type == PP_PROFILE_ALLOC) {
+      if (pp_profile_type_extract(tbase, base, type, -1) < 0) ok = false;
+      ts[n++] = (struct pp_merge_source){.plugin = "perf", .profile = tbase};
+    }
     for (size_t i = 0; ok && i < nsrc; i++) {
       struct pp_plugin_types pt = pp_profile_types_of(cfg, srcs[i].plugin, false);
       if (!(pt.gives & PP_TYPE_BIT(type))) continue;
@@ -259,6 +265,19 @@ static void write_types(struct pp_agent *a, const struct type_args *ta,
   pp_profile_free(tbase);
   for (size_t i = 0; i < nsrc; i++)
     pp_profile_free(tsrc[i]);
+}
+
+static bool process_selected(void *ctx, uint32_t pid, uint64_t start_time) {
+  struct pp_agent *a = ctx;
+  return pp_enrich_selected(a->enricher, pid, start_time, a->cfg->containers_select);
+}
+
+/* --containers: the system-wide profiler's samples of the other processes
+ * go before the merge (runtime plugins never had them). */
+static void select_base(struct pp_agent *a, struct agent_plugin *ap) {
+  if (a->cfg->containers_select && pp_profile_keep_pids(&ap->snap, process_selected, a) < 0)
+    pp_log(PP_LOG_ERROR, "polyprof", "--containers: out of memory; %s's samples are kept whole",
+           ap->info->desc.name);
 }
 
 void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
@@ -297,9 +316,10 @@ void pp_agent_write_session(struct pp_agent *a, const struct session_times *t) {
     json_object_set_new(plugin_stats, name, js);
 
     if (ap->system_wide) {
-      if (ap->snap_rc == 0 && !base)
+      if (ap->snap_rc == 0 && !base) {
+        select_base(a, ap);
         base = ap->snap;
-      else if (ap->snap_rc < 0 && !pp_worker_off(ap->worker))
+      } else if (ap->snap_rc < 0 && !pp_worker_off(ap->worker))
         pp_log(PP_LOG_WARNING, "polyprof",
                "%s: system-wide data missing this session; runtime stacks are kept unscaled", name);
       continue;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "k8s_labels.h"
 #include "k8s_meta.h"
 #include "output/col.h"
 #include "output/pprof.h"
@@ -71,6 +72,32 @@ static int64_t st_add_owned(struct strtab *t, struct owned *o, const char *s, si
   return i > 0 ? i : 0;
 }
 
+/* The selected pod labels of one container (k8s_labels.h) as pprof
+ * label key/value string ids. */
+struct labset {
+  int n;
+  int64_t kv[PP_K8S_LABELS_MAX_KEYS][2];
+};
+
+struct labset_ctx {
+  struct strtab *st;
+  struct owned *own;
+  struct labset *set;
+};
+
+static void add_pod_label(void *vctx, const char *key, const char *value) {
+  struct labset_ctx *c = vctx;
+  char name[PP_K8S_LABEL_KEY_MAX + 16];
+  int n = snprintf(name, sizeof(name), "k8s.pod.label.%s", key);
+  if (c->set->n == PP_K8S_LABELS_MAX_KEYS || n < 0 || (size_t)n >= sizeof(name)) return;
+  int64_t k = st_add_owned(c->st, c->own, name, (size_t)n);
+  int64_t v = st_add_owned(c->st, c->own, value, strlen(value));
+  if (k > 0 && v > 0) {
+    c->set->kv[c->set->n][0] = k;
+    c->set->kv[c->set->n++][1] = v;
+  }
+}
+
 /* A frame read back from a .col has "fn (file.py:12)" as its name and no
  * file: split it so pprof gets function, file and line separately. */
 static bool split_name(const char *s, size_t *fn_len, const char **file, size_t *file_len,
@@ -134,6 +161,9 @@ int pp_pprof_encode(const struct pp_profile *p, const struct pp_pprof_info *info
   PSample *samples = NULL, **samplep = NULL;
   PLabel *labels = NULL, **labelp = NULL;
   int64_t *k8s_pod = NULL, *k8s_ns = NULL;
+  int32_t *lab_of = NULL; /* per container string id: 0 not looked at, -1 none, else set + 1 */
+  struct labset *labsets = NULL;
+  size_t nlabsets = 0;
   uint64_t *locids = NULL;
   int64_t *values = NULL;
   uint32_t *locno = NULL; /* frame id -> location id (1-based), 0 = unused */
@@ -167,15 +197,16 @@ int pp_pprof_encode(const struct pp_profile *p, const struct pp_pprof_info *info
   fnp = calloc(nloc + 1, sizeof(*fnp));
   samples = calloc(nsmp + 1, sizeof(*samples));
   samplep = calloc(nsmp + 1, sizeof(*samplep));
-  labels = calloc(nsmp * 6 + 1, sizeof(*labels));
-  labelp = calloc(nsmp * 6 + 1, sizeof(*labelp));
+  labels = calloc(nsmp * (6 + PP_K8S_LABELS_MAX_KEYS) + 1, sizeof(*labels));
+  labelp = calloc(nsmp * (6 + PP_K8S_LABELS_MAX_KEYS) + 1, sizeof(*labelp));
+  lab_of = calloc(nstr ? nstr : 1, sizeof(*lab_of));
   /* per container string id: its pod and namespace label strings (0: not
    * yet looked at, -1: not a Kubernetes name) */
   k8s_pod = calloc(nstr ? nstr : 1, sizeof(*k8s_pod));
   k8s_ns = calloc(nstr ? nstr : 1, sizeof(*k8s_ns));
   locids = calloc(total_frames + 1, sizeof(*locids));
   values = calloc(nsmp * 2 + 1, sizeof(*values));
-  if (!k8s_pod || !k8s_ns || !fm.keys || !fm.vals || !locs || !locp || !lines || !linep || !fns ||
+  if (!lab_of || !k8s_pod || !k8s_ns || !fm.keys || !fm.vals || !locs || !locp || !lines || !linep || !fns ||
       !fnp || !samples || !samplep || !labels || !labelp || !locids || !values)
     goto out;
 
@@ -295,6 +326,27 @@ int pp_pprof_encode(const struct pp_profile *p, const struct pp_pprof_info *info
       labelp[nlab++] = kl;
       sm->n_label++;
     }
+    if (cont != PP_NO_STR && cont < nstr && !lab_of[cont]) {
+      lab_of[cont] = -1;
+      struct labset *grown = realloc(labsets, (nlabsets + 1) * sizeof(*labsets));
+      if (grown) {
+        labsets = grown;
+        struct labset_ctx lc = {&st, &own, &labsets[nlabsets]};
+        labsets[nlabsets].n = 0;
+        if (pp_k8s_labels_each(pp_profile_str(p, cont), add_pod_label, &lc))
+          lab_of[cont] = (int32_t)++nlabsets;
+      }
+    }
+    for (int k = 0; cont != PP_NO_STR && cont < nstr && lab_of[cont] > 0 &&
+                    k < labsets[lab_of[cont] - 1].n;
+         k++) {
+      PLabel *kl = &labels[nlab];
+      perftools__profiles__label__init(kl);
+      kl->key = labsets[lab_of[cont] - 1].kv[k][0];
+      kl->str = labsets[lab_of[cont] - 1].kv[k][1];
+      labelp[nlab++] = kl;
+      sm->n_label++;
+    }
     PLabel *l = &labels[nlab];
     perftools__profiles__label__init(l);
     l->key = k_pid;
@@ -366,6 +418,8 @@ out:
   free(labelp);
   free(k8s_pod);
   free(k8s_ns);
+  free(lab_of);
+  free(labsets);
   free(locids);
   free(values);
   free(locno);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "k8s_labels.h"
 #include "k8s_meta.h"
 #include "upload/otlp.h"
 #include "upload/otlp_pb.h"
@@ -404,6 +405,13 @@ static void kv_string(struct pp_pb *w, const char *key, const char *v, size_t vl
   pp_pb_end(w);
 }
 
+/* A selected pod label as the resource attribute k8s.pod.label.<key>. */
+static void pod_label(void *ctx, const char *key, const char *value) {
+  char name[PP_K8S_LABEL_KEY_MAX + 16];
+  snprintf(name, sizeof(name), "k8s.pod.label.%s", key);
+  kv_string(ctx, name, value, strlen(value));
+}
+
 static void write_resource(struct pp_pb *w, const struct pp_otlp_info *info, const char *cont) {
   const char *host = info->hostname && *info->hostname ? info->hostname : "unknown";
   const char *svc = info->service && *info->service ? info->service : "polyprof";
@@ -417,9 +425,11 @@ static void write_resource(struct pp_pb *w, const struct pp_otlp_info *info, con
       kv_string(w, "container.name", c, cl);
       kv_string(w, "k8s.pod.name", pod, pl);
       kv_string(w, "k8s.namespace.name", ns, nl);
+      kv_string(w, "k8s.container.name", c, cl);
     } else {
       kv_string(w, "container.name", cont, strlen(cont));
     }
+    pp_k8s_labels_each(cont, pod_label, w);
   }
   pp_pb_end(w);
 }

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Pyroscope /ingest client (see pyroscope.h). */
+#include <ctype.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "k8s_labels.h"
 #include "k8s_meta.h"
 #include "log.h"
 #include "output/col.h"
@@ -54,6 +56,27 @@ static void label_value(const char *in, char *out, size_t len) {
   out[o] = '\0';
 }
 
+struct tag_buf {
+  char *buf;
+  size_t cap, len;
+};
+
+/* A selected pod label as the tag pod_label_<key>: Pyroscope's tag names
+ * take letters, digits and '_' only. A tag that does not fit is left out. */
+static void pod_label_tag(void *ctx, const char *key, const char *value) {
+  struct tag_buf *t = ctx;
+  char tag[PP_K8S_LABEL_KEY_MAX + 16];
+  size_t n = (size_t)snprintf(tag, sizeof(tag), ",pod_label_");
+  for (const char *k = key; *k && n < sizeof(tag) - 1; k++)
+    tag[n++] = (isalnum((unsigned char)*k) || *k == '_') ? *k : '_';
+  tag[n] = '\0';
+  int w = t->len < t->cap ? snprintf(t->buf + t->len, t->cap - t->len, "%s=%s", tag, value) : -1;
+  if (w > 0 && (size_t)w < t->cap - t->len - 2) /* room left for the closing brace */
+    t->len += (size_t)w;
+  else if (t->len < t->cap)
+    t->buf[t->len] = '\0';
+}
+
 static char *ingest_url(const struct pp_config *cfg, const struct pp_profile_type_desc *td,
                         const char *container, const char *runtime, time_t start, time_t end,
                         const char *format) {
@@ -76,6 +99,9 @@ static char *ingest_url(const struct pp_config *cfg, const struct pp_profile_typ
       label_value(nv, c, sizeof(c));
       n += snprintf(name + n, sizeof(name) - (size_t)n, ",namespace=%s", c);
     }
+    struct tag_buf tb = {name, sizeof(name), (size_t)n};
+    pp_k8s_labels_each(container, pod_label_tag, &tb);
+    n = (int)tb.len;
   }
   if (runtime) n += snprintf(name + n, sizeof(name) - (size_t)n, ",runtime=%s", runtime);
   snprintf(name + n, sizeof(name) - (size_t)n, "}");
