@@ -206,8 +206,8 @@ int pp_pprof_encode(const struct pp_profile *p, const struct pp_pprof_info *info
   k8s_ns = calloc(nstr ? nstr : 1, sizeof(*k8s_ns));
   locids = calloc(total_frames + 1, sizeof(*locids));
   values = calloc(nsmp * 2 + 1, sizeof(*values));
-  if (!lab_of || !k8s_pod || !k8s_ns || !fm.keys || !fm.vals || !locs || !locp || !lines || !linep || !fns ||
-      !fnp || !samples || !samplep || !labels || !labelp || !locids || !values)
+  if (!lab_of || !k8s_pod || !k8s_ns || !fm.keys || !fm.vals || !locs || !locp || !lines ||
+      !linep || !fns || !fnp || !samples || !samplep || !labels || !labelp || !locids || !values)
     goto out;
 
   bool kind_used[PP_FRAME_KIND_COUNT] = {false};
@@ -337,8 +337,8 @@ int pp_pprof_encode(const struct pp_profile *p, const struct pp_pprof_info *info
           lab_of[cont] = (int32_t)++nlabsets;
       }
     }
-    for (int k = 0; cont != PP_NO_STR && cont < nstr && lab_of[cont] > 0 &&
-                    k < labsets[lab_of[cont] - 1].n;
+    for (int k = 0;
+         cont != PP_NO_STR && cont < nstr && lab_of[cont] > 0 && k < labsets[lab_of[cont] - 1].n;
          k++) {
       PLabel *kl = &labels[nlab];
       perftools__profiles__label__init(kl);
