@@ -17,7 +17,8 @@
  *   linetable.c  every line-table format (2.7 .. 3.14)
  *   codecache.c  code object -> name/file/line table, bounded, by address
  *   walk.c       interpreters, threads, frames of one process (<GC>, filters)
- *   asyncio.c    the running asyncio task and the tasks awaiting it
+ *   asyncio*.c   asyncio tasks: the running one, those awaiting it, and
+ *                (wall mode) the waiting ones (asyncio_internal.h)
  *   opcodes.c    opcode names (3.11-3.13) for <op: NAME> leaves
  * Every byte read from the target is hostile: counts, lengths and pointers
  * are bounded and validated before use.
@@ -258,23 +259,41 @@ void python_walker_set_opcodes(struct py_walker *w, bool on);
 /* Name of opcode op of CPython 3.minor; NULL if unknown. */
 const char *python_opcode_name(int minor, uint8_t op);
 
-/* asyncio.c ------------------------------------------------------------ */
-#define PY_ASYNC_MAX 16 /* awaiting tasks followed up from the running one */
-/* Frames the walker may add to a stack: <GC>, and per task a frame and a
- * <task: name> */
-#define PY_EXTRA_FRAMES (3 + 2 * (PY_ASYNC_MAX + 1)) /* + <op: NAME> */
+/* asyncio*.c ----------------------------------------------------------- */
+#define PY_ASYNC_MAX 16     /* awaiting tasks followed up from a task */
+#define PY_ASYNC_CORO_MAX 8 /* coroutine frames shown per awaiting task */
+/* Frames the walker may add to a stack: <GC>, <op: NAME>, and per task its
+ * coroutine frames and a <task: name> */
+#define PY_EXTRA_FRAMES (3 + (PY_ASYNC_CORO_MAX + 1) * (PY_ASYNC_MAX + 1))
+struct py_async_state; /* asyncio_internal.h: caches and bounds */
 struct py_async_scratch {
   struct py_frame_ref *out; /* room for max_depth + PY_EXTRA_FRAMES */
   char names[PY_ASYNC_MAX + 1][80];
+  struct py_async_state *a;
 };
+struct py_async_state *python_async_state_new(uint32_t max_depth);
+void python_async_state_free(struct py_async_state *a);
 /* When frames[0..n) (leaf first, at addresses faddr) show a C asyncio
  * Task being stepped by the event loop (Handle._run), inserts after the
  * task's coroutine frames a <task: NAME> frame, then for each task that
- * awaits it (directly, `await task`) that task's coroutine frame and
- * <task: NAME>. Returns the new count (n when nothing is recognised). */
+ * awaits it (`await task`, gather(), TaskGroup) that task's coroutine
+ * frames (each at the line of its await) and <task: NAME>. Returns the
+ * new count (n when nothing is recognised). */
 uint32_t python_async_chain(struct py_async_scratch *s, const struct py_proc *p,
                             struct py_codecache *cc, struct py_frame_ref *frames,
                             const uint64_t *faddr, uint32_t n, uint32_t cap);
+/* Wall mode, waiting tasks: a sample starts (begin), each thread's raw
+ * frames are shown to note_loop (a thread running an event loop is
+ * remembered), then waiting emits one stack per waiting task of those
+ * loops, through fn, on the loop's thread. */
+void python_async_begin(struct py_async_scratch *s);
+void python_async_note_loop(struct py_async_scratch *s, const struct py_proc *p, uint32_t tid,
+                            const struct py_frame_ref *frames, const uint64_t *faddr, uint32_t n);
+/* A Task type seen in p (the registry of waiting tasks starts from it). */
+void python_async_saw_task(struct py_async_scratch *s, const struct py_proc *p, uint64_t type);
+/* Waiting-task passes made, and those that found more tasks than one
+ * pass reads (a rotating window was read). */
+void python_async_counters(const struct py_async_scratch *s, uint64_t *passes, uint64_t *over);
 
 /* Called for each thread whose stack was read; frames[0] is the leaf. */
 typedef void (*py_stack_fn)(void *ctx, uint32_t tid, const struct py_frame_ref *frames, uint32_t n,
@@ -289,6 +308,10 @@ struct py_sample_result {
   uint32_t failed;  /* threads whose stack could not be read consistently */
   int err;          /* first error (-errno), 0 if every read was good */
 };
+
+void python_async_waiting(struct py_async_scratch *s, const struct py_proc *p,
+                          struct py_codecache *cc, struct py_frame_ref *frames, uint32_t cap,
+                          py_stack_fn fn, void *ctx);
 
 int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *cc,
                   enum py_thread_filter filter, py_thread_pred pred, py_stack_fn fn, void *ctx,

@@ -63,9 +63,11 @@ struct py_walker *python_walker_new(uint32_t max_depth) {
   w->frames = calloc(max_depth + PY_EXTRA_FRAMES, sizeof(*w->frames));
   w->faddr = calloc(max_depth + 1, sizeof(*w->faddr));
   w->async_scratch.out = calloc(max_depth + PY_EXTRA_FRAMES, sizeof(*w->frames));
+  w->async_scratch.a = python_async_state_new(max_depth);
   w->chunk = malloc(PY_CHUNK_COPY_MAX);
   w->pages = malloc(PAGE_SLOTS * PAGE_SIZE_);
-  if (!w->frames || !w->faddr || !w->async_scratch.out || !w->chunk || !w->pages) {
+  if (!w->frames || !w->faddr || !w->async_scratch.out || !w->async_scratch.a || !w->chunk ||
+      !w->pages) {
     python_walker_free(w);
     return NULL;
   }
@@ -93,6 +95,7 @@ void python_walker_free(struct py_walker *w) {
   free(w->frames);
   free(w->faddr);
   free(w->async_scratch.out);
+  python_async_state_free(w->async_scratch.a);
   free(w->chunk);
   free(w->pages);
   free(w);
@@ -499,6 +502,9 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
 
   uint8_t ts[PY_TSTATE_READ_MAX];
   if (o->ts_read > sizeof(ts)) return res->err = -EINVAL;
+  /* wall mode: the asyncio tasks no thread runs, on their loop's thread */
+  bool waiting = w->async && filter == PY_ALL_THREADS;
+  if (waiting) python_async_begin(&w->async_scratch);
 
   struct brent bi = {0, 1, 0};
   for (int ni = 0; interp && ni < PY_MAX_INTERPS; ni++) {
@@ -579,6 +585,8 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
         res->failed++;
         if (!res->err) res->err = n;
       } else if (n > 0) {
+        if (waiting && ni == 0)
+          python_async_note_loop(&w->async_scratch, p, tid, w->frames, w->faddr, (uint32_t)n);
         if (w->async)
           n = (int)python_async_chain(&w->async_scratch, p, cc, w->frames, w->faddr, (uint32_t)n,
                                       w->max_depth + PY_EXTRA_FRAMES - 2);
@@ -589,6 +597,9 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
       }
       t = next;
     }
+    if (waiting && ni == 0)
+      python_async_waiting(&w->async_scratch, p, cc, w->frames, w->max_depth + PY_EXTRA_FRAMES - 2,
+                           fn, ctx);
     interp = next_interp;
   }
   return 0;

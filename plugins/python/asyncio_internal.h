@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * What the asyncio readers share (3.11-3.13): the layouts they need
+ * beyond py_offsets, the kinds of object they tell apart (by their type's
+ * tp_name, read once per type), and the per-walker state that bounds and
+ * caches their work.
+ *   asyncio.c          the running task and the chain of tasks awaiting it
+ *   asyncio_objects.c  object kinds, instance attributes, coroutine chains
+ *   asyncio_awaiter.c  who awaits a task: await, gather(), TaskGroup
+ *   asyncio_waiting.c  wall mode: the tasks no thread runs, from the
+ *                      registry of all tasks
+ */
+#ifndef POLYPROF_PYTHON_ASYNCIO_INTERNAL_H
+#define POLYPROF_PYTHON_ASYNCIO_INTERNAL_H
+
+#include "python.h"
+
+#define PA_TASK_READ 192 /* bytes of a TaskObj read: every field used is below */
+#define PA_TYPES 48      /* type -> kind entries */
+#define PA_ATTRS 16      /* (type, attribute) -> index in the type's shared keys */
+#define PA_LOOPS 4       /* threads running an event loop, per sample */
+#define PA_REGISTRIES 16 /* processes whose task registry is remembered */
+/* Registry entries (tasks) read per sample; a process with more gets a
+ * rotating window, each task read as often as the others over time. */
+#define PA_TASKS_MAX 64
+#define PA_RETRY_SAMPLES 2000 /* samples before a registry not found is looked for again */
+
+enum pa_kind {
+  PA_UNKNOWN = 0, /* not read yet */
+  PA_OTHER,
+  PA_TASK,       /* _asyncio.Task */
+  PA_FUTURE,     /* _asyncio.Future */
+  PA_GATHER,     /* asyncio.tasks._GatheringFuture */
+  PA_FUTUREITER, /* _asyncio.FutureIter: what `await future` suspends on */
+  PA_CORO,       /* coroutine */
+  PA_CFUNC,      /* builtin_function_or_method: a task's wakeup */
+  PA_FUNC,       /* function: gather()'s _done_callback */
+  PA_METHOD,     /* method: TaskGroup._on_task_done */
+  PA_TASKGROUP,  /* asyncio.taskgroups.TaskGroup */
+  PA_WEAKSET,    /* _weakrefset.WeakSet */
+  PA_SET,        /* set */
+  PA_WEAKREF,    /* weakref.ReferenceType */
+  PA_MODULE,     /* module */
+};
+
+/* Layout facts of one minor beyond py_offsets (DWARF of pyenv's 3.11.7,
+ * 3.12.1, 3.13.0; docs/python.md). */
+struct pa_layout {
+  uint32_t gen_state;   /* PyGenObject.gi_frame_state (int8) */
+  uint32_t fr_stacktop; /* _PyInterpreterFrame.stacktop (int, in localsplus slots) */
+  uint32_t fut_loop, fut_cb0, fut_state;
+  uint32_t type_keys, type_module;     /* PyHeapTypeObject.ht_cached_keys, ht_module */
+  uint32_t mod_state;                  /* PyModuleObject.md_state */
+  uint32_t st_scheduled, st_task_type; /* 3.12+: asyncio_state.scheduled_tasks, TaskType */
+  int8_t st_await;                     /* gi_frame_state of a coroutine suspended in an await */
+  uint8_t resume_op, resume_op2;       /* 3.11/3.12: the instruction after that await; 0: none */
+  uint8_t minor;
+};
+bool pa_layout_for(const struct py_proc *p, struct pa_layout *l);
+
+/* Where a process keeps its tasks: the set of weak references
+ * (WeakSet.data), found once and checked by type at every use. */
+struct pa_registry {
+  uint32_t pid;
+  uint32_t cursor; /* first table slot of the next window */
+  uint64_t runtime, set, set_type, task_type;
+  uint64_t retry_at; /* not found: the pass count to look again at */
+};
+
+struct py_async_state {
+  uint32_t max_depth;
+  struct {
+    uint32_t pid;
+    uint8_t kind;
+    uint64_t type;
+  } types[PA_TYPES];
+  uint32_t ntypes, next_type;
+  struct {
+    uint32_t pid, index;
+    uint64_t type;
+    const char *name; /* a literal: compared by address */
+  } attrs[PA_ATTRS];
+  uint32_t nattrs, next_attr;
+  /* this sample's event loops: the thread, the loop object, and the
+   * thread's frames from BaseEventLoop._run_once to the root */
+  struct {
+    uint32_t tid, n;
+    uint64_t loop;
+    struct py_frame_ref *prefix; /* max_depth */
+  } loops[PA_LOOPS];
+  uint32_t nloops;
+  struct pa_registry regs[PA_REGISTRIES];
+  uint32_t nregs, next_reg;
+  uint64_t samples;    /* waiting-task passes made */
+  uint64_t tasks_over; /* passes that found more tasks than PA_TASKS_MAX */
+  uint64_t keys[PA_TASKS_MAX], objs[PA_TASKS_MAX];
+  uint8_t tasks[PA_TASKS_MAX][PA_TASK_READ];
+  uint8_t wref[PA_TASKS_MAX][24];
+};
+
+bool pa_plausible(uint64_t v);
+uint64_t pa_rd64(const uint8_t *b, uint32_t off);
+/* Kind of the object at obj (its type read, then its tp_name once);
+ * *type (may be NULL) gets the type. PA_OTHER when unreadable. */
+enum pa_kind pa_kind_of(struct py_async_state *a, const struct py_proc *p, uint64_t obj,
+                        uint64_t *type);
+enum pa_kind pa_kind_of_type(struct py_async_state *a, const struct py_proc *p, uint64_t type);
+/* An instance attribute kept in the managed dict of a Python class's
+ * instance (shared keys + values, as CPython keeps them until someone
+ * asks for __dict__). name must be a literal. 0 or -errno (-ENOENT: not
+ * set, or the instance's dict was materialised: not read). */
+int pa_attr(struct py_async_state *a, const struct py_proc *p, const struct pa_layout *l,
+            uint64_t obj, uint64_t type, const char *name, uint64_t *val);
+/* "<task: NAME>" of a task (its bytes) into out. */
+void pa_task_name(const struct py_proc *p, const uint8_t *task, char *out, size_t cap);
+/* The coroutine chain of coro: coro's frame, then the coroutine it awaits,
+ * and so on (cr_await), into out innermost first, at most cap frames.
+ * *awaited gets the future the innermost one awaits (through the
+ * FutureIter it is suspended on), 0 if none. Returns the frame count. */
+uint32_t pa_coro_chain(struct py_async_state *a, const struct py_proc *p, struct py_codecache *cc,
+                       const struct pa_layout *l, uint64_t coro, struct py_frame_ref *out,
+                       uint32_t cap, uint64_t *awaited);
+/* The task awaiting task `child` (its bytes): directly (`await child`),
+ * through gather() or through a TaskGroup. Two independent pointers must
+ * agree: the future `child` completes (itself, the gather future, the
+ * group's completion future) is both the parent's fut_waiter and what the
+ * parent's coroutine chain is suspended on. On success parent/pbytes get
+ * the parent and its bytes, chain[0..*nchain) its coroutine frames
+ * (innermost first). 0 or -errno. */
+int pa_awaiter(struct py_async_state *a, const struct py_proc *p, struct py_codecache *cc,
+               const struct pa_layout *l, uint64_t child, const uint8_t *cbytes, uint64_t *parent,
+               uint8_t *pbytes, struct py_frame_ref *chain, uint32_t cap, uint32_t *nchain);
+/* Appends to out[m..cap) the tasks awaiting task (addr, bytes): per
+ * ancestor its coroutine frames then its <task: NAME> (names from
+ * names[first..]). Returns the new m. */
+uint32_t pa_ancestors(struct py_async_scratch *s, const struct py_proc *p, struct py_codecache *cc,
+                      const struct pa_layout *l, uint64_t task, const uint8_t *tbytes,
+                      struct py_frame_ref *out, uint32_t m, uint32_t cap, uint32_t first);
+
+#endif

@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Wall mode: the asyncio tasks no thread runs (3.11-3.13).
+ *
+ * A task waiting for something is on no thread's stack, so the tasks are
+ * read from asyncio's registry of all tasks, a WeakSet: its `data` set
+ * holds a weak reference to each task. Where it is:
+ *   3.12, 3.13  the _asyncio module's state (scheduled_tasks), reached from
+ *               a Task's type (a heap type: ht_module, md_state), and only
+ *               believed if that state's TaskType is the very type;
+ *   3.11        _asynciomodule.c's static all_tasks, from the .symtab of
+ *               the _asyncio extension the process maps (a stripped one,
+ *               as Debian's, gives no waiting tasks).
+ * The Task type comes from a task a sample found running, or from the
+ * future BaseEventLoop.run_until_complete was given (asyncio.run's main
+ * task). The eager-task set is not read: a task is in it only while its
+ * first step runs, and a running task is on its thread's stack.
+ *
+ * A thread running an event loop has BaseEventLoop._run_once on its stack,
+ * whose `self` is the loop. Every task of that loop that waits for a
+ * future which is not another task or a gather (those tasks appear above
+ * the tasks they wait for) gives one stack: its coroutine chain (down to
+ * the await that suspends it, which must be suspended on its fut_waiter),
+ * its <task: NAME>, the tasks awaiting it, then the loop thread's frames
+ * from _run_once to the root; attributed to that thread with the weight
+ * of the sample. At most PA_TASKS_MAX tasks are read a sample: a larger
+ * registry is read in a rotating window (and counted), so each task is
+ * seen as often as the others over a session.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "asyncio_internal.h"
+#include "polyprof/kit/elf_lookup.h"
+#include "polyprof/kit/remote.h"
+
+#define TABLE_SCAN 1024 /* set slots looked at a sample */
+#define TABLE_CHUNK 256 /* slots a read */
+
+struct py_async_state *python_async_state_new(uint32_t max_depth) {
+  struct py_async_state *a = calloc(1, sizeof(*a));
+  if (!a) return NULL;
+  for (uint32_t i = 0; i < PA_LOOPS; i++) {
+    a->loops[i].prefix = calloc(max_depth + 1, sizeof(struct py_frame_ref));
+    if (!a->loops[i].prefix) {
+      python_async_state_free(a);
+      return NULL;
+    }
+  }
+  a->max_depth = max_depth;
+  return a;
+}
+
+void python_async_state_free(struct py_async_state *a) {
+  if (!a) return;
+  for (uint32_t i = 0; i < PA_LOOPS; i++)
+    free(a->loops[i].prefix);
+  free(a);
+}
+
+void python_async_counters(const struct py_async_scratch *s, uint64_t *passes, uint64_t *over) {
+  *passes = s->a ? s->a->samples : 0;
+  *over = s->a ? s->a->tasks_over : 0;
+}
+
+static bool ends_with(const char *s, const char *tail) {
+  size_t a = strlen(s), b = strlen(tail);
+  return a >= b && strcmp(s + a - b, tail) == 0;
+}
+
+static struct pa_registry *registry_of(struct py_async_state *a, const struct py_proc *p) {
+  for (uint32_t i = 0; i < a->nregs; i++)
+    if (a->regs[i].pid == p->pid && a->regs[i].runtime == p->runtime) return &a->regs[i];
+  uint32_t slot = a->nregs < PA_REGISTRIES ? a->nregs++ : (a->next_reg++ % PA_REGISTRIES);
+  a->regs[slot] = (struct pa_registry){.pid = p->pid, .runtime = p->runtime};
+  return &a->regs[slot];
+}
+
+void python_async_saw_task(struct py_async_scratch *s, const struct py_proc *p, uint64_t type) {
+  if (!s->a || !pa_plausible(type)) return;
+  struct pa_registry *r = registry_of(s->a, p);
+  if (r->task_type == type) return;
+  if (pa_kind_of_type(s->a, p, type) != PA_TASK) return;
+  r->task_type = type;
+  r->retry_at = 0; /* a type to start from: look again now */
+}
+
+void python_async_begin(struct py_async_scratch *s) {
+  if (s->a) s->a->nloops = 0;
+}
+
+void python_async_note_loop(struct py_async_scratch *s, const struct py_proc *p, uint32_t tid,
+                            const struct py_frame_ref *frames, const uint64_t *faddr, uint32_t n) {
+  struct py_async_state *a = s->a;
+  const struct py_offsets *o = &p->off;
+  if (!a || !o->fr_localsplus || a->nloops >= PA_LOOPS) return;
+  for (uint32_t k = 0; k < n; k++) {
+    const struct py_code *c = frames[k].code;
+    if (!c || !ends_with(c->file, "/asyncio/base_events.py")) continue;
+    if (strcmp(c->name, "BaseEventLoop._run_once") == 0) {
+      uint64_t loop = 0;
+      if (pp_remote_read((pid_t)p->pid, faddr[k] + o->fr_localsplus, &loop, 8) < 0 ||
+          !pa_plausible(loop) || n - k > a->max_depth)
+        return;
+      a->loops[a->nloops].tid = tid;
+      a->loops[a->nloops].loop = loop;
+      a->loops[a->nloops].n = n - k;
+      memcpy(a->loops[a->nloops].prefix, frames + k, (n - k) * sizeof(frames[0]));
+      a->nloops++;
+    } else if (strcmp(c->name, "BaseEventLoop.run_until_complete") == 0) {
+      struct pa_registry *r = registry_of(a, p);
+      uint64_t fut = 0, type = 0;
+      if (r->task_type ||
+          pp_remote_read((pid_t)p->pid, faddr[k] + o->fr_localsplus + 8, &fut, 8) < 0)
+        continue;
+      if (pa_kind_of(a, p, fut, &type) == PA_TASK) python_async_saw_task(s, p, type);
+    }
+  }
+}
+
+/* The registry's WeakSet -> its data set. */
+static int registry_set(struct py_async_state *a, const struct py_proc *p,
+                        const struct pa_layout *l, uint64_t weakset, struct pa_registry *r) {
+  uint64_t type = 0, set = 0, set_type = 0;
+  if (pa_kind_of(a, p, weakset, &type) != PA_WEAKSET ||
+      pa_attr(a, p, l, weakset, type, "data", &set) < 0 ||
+      pa_kind_of(a, p, set, &set_type) != PA_SET)
+    return -ENOENT;
+  r->set = set;
+  r->set_type = set_type;
+  return 0;
+}
+
+static int registry_311(struct py_async_state *a, const struct py_proc *p,
+                        const struct pa_layout *l, struct pa_registry *r) {
+  struct pp_module m;
+  if (pp_find_module(p->pid, "_asyncio.cpython-311*.so", &m, NULL, 0) < 0) return -ENOENT;
+  static const char *const names[] = {"all_tasks", "TaskType"};
+  uint64_t v[2] = {0, 0};
+  int found = pp_elf_lookup_symbols(m.fd, names, 2, 0, v, NULL);
+  uint64_t bias = m.bias;
+  pp_module_close(&m);
+  if (found < 2 || !v[0] || !v[1]) return -ENOENT; /* stripped */
+  uint64_t weakset = 0;
+  if (r->task_type && r->task_type != v[1] + bias) return -EINVAL; /* not this module's Task */
+  if (pp_remote_read((pid_t)p->pid, v[0] + bias, &weakset, 8) < 0) return -EFAULT;
+  return registry_set(a, p, l, weakset, r);
+}
+
+static int registry_312(struct py_async_state *a, const struct py_proc *p,
+                        const struct pa_layout *l, struct pa_registry *r) {
+  pid_t pid = (pid_t)p->pid;
+  uint64_t mod = 0, state = 0;
+  uint8_t st[64];
+  if (!r->task_type || pp_remote_read(pid, r->task_type + l->type_module, &mod, 8) < 0 ||
+      pa_kind_of(a, p, mod, NULL) != PA_MODULE ||
+      pp_remote_read(pid, mod + l->mod_state, &state, 8) < 0 || !pa_plausible(state) ||
+      pp_remote_read(pid, state, st, sizeof(st)) < 0 ||
+      pa_rd64(st, l->st_task_type) != r->task_type)
+    return -ENOENT;
+  return registry_set(a, p, l, pa_rd64(st, l->st_scheduled), r);
+}
+
+/* Up to PA_TASKS_MAX weak references from the set's table, starting at
+ * the registry's cursor. Returns how many; *partial when the set holds
+ * more than one pass reads. */
+static uint32_t collect_refs(struct py_async_state *a, const struct py_proc *p,
+                             struct pa_registry *r, bool *partial) {
+  pid_t pid = (pid_t)p->pid;
+  uint8_t hdr[48];
+  *partial = false;
+  if (pp_remote_read(pid, r->set, hdr, sizeof(hdr)) < 0 || pa_rd64(hdr, 8) != r->set_type) {
+    r->set = 0; /* freed or replaced: found again */
+    return 0;
+  }
+  int64_t used = (int64_t)pa_rd64(hdr, 24);
+  uint64_t mask = pa_rd64(hdr, 32), table = pa_rd64(hdr, 40);
+  if (used <= 0 || mask >= (1u << 24) || ((mask + 1) & mask) || !pa_plausible(table)) return 0;
+  uint64_t size = mask + 1, scan = size < TABLE_SCAN ? size : TABLE_SCAN;
+  if (r->cursor >= size) r->cursor = 0;
+  uint64_t ent[2 * TABLE_CHUNK];
+  uint32_t n = 0, seen = 0;
+  while (seen < scan && n < PA_TASKS_MAX) {
+    uint64_t at = r->cursor, len = size - at;
+    if (len > TABLE_CHUNK) len = TABLE_CHUNK;
+    if (len > scan - seen) len = scan - seen;
+    if (pp_remote_read(pid, table + at * 16, ent, len * 16) < 0) return n;
+    uint64_t i = 0;
+    for (; i < len && n < PA_TASKS_MAX; i++) {
+      uint64_t key = ent[2 * i];
+      /* empty, or a removed entry (the dummy key, hash -1) */
+      if (key && ent[2 * i + 1] != UINT64_MAX && pa_plausible(key)) a->keys[n++] = key;
+    }
+    seen += (uint32_t)i;
+    r->cursor = (uint32_t)((at + i) % size);
+  }
+  *partial = seen < size || (int64_t)n < used;
+  return n;
+}
+
+/* Reads the tasks the weak references point to, into a->objs/a->tasks;
+ * returns how many were read. */
+static uint32_t read_tasks(struct py_async_state *a, const struct py_proc *p, uint32_t n) {
+  pid_t pid = (pid_t)p->pid;
+  struct pp_remote_iov iov[PA_TASKS_MAX] = {{0, NULL, 0}};
+  if (n == 0 || n > PA_TASKS_MAX) return 0;
+  for (uint32_t i = 0; i < n; i++)
+    iov[i] = (struct pp_remote_iov){a->keys[i], a->wref[i], 24};
+  bool batch = pp_remote_readv(pid, iov, n) == 0;
+  uint32_t m = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    if (!batch && pp_remote_read(pid, a->keys[i], a->wref[i], 24) < 0) continue;
+    uint64_t obj = pa_rd64(a->wref[i], 16); /* wr_object */
+    if (pa_plausible(obj)) a->objs[m++] = obj;
+  }
+  if (m == 0) return 0;
+  for (uint32_t i = 0; i < m; i++)
+    iov[i] = (struct pp_remote_iov){a->objs[i], a->tasks[i], PA_TASK_READ};
+  if (pp_remote_readv(pid, iov, m) == 0) return m;
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < m; i++)
+    if (pp_remote_read(pid, a->objs[i], a->tasks[k], PA_TASK_READ) == 0) a->objs[k++] = a->objs[i];
+  return k;
+}
+
+void python_async_waiting(struct py_async_scratch *s, const struct py_proc *p,
+                          struct py_codecache *cc, struct py_frame_ref *frames, uint32_t cap,
+                          py_stack_fn fn, void *ctx) {
+  struct py_async_state *a = s->a;
+  struct pa_layout l;
+  if (!a || !a->nloops || !pa_layout_for(p, &l)) return;
+  const struct py_offsets *o = &p->off;
+  struct pa_registry *r = registry_of(a, p);
+  a->samples++;
+  if (!r->set) {
+    if (a->samples < r->retry_at) return;
+    int rc = l.minor == 11 ? registry_311(a, p, &l, r) : registry_312(a, p, &l, r);
+    if (rc < 0) {
+      r->retry_at = a->samples + PA_RETRY_SAMPLES;
+      return;
+    }
+  }
+  bool partial = false;
+  uint32_t n = collect_refs(a, p, r, &partial);
+  if (partial) a->tasks_over++;
+  n = read_tasks(a, p, n);
+  for (uint32_t i = 0; i < n; i++) {
+    const uint8_t *t = a->tasks[i];
+    if (pa_kind_of_type(a, p, pa_rd64(t, 8)) != PA_TASK) continue;
+    int32_t state;
+    memcpy(&state, t + l.fut_state, 4);
+    uint64_t waiter = pa_rd64(t, o->task_fut_waiter), loop = pa_rd64(t, l.fut_loop);
+    if (state != 0 || !waiter) continue; /* done, or running / about to run */
+    uint32_t li = 0;
+    while (li < a->nloops && a->loops[li].loop != loop)
+      li++;
+    if (li == a->nloops) continue; /* a loop no thread runs now */
+    enum pa_kind wk = pa_kind_of(a, p, waiter, NULL);
+    if (wk == PA_TASK || wk == PA_GATHER) continue; /* shown above what it waits for */
+    uint32_t rest = a->loops[li].n;
+    if (cap < rest + PY_ASYNC_CORO_MAX + 1) continue;
+    uint64_t awaited = 0;
+    uint32_t m =
+        pa_coro_chain(a, p, cc, &l, pa_rd64(t, o->task_coro), frames, PY_ASYNC_CORO_MAX, &awaited);
+    if (m == 0 || awaited != waiter) continue;
+    pa_task_name(p, t, s->names[0], sizeof(s->names[0]));
+    frames[m++] = (struct py_frame_ref){.pseudo = s->names[0]};
+    m = pa_ancestors(s, p, cc, &l, a->objs[i], t, frames, m, cap - rest, 1);
+    memcpy(frames + m, a->loops[li].prefix, rest * sizeof(frames[0]));
+    fn(ctx, a->loops[li].tid, frames, m + rest, false);
+  }
+}
