@@ -64,6 +64,11 @@ struct pp_plugin_types pp_profile_types_of(const struct pp_config *cfg, const ch
 /* Before a plugin starts: map --mode wall onto its wall knob and log, once,
  * each requested type it cannot give (the other types go on). */
 void pp_profile_types_apply(struct pp_config *cfg, const char *plugin, bool system_wide);
+/* Capabilities a plugin needs on top of its descriptor's for this run
+ * (PP_CAP_* bits): uprobe events (perf's native allocations, set through
+ * its native_alloc option) take CAP_SYS_ADMIN, held as a step privilege
+ * the plugin raises only around opening them. */
+uint64_t pp_profile_types_step_caps(const struct pp_plugin_config *pc);
 /* Once the enabled plugins are known: one line for each requested type
  * none of them gives. */
 void pp_profile_types_check_sources(const struct pp_config *cfg, const char *const *names,

@@ -171,6 +171,7 @@ void pp_profile_types_apply(struct pp_config *cfg, const char *plugin, bool syst
              cfg->profiling_mode, plugin, plugin, wk->key, wk->value);
   }
   if (system_wide) {
+    if (pt.gives & PP_TYPE_BIT(PP_PROFILE_ALLOC)) set_option(pc, "native_alloc", "true");
     if ((want & PP_TYPE_BIT(PP_PROFILE_ALLOC)) && !(pt.gives & PP_TYPE_BIT(PP_PROFILE_ALLOC)))
       pp_log(PP_LOG_WARNING, "polyprof",
              "--mode alloc: %s gives native allocations for --pids, run and attach only (a "
@@ -186,6 +187,16 @@ void pp_profile_types_apply(struct pp_config *cfg, const char *plugin, bool syst
            "--mode %s: %s cannot give the %s profile (%s); the other types go on",
            pp_profile_type(t)->name, plugin, pp_profile_type(t)->name, cannot_why(plugin, t));
   }
+}
+
+uint64_t pp_profile_types_step_caps(const struct pp_plugin_config *pc) {
+  for (size_t k = 0; pc && k < pc->option_count; k++) {
+    const struct pp_bound_option *bo = &pc->options[k];
+    if (bo->opt && !strcmp(bo->opt->key, "native_alloc") && bo->scalar &&
+        !strcmp(bo->scalar, "true"))
+      return PP_CAP_NEEDS_NSENTER | PP_CAP_STEP_NSENTER; /* CAP_SYS_ADMIN, raised per step */
+  }
+  return 0;
 }
 
 void pp_profile_types_check_sources(const struct pp_config *cfg, const char *const *names,

@@ -56,6 +56,7 @@
 #include "polyprof/kit/proc.h"
 #include "privileges.h"
 #include "profile_codec.h"
+#include "profile_mode.h"
 #include "supervisor.h"
 #include "worker_exe.h"
 #include "worker_loop.h"
@@ -663,7 +664,7 @@ struct pp_worker *pp_worker_new(const struct pp_plugin_info *info,
   }
   snprintf(w->tag, sizeof(w->tag), "polyprof.%s", w->name);
   w->inline_mode = opts && opts->inline_mode;
-  w->privs = pp_priv_for_plugin(info->desc.capabilities);
+  w->privs = pp_priv_for_plugin(info->desc.capabilities | pp_profile_types_step_caps(pcfg));
   pp_wbuf_init(&w->init);
   pp_worker_init_encode(&w->init, w->path, w->name, &w->cfg);
   if (!w->inline_mode && pp_worker_exe_find(opts ? opts->worker_path : NULL, w->exe, sizeof(w->exe),

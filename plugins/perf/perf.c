@@ -148,6 +148,33 @@ static const struct pp_option options[] = {
      .max = 65536,
      .help = "--mode offcpu: ring buffer pages per CPU for context switches (rounded up to a "
              "power of two)"},
+    {.key = "native_alloc",
+     .type = PP_OPT_BOOL,
+     .default_value = "false",
+     .help = "set by the agent for --mode alloc with --pids: the worker may raise "
+             "CAP_SYS_ADMIN, which uprobe events need, around opening them"},
+    {.key = "alloc_period",
+     .type = PP_OPT_INT,
+     .default_value = "1000",
+     .min = 1,
+     .max = 1 << 30,
+     .help = "--mode alloc (native, --pids only): one sample every N calls of an allocation "
+             "function on average (each thread's period moves within N/2..3N/2), counted as its "
+             "size times its period"},
+    {.key = "alloc_max_threads",
+     .type = PP_OPT_INT,
+     .default_value = "256",
+     .min = 1,
+     .max = 65536,
+     .help = "--mode alloc (native): threads probed at once (more are counted as "
+             "alloc_threads_refused)"},
+    {.key = "alloc_mmap_pages",
+     .type = PP_OPT_INT,
+     .default_value = "8",
+     .min = 1,
+     .max = 1024,
+     .help = "--mode alloc (native): ring buffer pages per probed thread (rounded up to a power "
+             "of two)"},
 };
 #define OPT_INT(h, key) pp_opt_int((h), PP_OPTIONS(options), (key))
 #define OPT_BOOL(h, key) pp_opt_bool((h), PP_OPTIONS(options), (key))
@@ -180,6 +207,11 @@ static int perf_init(const struct pp_host *host, void **out) {
   st->offcpu_threshold_us = (uint64_t)OPT_INT(host, "offcpu_threshold");
   st->offcpu_max_threads = (size_t)OPT_INT(host, "offcpu_max_threads");
   st->offcpu_pages = (uint32_t)OPT_INT(host, "offcpu_mmap_pages");
+  st->alloc_period = (uint64_t)OPT_INT(host, "alloc_period");
+  st->alloc_max_threads = (size_t)OPT_INT(host, "alloc_max_threads");
+  st->alloc_pages = 1;
+  while (st->alloc_pages < (uint32_t)OPT_INT(host, "alloc_mmap_pages"))
+    st->alloc_pages <<= 1;
 
   const char *const *items = NULL;
   size_t n = 0;
@@ -267,6 +299,24 @@ static void start_offcpu(struct perf_state *st) {
           (unsigned)(p2 * (uint64_t)sysconf(_SC_PAGESIZE) / 1024));
 }
 
+/* Native allocations of the given pids; a failure costs that profile only. */
+static void start_alloc(struct perf_state *st) {
+  char err[512];
+  if (perf_alloc_open(st, err, sizeof(err)) < 0) {
+    PP_WARNING(st->host,
+               "--mode alloc: perf cannot give native allocations (%s); the other "
+               "types go on",
+               err);
+    return;
+  }
+  st->alloc_on = true;
+  PP_INFO(st->host,
+          "native alloc: uprobes on the allocator of %zu pids, a sample every %llu calls, up to "
+          "%zu threads",
+          st->npids, (unsigned long long)st->alloc_period, st->alloc_max_threads);
+  perf_alloc_tick(st);
+}
+
 static int perf_start(void *state, struct pp_session *session) {
   struct perf_state *st = state;
   if (session->mode) st->mode = parse_mode(session->mode);
@@ -333,6 +383,8 @@ static int perf_start(void *state, struct pp_session *session) {
   st->cpu_on = !(session->flags & PP_SESSION_NO_CPU);
   st->offcpu_on = false;
   if (session->flags & PP_SESSION_OFFCPU) start_offcpu(st);
+  st->alloc_on = false;
+  if (session->flags & PP_SESSION_ALLOC) start_alloc(st);
   session->tick_interval_ns = (uint64_t)OPT_INT(st->host, "drain_interval_ms") * 1000000ull;
   char rate[48];
   if (st->event_period)
@@ -354,6 +406,7 @@ static int perf_tick(void *state, uint64_t now_ns) {
   struct perf_state *st = state;
   if (st->running) perf_drain(st);
   if (st->offcpu_on) perf_offcpu_drain(st);
+  if (st->alloc_on) perf_alloc_tick(st);
   return 0;
 }
 
@@ -362,9 +415,10 @@ static int perf_snapshot(void *state, struct pp_sink *sink) {
   const struct pp_host *h = st->host;
   if (st->running) perf_drain(st);
   /* a session without the cpu type still samples it: its records keep the
-   * process and mapping tables current for the off-CPU stacks */
+   * process and mapping tables current for the off-CPU and alloc stacks */
   if (st->cpu_on) perf_stacks_emit(st, sink);
   if (st->offcpu_on) perf_offcpu_emit(st, sink);
+  if (st->alloc_on) perf_alloc_emit(st, sink);
 
   /* Go processes: their version, as gProfiler's app metadata has it */
   struct perf_idmap *pm = &st->procs.procs;
@@ -452,6 +506,8 @@ static int perf_stop(void *state) {
   st->running = false;
   perf_offcpu_close(&st->offcpu);
   st->offcpu_on = false;
+  perf_alloc_close(st);
+  st->alloc_on = false;
   return 0;
 }
 

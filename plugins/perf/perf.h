@@ -19,6 +19,9 @@
  *                lookup reads (code built without .eh_frame)
  *   stacks.c     per-session stacks of frame ids, smart-mode choice, emit
  *   offcpu.c     off-CPU profile: switch-out stacks weighted by blocked time
+ *   alloc.c      native allocation profile: uprobes on the allocator of
+ *                the given pids, sampled, weighted by bytes
+ *   alloc_probes.c the allocator libraries a process maps, their functions
  *   idmap.h      the integer-keyed hash map of processes, threads, objects
  */
 #ifndef PERF_PLUGIN_H
@@ -402,6 +405,58 @@ void perf_offcpu_drain(struct perf_state *st);
 /* Emits the session's off-CPU stacks (PP_PROFILE_OFFCPU, microseconds). */
 void perf_offcpu_emit(struct perf_state *st, struct pp_sink *sink);
 
+/* ---------------- alloc.c, alloc_probes.c ---------------- */
+
+#define ALLOC_MAX_PROBES 8 /* allocation functions probed per library */
+#define ALLOC_MAX_FILES 4  /* allocator libraries probed per process */
+#define ALLOC_NO_ARG 255
+
+struct alloc_probe {
+  uint64_t offset;   /* file offset of the function's entry */
+  const char *name;  /* "malloc" */
+  uint8_t size_arg;  /* argument holding the byte count (0: first) */
+  uint8_t count_arg; /* calloc's element count, or ALLOC_NO_ARG */
+};
+
+struct alloc_file {
+  int fd; /* opened through the target's root; the probe names /proc/self/fd/N */
+  uint32_t dev_major, dev_minor;
+  uint64_t inode;
+  char path[256]; /* as the process maps it, for messages */
+  struct alloc_probe probes[ALLOC_MAX_PROBES];
+  size_t nprobes;
+};
+
+/* The allocator libraries process pid maps, each opened with its probes
+ * (at most cap). 0, or -errno with why saying what is missing. */
+int perf_alloc_find_probes(uint32_t pid, struct alloc_file *files, size_t cap, size_t *n, char *why,
+                           size_t whylen);
+
+struct perf_alloc {
+  bool open;
+  int pmu_type;    /* the uprobe PMU's perf type */
+  uint64_t period; /* calls per sample, on average */
+  uint64_t rng;    /* xorshift state of the period jitter */
+  uint32_t pages;  /* ring data pages per thread */
+  size_t max_threads;
+  struct perf_idmap procs;   /* pid -> alloc_proc */
+  struct perf_idmap threads; /* tid -> alloc_thread */
+  uint64_t scan_tick;
+  struct perf_stacks stacks; /* this session's, counts in bytes */
+  /* since the last snapshot */
+  uint64_t samples, lost, throttled, oversize, malformed, threads_refused;
+};
+
+/* Looks for the uprobe PMU; the probes are placed by the first tick. 0 or
+ * -errno with err saying why native allocations cannot be profiled. */
+int perf_alloc_open(struct perf_state *st, char *err, size_t errlen);
+void perf_alloc_close(struct perf_state *st);
+/* Probes threads and processes that appeared, drops those gone, and reads
+ * the rings. */
+void perf_alloc_tick(struct perf_state *st);
+/* Emits the session's allocation stacks (PP_PROFILE_ALLOC, bytes). */
+void perf_alloc_emit(struct perf_state *st, struct pp_sink *sink);
+
 /* ---------------- perf.c: the state ---------------- */
 
 struct perf_state {
@@ -439,6 +494,11 @@ struct perf_state {
   size_t offcpu_max_threads;
   uint32_t offcpu_pages;
   struct perf_offcpu offcpu;
+  bool alloc_on;
+  uint32_t alloc_pages;
+  uint64_t alloc_period;
+  size_t alloc_max_threads;
+  struct perf_alloc alloc;
   /* totals since start, for the log */
   uint64_t total_samples, total_lost;
 };
