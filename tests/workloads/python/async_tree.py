@@ -81,7 +81,7 @@ async def main():
         await asyncio.sleep(0.05)
         print("ready")
         sys.stdout.flush()
-        await asyncio.gather(*parents)
+        await asyncio.gather(*parents)  # RUN_AWAIT
     else:
         tasks = [asyncio.create_task(wait_a(), name="a%d" % i) for i in (1, 2, 3)]
         tasks.append(asyncio.create_task(wait_b(), name="b1"))
