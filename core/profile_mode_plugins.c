@@ -23,18 +23,7 @@ struct wall_knob {
 /* The runtime plugins whose own option turns their sampling into wall. */
 static const struct wall_knob wall_knobs[] = {
     {"python", "mode", "wall"},         {"dotnet", "wall", "true"}, {"ruby", "oncpu", "false"},
-    {"nodejs", "include_idle", "true"}, {"java", "wall", "true"},
-};
-
-/* What each in-tree runtime plugin cannot give, with the reason users see. */
-struct refusal {
-  const char *plugin;
-  unsigned type;
-  const char *why;
-};
-
-static const struct refusal refusals[] = {
-    {"php", PP_PROFILE_WALL, "its sampler reads only the stack of a running request"},
+    {"nodejs", "include_idle", "true"}, {"java", "wall", "true"},   {"php", "wall", "true"},
 };
 
 /* Runtimes with allocation sampling. */
@@ -75,8 +64,9 @@ static bool mode_without_wall(const struct pp_config *cfg, const char *plugin) {
  * thread's stack at each tick and weigh it by the interval: their off-CPU
  * stacks replace perf's native ones for the processes they cover, as their
  * cpu stacks do. Python does in its cpu and wall modes (gil and exception
- * pick threads by something else than their state). */
+ * pick threads by something else than their state), PHP always. */
 static bool gives_offcpu(const struct pp_config *cfg, const char *plugin) {
+  if (!strcmp(plugin, "php")) return true;
   if (strcmp(plugin, "python") != 0) return false;
   const struct pp_plugin_config *pc = pp_config_plugin(cfg, plugin);
   const char *m = pc && pc->mode ? pc->mode : "cpu";
@@ -130,8 +120,6 @@ static const char *cannot_why(const char *plugin, unsigned type) {
            "threads on a CPU";
   if (type == PP_PROFILE_WALL && !strcmp(plugin, "java"))
     return "--java-mode perfmap only names JIT code for perf; the agent mode samples wall time";
-  for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
-    if (refusals[i].type == type && !strcmp(refusals[i].plugin, plugin)) return refusals[i].why;
   switch (type) {
     case PP_PROFILE_OFFCPU:
       return "off-CPU stacks come from the perf plugin only";
@@ -203,7 +191,7 @@ void pp_profile_types_check_sources(const struct pp_config *cfg, const char *con
                                     const bool *system_wide, size_t n) {
   static const char *const hint[PP_PROFILE_TYPE_COUNT] = {
       [PP_PROFILE_CPU] = "the perf plugin or a runtime plugin",
-      [PP_PROFILE_WALL] = "a runtime plugin: python, ruby, java, nodejs or dotnet",
+      [PP_PROFILE_WALL] = "a runtime plugin: python, ruby, java, php, nodejs or dotnet",
       [PP_PROFILE_OFFCPU] = "the perf plugin",
       [PP_PROFILE_ALLOC] = "the java plugin, or perf for the native allocations of --pids",
   };

@@ -57,6 +57,12 @@ static const struct pp_option options[] = {
      .min = 16,
      .max = 1 << 20,
      .help = "cached function names/files (entries, ~800 bytes each)"},
+    {.key = "wall",
+     .type = PP_OPT_BOOL,
+     .cli_flag = "php-wall",
+     .default_value = "false",
+     .help = "every PHP process at every tick, running or waiting (the wall profile; --mode "
+             "wall sets it); false: only processes on a CPU"},
 };
 
 #define IMAGE_CHECK_NS 1000000000ull /* how often a target's program image is checked */
@@ -74,6 +80,7 @@ static int php_init(const struct pp_host *host, void **out) {
   size_t max_stacks = (size_t)pp_opt_int(host, PP_OPTIONS(options), "max_stacks");
   size_t arena = (size_t)pp_opt_int(host, PP_OPTIONS(options), "arena_kib") * 1024;
   size_t cache = (size_t)pp_opt_int(host, PP_OPTIONS(options), "function_cache");
+  st->wall_opt = pp_opt_bool(host, PP_OPTIONS(options), "wall");
   size_t refs = max_stacks * st->max_depth;
   struct pp_stack_table_limits lim = {.max_stacks = max_stacks,
                                       .max_string_bytes = arena,
@@ -97,7 +104,10 @@ static int php_init(const struct pp_host *host, void **out) {
 
 static int php_start(void *state, struct pp_session *session) {
   struct php_state *st = state;
-  PP_INFO(st->host, "sampling PHP stacks at %u Hz%s%s", session->frequency_hz,
+  php_types_start(&st->types, st->wall_opt, session);
+  PP_INFO(st->host, "sampling PHP stacks at %u Hz (%s%s)%s%s", session->frequency_hz,
+          st->types.wall ? "every process: wall" : "processes on a CPU",
+          st->types.offcpu ? ", waiting ones as off-CPU time" : "",
           st->proc_filter ? ", filter " : "", st->proc_filter ? st->proc_filter : "");
   return 0;
 }
@@ -127,6 +137,8 @@ static int php_tick(void *state, uint64_t now_ns) {
         continue;
       }
     }
+    char pstate;
+    if (!php_types_walk(&st->types, t->pid, &pstate)) continue; /* waiting: no CPU time */
     const struct pp_frame *frames;
     uint32_t nf = 0;
     switch (php_walk(st->walker, t->pid, &pt->at, &frames, &nf)) {
@@ -136,11 +148,13 @@ static int php_tick(void *state, uint64_t now_ns) {
       case PHP_WALK_OK:
         st->samples++;
         if (nf)
-          pp_stack_table_add(st->stacks, t->pid, t->pid, pt->comm[0] ? pt->comm : NULL, frames, nf,
-                             1);
+          php_types_record(&st->types, st->stacks, t->pid, pt->comm[0] ? pt->comm : NULL, frames,
+                           nf, pstate);
         break;
       case PHP_WALK_IDLE:
         st->idle++;
+        php_types_record(&st->types, st->stacks, t->pid, pt->comm[0] ? pt->comm : NULL, NULL, 0,
+                         pstate);
         break;
       case PHP_WALK_TORN:
         st->torn++;
@@ -188,6 +202,8 @@ static int php_snapshot(void *state, struct pp_sink *sink) {
   }
   h->add_counter(sink, "samples", st->samples);
   h->add_counter(sink, "idle", st->idle);
+  if (st->types.off_cpu) h->add_counter(sink, "waiting_skipped", st->types.off_cpu);
+  st->types.off_cpu = 0;
   h->add_counter(sink, "torn_samples", st->torn);
   h->add_counter(sink, "truncated_stacks", st->truncated);
   h->add_counter(sink, "exited_targets", st->gone);

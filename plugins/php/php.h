@@ -9,6 +9,7 @@
  *                 PHP version; per-binary facts cached
  *   php_layout.c  per-version struct offsets (data, from phpspy's headers)
  *   php_walk.c    reads one call stack (current_execute_data chain)
+ *   php_types.c   what a stack counts as: cpu, wall, off-CPU (the state)
  */
 #ifndef PP_PLUGIN_PHP_H
 #define PP_PLUGIN_PHP_H
@@ -59,8 +60,19 @@ struct php_target {
   uint64_t image_checked_ns;
 };
 
+/* The profile types of the session (php_types.c). */
+struct php_types {
+  bool cpu;             /* running processes make cpu samples */
+  bool wall;            /* php.wall: every process, running or not (untagged) */
+  bool offcpu;          /* --mode offcpu: waiting ones make off-CPU samples */
+  uint64_t interval_us; /* what an off-CPU sample weighs */
+  uint64_t off_cpu;     /* cpu only: walks skipped, the process was waiting */
+};
+
 /* The plugin's state. */
 struct php_state {
+  struct php_types types;
+  bool wall_opt; /* php.wall */
   const struct pp_host *host;
   const char *proc_filter; /* substring of comm or cmdline; NULL: every match */
   uint32_t max_depth;
@@ -85,6 +97,15 @@ int php_attach_process(void *plugin, struct pp_target_entry *t);
  * compares but, with ASLR, moves this. */
 uint64_t php_image_start(uint32_t pid);
 void php_release_target(void *plugin, struct pp_target_entry *t);
+
+/* php_types.c: the session's types (wall: the php.wall option). */
+void php_types_start(struct php_types *ty, bool wall, const struct pp_session *s);
+/* Before a walk of pid: whether this tick's stack is wanted; *state is the
+ * process's state letter (0 if not read or gone). */
+bool php_types_walk(struct php_types *ty, uint32_t pid, char *state);
+/* Counts a walk's stack (nf 0: between requests) as the types want it. */
+void php_types_record(struct php_types *ty, struct pp_stack_table *stacks, uint32_t pid,
+                      const char *comm, const struct pp_frame *frames, uint32_t nf, char state);
 
 struct php_walker; /* per-plugin buffers and the function cache */
 
