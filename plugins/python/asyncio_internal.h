@@ -91,8 +91,10 @@ struct py_async_state {
   uint32_t nloops;
   struct pa_registry regs[PA_REGISTRIES];
   uint32_t nregs, next_reg;
-  uint64_t samples;    /* waiting-task passes made */
-  uint64_t tasks_over; /* passes that found more tasks than PA_TASKS_MAX */
+  uint64_t samples; /* waiting-task passes made (the clock of retry_at) */
+  /* since the last report: passes, and those that found more tasks than
+   * one pass reads */
+  uint64_t passes, tasks_over;
   uint64_t keys[PA_TASKS_MAX], objs[PA_TASKS_MAX];
   uint8_t tasks[PA_TASKS_MAX][PA_TASK_READ];
   uint8_t wref[PA_TASKS_MAX][24];

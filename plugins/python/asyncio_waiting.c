@@ -59,9 +59,12 @@ void python_async_state_free(struct py_async_state *a) {
   free(a);
 }
 
-void python_async_counters(const struct py_async_scratch *s, uint64_t *passes, uint64_t *over) {
-  *passes = s->a ? s->a->samples : 0;
-  *over = s->a ? s->a->tasks_over : 0;
+void python_async_counters(struct py_async_scratch *s, uint64_t *passes, uint64_t *over) {
+  *passes = *over = 0;
+  if (!s->a) return;
+  *passes = s->a->passes;
+  *over = s->a->tasks_over;
+  s->a->passes = s->a->tasks_over = 0;
 }
 
 static bool ends_with(const char *s, const char *tail) {
@@ -233,6 +236,7 @@ void python_async_waiting(struct py_async_scratch *s, const struct py_proc *p,
   const struct py_offsets *o = &p->off;
   struct pa_registry *r = registry_of(a, p);
   a->samples++;
+  a->passes++;
   if (!r->set) {
     if (a->samples < r->retry_at) return;
     int rc = l.minor == 11 ? registry_311(a, p, &l, r) : registry_312(a, p, &l, r);

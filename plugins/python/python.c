@@ -222,6 +222,9 @@ static int py_snapshot(void *state, struct pp_sink *sink) {
   st->asleep_skips = 0;
   h->add_counter(sink, "code_cache_misses", misses);
   h->add_counter(sink, "code_cache_evictions", evictions);
+  uint64_t async_passes, async_over;
+  python_walker_async_counters(st->walker, &async_passes, &async_over);
+  if (async_over) h->add_counter(sink, "async_tasks_over", async_over);
   python_codecache_new_gen(st->cc);
   return 0;
 }

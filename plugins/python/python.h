@@ -253,6 +253,8 @@ void python_walker_set_gc(struct py_walker *w, bool on);
 void python_walker_set_main_only(struct py_walker *w, bool on);
 /* asyncio task chains in the stacks (asyncio.c). */
 void python_walker_set_async(struct py_walker *w, bool on);
+/* python_async_counters() of the walker's asyncio state. */
+void python_walker_async_counters(struct py_walker *w, uint64_t *passes, uint64_t *over);
 /* 3.11-3.13: the instruction the leaf frame executes, as a <op: NAME>
  * leaf (opcodes.c). */
 void python_walker_set_opcodes(struct py_walker *w, bool on);
@@ -292,8 +294,8 @@ void python_async_note_loop(struct py_async_scratch *s, const struct py_proc *p,
 /* A Task type seen in p (the registry of waiting tasks starts from it). */
 void python_async_saw_task(struct py_async_scratch *s, const struct py_proc *p, uint64_t type);
 /* Waiting-task passes made, and those that found more tasks than one
- * pass reads (a rotating window was read). */
-void python_async_counters(const struct py_async_scratch *s, uint64_t *passes, uint64_t *over);
+ * pass reads (a rotating window was read), since the last call. */
+void python_async_counters(struct py_async_scratch *s, uint64_t *passes, uint64_t *over);
 
 /* Called for each thread whose stack was read; frames[0] is the leaf. */
 typedef void (*py_stack_fn)(void *ctx, uint32_t tid, const struct py_frame_ref *frames, uint32_t n,

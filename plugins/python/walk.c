@@ -90,6 +90,10 @@ void python_walker_set_async(struct py_walker *w, bool on) {
   w->async = on;
 }
 
+void python_walker_async_counters(struct py_walker *w, uint64_t *passes, uint64_t *over) {
+  python_async_counters(&w->async_scratch, passes, over);
+}
+
 void python_walker_free(struct py_walker *w) {
   if (!w) return;
   free(w->frames);
