@@ -6,7 +6,11 @@
  * 3.13+ the _Py_DebugOffsets read from the image, then the interpreter
  * list, thread states, frames, code objects, strings and line tables,
  * sampled twice (the second sample starts from what the first one found,
- * as the sampler's prefetch does). Every pointer and length comes from the
+ * as the sampler's prefetch does), then again async-aware: in wall mode
+ * the task registry, the waiting tasks, their coroutine chains and the
+ * tasks awaiting them (await, gather(), TaskGroup: closures, bound
+ * methods, instance attributes); on the GIL holder the running task's
+ * chain. Every pointer and length comes from the
  * target. Seeds are images recorded from real CPython 2.7 to 3.13
  * processes (seed_python_image).
  */
@@ -68,9 +72,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!w || !cc) abort();
     /* every thread filter; <GC> frames (the collector's flag, the GIL
      * holder) and the main-thread filter on the later passes */
-    static const enum py_thread_filter filters[] = {PY_ALL_THREADS, PY_GIL_THREAD,
-                                                    PY_EXCEPTION_THREADS, PY_ALL_THREADS};
-    for (int i = 0; i < 4; i++) {
+    static const enum py_thread_filter filters[] = {
+        PY_ALL_THREADS, PY_GIL_THREAD, PY_EXCEPTION_THREADS, PY_ALL_THREADS, PY_GIL_THREAD};
+    for (int i = 0; i < 5; i++) {
       struct py_sample_result res;
       python_walker_set_gc(w, i >= 2);
       python_walker_set_main_only(w, i == 3);

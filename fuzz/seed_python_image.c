@@ -5,7 +5,12 @@
  *   seed_python_image OUTDIR PYTHON...
  * Each interpreter runs a small recursive program; once it is located,
  * what one validation and two samples read of its memory is kept, with
- * the locate results as the header (fuzz_memimage.h).
+ * the locate results as the header (fuzz_memimage.h). 3.11-3.13 also run
+ * an asyncio program (cpython-VERSION-asyncio.img): a running task awaited
+ * through a helper coroutine, tasks waiting in a TaskGroup and a
+ * gather(); its samples are async-aware, in wall mode (the waiting tasks,
+ * from the task registry) and on the GIL holder (the running chain), with
+ * the options the fuzzer's last pass uses.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -36,10 +41,26 @@ static const char program[] =
     "    def go(self): mid(5)\n"
     "Runner().go()\n";
 
-static int record(const char *outdir, const char *exe) {
+static const char async_program[] =
+    "import asyncio, time\n"
+    "async def spin():\n"
+    "    await asyncio.sleep(0.05)\n" /* every other task starts first */
+    "    end = time.time() + 30\n"
+    "    n = 1\n"
+    "    while time.time() < end: n = (n * 7 + 1) % 1000003\n"
+    "async def helper(t): await t\n"
+    "async def nested():\n"
+    "    await helper(asyncio.create_task(spin(), name='hot'))\n"
+    "async def sleeper(): await asyncio.sleep(30)\n"
+    "async def group():\n"
+    "    async with asyncio.TaskGroup() as tg: tg.create_task(sleeper(), name='s1')\n"
+    "async def main(): await asyncio.gather(nested(), group(), sleeper())\n"
+    "asyncio.run(main())\n";
+
+static int record(const char *outdir, const char *exe, bool async) {
   pid_t pid = fork();
   if (pid == 0) {
-    execlp(exe, exe, "-c", program, (char *)NULL);
+    execlp(exe, exe, "-c", async ? async_program : program, (char *)NULL);
     _exit(127);
   }
   struct py_proc p;
@@ -60,6 +81,10 @@ static int record(const char *outdir, const char *exe) {
     (void)python_validate(&p);
     struct py_walker *w = python_walker_new(64);
     struct py_codecache *cc = python_codecache_new(32);
+    python_walker_set_async(w, async);
+    python_walker_set_gc(w, async);
+    python_walker_set_opcodes(w, async);
+    python_walker_set_main_only(w, async);
     for (int i = 0; i < 2; i++) {
       struct py_sample_result res;
       python_sample(w, &p, cc, i ? PY_GIL_THREAD : PY_ALL_THREADS, NULL, on_stack, &frames, &res);
@@ -76,7 +101,7 @@ static int record(const char *outdir, const char *exe) {
                              .map_lo = p.map_lo,
                              .map_hi = p.map_hi};
     char path[4096];
-    snprintf(path, sizeof(path), "%s/cpython-%s.img", outdir, p.version);
+    snprintf(path, sizeof(path), "%s/cpython-%s%s.img", outdir, p.version, async ? "-asyncio" : "");
     rc = pp_fuzz_image_record_write(path, &h, sizeof(h));
     printf("%s: %s, %u frames\n", exe, rc == 0 ? path : "write failed", frames);
   } else {
@@ -89,7 +114,11 @@ static int record(const char *outdir, const char *exe) {
 
 int main(int argc, char **argv) {
   int failed = 0;
-  for (int i = 2; i < argc; i++)
-    failed |= record(argv[1], argv[i]) != 0;
+  for (int i = 2; i < argc; i++) {
+    failed |= record(argv[1], argv[i], false) != 0;
+    /* asyncio images where the task readers apply (3.11-3.13) */
+    if (strstr(argv[i], "3.11") || strstr(argv[i], "3.12") || strstr(argv[i], "3.13"))
+      failed |= record(argv[1], argv[i], true) != 0;
+  }
   return failed;
 }
