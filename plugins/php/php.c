@@ -4,8 +4,10 @@
  * way phpspy does (process_vm_readv of executor_globals and the
  * zend_execute_data chain), without stopping the target.
  *
- * Each tick walks every target once (the session frequency); identical
- * stacks are aggregated and handed over at snapshot. Frames carry
+ * Every target is walked once per period of the session frequency, and a
+ * new one also at every probe tick until its first stack, so a short CLI
+ * run is read from the moment its script runs; identical stacks are
+ * aggregated and handed over at snapshot. Frames carry
  * "Class::function", the file and the executing line; the core writes them
  * as gProfiler does: "<name> <file>:<line>_[php]".
  */
@@ -66,6 +68,14 @@ static const struct pp_option options[] = {
 };
 
 #define IMAGE_CHECK_NS 1000000000ull /* how often a target's program image is checked */
+/* A new target is walked this often until its first stack: PHP's start-up
+ * (before any script runs) takes 10-30 ms, a CLI program often a few
+ * hundred ms in all, and at 11 Hz two or three regular walks can all fall
+ * into the start-up or miss the process. */
+#define PROBE_NS 10000000ull
+/* and for this long at most: an FPM worker waiting for its first request is
+ * idle for good, and reading it at the probe rate would buy nothing */
+#define PROBE_WINDOW_NS 1000000000ull
 
 static void php_fini(void *state);
 
@@ -105,6 +115,11 @@ static int php_init(const struct pp_host *host, void **out) {
 static int php_start(void *state, struct pp_session *session) {
   struct php_state *st = state;
   php_types_start(&st->types, st->wall_opt, session);
+  /* ticks come at the probe rate; every target is still walked once a
+   * period, only the targets without a first stack in between */
+  st->period_ns = session->tick_interval_ns;
+  st->next_sample_ns = 0;
+  if (st->period_ns > PROBE_NS) session->tick_interval_ns = PROBE_NS;
   PP_INFO(st->host, "sampling PHP stacks at %u Hz (%s%s)%s%s", session->frequency_hz,
           st->types.wall ? "every process: wall" : "processes on a CPU",
           st->types.offcpu ? ", waiting ones as off-CPU time" : "",
@@ -117,14 +132,29 @@ static int php_add_targets(void *state, const struct pp_target *tg, size_t n) {
   return pp_target_table_add(st->targets, tg, n);
 }
 
-/* One stack of every attached target. */
+/* Whether this tick walks t: every target once a period, a new one at
+ * every tick until its first stack (within its probe window). */
+static bool walk_due(struct php_target *pt, bool regular, uint64_t now_ns) {
+  if (regular) return true;
+  if (pt->sampled) return false;
+  if (!pt->probe_end_ns) pt->probe_end_ns = now_ns + PROBE_WINDOW_NS;
+  return now_ns < pt->probe_end_ns;
+}
+
+/* One stack of every attached target per period; new targets probed. */
 static int php_tick(void *state, uint64_t now_ns) {
   struct php_state *st = state;
   pp_target_table_poll(st->targets, now_ns);
+  bool regular = now_ns >= st->next_sample_ns;
+  if (regular) {
+    /* fixed rate, no burst of catch-up walks after a late tick */
+    st->next_sample_ns += st->period_ns;
+    if (st->next_sample_ns <= now_ns) st->next_sample_ns = now_ns + st->period_ns;
+  }
   struct pp_target_entry *t;
   PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
     struct php_target *pt = t->data;
-    if (pt->denied) continue;
+    if (pt->denied || !walk_due(pt, regular, now_ns)) continue;
     if (now_ns >= pt->image_checked_ns + IMAGE_CHECK_NS) {
       /* PHP exec'ing PHP: same file, so the table's own check cannot see
        * it, and the old executor_globals address may well be mapped in the
@@ -138,7 +168,14 @@ static int php_tick(void *state, uint64_t now_ns) {
       }
     }
     char pstate;
-    if (!php_types_walk(&st->types, t->pid, &pstate)) continue; /* waiting: no CPU time */
+    if (!regular) {
+      /* a probe looks for running PHP code only: a waiting process's stack
+       * would be counted as time it did not spend (off-CPU, wall) */
+      if (pp_proc_state(t->pid, 0, &pstate) < 0) pstate = 0; /* gone: the walk says so */
+      if (pstate != 'R' && pstate != 0) continue;
+    } else if (!php_types_walk(&st->types, t->pid, &pstate)) {
+      continue; /* waiting: no CPU time */
+    }
     const struct pp_frame *frames;
     uint32_t nf = 0;
     switch (php_walk(st->walker, t->pid, &pt->at, &frames, &nf)) {
@@ -147,11 +184,14 @@ static int php_tick(void *state, uint64_t now_ns) {
         /* fall through */
       case PHP_WALK_OK:
         st->samples++;
+        if (!regular) st->probed++;
+        pt->sampled = true;
         if (nf)
           php_types_record(&st->types, st->stacks, t->pid, pt->comm[0] ? pt->comm : NULL, frames,
                            nf, pstate);
         break;
       case PHP_WALK_IDLE:
+        if (!regular) break; /* a probe found no script yet */
         st->idle++;
         php_types_record(&st->types, st->stacks, t->pid, pt->comm[0] ? pt->comm : NULL, NULL, 0,
                          pstate);
@@ -208,8 +248,9 @@ static int php_snapshot(void *state, struct pp_sink *sink) {
   h->add_counter(sink, "truncated_stacks", st->truncated);
   h->add_counter(sink, "exited_targets", st->gone);
   if (st->reattached) h->add_counter(sink, "reattached_targets", st->reattached);
+  h->add_counter(sink, "first_samples_probed", st->probed);
   h->add_counter(sink, "stale_lines", php_walker_take_stale_lines(st->walker));
-  st->samples = st->idle = st->torn = st->truncated = st->gone = st->reattached = 0;
+  st->samples = st->idle = st->torn = st->truncated = st->gone = st->reattached = st->probed = 0;
   return 0;
 }
 

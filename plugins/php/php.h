@@ -58,6 +58,11 @@ struct php_target {
   bool denied;          /* its memory cannot be read: reported as an error, not sampled */
   uint64_t image_start; /* where its program's code starts (php_image_start) */
   uint64_t image_checked_ns;
+  /* Until its first stack, a new target is walked at every probe tick: a
+   * CLI run of a few hundred ms would otherwise often get no sample of its
+   * own and keep only perf's native frames. */
+  bool sampled;          /* a walk gave a stack */
+  uint64_t probe_end_ns; /* probing stops here (0: not started) */
 };
 
 /* The profile types of the session (php_types.c). */
@@ -79,7 +84,9 @@ struct php_state {
   struct php_walker *walker;
   struct pp_stack_table *stacks;
   struct pp_target_table *targets;
-  uint64_t samples, idle, torn, truncated, gone, denied, reattached;
+  uint64_t period_ns;      /* one sample per target per period (the session frequency) */
+  uint64_t next_sample_ns; /* when the next regular walk of every target is due */
+  uint64_t samples, idle, torn, truncated, gone, denied, reattached, probed;
   unsigned reported_versions[16]; /* major*100+minor already logged at info */
   size_t nreported;
 };

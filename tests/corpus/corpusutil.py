@@ -39,6 +39,14 @@ PID_COMM = re.compile(r"^:\d+$")
 # helper threads, a JVM's compiler and GC threads): named, not missing
 NOT_RUNTIME = re.compile(r"^\((native thread|program|garbage collector|idle)\)$|^\[no_Java_frame\]$")
 JS_FRAME = re.compile(r"\.[cm]?[jt]s(:\d+){0,2}\)$")
+# a process replacing its program (a fork of the runtime's process in
+# execve(), the kernel still tearing down the old image under the old
+# name): perf named all of it, and no runtime code ran in it
+EXECVE = re.compile(r"^(__GI___execve|__execve|execve|__GI_execve)$")
+
+
+def in_execve(ln):
+    return bool(ln.frames) and EXECVE.match(ln.frames[0]) is not None
 
 
 def need(path, what):
@@ -176,8 +184,9 @@ def total(lines):
 
 def named_share(lines, runtime):
     """(share of samples whose stack has runtime frames, or the runtime's
-    word that the thread ran none of its code, and no unnamed frame; share
-    with either at all; share with an unnamed frame)."""
+    word that the thread ran none of its code, or is the process's execve,
+    and no unnamed frame; share with either at all; share with an unnamed
+    frame)."""
     suf = SUFFIXES[runtime]
     is_rt = (lambda f: f.endswith(suf)) if suf else (lambda f: JS_FRAME.search(f) is not None)
     n = total(lines)
@@ -187,7 +196,7 @@ def named_share(lines, runtime):
     for ln in lines:
         bad = any(UNNAMED.search(f) for f in ln.frames)
         unnamed += ln.count if bad else 0
-        if not any(is_rt(f) or NOT_RUNTIME.search(f) for f in ln.frames):
+        if not in_execve(ln) and not any(is_rt(f) or NOT_RUNTIME.search(f) for f in ln.frames):
             continue
         with_rt += ln.count
         if not bad:
@@ -198,9 +207,10 @@ def named_share(lines, runtime):
 def report(name, runtime, lines, floor):
     """Prints the figure of record and asserts the measured floor."""
     share, covered, unnamed = named_share(lines, runtime)
-    print("FIGURE corpus.%s %s: %d samples, named %.1f %%, with %s frames %.1f %%, with an unnamed frame %.1f %% "
-          "(floor %.0f %%)" % (name, runtime, total(lines), 100 * share, runtime, 100 * covered, 100 * unnamed,
-                               100 * floor))
+    execs = total([ln for ln in lines if in_execve(ln)]) / max(1, total(lines))
+    print("FIGURE corpus.%s %s: %d samples, named %.1f %%, with %s frames %.1f %% (in execve %.1f %%), "
+          "with an unnamed frame %.1f %% (floor %.0f %%)" % (name, runtime, total(lines), 100 * share, runtime,
+                                                             100 * covered, 100 * execs, 100 * unnamed, 100 * floor))
     u.check(share >= floor, "%s: %.1f %% of the samples have all their %s frames named (floor %.0f %%, goal 95 %%)"
             % (name, 100 * share, runtime, 100 * floor))
 
