@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <asm/perf_regs.h>
@@ -49,7 +50,8 @@
 #define ALLOC_FIND_TRIES 50         /* ticks a process may take to map its allocator */
 #define ALLOC_MAX_SIZE (1ull << 40) /* a larger request cannot succeed: not counted */
 #define ALLOC_MAX_IPS 128
-#define ALLOC_MAX_TIDS 4096 /* threads of one process listed per scan */
+#define ALLOC_MAX_TIDS 4096           /* threads of one process listed per scan */
+#define ALLOC_WINDOW_NS 1000000000ull /* the duty cycle's period */
 
 struct alloc_proc {
   uint32_t pid;
@@ -78,6 +80,8 @@ static const int arg_slot[3] = {2, 1, 0};
 #define ARG_REGS 0ull
 static const int arg_slot[3] = {0, 0, 0};
 #endif
+
+static uint64_t now_ns(void);
 
 static int uprobe_pmu_type(void) {
   char buf[32];
@@ -112,6 +116,8 @@ int perf_alloc_open(struct perf_state *st, char *err, size_t errlen) {
   a->pages = st->alloc_pages;
   a->max_threads = st->alloc_max_threads;
   perf_stacks_init(&a->stacks, 65536);
+  a->on_len_ns = ALLOC_WINDOW_NS / 100 * st->alloc_duty;
+  a->origin_ns = a->session_ns = now_ns();
   a->open = true;
   return 0;
 }
@@ -426,31 +432,36 @@ static void drop_unseen(struct perf_state *st, uint32_t pid) {
   }
 }
 
+/* The allocator libraries of p and their probes, looked for until found
+ * (a program just started may not have mapped them yet). */
+static bool proc_ready(struct perf_state *st, struct alloc_proc *p) {
+  if (p->nfiles) return true;
+  if (p->gone || p->tries >= ALLOC_FIND_TRIES) return false;
+  char why[512];
+  size_t n = 0;
+  int rc = perf_alloc_find_probes(p->pid, p->files, ALLOC_MAX_FILES, &n, why, sizeof(why));
+  p->nfiles = n;
+  if (rc < 0) {
+    char dir[32];
+    snprintf(dir, sizeof(dir), "/proc/%u", p->pid);
+    if (access(dir, F_OK) < 0) {
+      p->gone = true;
+      return false;
+    }
+    if (++p->tries == ALLOC_FIND_TRIES)
+      PP_WARNING(st->host, "native alloc: pid %u (%s) not profiled: %s", p->pid,
+                 perf_thread_comm(st, p->pid, p->pid), why);
+    return false;
+  }
+  for (size_t i = 0; i < p->nfiles; i++)
+    PP_INFO(st->host, "native alloc: pid %u: %zu allocation functions of %s probed", p->pid,
+            p->files[i].nprobes, p->files[i].path);
+  return true;
+}
+
+/* Probes on the threads of p that have none, events of exited ones closed. */
 static void scan_proc(struct perf_state *st, struct alloc_proc *p, uint32_t *tids) {
   struct perf_alloc *a = &st->alloc;
-  char why[512];
-  if (!p->nfiles) {
-    if (p->tries >= ALLOC_FIND_TRIES) return;
-    size_t n = 0;
-    int rc = perf_alloc_find_probes(p->pid, p->files, ALLOC_MAX_FILES, &n, why, sizeof(why));
-    p->nfiles = n;
-    if (rc < 0) {
-      char dir[32];
-      snprintf(dir, sizeof(dir), "/proc/%u", p->pid);
-      if (access(dir, F_OK) < 0) {
-        p->gone = true;
-        return;
-      }
-      /* a program just started may not have mapped its libraries yet */
-      if (++p->tries == ALLOC_FIND_TRIES)
-        PP_WARNING(st->host, "native alloc: pid %u (%s) not profiled: %s", p->pid,
-                   perf_thread_comm(st, p->pid, p->pid), why);
-      return;
-    }
-    for (size_t i = 0; i < p->nfiles; i++)
-      PP_INFO(st->host, "native alloc: pid %u: %zu allocation functions of %s probed", p->pid,
-              p->files[i].nprobes, p->files[i].path);
-  }
   size_t n = 0;
   if (list_tids(p->pid, tids, ALLOC_MAX_TIDS, &n) < 0) {
     p->gone = true;
@@ -486,10 +497,40 @@ static void scan_proc(struct perf_state *st, struct alloc_proc *p, uint32_t *tid
   drop_unseen(st, p->pid);
 }
 
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Ends an on-window: the samples are read, every thread's events closed
+ * (which takes the breakpoints out of the process). */
+static void window_off(struct perf_state *st, uint64_t now) {
+  struct perf_alloc *a = &st->alloc;
+  for (size_t i = 0; i < a->threads.cap;) {
+    struct alloc_thread *t = a->threads.slots[i].val;
+    if (!t) {
+      i++;
+      continue;
+    }
+    thread_drain(st, t);
+    thread_close(a, t); /* the deletion may shift a later slot into i */
+  }
+  a->on_ns += now - a->on_since;
+  a->on = false;
+}
+
 void perf_alloc_tick(struct perf_state *st) {
   struct perf_alloc *a = &st->alloc;
   if (!a->open) return;
   static uint32_t tids[ALLOC_MAX_TIDS]; /* the worker drives the plugin from one thread */
+  uint64_t now = now_ns();
+  bool want_on = (now - a->origin_ns) % ALLOC_WINDOW_NS < a->on_len_ns;
+  if (a->on && !want_on) window_off(st, now);
+  if (!a->on && want_on) {
+    a->on = true;
+    a->on_since = now;
+  }
   a->scan_tick++;
   for (size_t i = 0; i < st->npids; i++) {
     struct alloc_proc *p = perf_idmap_get(&a->procs, st->pids[i]);
@@ -502,7 +543,7 @@ void perf_alloc_tick(struct perf_state *st) {
         continue;
       }
     }
-    if (!p->gone) scan_proc(st, p, tids);
+    if (proc_ready(st, p) && a->on) scan_proc(st, p, tids);
   }
   for (size_t i = 0; i < a->threads.cap; i++) {
     struct alloc_thread *t = a->threads.slots[i].val;
@@ -517,9 +558,16 @@ void perf_alloc_emit(struct perf_state *st, struct pp_sink *sink) {
   struct perf_alloc *a = &st->alloc;
   if (!a->open) return;
   perf_alloc_tick(st);
+  /* the probes were in place for on_ns of the session's span: the bytes
+   * they saw stand for the whole span */
+  uint64_t now = now_ns(), on = a->on_ns + (a->on ? now - a->on_since : 0);
+  uint64_t span = now - a->session_ns;
+  double scale = on && span > on ? (double)span / (double)on : 1.0;
   for (size_t i = 0; i < a->stacks.n; i++) {
     struct perf_stack *s = &a->stacks.v[i];
-    if (s->count) perf_emit_stack(st, sink, &a->stacks, s, s->count, PP_PROFILE_ALLOC);
+    double c = (double)s->count * scale;
+    uint64_t count = c >= 1.8e19 ? UINT64_MAX : (uint64_t)(c + 0.5);
+    if (count) perf_emit_stack(st, sink, &a->stacks, s, count, PP_PROFILE_ALLOC);
   }
   const struct pp_host *h = st->host;
   h->add_counter(sink, "alloc_samples", a->samples);
@@ -530,6 +578,7 @@ void perf_alloc_emit(struct perf_state *st, struct pp_sink *sink) {
   h->add_counter(sink, "alloc_oversize", a->oversize);
   h->add_counter(sink, "alloc_malformed", a->malformed);
   h->add_counter(sink, "alloc_dropped_stacks", a->stacks.dropped);
+  h->add_counter(sink, "alloc_probed_ms", on / 1000000);
   if (a->lost || a->threads_refused || a->stacks.dropped)
     PP_WARNING(h,
                "native alloc: %llu samples, %llu lost (ring full: raise perf.alloc_mmap_pages), "
@@ -538,4 +587,7 @@ void perf_alloc_emit(struct perf_state *st, struct pp_sink *sink) {
                (unsigned long long)a->threads_refused, (unsigned long long)a->stacks.dropped);
   perf_stacks_reset(&a->stacks);
   a->samples = a->lost = a->throttled = a->oversize = a->malformed = a->threads_refused = 0;
+  a->session_ns = now;
+  a->on_ns = 0;
+  if (a->on) a->on_since = now;
 }

@@ -155,12 +155,22 @@ static const struct pp_option options[] = {
              "CAP_SYS_ADMIN, which uprobe events need, around opening them"},
     {.key = "alloc_period",
      .type = PP_OPT_INT,
+     .cli_flag = "perf-alloc-period",
      .default_value = "1000",
      .min = 1,
      .max = 1 << 30,
      .help = "--mode alloc (native, --pids only): one sample every N calls of an allocation "
              "function on average (each thread's period moves within N/2..3N/2), counted as its "
              "size times its period"},
+    {.key = "alloc_duty",
+     .type = PP_OPT_INT,
+     .cli_flag = "perf-alloc-duty",
+     .default_value = "20",
+     .min = 1,
+     .max = 100,
+     .help = "--mode alloc (native): percent of every second the probes are in place (every "
+             "call of a probed function traps while they are); the bytes seen are scaled up to "
+             "the whole session"},
     {.key = "alloc_max_threads",
      .type = PP_OPT_INT,
      .default_value = "256",
@@ -208,6 +218,7 @@ static int perf_init(const struct pp_host *host, void **out) {
   st->offcpu_max_threads = (size_t)OPT_INT(host, "offcpu_max_threads");
   st->offcpu_pages = (uint32_t)OPT_INT(host, "offcpu_mmap_pages");
   st->alloc_period = (uint64_t)OPT_INT(host, "alloc_period");
+  st->alloc_duty = (uint32_t)OPT_INT(host, "alloc_duty");
   st->alloc_max_threads = (size_t)OPT_INT(host, "alloc_max_threads");
   st->alloc_pages = 1;
   while (st->alloc_pages < (uint32_t)OPT_INT(host, "alloc_mmap_pages"))
@@ -312,9 +323,9 @@ static void start_alloc(struct perf_state *st) {
   }
   st->alloc_on = true;
   PP_INFO(st->host,
-          "native alloc: uprobes on the allocator of %zu pids, a sample every %llu calls, up to "
-          "%zu threads",
-          st->npids, (unsigned long long)st->alloc_period, st->alloc_max_threads);
+          "native alloc: uprobes on the allocator of %zu pids, %u %% of every second, a sample "
+          "every %llu calls, up to %zu threads",
+          st->npids, st->alloc_duty, (unsigned long long)st->alloc_period, st->alloc_max_threads);
   perf_alloc_tick(st);
 }
 

@@ -442,7 +442,11 @@ struct perf_alloc {
   struct perf_idmap procs;   /* pid -> alloc_proc */
   struct perf_idmap threads; /* tid -> alloc_thread */
   uint64_t scan_tick;
-  struct perf_stacks stacks; /* this session's, counts in bytes */
+  /* duty cycle: probes in place for on_len_ns of every second */
+  uint64_t on_len_ns, origin_ns;
+  bool on;
+  uint64_t on_since, on_ns, session_ns; /* on_ns: probed time since session_ns */
+  struct perf_stacks stacks;            /* this session's, counts in bytes */
   /* since the last snapshot */
   uint64_t samples, lost, throttled, oversize, malformed, threads_refused;
 };
@@ -497,6 +501,7 @@ struct perf_state {
   bool alloc_on;
   uint32_t alloc_pages;
   uint64_t alloc_period;
+  uint32_t alloc_duty; /* percent of each second the probes are in place */
   size_t alloc_max_threads;
   struct perf_alloc alloc;
   /* totals since start, for the log */

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * Native allocation benchmark workload: waits DELAY_MS (for a profiler to
+ * place its probes), then makes N malloc calls of sizes spread over
+ * 16..4111 bytes, each freeing the block allocated 64 calls earlier, and
+ * prints the time per call.
+ * Usage: malloc_loop N DELAY_MS
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+static void *volatile ring[64];
+
+int main(int argc, char **argv) {
+  long n = argc > 1 ? atol(argv[1]) : 10000000;
+  long delay_ms = argc > 2 ? atol(argv[2]) : 0;
+  usleep((useconds_t)(delay_ms * 1000));
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  unsigned x = 1;
+  for (long i = 0; i < n; i++) {
+    x = x * 1103515245u + 12345u;
+    free(ring[i & 63]);
+    ring[i & 63] = malloc(16 + (x >> 16) % 4096);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  double ns = ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / (double)n;
+  printf("ns_per_call %.1f\n", ns);
+  return 0;
+}
