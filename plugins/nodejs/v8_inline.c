@@ -27,6 +27,7 @@ struct code_tables {
   uint64_t code, start;
   uint32_t size;
   uint32_t used;
+  int32_t kind;  /* the Code's kind */
   int nsfi;      /* inlined function literals; 0: nothing inlined (cached too) */
   int npos;      /* inlining positions */
   uint32_t tlen; /* source position table bytes */
@@ -162,18 +163,37 @@ static int fill(uint32_t pid, const struct v8_layout *L, uint64_t code, const ui
   return 0;
 }
 
-/* The Code header fields: instruction start and size, and whether the
- * kind is optimized code (the kinds after baseline are Maglev's and
- * TurboFan's). -1 if the offsets do not fit the header read. */
-static int code_fields(const struct v8_layout *L, uint64_t code, const uint8_t *hdr,
-                       uint64_t *start, uint32_t *size) {
+/* The Code header fields: instruction start and size; returns the kind. */
+static int32_t code_fields(const struct v8_layout *L, uint64_t code, const uint8_t *hdr,
+                           uint64_t *start, uint32_t *size) {
   uint32_t flags;
   memcpy(&flags, hdr + L->code_flags, 4);
   memcpy(size, hdr + L->code_size, 4);
   *start = L->code_start_field >= 0 ? word(hdr + L->code_start_field)
                                     : code - 1 + (uint64_t)L->code_header_size;
-  int32_t kind = (int32_t)((flags >> L->code_kind_shift) & (uint32_t)L->code_kind_mask);
-  return kind > L->code_kind_baseline && kind <= L->code_kind_baseline + 2;
+  return (int32_t)((flags >> L->code_kind_shift) & (uint32_t)L->code_kind_mask);
+}
+
+/* The tier of a code kind: the kind after the interpreter's is baseline
+ * (Sparkplug), the two after it optimized (Maglev, TurboFan; V8 10 has
+ * TurboFan alone there). */
+static int tier_of(const struct v8_layout *L, int32_t kind) {
+  if (kind == L->code_kind_baseline) return V8_TIER_BASELINE;
+  if (kind > L->code_kind_baseline && kind <= L->code_kind_baseline + 2) return V8_TIER_OPTIMIZED;
+  return V8_TIER_OTHER;
+}
+
+static int read_header(uint32_t pid, uint64_t code, uint8_t *hdr);
+
+int v8_code_tier(uint32_t pid, const struct v8_layout *L, uint64_t code) {
+  uint8_t hdr[CODE_HEADER_READ];
+  uint64_t start;
+  uint32_t size;
+  uint16_t t;
+  if (!L->inline_ok || read_header(pid, code, hdr) < 0 || v8_type_of(pid, L, code, &t) < 0 ||
+      t != L->type_code)
+    return V8_TIER_UNKNOWN;
+  return tier_of(L, code_fields(L, code, hdr, &start, &size));
 }
 
 static int read_header(uint32_t pid, uint64_t code, uint8_t *hdr) {
@@ -241,11 +261,15 @@ static uint64_t code_by_pc(uint32_t pid, const struct v8_layout *L, uint64_t fco
   static uint64_t buf[SCAN_CHUNK / 8];
   if (pc < hs + SCAN_CHUNK) return 0;
   uint64_t top = (pc - hs) & ~(uint64_t)31; /* the highest container start */
-  for (uint64_t done = 0; done < SCAN_MAX; done += SCAN_CHUNK) {
-    if (top < done + SCAN_CHUNK) break;
-    uint64_t lo = top - done - SCAN_CHUNK + 32;
-    if (pp_remote_read((pid_t)pid, lo, buf, SCAN_CHUNK) < 0) return 0;
-    for (int i = SCAN_CHUNK / 8 - 4; i >= 0; i -= 4) {
+  /* page by page downwards, the first one read up to top only: code at
+   * the start of a mapping has nothing readable below its page */
+  uint64_t hi = top + 32;
+  for (uint64_t done = 0; done < SCAN_MAX && hi > SCAN_CHUNK; done += SCAN_CHUNK) {
+    uint64_t lo = (hi - 1) & ~(uint64_t)(SCAN_CHUNK - 1);
+    size_t len = (size_t)(hi - lo);
+    hi = lo;
+    if (pp_remote_read((pid_t)pid, lo, buf, len) < 0) return 0;
+    for (int i = (int)(len / 8) - 4; i >= 0; i -= 4) {
       if (!map) {
         if (!v8_is_heap(buf[i]) || probes == 0) continue;
         probes--;
@@ -280,8 +304,9 @@ static struct code_tables *cached_at(uint32_t pid, const struct v8_layout *L, ui
     uint8_t hdr[CODE_HEADER_READ];
     uint64_t start;
     uint32_t size;
-    if (read_header(pid, e->code, hdr) < 0 || !code_fields(L, e->code, hdr, &start, &size) ||
-        start != e->start || size != e->size) {
+    if (read_header(pid, e->code, hdr) < 0 ||
+        code_fields(L, e->code, hdr, &start, &size) != e->kind || start != e->start ||
+        size != e->size) {
       e->code = 0;
       return NULL;
     }
@@ -298,21 +323,27 @@ static struct code_tables *tables_for(uint32_t pid, const struct v8_layout *L, u
   uint8_t fhdr[CODE_HEADER_READ], hdr[CODE_HEADER_READ];
   uint64_t start = 0, code = fcode;
   uint32_t size = 0;
+  int32_t kind = 0;
   /* no code field (V8 13 has a dispatch handle there): by address */
   int have_f = L->jsfunction_code >= 0 && read_header(pid, fcode, fhdr) == 0;
-  int optimized = have_f && code_fields(L, fcode, fhdr, &start, &size);
+  if (have_f) kind = code_fields(L, fcode, fhdr, &start, &size);
   if (have_f && pc >= start && pc - start < size) {
-    if (!optimized) return NULL; /* interpreted or baseline: nothing inlined */
     memcpy(hdr, fhdr, sizeof(hdr));
   } else {
     code = code_by_pc(pid, L, fcode, have_f ? fhdr : NULL, pc, hdr);
-    if (!code || !code_fields(L, code, hdr, &start, &size)) return NULL;
+    if (!code) return NULL;
+    kind = code_fields(L, code, hdr, &start, &size);
   }
   struct code_tables *victim = &cache[0];
   for (int i = 1; i < CACHE_ENTRIES; i++)
     if (cache[i].used < victim->used) victim = &cache[i];
   victim->code = 0;
-  if (fill(pid, L, code, hdr, victim) < 0) return NULL;
+  /* interpreted or baseline code inlines nothing: only its kind is kept */
+  if (tier_of(L, kind) != V8_TIER_OPTIMIZED)
+    victim->nsfi = victim->npos = 0, victim->tlen = 0;
+  else if (fill(pid, L, code, hdr, victim) < 0)
+    return NULL;
+  victim->kind = kind;
   victim->pid = pid;
   victim->code = code;
   victim->start = start;
@@ -322,7 +353,8 @@ static struct code_tables *tables_for(uint32_t pid, const struct v8_layout *L, u
 }
 
 int v8_inlined_at(uint32_t pid, const struct v8_layout *L, uint64_t code, uint64_t pc,
-                  int is_return, uint64_t *sfis, int max) {
+                  int is_return, uint64_t *sfis, int max, int *tier) {
+  *tier = V8_TIER_UNKNOWN;
   if (!L->inline_ok || max <= 0) return 0;
   int32_t last = L->code_size > L->code_flags ? L->code_size : L->code_flags;
   if (L->code_start_field > last) last = L->code_start_field;
@@ -333,7 +365,9 @@ int v8_inlined_at(uint32_t pid, const struct v8_layout *L, uint64_t code, uint64
    * (and may be the code's last instruction) */
   if (is_return && pc > 0) pc--;
   struct code_tables *e = tables_for(pid, L, code, pc);
-  if (!e || e->nsfi == 0) return 0;
+  if (!e) return 0;
+  *tier = tier_of(L, e->kind);
+  if (e->nsfi == 0) return 0;
   uint64_t off = pc - e->start;
   int64_t pos = v8_position_at(e->table, e->tlen, off);
   if (pos < 0) return 0;

@@ -27,14 +27,27 @@
 
 #define V8_MAX_INLINED 32 /* inlined functions per optimized frame */
 
+/* What kind of heap code a frame runs. */
+enum v8_tier {
+  V8_TIER_UNKNOWN = 0, /* no Code holds the pc (or its header did not read) */
+  V8_TIER_BASELINE,    /* Sparkplug */
+  V8_TIER_OPTIMIZED,   /* Maglev or TurboFan */
+  V8_TIER_OTHER,       /* another kind (a builtin, regexp code...) */
+};
+
 /* The SharedFunctionInfos (tagged) of the functions inlined at pc in the
  * frame whose function's code is code (tagged), innermost first, the
- * frame's own function not included. is_return: pc is a return address
- * (the call is the instruction before). Returns their count: 0 when the
- * code is not optimized, does not hold pc or inlined nothing there (or its
- * tables did not check out). */
+ * frame's own function not included, and in *tier the kind of the Code
+ * whose instructions hold pc (the function's, or one found by address).
+ * is_return: pc is a return address (the call is the instruction before).
+ * Returns their count: 0 when the code is not optimized, does not hold pc
+ * or inlined nothing there (or its tables did not check out). The Codes
+ * found are cached, interpreted and baseline ones too. */
 int v8_inlined_at(uint32_t pid, const struct v8_layout *L, uint64_t code, uint64_t pc,
-                  int is_return, uint64_t *sfis, int max);
+                  int is_return, uint64_t *sfis, int max, int *tier);
+
+/* The tier of Code code (tagged), e.g. a function's current code. */
+int v8_code_tier(uint32_t pid, const struct v8_layout *L, uint64_t code);
 
 /* The source position recorded for code offset `off` in a V8 source
  * position table (zigzag VLQ pairs of code and position deltas), or -1 if

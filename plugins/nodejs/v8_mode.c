@@ -10,10 +10,12 @@
  * the reason (a copy of another program named node, a Node built without
  * the metadata, an unknown layout); perf refusing the events fails it.
  *
- * A sample without a JS frame counts as "(program)" on the main thread
- * (C++ or the GC, as in V8's own profiles) and "(native thread)" on the
- * others (GC and compiler helpers, libuv), so the process's CPU is all
- * accounted for; a process that burns CPU and shows
+ * JS frames carry their tier; C++ frames of the chain are named from the
+ * process's ELF symbols (v8_native.c). A sample in which nothing could be
+ * named counts as "(program)" on the main thread (C++ or the GC, as in
+ * V8's own profiles) and "(native thread)" on the others (GC and compiler
+ * helpers, libuv), so the process's CPU is all accounted for; a process
+ * that burns CPU and shows
  * no JS frame at all in a session gets an error status saying why.
  */
 #include "v8_mode.h"
@@ -31,6 +33,7 @@
 #include "polyprof/kit/target_table.h"
 #include "v8_inline.h"
 #include "v8_layout.h"
+#include "v8_native.h"
 #include "v8_sample.h"
 #include "v8_walk.h"
 
@@ -41,6 +44,7 @@ struct v8_target {
   uint32_t pid;
   struct v8_reader rd;
   struct v8_sampler smp;
+  struct v8_native *native;
   uint64_t next_rescan_ns;
   struct v8_walk_stats last; /* reader stats at the previous snapshot */
   uint64_t lost_reported;
@@ -55,6 +59,7 @@ struct nodejs_v8 {
   struct pp_stack_table *stacks;
   struct v8_walk_stats sum; /* counters since the last snapshot, all targets */
   uint64_t lost;
+  uint64_t switch_lost; /* wall / off-CPU: times off a CPU not credited */
 };
 
 static int skip(struct pp_target_entry *e, const char *why) {
@@ -97,6 +102,7 @@ static int v8_attach(void *plugin, struct pp_target_entry *e) {
   struct v8_layout L;
   rc = v8_layout_load(e->pid, m->fd, m->bias, &L, why, sizeof(why));
   struct v8_target *t = calloc(1, sizeof(*t));
+  struct pp_file_id v8_file = m->id;
   if (t) snprintf(t->module, sizeof(t->module), "%.*s", (int)sizeof(t->module) - 1, m->path);
   pp_module_close(m);
   free(m);
@@ -110,9 +116,13 @@ static int v8_attach(void *plugin, struct pp_target_entry *e) {
   }
   t->pid = e->pid;
   rc = v8_reader_init(&t->rd, e->pid, &L, v->cfg.cache_entries);
+  if (rc == 0 && !(t->native = v8_native_new(e->pid, &v8_file))) rc = -ENOMEM;
   if (rc == 0)
-    rc = v8_sampler_open(&t->smp, e->pid, v->cfg.hz, v->cfg.stack_bytes, v->cfg.max_threads);
+    rc = v8_sampler_open(
+        &t->smp, e->pid, v->cfg.hz, v->cfg.stack_bytes, v->cfg.max_threads,
+        (v->cfg.wall ? V8_SAMPLE_WALL : 0) | (v->cfg.offcpu ? V8_SAMPLE_OFFCPU : 0));
   if (rc < 0) {
+    v8_native_free(t->native);
     v8_reader_free(&t->rd);
     free(t);
     if (rc == -ESRCH) return rc;
@@ -120,6 +130,9 @@ static int v8_attach(void *plugin, struct pp_target_entry *e) {
              strerror(-rc));
     return rc == -EACCES || rc == -EPERM || rc == -ENOSYS ? PP_ATTACH_FAIL : rc;
   }
+  t->rd.native = v8_native_frame;
+  t->rd.in_v8_module = v8_native_in_v8;
+  t->rd.native_ctx = t->native;
   t->next_rescan_ns = pp_clock_ns() + RESCAN_NS;
   if (nodejs_appid(e->pid, t->appid, sizeof(t->appid)) < 0 || strstr(t->appid, ".js ("))
     t->appid[0] = '\0';
@@ -139,6 +152,8 @@ static void add_stats(struct v8_walk_stats *sum, const struct v8_walk_stats *now
   sum->cache_miss += now->cache_miss - last->cache_miss;
   sum->scanned += now->scanned - last->scanned;
   sum->inlined += now->inlined - last->inlined;
+  sum->unclassified += now->unclassified - last->unclassified;
+  sum->native += now->native - last->native;
 }
 
 /* The rings hold six samples per thread: drained every three sampling
@@ -161,16 +176,25 @@ static struct pp_frame frames[V8_MAX_FRAMES];
 static void on_sample(void *ctx, const struct v8_raw_sample *s) {
   struct drain_ctx *d = ctx;
   int n = v8_walk(&d->t->rd, s, frames, V8_MAX_FRAMES);
-  if (n < 0) return; /* torn: counted, never emitted */
+  if (n < 0) return;             /* torn: counted, never emitted */
+  if (d->v->host->abi_minor < 4) /* a host before the JS tier kinds refuses them */
+    for (int i = 0; i < n; i++)
+      if (frames[i].kind >= PP_FRAME_JS_INTERPRETED && frames[i].kind <= PP_FRAME_JS_BUILTIN)
+        frames[i].kind = PP_FRAME_JS;
   if (n == 0) {
     /* the main thread in C++ or the GC is V8's "(program)"; other threads
      * without JS are Node's and V8's helpers (GC, compilers, libuv) */
-    frames[0] = (struct pp_frame){.name = s->tid == d->t->pid ? "(program)" : "(native thread)",
+    /* ... and the main thread off its CPU without JS is the event loop
+     * waiting, V8's "(idle)" */
+    frames[0] = (struct pp_frame){.name = s->tid != d->t->pid ? "(native thread)"
+                                          : s->off_cpu        ? "(idle)"
+                                                              : "(program)",
                                   .kind = PP_FRAME_PSEUDO};
     n = 1;
   }
   /* frames are leaf first; the stack table wants the same */
-  pp_stack_table_add(d->v->stacks, d->t->pid, s->tid, NULL, frames, (uint32_t)n, 1);
+  pp_stack_table_add_typed(d->v->stacks, s->type, d->t->pid, s->tid, NULL, frames, (uint32_t)n,
+                           s->count);
 }
 
 static void v8_release(void *plugin, struct pp_target_entry *e) {
@@ -184,6 +208,7 @@ static void v8_release(void *plugin, struct pp_target_entry *e) {
   v->lost += t->smp.lost - t->lost_reported;
   v8_sampler_close(&t->smp);
   v8_inline_forget(t->rd.pid);
+  v8_native_free(t->native);
   v8_reader_free(&t->rd);
   free(t);
   e->data = NULL;
@@ -266,6 +291,8 @@ void nodejs_v8_snapshot(struct nodejs_v8 *v, struct pp_sink *sink) {
     t->last = t->rd.st;
     v->lost += t->smp.lost - t->lost_reported;
     t->lost_reported = t->smp.lost;
+    v->switch_lost += t->smp.switch_lost;
+    t->smp.switch_lost = 0;
   }
   pp_stack_table_emit(v->stacks, h, sink);
   pp_target_table_report(v->tt, sink);
@@ -276,7 +303,12 @@ void nodejs_v8_snapshot(struct nodejs_v8 *v, struct pp_sink *sink) {
   h->add_counter(sink, "v8_function_lookups", v->sum.cache_miss);
   h->add_counter(sink, "v8_exit_frame_scans", v->sum.scanned);
   h->add_counter(sink, "v8_inlined_frames", v->sum.inlined);
+  h->add_counter(sink, "v8_unclassified_frames", v->sum.unclassified);
+  h->add_counter(sink, "v8_native_frames", v->sum.native);
+  h->add_counter(sink, "v8_symbol_table_bytes", v8_native_bytes());
   h->add_counter(sink, "lost_samples", v->lost);
+  if (v->switch_lost) h->add_counter(sink, "v8_switches_lost", v->switch_lost);
+  v->switch_lost = 0;
   memset(&v->sum, 0, sizeof(v->sum));
   v->lost = 0;
 }

@@ -54,7 +54,8 @@ struct v8_fn {
   uint64_t sfi; /* tagged; 0: empty */
   uint64_t key_name, key_script;
   uint32_t line;
-  uint32_t used; /* r->clock of the last sample that used it */
+  uint32_t used;    /* r->clock of the last sample that used it */
+  uint8_t scripted; /* it has a Script: not a V8 builtin */
   char name[128];
   char file[V8_NAME_MAX];
 };
@@ -64,12 +65,22 @@ struct cand {
   uint64_t ctx; /* tagged Context */
   uint64_t pc;  /* where the frame executes (0: unknown) */
   int ret;      /* pc is a return address */
+  int has_bco;  /* bco read from the copy */
+  uint64_t bco; /* the frame's bytecode offset slot */
   uint64_t hdr[8];
   uint16_t fn_type, sfi_type;
   uint64_t sfi_hdr[8];
 };
 
+/* One frame of the chain, leaf first: a JS candidate or a C++ frame. */
+struct slot {
+  uint64_t pc;  /* where it executes (0: unknown) */
+  int16_t cand; /* index in cands, -1: C++ */
+  uint8_t ret;  /* pc is a return address */
+};
+
 static struct cand cands[V8_MAX_FRAMES];
+static struct slot slots[V8_MAX_HOPS];
 static struct v8_fn spare[SPARE];
 
 int v8_reader_init(struct v8_reader *r, uint32_t pid, const struct v8_layout *L,
@@ -97,12 +108,14 @@ static uint64_t u64_at(const unsigned char *p) {
   return v;
 }
 
-/* Collects the JS frame candidates of the chain from fp, leaf first. */
-static int collect(struct v8_reader *r, const struct v8_raw_sample *s, uint64_t fp,
-                   int *short_copy) {
+/* Collects the frames of the chain from fp, leaf first, into slots
+ * (*nslots) and the JS frame candidates among them into cands (returns
+ * their count). */
+static int collect(struct v8_reader *r, const struct v8_raw_sample *s, uint64_t fp, int *short_copy,
+                   int *nslots) {
   const struct v8_layout *L = &r->L;
   enum { UNKNOWN, JS, NATIVE } region = UNKNOWN;
-  int n = 0;
+  int n = 0, ns = 0;
   uint64_t sp = s->regs.sp;
   size_t len = s->stack_len;
   *short_copy = 0;
@@ -124,7 +137,11 @@ static int collect(struct v8_reader *r, const struct v8_raw_sample *s, uint64_t 
       if (v8_is_smi(ctx) && (ctx >> 1) < V8_MAX_FRAME_TYPE && L->frame_kind[ctx >> 1]) {
         int k = L->frame_kind[ctx >> 1];
         if (k == V8F_EXIT) {
-          if (region == UNKNOWN) n = 0; /* the leaf side was C++ */
+          if (region == UNKNOWN) { /* the leaf side was C++ */
+            for (int i = 0; i < ns; i++)
+              slots[i].cand = -1;
+            n = 0;
+          }
           region = JS;
         } else if (k == V8F_ENTRY) {
           region = NATIVE;
@@ -135,14 +152,24 @@ static int collect(struct v8_reader *r, const struct v8_raw_sample *s, uint64_t 
         cands[n].ctx = ctx;
         cands[n].pc = pc;
         cands[n].ret = ret;
+        int64_t bo = (int64_t)off + L->fp_bytecode_offset;
+        cands[n].has_bco = L->fp_bytecode_offset < 0 && L->fp_bytecode_offset >= -128 &&
+                           L->fp_bytecode_offset % 8 == 0 && bo >= 0;
+        cands[n].bco = cands[n].has_bco ? u64_at(s->stack + bo) : 0;
+        slots[ns++] = (struct slot){pc, (int16_t)n, (uint8_t)ret};
         n++;
+      } else {
+        slots[ns++] = (struct slot){pc, -1, (uint8_t)ret};
       }
+    } else {
+      slots[ns++] = (struct slot){pc, -1, (uint8_t)ret};
     }
     if (caller <= fp) break; /* a chain goes up the stack */
     pc = u64_at(s->stack + off + 8);
     ret = 1;
     fp = caller;
   }
+  *nslots = ns;
   return n;
 }
 
@@ -202,6 +229,7 @@ static int resolve(struct v8_reader *r, struct v8_fn *e, uint64_t kname, uint64_
   int64_t start = -1;
   e->name[0] = e->file[0] = '\0';
   e->line = 0;
+  e->scripted = 0;
   r->st.cache_miss++;
   if (v8_is_heap(kname)) {
     uint16_t t;
@@ -216,6 +244,7 @@ static int resolve(struct v8_reader *r, struct v8_fn *e, uint64_t kname, uint64_
     uint16_t t;
     if (v8_type_of(pid, L, kscript, &t) < 0) return -EAGAIN;
     if (t == L->type_script) {
+      e->scripted = 1;
       uint64_t nw;
       if (pp_remote_read((pid_t)pid, kscript - 1 + (uint64_t)L->script_name, &nw, 8) < 0)
         return -EAGAIN;
@@ -272,9 +301,41 @@ static struct v8_fn *function_of(struct v8_reader *r, uint64_t sfi, int *spare_u
                       &err);
 }
 
-static struct pp_frame frame_of(const struct v8_fn *e) {
+static struct pp_frame frame_of(const struct v8_fn *e, enum pp_frame_kind kind) {
   return (struct pp_frame){
-      .name = e->name, .file = e->file[0] ? e->file : NULL, .line = e->line, .kind = PP_FRAME_JS};
+      .name = e->name, .file = e->file[0] ? e->file : NULL, .line = e->line, .kind = kind};
+}
+
+static int in_v8_text(const struct v8_reader *r, uint64_t pc) {
+  return r->in_v8_module && r->in_v8_module(r->native_ctx, pc);
+}
+
+/* The kind of a JS frame from the code its pc is in: V8's embedded
+ * builtins (in the node binary) hold the interpreter's entry trampoline
+ * and bytecode handlers, so a frame running there is interpreted, or is a
+ * builtin when its function has no script; heap code says its kind.
+ *
+ * A leaf pc in the builtins may also be a builtin that compiled code
+ * called without a frame of its own (baseline code calls one for most
+ * operations). There the function's current code tells optimized code,
+ * and the frame itself tells the other two: its bytecode offset slot
+ * holds a Smi in an interpreted frame and the feedback vector in a
+ * baseline frame. */
+static enum pp_frame_kind kind_of(struct v8_reader *r, const struct cand *c, const struct v8_fn *e,
+                                  int in_text, int tier) {
+  if (!e->scripted && (in_text || tier == V8_TIER_OTHER)) return PP_FRAME_JS_BUILTIN;
+  if (in_text && !c->ret) {
+    if (r->L.inline_ok && r->L.jsfunction_code >= 0 &&
+        v8_code_tier(r->pid, &r->L, c->hdr[r->L.jsfunction_code / 8]) == V8_TIER_OPTIMIZED)
+      return PP_FRAME_JS_OPTIMIZED;
+    if (c->has_bco && v8_is_heap(c->bco)) return PP_FRAME_JS_BASELINE;
+    return PP_FRAME_JS_INTERPRETED;
+  }
+  if (in_text) return PP_FRAME_JS_INTERPRETED;
+  if (tier == V8_TIER_BASELINE) return PP_FRAME_JS_BASELINE;
+  if (tier == V8_TIER_OPTIMIZED) return PP_FRAME_JS_OPTIMIZED;
+  r->st.unclassified++;
+  return PP_FRAME_JS;
 }
 
 /* The lowest exit frame in the copy: a slot holding a frame pointer (a
@@ -297,14 +358,30 @@ static uint64_t find_exit_frame(const struct v8_layout *L, const struct v8_raw_s
   return 0;
 }
 
-/* The JS frames of the chain from fp: their count, or -EAGAIN (torn). */
+/* A C++ frame named by the process's native symbols. 0, or -1 (no name:
+ * not shown). */
+static int native_frame(struct v8_reader *r, const struct slot *sl, struct pp_frame *f) {
+  if (!r->native || !sl->pc) return -1;
+  return r->native(r->native_ctx, sl->pc, sl->ret, f);
+}
+
+static int native_only(struct v8_reader *r, int nslots, struct pp_frame *frames, uint32_t max) {
+  uint32_t out = 0;
+  for (int i = 0; i < nslots && out < max; i++)
+    if (native_frame(r, &slots[i], &frames[out]) == 0) out++;
+  return (int)out;
+}
+
+/* The frames of the chain from fp: their count (*njs of them JS), or
+ * -EAGAIN (torn). */
 static int walk_from(struct v8_reader *r, const struct v8_raw_sample *s, uint64_t fp,
-                     struct pp_frame *frames, uint32_t max) {
+                     struct pp_frame *frames, uint32_t max, uint32_t *njs) {
   const struct v8_layout *L = &r->L;
-  int short_copy;
-  int n = collect(r, s, fp, &short_copy);
+  int short_copy, nslots;
+  int n = collect(r, s, fp, &short_copy, &nslots);
+  *njs = 0;
   if (short_copy) r->st.short_copy++;
-  if (n == 0) return 0;
+  if (n == 0) return native_only(r, nslots, frames, max);
   static struct pp_remote_iov iov[V8_MAX_FRAMES * 2];
   static char bad[V8_MAX_FRAMES];
   memset(bad, 0, (size_t)n);
@@ -341,62 +418,85 @@ static int walk_from(struct v8_reader *r, const struct v8_raw_sample *s, uint64_
         (struct pp_remote_iov){smap - 1 + (uint64_t)L->map_instance_type, &cands[c].sfi_type, 2};
   }
   read_stage(r->pid, iov, 1, n, bad);
-  uint32_t out = 0;
-  int spare_used = 0;
   for (int c = 0; c < n; c++) {
     if (!bad[c] && cands[c].sfi_type != L->type_sfi) bad[c] = 1;
     if (bad[c]) {
       uint16_t ct;
       if (v8_type_of(r->pid, L, cands[c].ctx, &ct) == 0 && ct >= L->type_context_first &&
           ct <= L->type_context_last)
-        goto torn;
-      continue; /* not a JS frame */
+        return -EAGAIN; /* torn */
+    }
+  }
+  uint32_t out = 0;
+  int spare_used = 0;
+  for (int i = 0; i < nslots && out < max; i++) {
+    int c = slots[i].cand;
+    if (c < 0 || bad[c]) { /* C++, or a frame that was not JS after all */
+      if (native_frame(r, &slots[i], &frames[out]) == 0) out++;
+      continue;
     }
     uint64_t sfi = cands[c].hdr[L->jsfunction_shared / 8];
     uint64_t kname = cands[c].sfi_hdr[L->sfi_name_or_scope_info / 8];
     uint64_t kscript = cands[c].sfi_hdr[L->sfi_script / 8];
-    if (L->inline_ok && cands[c].pc) {
+    int in_text = cands[c].pc && in_v8_text(r, cands[c].pc - (uint64_t)cands[c].ret);
+    int tier = V8_TIER_UNKNOWN;
+    if (L->inline_ok && cands[c].pc && !in_text) {
       uint64_t in[V8_MAX_INLINED];
       int k = v8_inlined_at(r->pid, L, cands[c].hdr[L->jsfunction_code / 8], cands[c].pc,
-                            cands[c].ret, in, V8_MAX_INLINED);
-      for (int i = 0; i < k && out < max; i++) {
-        struct v8_fn *f = function_of(r, in[i], &spare_used);
+                            cands[c].ret, in, V8_MAX_INLINED, &tier);
+      for (int j = 0; j < k && out < max; j++) {
+        struct v8_fn *f = function_of(r, in[j], &spare_used);
         if (!f) break; /* an inlined function that does not read back: not shown */
-        frames[out++] = frame_of(f);
+        frames[out++] = frame_of(f, PP_FRAME_JS_INLINED);
+        (*njs)++;
         r->st.inlined++;
       }
     }
     int err;
     struct v8_fn *e = function_for(r, sfi, kname, kscript, &spare_used, &err);
-    if (!e && err == -EAGAIN) goto torn;
+    if (!e && err == -EAGAIN) return -EAGAIN;
     if (!e) break; /* more distinct functions than the cache holds: outer part cut */
-    if (out < max) frames[out++] = frame_of(e);
+    if (out < max) {
+      frames[out++] = frame_of(e, kind_of(r, &cands[c], e, in_text, tier));
+      (*njs)++;
+    }
   }
   return (int)out;
-torn:
-  return -EAGAIN;
 }
 
 int v8_walk(struct v8_reader *r, const struct v8_raw_sample *s, struct pp_frame *frames,
             uint32_t max) {
   r->st.samples++;
   r->clock++;
-  int n = walk_from(r, s, s->regs.bp, frames, max);
-  if (n == 0 && -r->L.fp_context < 64) {
+  uint32_t njs = 0;
+  int n = walk_from(r, s, s->regs.bp, frames, max, &njs);
+  if (n >= 0 && njs == 0 && -r->L.fp_context < 64) {
     /* V8's own C++ (parser, compiler, GC) may run without frame pointers:
      * the chain from the leaf leads nowhere, but the exit frame through
-     * which JS called into it is still in the copy */
+     * which JS called into it is still in the copy. The leaf's own name,
+     * if it has one, stays on top. */
     uint64_t fp = find_exit_frame(&r->L, s);
     if (fp && fp != s->regs.bp) {
-      n = walk_from(r, s, fp, frames, max);
-      if (n > 0) r->st.scanned++;
+      static struct pp_frame scan[V8_MAX_FRAMES];
+      uint32_t keep = n > 0 && max > 1 ? 1 : 0, njs2;
+      uint32_t cap = max - keep < V8_MAX_FRAMES ? max - keep : V8_MAX_FRAMES;
+      int m = walk_from(r, s, fp, scan, cap, &njs2);
+      if (m < 0) {
+        n = m;
+      } else if (njs2 > 0) {
+        memcpy(frames + keep, scan, (size_t)m * sizeof(*scan));
+        n = (int)keep + m;
+        njs = njs2;
+        r->st.scanned++;
+      }
     }
   }
   if (n < 0)
     r->st.torn++;
-  else if (n == 0)
+  else if (njs == 0)
     r->st.no_js++;
   else
     r->st.js_samples++;
+  if (n > 0) r->st.native += (uint64_t)n - njs;
   return n;
 }
