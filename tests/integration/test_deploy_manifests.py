@@ -10,7 +10,10 @@ manifest is parsed and the fields the agent depends on are checked:
   plugins' declarations), unconfined seccomp;
 - the token comes from a Secret (Kubernetes, Helm), a secret of the
   orchestrator (ECS, compose), never from a literal in the manifest;
-- resources: the requests hold the measured footprint, the limits leave room.
+- resources: the requests hold the measured footprint, the limits leave room;
+- Kubernetes metadata: the pod runs as a service account that may only get
+  and list pods (ClusterRole and binding), and NODE_NAME comes from the
+  downward API (spec.nodeName), which the pod-label lookup needs.
 Then the agent's arguments of each route (Kubernetes, Helm, ECS, compose)
 run for real: the same flags, with only the studio address (a loopback
 fake), the token file and the output directory pointed at this test's, one
@@ -89,7 +92,31 @@ def check_k8s_pod(where, docs):
         u.check(tf and tf[0].startswith(mounts["token"]["mountPath"] + "/") and secret.get("secretName")
                 and secret.get("defaultMode") == 0o400,
                 "%s: the token file is a Secret's key, mounted read-only to root alone" % where)
+    env = {e["name"]: e for e in ctr.get("env", [])}
+    u.check(env.get("NODE_NAME", {}).get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "spec.nodeName",
+            "%s: NODE_NAME from the downward API (spec.nodeName)" % where)
     return ds[0], pod, ctr
+
+
+def check_pod_reader(where, docs, namespace):
+    """The pod's service account may get and list pods, nothing more."""
+    pod = [d for d in docs if d.get("kind") == "DaemonSet"][0]["spec"]["template"]["spec"]
+    sa = [d for d in docs if d.get("kind") == "ServiceAccount"]
+    roles = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "ClusterRole"}
+    binds = [d for d in docs if d.get("kind") == "ClusterRoleBinding"]
+    ok = len(sa) == 1 and pod.get("serviceAccountName") == sa[0]["metadata"]["name"] and len(binds) == 1
+    if ok:
+        b = binds[0]
+        role = roles.get(b["roleRef"]["name"], {})
+        ok = (b["roleRef"]["kind"] == "ClusterRole" and
+              b["subjects"] == [{"kind": "ServiceAccount", "name": sa[0]["metadata"]["name"], "namespace": namespace}]
+              and role.get("rules") == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}])
+    u.check(ok, "%s: the pod's service account may get/list pods and nothing else (ClusterRole, binding)" % where)
+
+
+def env_values(ctr):
+    """A container's plain env values (downward API entries have none)."""
+    return {e["name"]: e["value"] for e in ctr["env"] if "value" in e}
 
 
 def render(values, name="pp", namespace="polyprof"):
@@ -113,20 +140,31 @@ gowork = u.tempdir("ppgo-")
 with open(os.path.join(DEPLOY, "kubernetes", "polyprof-daemonset.yaml")) as f:
     k8s_docs = list(yaml.safe_load_all(f))
 _, _, k8s_ctr = check_k8s_pod("kubernetes", k8s_docs)
+with open(os.path.join(DEPLOY, "kubernetes", "polyprof-rbac.yaml")) as f:
+    check_pod_reader("kubernetes", k8s_docs + list(yaml.safe_load_all(f)), "polyprof")
 
 # --- Helm -------------------------------------------------------------------
 rc, out, err = render({"token": "tok-helm"})
 u.check(rc == 0, "helm: the chart renders with a token (%s)" % err.strip())
 docs = [d for d in yaml.safe_load_all(out) if d]
 kinds = sorted(d["kind"] for d in docs)
-u.check(kinds == ["DaemonSet", "Secret", "ServiceAccount"], "helm: DaemonSet, Secret, ServiceAccount: %s" % kinds)
+u.check(kinds == ["ClusterRole", "ClusterRoleBinding", "DaemonSet", "Secret", "ServiceAccount"],
+        "helm: ClusterRole, ClusterRoleBinding, DaemonSet, Secret, ServiceAccount: %s" % kinds)
 ds, pod, helm_ctr = check_k8s_pod("helm", docs)
+check_pod_reader("helm", docs, "polyprof")
+u.check(not [a for a in helm_ctr["args"] if a.startswith("--k8s-labels")], "helm: no pod labels by default")
 secret = [d for d in docs if d["kind"] == "Secret"][0]
 u.check(secret["data"]["token"] == "dG9rLWhlbG0=" and
         pod["volumes"][-1]["secret"]["secretName"] == secret["metadata"]["name"],
         "helm: the token is base64 in the chart's Secret, which the pod mounts")
 u.check(pod["serviceAccountName"] == [d for d in docs if d["kind"] == "ServiceAccount"][0]["metadata"]["name"],
         "helm: the pod runs as the chart's service account")
+rc, out, err = render({"token": "t", "k8sLabels": "app,app.kubernetes.io/version", "podReader": False})
+docs = [d for d in yaml.safe_load_all(out) if d]
+_, _, ctr = check_k8s_pod("helm k8sLabels", docs)
+u.check(rc == 0 and "--k8s-labels=app,app.kubernetes.io/version" in ctr["args"] and
+        not [d for d in docs if d["kind"] in ("ClusterRole", "ClusterRoleBinding")],
+        "helm: k8sLabels becomes --k8s-labels; podReader: false makes no RBAC")
 
 rc, out, err = render({"existingSecret": "my-token"})
 docs = [d for d in yaml.safe_load_all(out) if d]
@@ -199,8 +237,8 @@ perf_only = u.plugin_dir_with(PERF)
 sleeper = u.spawn(["sleep", "120"])
 studio_dir = u.tempdir("ppstudio-")
 studio = None
-routes = [("kubernetes", k8s_ctr["args"], {e["name"]: e["value"] for e in k8s_ctr["env"]}),
-          ("helm", helm_ctr["args"], {e["name"]: e["value"] for e in helm_ctr["env"]}),
+routes = [("kubernetes", k8s_ctr["args"], env_values(k8s_ctr)),
+          ("helm", helm_ctr["args"], env_values(helm_ctr)),
           ("ecs", ecd["command"], {e["name"]: e["value"] for e in ecd["environment"]}),
           ("compose", svc["command"], svc["environment"])]
 try:

@@ -118,7 +118,8 @@ try:
     sc = ctr["securityContext"]
     u.check(pod.get("hostPID") is True and sc.get("privileged") is False,
             "the manifest asks for hostPID, not privileged")
-    env = {e["name"]: e["value"] for e in ctr.get("env", [])}
+    # downward API entries (NODE_NAME) have no value: the kubelet fills them
+    env = {e["name"]: e["value"] for e in ctr.get("env", []) if "value" in e}
     studio_dir = os.path.join(work, "studio")
     os.makedirs(studio_dir)
     studio = studio_server.Studio(studio_dir, token="tok-image", service=env["POLYPROF_SERVICE_NAME"])
