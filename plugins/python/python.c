@@ -35,8 +35,9 @@ static const struct pp_option options[] = {
     {.key = "async_aware",
      .type = PP_OPT_BOOL,
      .default_value = "false",
-     .help = "asyncio (3.11-3.13): the running task and the chain of tasks awaiting it as "
-             "<task: NAME> frames"},
+     .help = "asyncio (3.11-3.13): the running task and the chain of tasks awaiting it "
+             "(await, gather, TaskGroup) as <task: NAME> frames; in wall mode also the "
+             "waiting tasks"},
     {.key = "opcodes",
      .type = PP_OPT_BOOL,
      .default_value = "false",
