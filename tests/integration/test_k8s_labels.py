@@ -13,8 +13,9 @@ one pod, CRI-O's with its sandbox for another).
   CRI-O pod: from its sandbox's config.json;
 - both appear as k8s.pod.label.<key> OTLP resource attributes (with
   k8s.pod.name, k8s.namespace.name, k8s.container.name) and pprof sample
-  labels, decoded with protoc from the official .proto files; a label not
-  selected does not appear; the .col container field stays the CRI name;
+  labels, decoded with protoc from the official .proto files, and as
+  pod_label_<key> Pyroscope tags; a label not selected does not appear; the
+  .col container field stays the CRI name;
 - an API server that does not answer, or refuses (403), costs a session at
   most the request's timeout, and the log says why in one line;
 - --containers pod=cache-*: a Python process in the other pod is never
@@ -32,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -119,6 +121,24 @@ ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(os.path.join(sa, "ca.crt"), os.path.join(work, "api.key"))
 httpd.socket = ctx.wrap_socket(httpd.socket, server_side=True)
 threading.Thread(target=httpd.serve_forever, daemon=True).start()
+pyro_names = []
+
+
+class Pyroscope(BaseHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+        pyro_names.extend(q.get("name", []))
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+pyro = ThreadingHTTPServer(("127.0.0.1", 0), Pyroscope)
+threading.Thread(target=pyro.serve_forever, daemon=True).start()
 env = dict(os.environ, KUBERNETES_SERVICE_HOST="127.0.0.1",
            KUBERNETES_SERVICE_PORT=str(httpd.server_address[1]), NODE_NAME="node-1")
 yaml = os.path.join(work, "k8s.yaml")
@@ -175,6 +195,7 @@ try:
     out = pputil.tempdir()
     cmd = pputil.agent_cmd(out, pputil.PLUGIN_DIR, "--config", yaml, "--otlp-endpoint", rx.url,
                            "--spool-dir", os.path.join(work, "spool"), "--no-example",
+                           "--pyroscope-url", "http://127.0.0.1:%d" % pyro.server_address[1],
                            "--k8s-labels", "app,team", "--output-format", "col,pprof", "-f", "49",
                            "--pids", "%d,%d" % (sh1.pid, sh2.pid), duration=2)
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=90, env=env)
@@ -210,6 +231,12 @@ try:
                ("pod", "web-7d9f8c-x2x4q"), ("namespace", "prod")} <= l1,
               "pprof samples of the containerd pod carry its labels (%s)" % sorted(l1))
         check(("k8s.pod.label.app", "redis") in l2, "pprof samples of the CRI-O pod (%s)" % sorted(l2))
+    web = [n for n in pyro_names if ",pod=web-7d9f8c-x2x4q," in n]
+    cache = [n for n in pyro_names if ",pod=cache-0," in n]
+    check(web and all(",pod_label_app=web,pod_label_team=checkout" in n for n in web) and
+          cache and all(",pod_label_app=redis,pod_label_team=storage" in n for n in cache) and
+          not [n for n in pyro_names if "secret" in n],
+          "Pyroscope tags pod_label_<key> per pod (%s)" % pyro_names[:2])
     rx.stop()
 
     # ---- an API that hangs or refuses --------------------------------------
@@ -268,6 +295,7 @@ try:
           "perf's samples of the other pod are dropped before the merge (%s)" % sorted(perfpids))
 finally:
     httpd.shutdown()
+    pyro.shutdown()
     for q in procs:
         pputil.kill(q)
     time.sleep(0.1)
