@@ -3,7 +3,8 @@
  * `polyprof check`, the workers' part: what each plugin's worker process
  * holds once started (docs/security.md): its capabilities (what the plugin
  * declares, cut to what the agent has), no_new_privs, its seccomp
- * allow-list and the file system it sees.
+ * allow-list, the capabilities it raises for single steps only and the
+ * file system it sees.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "privileges.h"
 #include "session.h"
 #include "supervisor.h"
+#include "worker_fs_view.h"
 #include "worker_sandbox.h"
 
 static unsigned set_count(const struct pp_syscall_set *s) {
@@ -72,6 +74,11 @@ void pp_cmd_print_worker_privileges(struct pp_config *cfg, FILE *out) {
             pi->desc.capabilities & PP_CAP_NEEDS_ROOT
                 ? " (declares PP_CAP_NEEDS_ROOT: every capability of the agent)"
                 : "");
+    char always[1024], step[1024];
+    pp_priv_format(p.caps & ~p.step, always, sizeof(always));
+    pp_priv_format(p.step, step, sizeof(step));
+    fprintf(out, "    always effective: %s\n", always);
+    fprintf(out, "    for single steps only (permitted, raised around the step): %s\n", step);
     if (needed & ~agent & ~(pi->desc.capabilities & PP_CAP_NEEDS_ROOT ? ~0ull : 0ull)) {
       pp_priv_format(needed & ~agent, missing, sizeof(missing));
       fprintf(out, "    declared but MISSING in the agent: %s\n", missing);
@@ -79,8 +86,9 @@ void pp_cmd_print_worker_privileges(struct pp_config *cfg, FILE *out) {
     fprintf(out, "    no_new_privs: yes\n");
     describe_list(pi->path, list, sizeof(list));
     fprintf(out, "    seccomp: %s\n", list);
-    fprintf(out, "    mount view: the agent's (uid %d; no private read-only view yet)\n",
-            (int)geteuid());
+    char view[600];
+    pp_fs_view_describe(pi->desc.name, view, sizeof(view));
+    fprintf(out, "    mount view: %s\n", view);
   }
   pp_registry_free(infos, n);
 }

@@ -133,9 +133,21 @@ uint64_t pp_priv_agent_caps(void) {
   return (uint64_t)d[0].permitted | ((uint64_t)d[1].permitted << 32);
 }
 
+uint64_t pp_priv_step_needed(uint64_t d) {
+  if (d & PP_CAP_NEEDS_ROOT) return 0;
+  uint64_t steps = 0;
+  if ((d & PP_CAP_STEP_NSENTER) && (d & PP_CAP_NEEDS_NSENTER)) steps |= PP_CAP_NEEDS_NSENTER;
+  if ((d & PP_CAP_STEP_SETID) && (d & PP_CAP_NEEDS_SETID)) steps |= PP_CAP_NEEDS_SETID;
+  if (!steps) return 0;
+  /* A capability that another need also maps to (CAP_SYS_ADMIN for perf
+   * events before 5.8) is needed all the time: it stays effective. */
+  return pp_priv_needed(steps) & ~pp_priv_needed(d & ~steps);
+}
+
 struct pp_privs pp_priv_for_plugin(uint64_t plugin_caps) {
   struct pp_privs p = {.caps = pp_priv_needed(plugin_caps) & pp_priv_agent_caps(),
                        .last_cap = pp_priv_last_cap()};
+  p.step = pp_priv_step_needed(plugin_caps) & p.caps;
   return p;
 }
 
@@ -190,6 +202,24 @@ int pp_priv_child_apply(const struct pp_privs *p) {
   /* The worker sets it again before loading the plugin; here it already
    * keeps the exec below from gaining anything. */
   if (prctl(PR_SET_NO_NEW_PRIVS, 1ul, 0ul, 0ul, 0ul) != 0) return -errno;
+  return 0;
+}
+
+int pp_priv_worker_lower_steps(uint64_t step) {
+  if (!step) return 0;
+  struct cap_header h = {CAP_VERSION_3, 0};
+  struct cap_data d[2];
+  if (syscall(SYS_capget, &h, d) != 0) return -errno;
+  for (int i = 0; i < 2; i++)
+    d[i].effective &= ~(uint32_t)(step >> (32 * i));
+  if (syscall(SYS_capset, &h, d) != 0) return -errno;
+  /* Ambient capabilities become effective in whatever the plugin executes:
+   * a step capability must not reach a helper that way. */
+  for (int c = 0; c < 64; c++)
+    if ((step & CAP_BIT(c)) &&
+        prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_LOWER, (unsigned long)c, 0ul, 0ul) != 0 &&
+        errno != EINVAL)
+      return -errno;
   return 0;
 }
 

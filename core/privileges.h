@@ -14,8 +14,10 @@
 /* The capability set of a worker, computed before fork (the child may only
  * make async-signal-safe calls). */
 struct pp_privs {
-  uint64_t caps; /* Linux capability bits: bounding = permitted = effective =
-                    inheritable = ambient */
+  uint64_t caps; /* Linux capability bits: bounding = permitted = inheritable */
+  uint64_t step; /* the part of caps held for single steps only: permitted
+                    but neither effective nor ambient once the worker runs
+                    (PP_CAP_STEP_*); the plugin raises them around each step */
   int last_cap;  /* highest capability number the kernel knows */
 };
 
@@ -25,6 +27,10 @@ bool pp_priv_declared(uint64_t plugin_caps);
 
 /* The Linux capabilities a declaration maps to, whatever the agent holds. */
 uint64_t pp_priv_needed(uint64_t plugin_caps);
+
+/* The capabilities of a declaration that its PP_CAP_STEP_* bits keep out
+ * of the effective set (those that no other of its NEEDS bits maps to). */
+uint64_t pp_priv_step_needed(uint64_t plugin_caps);
 
 /* What the worker of such a plugin gets: pp_priv_needed() limited to what
  * this process holds (its permitted set). */
@@ -45,6 +51,11 @@ void pp_priv_format(uint64_t caps, char *buf, size_t len);
  * the exec'd worker (root or not) starts with exactly them. 0 or -errno, or
  * -PP_PRIV_ESETPCAP (the child must not exec then). */
 int pp_priv_child_apply(const struct pp_privs *p);
+
+/* In the exec'd worker, before anything else: the step capabilities leave
+ * the effective and ambient sets (they stay permitted, for the kit's
+ * pp_cap_step_begin()). 0 or -errno. */
+int pp_priv_worker_lower_steps(uint64_t step);
 
 /* In a forked child that runs plugin code without exec (the registry's
  * probe): no capabilities at all, no_new_privs. Async-signal-safe. */

@@ -12,7 +12,8 @@
  * its configuration arrive over the socket with INIT (ipc.h), as in inline
  * mode.
  *
- *   argv: <anything> <comm> <agent pid> <agent version>; fd 3: the socket.
+ *   argv: <anything> <comm> <agent pid> <agent version> <step capabilities,
+ *   hex>; fd 3: the socket.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "privileges.h"
 #include "worker_loop.h"
 #include "worker_sandbox.h"
 
@@ -57,7 +59,7 @@ static bool valid_comm(const char *s) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 4 || !valid_comm(argv[1])) return usage();
+  if (argc != 5 || !valid_comm(argv[1])) return usage();
   char *end;
   errno = 0;
   long agent = strtol(argv[2], &end, 10);
@@ -66,6 +68,13 @@ int main(int argc, char **argv) {
   if (errno || *end || agent < 1) return usage();
   struct stat st;
   if (fstat(SOCKET_FD, &st) < 0 || !S_ISSOCK(st.st_mode)) return usage();
+  errno = 0;
+  unsigned long long step = strtoull(argv[4], &end, 16);
+  if (errno || *end || !argv[4][0]) return usage();
+
+  /* Capabilities the plugin needs for single steps only: permitted, not
+   * effective, from before anything else runs (docs/security.md). */
+  if (pp_priv_worker_lower_steps((uint64_t)step) != 0) _exit(1);
 
   /* Kept across exec() (the binary is neither set-id nor file-capable), but
    * arm it again rather than rely on that, and check the agent did not go

@@ -19,7 +19,9 @@
 #include <unistd.h>
 
 #include "ipc.h"
+#include "log.h"
 #include "privileges.h"
+#include "worker_fs_view.h"
 #include "worker_loop.h"
 
 const char *pp_signal_name(int sig) {
@@ -133,8 +135,14 @@ int pp_worker_child_setup(pid_t parent, int keep_fd, const char *comm) {
 /* The child between fork() and exec(): socket on fd 3 for the worker, an
  * error pipe on 4 (close-on-exec: end of file means exec() worked), nothing
  * else. Never returns. */
+/* A note on the error pipe that is not a failure: the file system view
+ * could not be made (the step and errno packed under this flag). */
+#define VIEW_NOTE 0x100000
+#define VIEW_NOTE_STEP_SHIFT 12
+
 static void exec_child(pid_t parent, int sock, int errpipe, const char *exe, char *const argv[],
-                       const char *comm, const struct pp_privs *privs) {
+                       const char *comm, const struct pp_privs *privs,
+                       const struct pp_fs_view *view) {
   child_hygiene(parent, comm);
   int err_parked = fcntl(errpipe, F_DUPFD_CLOEXEC, 10);
   if (err_parked < 0) _exit(1);
@@ -142,6 +150,16 @@ static void exec_child(pid_t parent, int sock, int errpipe, const char *exe, cha
   if (dup2(err_parked, 4) < 0) _exit(1);
   fcntl(4, F_SETFD, FD_CLOEXEC);
   close_fds_from(5);
+  /* The read-only view first: making it takes CAP_SYS_ADMIN, which most
+   * workers are about to lose. A worker without it still runs (the agent
+   * logs why): the view narrows writes, the sets below are the barrier. */
+  int step = 0;
+  int ve = -pp_fs_view_enter(view, &step);
+  if (ve) {
+    int note = VIEW_NOTE | (step << VIEW_NOTE_STEP_SHIFT) | (ve & 0xfff);
+    ssize_t w = write(4, &note, sizeof(note));
+    (void)w;
+  }
   /* Exactly the plugin's capabilities, in every set, so the exec'd worker
    * (root or not) starts with them and nothing else. */
   int e = -pp_priv_child_apply(privs);
@@ -159,8 +177,9 @@ static void exec_child(pid_t parent, int sock, int errpipe, const char *exe, cha
 }
 
 /* After fork: wait for the child's exec() (end of file on the error pipe)
- * or its errno. 0, or -errno of execve() / of the wait. */
-static int wait_exec(int errfd) {
+ * or its errno. 0, or -errno of execve() / of the wait. A note that the
+ * view could not be made lands in *view_note. */
+static int wait_exec(int errfd, int *view_note) {
   struct pollfd pfd = {.fd = errfd, .events = POLLIN};
   int e = 0;
   for (;;) {
@@ -171,6 +190,10 @@ static int wait_exec(int errfd) {
     if (n <= 0) return n == 0 ? -ETIMEDOUT : -errno;
     ssize_t r = read(errfd, &e, sizeof(e));
     if (r < 0 && errno == EINTR) continue;
+    if (r == (ssize_t)sizeof(e) && (e & VIEW_NOTE)) {
+      *view_note = e;
+      continue;
+    }
     if (r == (ssize_t)sizeof(e)) return e > 0 ? -e : -EIO; /* errno or PP_PRIV_ESETPCAP */
     return r == 0 ? 0 : -EIO;
   }
@@ -232,7 +255,11 @@ int pp_worker_spawn(const char *exe, const char *name, bool inline_mode,
   char pidbuf[24];
   snprintf(pidbuf, sizeof(pidbuf), "%ld", (long)parent);
   char version[] = POLYPROF_VERSION;
-  char *const argv[] = {comm, comm, pidbuf, version, NULL}; /* worker_main.c */
+  char stepbuf[24];
+  snprintf(stepbuf, sizeof(stepbuf), "%llx", (unsigned long long)(privs ? privs->step : 0));
+  char *const argv[] = {comm, comm, pidbuf, version, stepbuf, NULL}; /* worker_main.c */
+  struct pp_fs_view view;
+  pp_fs_view_prepare(name, &view);
   int ep[2];
   if (pipe2(ep, O_CLOEXEC) < 0) {
     int rc = -errno;
@@ -251,13 +278,19 @@ int pp_worker_spawn(const char *exe, const char *name, bool inline_mode,
     snprintf(err, errlen, "fork: %s", strerror(-rc));
     return rc;
   }
-  if (pid == 0) exec_child(parent, sv[1], ep[1], exe, argv, comm, privs);
+  if (pid == 0) exec_child(parent, sv[1], ep[1], exe, argv, comm, privs, &view);
   close(sv[1]);
   close(ep[1]);
   /* Also from this side, so the group exists before anyone signals it. */
   setpgid(pid, pid);
-  int rc = wait_exec(ep[0]);
+  int view_note = 0;
+  int rc = wait_exec(ep[0], &view_note);
   close(ep[0]);
+  if (!rc && view_note)
+    pp_log(PP_LOG_WARNING, "polyprof",
+           "plugin %s: its worker shares the agent's writable file system view: %s failed: %s",
+           name, pp_fs_view_step_name((view_note >> VIEW_NOTE_STEP_SHIFT) & 0xff),
+           strerror(view_note & 0xfff));
   if (rc) {
     int st;
     kill(pid, SIGKILL);

@@ -13,6 +13,7 @@
 
 #include "polyprof/plugin.h"
 
+#include "polyprof/kit/cap_step.h"     /* capabilities raised for one step only */
 #include "polyprof/kit/demangle.h"     /* C++ and Rust symbol names */
 #include "polyprof/kit/elf_lookup.h"   /* symbols and sections of a mapped file */
 #include "polyprof/kit/elf_symbols.h"  /* address -> symbol tables, build-ids, debug files */

@@ -31,7 +31,8 @@
  * and the PP_SESSION_* bits that say which types a session asks for;
  * 1.4 added the JavaScript tier kinds PP_FRAME_JS_INTERPRETED.._BUILTIN
  * (a plugin sends them only to a host whose abi_minor is 4 or more and
- * PP_FRAME_JS otherwise; a host shows a kind it does not know as native).
+ * PP_FRAME_JS otherwise; a host shows a kind it does not know as native),
+ * and the step privileges PP_CAP_STEP_NSENTER and PP_CAP_STEP_SETID.
  */
 #ifndef POLYPROF_PLUGIN_H
 #define POLYPROF_PLUGIN_H
@@ -202,6 +203,16 @@ enum pp_log_level {
   (PP_CAP_NEEDS_ROOT | PP_CAP_NEEDS_PERFMON | PP_CAP_NEEDS_PTRACE | PP_CAP_NEEDS_SYSLOG | \
    PP_CAP_NEEDS_KILL | PP_CAP_NEEDS_NOTHING | PP_CAP_NEEDS_NSENTER | PP_CAP_NEEDS_SETID | \
    PP_CAP_NEEDS_FILE_OVERRIDE)
+/* ABI 1.4: step privileges. Beside its NEEDS bit, a plugin that needs
+ * those capabilities only for single steps (entering a namespace; a forked
+ * child taking a target's ids) sets the matching STEP bit: its worker then
+ * holds them permitted but not effective, and the plugin raises them for
+ * the calling thread around each step with the kit's pp_cap_step_begin()
+ * and pp_cap_step_end() (polyprof/kit/cap_step.h). A host before 1.4
+ * ignores the bits and keeps the capabilities effective, where the kit's
+ * calls change nothing. */
+#define PP_CAP_STEP_NSENTER (1ull << 19)
+#define PP_CAP_STEP_SETID (1ull << 20)
 #define PP_CAP_ARCH_X86_64 (1ull << 16)
 #define PP_CAP_ARCH_AARCH64 (1ull << 17) /* no arch bit set: any architecture */
 

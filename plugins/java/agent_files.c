@@ -70,6 +70,19 @@ static int same_mount_ns(uint32_t pid) {
   return strcmp(a, b) == 0;
 }
 
+/* Whether `dir` in the JVM's root is the very directory `dir` is here
+ * (same device and inode): then the JVM and we see the same files there,
+ * whatever the mount namespaces (the service's and each worker's are
+ * copies of the host's, in which a host JVM sees the same /tmp). A link
+ * the JVM's users planted at `dir` can only make us copy nothing. */
+static int same_dir_as_ours(uint32_t pid, const char *dir) {
+  char p[96];
+  struct stat a, b;
+  snprintf(p, sizeof(p), "/proc/%u/root%s", pid, dir);
+  if (stat(p, &a) != 0 || stat(dir, &b) != 0) return 0;
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
 static char *slurp_fd(int fd, size_t max, size_t *len) {
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (size_t)st.st_size > max) return NULL;
@@ -271,7 +284,8 @@ char *java_read_result(uint32_t pid, const char *name, size_t max, size_t *len, 
 }
 
 int java_publish_perfmap(uint32_t pid, uint32_t nspid, size_t max_bytes, char *err, size_t errlen) {
-  if (same_mount_ns(pid) && pid == nspid) return 0; /* the JVM wrote it where perf looks */
+  if (same_dir_as_ours(pid, "/tmp") && pid == nspid)
+    return 0; /* the JVM wrote it where perf looks */
   /* The perf plugin reads a live process's map in its own root. The host
    * copy only serves a process of the host's pid namespace that is gone
    * before its samples are named (its root gone with it): perf then looks

@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "java.h"
+#include "polyprof/kit/cap_step.h"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434
@@ -218,6 +219,10 @@ static int child_fail(int out, int code, const char *why) {
 static int child_main(const struct java_target_info *ti, int allow_signal, int timeout_ms,
                       const char *const req[4], int out) {
   char why[256] = "";
+  /* This child exists to take the JVM's ids: the one process of the
+   * plugin with CAP_SETUID/CAP_SETGID effective, until it drops root. */
+  struct pp_cap_step setid;
+  pp_cap_step_begin(&setid, PP_CAP_NEEDS_SETID);
   if (getuid() == 0 && setgroups(0, NULL) != 0) return EX_CREDS;
   int s = connect_socket(ti, why, sizeof(why));
   if (s < 0 && s != -ENOENT) return child_fail(out, EX_CONNECT, why);

@@ -34,6 +34,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "polyprof/kit/cap_step.h"
+
 #ifndef SO_NETNS_COOKIE
 #define SO_NETNS_COOKIE 71
 #endif
@@ -62,8 +64,14 @@ struct guard_value {
   uint32_t port_be;
 };
 
+/* bpf() needs CAP_SYS_ADMIN (CAP_BPF) for every command while unprivileged
+ * BPF is disabled: a step capability, raised for this call only. */
 static long sys_bpf(int cmd, union bpf_attr *attr) {
-  return syscall(SYS_bpf, cmd, attr, sizeof(*attr));
+  struct pp_cap_step s;
+  pp_cap_step_begin(&s, PP_CAP_NEEDS_NSENTER);
+  long rc = syscall(SYS_bpf, cmd, attr, sizeof(*attr));
+  pp_cap_step_end(&s);
+  return rc;
 }
 
 #define INSN(c, d, s, o, i) \
@@ -225,7 +233,7 @@ static void *cookie_thread(void *arg) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/%u/ns/net", j->pid);
   int nsfd = open(path, O_RDONLY | O_CLOEXEC);
-  if (nsfd < 0 || setns(nsfd, CLONE_NEWNET) < 0) {
+  if (nsfd < 0 || pp_setns_step(nsfd, CLONE_NEWNET) < 0) {
     j->result = -errno;
     if (nsfd >= 0) close(nsfd);
     return NULL;

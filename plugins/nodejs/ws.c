@@ -13,6 +13,7 @@
  */
 #include "ws.h"
 
+#include "polyprof/kit/cap_step.h"
 #include "polyprof/kit/log.h"
 
 #include <errno.h>
@@ -293,7 +294,7 @@ static void *connect_thread(void *arg) {
     j->result = -errno;
     return NULL;
   }
-  if (setns(nsfd, CLONE_NEWNET) < 0) {
+  if (pp_setns_step(nsfd, CLONE_NEWNET) < 0) {
     j->result = -errno;
     close(nsfd);
     return NULL;
