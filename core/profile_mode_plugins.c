@@ -49,13 +49,13 @@ static bool gives_alloc(const char *plugin) {
 }
 
 /* Modes of a plugin with a wall knob that still cannot give wall: Node.js
- * keeps V8's idle samples only in its inspector mode (the v8 and perf-map
- * modes sample threads while they run on a CPU); Java's perfmap mode has
- * no sampler of its own. */
+ * in its perf and attach-maps modes only names JIT code for perf (the
+ * inspector keeps V8's idle samples, the v8 mode follows threads off their
+ * CPU too); Java's perfmap mode has no sampler of its own. */
 static bool mode_without_wall(const struct pp_config *cfg, const char *plugin) {
   const struct pp_plugin_config *pc = pp_config_plugin(cfg, plugin);
   const char *m = pc && pc->mode ? pc->mode : "";
-  if (!strcmp(plugin, "nodejs")) return strcmp(m, "inspector") != 0;
+  if (!strcmp(plugin, "nodejs")) return strcmp(m, "inspector") != 0 && strcmp(m, "v8") != 0;
   if (!strcmp(plugin, "java")) return !strcmp(m, "perfmap");
   return false;
 }
@@ -64,9 +64,14 @@ static bool mode_without_wall(const struct pp_config *cfg, const char *plugin) {
  * thread's stack at each tick and weigh it by the interval: their off-CPU
  * stacks replace perf's native ones for the processes they cover, as their
  * cpu stacks do. Python does in its cpu and wall modes (gil and exception
- * pick threads by something else than their state), PHP always. */
+ * pick threads by something else than their state), PHP always, Node.js
+ * in its v8 mode (a context-switch event per thread). */
 static bool gives_offcpu(const struct pp_config *cfg, const char *plugin) {
   if (!strcmp(plugin, "php")) return true;
+  if (!strcmp(plugin, "nodejs")) {
+    const struct pp_plugin_config *pc = pp_config_plugin(cfg, plugin);
+    return pc && pc->mode && !strcmp(pc->mode, "v8");
+  }
   if (strcmp(plugin, "python") != 0) return false;
   const struct pp_plugin_config *pc = pp_config_plugin(cfg, plugin);
   const char *m = pc && pc->mode ? pc->mode : "cpu";
@@ -116,8 +121,8 @@ static void set_option(struct pp_plugin_config *pc, const char *key, const char 
 
 static const char *cannot_why(const char *plugin, unsigned type) {
   if (type == PP_PROFILE_WALL && !strcmp(plugin, "nodejs"))
-    return "only --nodejs-mode inspector keeps V8's idle samples; the other modes sample "
-           "threads on a CPU";
+    return "only --nodejs-mode inspector and v8 sample threads off their CPU; the other modes "
+           "only name JIT code for perf";
   if (type == PP_PROFILE_WALL && !strcmp(plugin, "java"))
     return "--java-mode perfmap only names JIT code for perf; the agent mode samples wall time";
   switch (type) {

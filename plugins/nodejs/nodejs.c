@@ -80,7 +80,8 @@ static const struct pp_option options[] = {
     {.key = "include_idle",
      .type = PP_OPT_BOOL,
      .default_value = "false",
-     .help = "keep V8's (idle) samples (the main thread waiting in the event loop)"},
+     .help = "wall: keep V8's (idle) samples (inspector mode), or sample threads off their "
+             "CPU too (v8 mode: the event loop waiting is (idle)); --mode wall sets it"},
     {.key = "perfmap_addon",
      .type = PP_OPT_STRING,
      .default_value = NULL,
@@ -157,13 +158,18 @@ static int nodejs_start(void *state, struct pp_session *session) {
                                  .max_threads = 64,
                                  .max_depth = (uint32_t)st->max_depth,
                                  .max_targets = (size_t)st->max_targets,
-                                 .retry_ns = (uint64_t)st->retry_s * 1000000000ull};
+                                 .retry_ns = (uint64_t)st->retry_s * 1000000000ull,
+                                 .wall = st->include_idle,
+                                 .offcpu = (session->flags & PP_SESSION_OFFCPU) != 0};
     nodejs_v8_free(st->v8);
     st->v8 = nodejs_v8_new(st->host, &c);
     if (!st->v8) return -ENOMEM;
     session->tick_interval_ns = nodejs_v8_tick_ns(hz);
-    PP_INFO(st->host, "mode v8, %u Hz, %lld KiB of stack per sample", hz,
-            (long long)st->v8_stack_kb);
+    /* a context-switch ring holds eight switches: drained often */
+    if (c.wall || c.offcpu) session->tick_interval_ns = 10000000ull;
+    PP_INFO(st->host, "mode v8, %u Hz, %lld KiB of stack per sample%s%s", hz,
+            (long long)st->v8_stack_kb, c.wall ? ", threads off their CPU too (wall)" : "",
+            c.offcpu ? ", blocked threads as off-CPU time" : "");
     return 0;
   }
   st->interval_us = 1000000u / hz;

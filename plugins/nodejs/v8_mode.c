@@ -59,6 +59,7 @@ struct nodejs_v8 {
   struct pp_stack_table *stacks;
   struct v8_walk_stats sum; /* counters since the last snapshot, all targets */
   uint64_t lost;
+  uint64_t switch_lost; /* wall / off-CPU: times off a CPU not credited */
 };
 
 static int skip(struct pp_target_entry *e, const char *why) {
@@ -117,7 +118,9 @@ static int v8_attach(void *plugin, struct pp_target_entry *e) {
   rc = v8_reader_init(&t->rd, e->pid, &L, v->cfg.cache_entries);
   if (rc == 0 && !(t->native = v8_native_new(e->pid, &v8_file))) rc = -ENOMEM;
   if (rc == 0)
-    rc = v8_sampler_open(&t->smp, e->pid, v->cfg.hz, v->cfg.stack_bytes, v->cfg.max_threads);
+    rc = v8_sampler_open(
+        &t->smp, e->pid, v->cfg.hz, v->cfg.stack_bytes, v->cfg.max_threads,
+        (v->cfg.wall ? V8_SAMPLE_WALL : 0) | (v->cfg.offcpu ? V8_SAMPLE_OFFCPU : 0));
   if (rc < 0) {
     v8_native_free(t->native);
     v8_reader_free(&t->rd);
@@ -181,12 +184,17 @@ static void on_sample(void *ctx, const struct v8_raw_sample *s) {
   if (n == 0) {
     /* the main thread in C++ or the GC is V8's "(program)"; other threads
      * without JS are Node's and V8's helpers (GC, compilers, libuv) */
-    frames[0] = (struct pp_frame){.name = s->tid == d->t->pid ? "(program)" : "(native thread)",
+    /* ... and the main thread off its CPU without JS is the event loop
+     * waiting, V8's "(idle)" */
+    frames[0] = (struct pp_frame){.name = s->tid != d->t->pid ? "(native thread)"
+                                          : s->off_cpu        ? "(idle)"
+                                                              : "(program)",
                                   .kind = PP_FRAME_PSEUDO};
     n = 1;
   }
   /* frames are leaf first; the stack table wants the same */
-  pp_stack_table_add(d->v->stacks, d->t->pid, s->tid, NULL, frames, (uint32_t)n, 1);
+  pp_stack_table_add_typed(d->v->stacks, s->type, d->t->pid, s->tid, NULL, frames, (uint32_t)n,
+                           s->count);
 }
 
 static void v8_release(void *plugin, struct pp_target_entry *e) {
@@ -283,6 +291,8 @@ void nodejs_v8_snapshot(struct nodejs_v8 *v, struct pp_sink *sink) {
     t->last = t->rd.st;
     v->lost += t->smp.lost - t->lost_reported;
     t->lost_reported = t->smp.lost;
+    v->switch_lost += t->smp.switch_lost;
+    t->smp.switch_lost = 0;
   }
   pp_stack_table_emit(v->stacks, h, sink);
   pp_target_table_report(v->tt, sink);
@@ -297,6 +307,8 @@ void nodejs_v8_snapshot(struct nodejs_v8 *v, struct pp_sink *sink) {
   h->add_counter(sink, "v8_native_frames", v->sum.native);
   h->add_counter(sink, "v8_symbol_table_bytes", v8_native_bytes());
   h->add_counter(sink, "lost_samples", v->lost);
+  if (v->switch_lost) h->add_counter(sink, "v8_switches_lost", v->switch_lost);
+  v->switch_lost = 0;
   memset(&v->sum, 0, sizeof(v->sum));
   v->lost = 0;
 }

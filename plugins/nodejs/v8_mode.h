@@ -10,6 +10,7 @@
 #ifndef POLYPROF_NODEJS_V8_MODE_H
 #define POLYPROF_NODEJS_V8_MODE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,6 +27,8 @@ struct nodejs_v8_config {
   uint32_t max_depth;     /* JS frames kept per stack */
   size_t max_targets;
   uint64_t retry_ns;
+  bool wall;   /* threads off their CPU too (nodejs.include_idle: --mode wall) */
+  bool offcpu; /* --mode offcpu: blocked threads' JS stacks, in microseconds */
 };
 
 struct nodejs_v8 *nodejs_v8_new(const struct pp_host *host, const struct nodejs_v8_config *cfg);
