@@ -75,9 +75,13 @@ static const struct flag_spec specs[] = {
      "--mode alloc: bytes between allocation samples of a thread (2mb, 512k; default 512 KiB)"},
     /* read by the one-program commands (pp_cli_flag_value), not config keys */
     {'i', "--interval", NULL, NULL, "MICROSECONDS", 0, SP_NONE, G_PROGRAM,
-     "time between samples (100-1000000; -f in Hz works too; default 1000 = 1 kHz)"},
+     "time between samples (100-1000000; -f in Hz works too; default: per runtime, 100 = 10 kHz "
+     "where its plugin sustains it)"},
     {0, "--format", NULL, NULL, "FORMAT", 0, SP_NONE, G_PROGRAM,
-     "what is printed at the end: table (default) or collapsed"},
+     "what is printed at the end: table (default), collapsed, gecko, heatmap, html, pprof, "
+     "speedscope or col"},
+    {0, "--source-root", NULL, NULL, "DIR", 0, SP_NONE, G_PROGRAM,
+     "heatmap: where relative source paths are read from (default: the current directory)"},
     {0, "--output", NULL, NULL, "FILE", 0, SP_NONE, G_PROGRAM,
      "write it to FILE instead of stdout (replaced whole at the end)"},
     {0, "--sort", NULL, NULL, "KEY", 0, SP_NONE, G_PROGRAM, "table: self (default), total or name"},
@@ -452,6 +456,7 @@ static const char *program_flag_commands(const char *name) {
   if (!strcmp(name, "--no-subprocesses")) return "run -- CMD";
   if (!strcmp(name, "--subprocesses")) return "attach";
   if (!strcmp(name, "--json")) return "dump";
+  if (!strcmp(name, "--source-root")) return "run -- CMD and attach";
   return "run -- CMD, attach and dump";
 }
 

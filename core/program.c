@@ -25,7 +25,6 @@
 #include "polyprof/kit/proc.h"
 #include "rootless.h"
 
-#define PROGRAM_DEFAULT_HZ 1000
 #define PROGRAM_SCAN_MS 100   /* children and execs are seen this fast */
 #define PROGRAM_MAX_PIDS 4096 /* processes of one program followed at once */
 #define PROGRAM_MAX_PROCS 1048576
@@ -99,6 +98,11 @@ int pp_program_setup(struct pp_program *pr, const struct pp_cli *cli, struct pp_
     }
     pr->table.limit = (size_t)v;
   }
+  /* run's operands are the program; attach's and dump's, its pid (checked) */
+  pr->runtime = !strcmp(command, "run")
+                    ? pp_program_runtime_of_argv(cli->operands, cli->operand_count)
+                : cli->operand_count == 1 ? pp_program_runtime_of_pid((pid_t)atol(cli->operands[0]))
+                                          : "native";
   const char *interval = pp_cli_flag_value(cli, "--interval");
   if (interval) {
     if (!parse_long_in(interval, 100, 1000000, &v)) {
@@ -108,7 +112,7 @@ int pp_program_setup(struct pp_program *pr, const struct pp_cli *cli, struct pp_
     }
     cfg->frequency = (int)(1000000 / v);
   } else if (!pp_cli_flag_value(cli, "--profiling-frequency")) {
-    cfg->frequency = PROGRAM_DEFAULT_HZ;
+    cfg->frequency = pp_program_default_hz(pr->runtime);
   }
   pr->frequency_hz = cfg->frequency;
   if (!pp_cli_flag_value(cli, "--profiling-duration"))
@@ -124,14 +128,39 @@ int pp_program_setup(struct pp_program *pr, const struct pp_cli *cli, struct pp_
   cfg->metadata_collection = cfg->metrics_collection = false;
   cfg->rootless = geteuid() != 0;
   pp_rootless_apply_defaults(cfg);
-  /* every thread, running or waiting, where the runtime can tell */
-  if (!pp_cli_flag_value(cli, "--mode") && !pp_cli_flag_value(cli, "--python-mode"))
+  /* every thread, running or waiting, where the runtime can tell (--mode
+   * cpu, or a plugin's own knob, says otherwise) */
+  bool wall = !pp_cli_flag_value(cli, "--mode");
+  if (wall && !pp_cli_flag_value(cli, "--python-mode"))
     pp_config_add_flag(cfg, "--python-mode", "wall", false);
+  if (wall && !pp_cli_flag_value(cli, "--ruby-oncpu") && !pp_cli_flag_value(cli, "--no-ruby-oncpu"))
+    pp_config_add_flag(cfg, "--ruby-oncpu", "false", true);
+  if (wall && !pp_cli_flag_value(cli, "--dotnet-wall") &&
+      !pp_cli_flag_value(cli, "--no-dotnet-wall"))
+    pp_config_add_flag(cfg, "--dotnet-wall", NULL, false);
+  /* Ruby's own rate is capped at 100 Hz unless asked (gProfiler's choice
+   * for the daemon); one program gets the rate asked for, up to the
+   * plugin's 1 kHz */
+  if (!pp_cli_flag_value(cli, "--ruby-frequency")) {
+    char hz[16];
+    snprintf(hz, sizeof(hz), "%d", cfg->frequency < 1000 ? cfg->frequency : 1000);
+    pp_config_add_flag(cfg, "--ruby-frequency", hz, false);
+  }
   /* the daemon leaves PHP off by default (gProfiler's choice); asking for
    * one program is asking for its runtime */
   if (!pp_cli_flag_value(cli, "--php-mode") && !pp_cli_flag_value(cli, "--no-php"))
     pp_config_add_flag(cfg, "--php-mode", "phpspy", false);
+  if (!pp_cli_flag_value(cli, "--dotnet-mode") && !pp_cli_flag_value(cli, "--no-dotnet"))
+    pp_config_add_flag(cfg, "--dotnet-mode", "dotnet-trace", false);
   pr->output = pp_cli_flag_value(cli, "--output");
+  /* the program was started from here (run) or, most likely, by the user
+   * from here (attach); --source-root says otherwise */
+  const char *root = pp_cli_flag_value(cli, "--source-root");
+  pr->source_root = root ? realpath(root, NULL) : getcwd(NULL, 0);
+  if (root && !pr->source_root) {
+    fprintf(stderr, "polyprof: --source-root %s: %s\n", root, strerror(errno));
+    return 2;
+  }
   pp_log_set_stderr_level(cfg->verbose ? PP_LOG_DEBUG : PP_LOG_ERROR);
   return open_output(pr, command);
 }
@@ -334,7 +363,8 @@ static void hook_session(void *ctx, struct pp_agent *a, const struct session_tim
                                  .start = t->start,
                                  .end = t->end,
                                  .frequency = pr->frequency_hz,
-                                 .name = "polyprof"};
+                                 .name = "polyprof",
+                                 .source_root = pr->source_root};
     rc = pr->file_format->write(pr->out, &in);
   } else if (pr->format == PP_PROGRAM_COLLAPSED)
     rc = pp_collapsed_write(pr->out, a->merged, only);
@@ -367,6 +397,8 @@ static int finish_output(struct pp_program *pr, bool keep) {
 
 void pp_program_discard(struct pp_program *pr) {
   finish_output(pr, false);
+  free(pr->source_root);
+  pr->source_root = NULL;
 }
 
 int pp_program_profile(struct pp_program *pr, struct pp_config *cfg) {
@@ -377,7 +409,7 @@ int pp_program_profile(struct pp_program *pr, struct pp_config *cfg) {
     free(pids);
     pp_config_free(cfg);
     free(cfg);
-    finish_output(pr, false);
+    pp_program_discard(pr);
     return 1;
   }
   hs->pr = pr;
@@ -393,6 +425,8 @@ int pp_program_profile(struct pp_program *pr, struct pp_config *cfg) {
   int rc = pp_agent_run_hooked(cfg, &hooks);
   free(hs);
   int out_rc = finish_output(pr, pr->wrote);
+  free(pr->source_root);
+  pr->source_root = NULL;
   if (rc == 0 && out_rc) rc = 1;
   return rc;
 }

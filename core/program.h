@@ -38,11 +38,13 @@ struct pp_program {
   const struct pp_output_format *file_format; /* PP_PROGRAM_FILE */
   struct pp_table_opts table;
   const char *output; /* --output FILE, NULL: stdout */
+  char *source_root;  /* heatmap: relative source paths are read from here */
   char *output_tmp;   /* where it is written before the rename */
   FILE *out;
   int frequency_hz;
-  bool wrote;   /* a session was printed */
-  int print_rc; /* 0, or why the output failed */
+  const char *runtime; /* what the program runs in ("python"... "native"): its defaults */
+  bool wrote;          /* a session was printed */
+  int print_rc;        /* 0, or why the output failed */
 };
 
 /* Reads the one-program flags (--format, --output, --sort, --limit, -i)
@@ -72,6 +74,16 @@ long pp_program_pid_operand(const struct pp_cli *cli, const char *command);
 
 /* dump's text or JSON for pid from a short session's profile. */
 void pp_dump_write(FILE *f, const struct pp_profile *p, pid_t pid, bool json);
+
+/* The runtime a program runs in, from run's command line (a wrapper such
+ * as timeout or env looked through) or a process's executable: "python",
+ * "ruby", "php", "nodejs", "java", "dotnet", or "native" (anything else). */
+const char *pp_program_runtime_of_argv(const char *const *argv, size_t argc);
+const char *pp_program_runtime_of_pid(pid_t pid);
+
+/* The default rate for one program of that runtime: 10 kHz where its
+ * plugin sustains it, the highest rate it sustains otherwise. */
+int pp_program_default_hz(const char *runtime);
 
 int pp_cmd_run_program(struct pp_config *cfg, const struct pp_cli *cli);
 int pp_cmd_attach(struct pp_config *cfg, const struct pp_cli *cli);

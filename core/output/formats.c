@@ -35,7 +35,8 @@ static int write_gecko(FILE *f, const struct pp_output_input *in) {
 }
 
 static int write_heatmap(FILE *f, const struct pp_output_input *in) {
-  struct pp_heatmap_info info = {.title = in->html ? in->html->title : in->name};
+  struct pp_heatmap_info info = {.title = in->html ? in->html->title : in->name,
+                                 .source_root = in->source_root};
   return pp_heatmap_write(f, in->profile, &info);
 }
 

@@ -31,6 +31,9 @@ struct pp_output_input {
    * (profile_mode.h); NULL: cpu */
   const char *sample_type, *sample_unit;
   const char *name; /* speedscope, gecko: the file's "name" */
+  /* heatmap: the directory a relative source path is read from (the
+   * profiled program's, as its user gave it); NULL: such files get no text */
+  const char *source_root;
 };
 
 struct pp_output_format {

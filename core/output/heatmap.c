@@ -292,12 +292,21 @@ static void put_html_text(FILE *f, const char *s) {
 }
 
 /* The file's text into *out, or NULL with *why saying why not. */
-static char *read_source(const char *path, size_t len, size_t budget, size_t *out_len,
-                         const char **why) {
+static char *read_source(const char *path, size_t len, const char *root, size_t budget,
+                         size_t *out_len, const char **why) {
   char p[MAX_PATH_BYTES];
   if (len == 0 || len >= sizeof(p) || memchr(path, '\0', len)) return *why = "unusable path", NULL;
-  memcpy(p, path, len);
-  p[len] = '\0';
+  size_t rlen = 0;
+  if (path[0] != '/') {
+    if (!root || !root[0])
+      return *why = "relative path: the process's directory is unknown here (--source-root)", NULL;
+    rlen = strlen(root);
+    if (rlen + 1 + len >= sizeof(p)) return *why = "unusable path", NULL;
+    memcpy(p, root, rlen);
+    p[rlen++] = '/';
+  }
+  memcpy(p + rlen, path, len);
+  p[rlen + len] = '\0';
   if (p[0] != '/') return *why = "relative path: the process's directory is unknown here", NULL;
   if (!strncmp(p, "/proc/", 6) || !strncmp(p, "/sys/", 5) || !strncmp(p, "/dev/", 5))
     return *why = "not a source file", NULL;
@@ -352,7 +361,8 @@ static int by_total(const void *a, const void *b) {
   return *(const uint32_t *)a < *(const uint32_t *)b ? -1 : 1;
 }
 
-static int write_data(FILE *f, struct model *m, const struct pp_profile *p, const char *title) {
+static int write_data(FILE *f, struct model *m, const struct pp_profile *p, const char *title,
+                      const char *root) {
   /* line entries grouped by file: sort them, then find each file's run */
   qsort(m->lines, m->nlines, sizeof(*m->lines), by_file_line);
   uint32_t *first = malloc(((size_t)m->nfiles + 1) * sizeof(uint32_t));
@@ -388,7 +398,7 @@ static int write_data(FILE *f, struct model *m, const struct pp_profile *p, cons
     fputs("],\"src\":", f);
     size_t n = 0;
     const char *why = NULL;
-    char *src = read_source(fe->path, fe->len, budget, &n, &why);
+    char *src = read_source(fe->path, fe->len, root, budget, &n, &why);
     if (src) {
       put_json(f, src, n);
       budget -= n;
@@ -429,7 +439,7 @@ int pp_heatmap_write(FILE *f, const struct pp_profile *p, const struct pp_heatma
     if (is_title)
       put_html_text(f, title);
     else
-      rc = write_data(f, &m, p, title);
+      rc = write_data(f, &m, p, title, info ? info->source_root : NULL);
     i += is_title ? 9 : 8;
     run = i;
   }

@@ -28,6 +28,11 @@
 
 struct pp_heatmap_info {
   const char *title;
+  /* Where a relative source path ("app.py", "lib/x.rb": a program started
+   * from its own directory) is read from, or NULL to give such files no
+   * text (the agent does not know the directory a process was in). The
+   * same checks apply to the joined path. */
+  const char *source_root;
 };
 
 /* 0 or -errno. */
