@@ -64,10 +64,11 @@ static bool mode_without_wall(const struct pp_config *cfg, const char *plugin) {
  * thread's stack at each tick and weigh it by the interval: their off-CPU
  * stacks replace perf's native ones for the processes they cover, as their
  * cpu stacks do. Python does in its cpu and wall modes (gil and exception
- * pick threads by something else than their state), PHP always, Node.js
+ * pick threads by something else than their state), PHP and Ruby always
+ * (Ruby then samples every thread on ticks), Node.js
  * in its v8 mode (a context-switch event per thread). */
 static bool gives_offcpu(const struct pp_config *cfg, const char *plugin) {
-  if (!strcmp(plugin, "php")) return true;
+  if (!strcmp(plugin, "php") || !strcmp(plugin, "ruby")) return true;
   if (!strcmp(plugin, "nodejs")) {
     const struct pp_plugin_config *pc = pp_config_plugin(cfg, plugin);
     return pc && pc->mode && !strcmp(pc->mode, "v8");

@@ -178,7 +178,10 @@ static int ruby_start(void *state, struct pp_session *session) {
    * thread has used a period of CPU (or until its own tick, see
    * ruby_sampler.c), which a fixed host tick would defeat */
   session->tick_interval_ns = 0;
-  int probe = st->oncpu ? ruby_cpuclock_probe(st->period_ns) : -EINVAL;
+  /* off-CPU stacks need every thread looked at on ticks: a CPU alarm
+   * never fires for a thread that waits */
+  st->offcpu = (session->flags & PP_SESSION_OFFCPU) != 0;
+  int probe = st->oncpu && !st->offcpu ? ruby_cpuclock_probe(st->period_ns) : -EINVAL;
   st->use_cpuclock = probe == 0;
   add_fixed_frames(st);
   static const struct pp_target_ops ops = {.attach = ruby_attach, .release = ruby_target_release};
@@ -187,16 +190,16 @@ static int ruby_start(void *state, struct pp_session *session) {
                                         .liveness_ns = LIVENESS_NS};
   st->tt = pp_target_table_new(st->host, &ops, st, &tcfg);
   if (!st->tt) return -ENOMEM;
-  if (st->oncpu && !st->use_cpuclock)
+  if (st->oncpu && !st->offcpu && !st->use_cpuclock)
     PP_WARNING(st->host,
                "perf task-clock events unavailable (%s): sampling Ruby threads on wall-clock "
                "ticks, which costs CPU even when they sleep",
                strerror(-probe));
-  PP_INFO(st->host, "sampling Ruby stacks at %lld Hz %s (max depth %lld)", (long long)freq,
+  PP_INFO(st->host, "sampling Ruby stacks at %lld Hz %s%s (max depth %lld)", (long long)freq,
           st->use_cpuclock ? "of each thread's CPU time"
           : st->oncpu      ? "of wall-clock time, threads that ran"
                            : "of wall-clock time, all threads",
-          (long long)st->max_depth);
+          st->offcpu ? ", blocked ones as off-CPU time" : "", (long long)st->max_depth);
   int rc = ruby_sampler_start(st);
   if (rc) {
     PP_ERROR(st->host, "cannot start the sampling thread: %s", strerror(-rc));

@@ -196,6 +196,7 @@ struct ruby_state {
   const struct pp_host *host;
   int64_t max_depth, max_threads, cache_size, max_stacks, attach_retries, wake_batch_ms;
   bool oncpu;
+  bool offcpu; /* --mode offcpu: every thread on ticks, blocked ones as off-CPU time */
   bool cfunc_names;
   bool tids_from_pthread; /* thread_ids: pthread -- even where Ruby keeps a tid (tests) */
 

@@ -137,7 +137,7 @@ static bool refresh_threads(struct ruby_state *st, struct ruby_target *t) {
  * result). 0, -EAGAIN if the read was torn, -ESRCH if the process is gone
  * (the caller looks). */
 static int count_stack(struct ruby_state *st, struct ruby_target *t, int n, bool truncated,
-                       uint64_t weight) {
+                       uint64_t weight, bool blocked) {
   if (n == -ESRCH) return n;
   if (n == -ENOSPC) {
     st->c_full++;
@@ -158,8 +158,16 @@ static int count_stack(struct ruby_state *st, struct ruby_target *t, int n, bool
         .line = f->line,
         .kind = f->kind};
   }
+  /* --mode offcpu: a blocked thread's tick is the sampling period off its
+   * CPU, in microseconds; in cpu mode it makes no cpu sample, in wall mode
+   * it still makes its wall sample */
+  if (blocked && pp_stack_table_add_typed(st->stacks, PP_PROFILE_OFFCPU, t->pid, 0, NULL, st->out,
+                                          (uint32_t)n, weight * (st->period_ns / 1000)) < 0)
+    return 0;
   /* a full table counts the drop itself ("dropped_stacks") */
-  if (pp_stack_table_add(st->stacks, t->pid, 0, NULL, st->out, (uint32_t)n, weight) < 0) return 0;
+  if ((!blocked || !st->oncpu) &&
+      pp_stack_table_add(st->stacks, t->pid, 0, NULL, st->out, (uint32_t)n, weight) < 0)
+    return 0;
   st->c_samples++;
   t->samples++;
   return 0;
@@ -169,13 +177,13 @@ static int count_stack(struct ruby_state *st, struct ruby_target *t, int n, bool
 static int record(struct ruby_state *st, struct ruby_target *t, uint64_t ec) {
   bool truncated = false;
   int n = ruby_walk(st, t, ec, &truncated);
-  return count_stack(st, t, n, truncated, 1);
+  return count_stack(st, t, n, truncated, 1, false);
 }
 
 /* Samples one Ruby thread. -ESRCH if the process is gone, -EAGAIN if the
  * thread list looks stale, else 0. */
 static int sample_thread(struct ruby_state *st, struct ruby_target *t, struct ruby_thread *th,
-                         uint64_t weight) {
+                         uint64_t weight, bool blocked) {
   bool truncated = false;
   int n = ruby_walk_thread(st, t, th, &truncated);
   if (n == -ESRCH) return n;
@@ -183,7 +191,7 @@ static int sample_thread(struct ruby_state *st, struct ruby_target *t, struct ru
    * Ruby's thread cache) or has not started. Nothing torn, nothing to
    * read; the list is stale */
   if (n == -ENOENT) return -EAGAIN;
-  return count_stack(st, t, n, truncated, weight);
+  return count_stack(st, t, n, truncated, weight, blocked);
 }
 
 /* ---- CPU alarms ---- */
@@ -217,7 +225,7 @@ static void on_alarm(struct ruby_state *st, uint64_t key, uint32_t events) {
         return;
       }
       if (!n) return;
-      int rc = sample_thread(st, t, th, n);
+      int rc = sample_thread(st, t, th, n, false);
       if (rc == -ESRCH) {
         still_there(st, t);
         return;
@@ -243,7 +251,7 @@ static uint64_t process_cpu_ns(uint32_t pid) {
 }
 
 static void tick_target(struct ruby_state *st, struct ruby_target *t) {
-  if (st->oncpu) {
+  if (st->oncpu && !st->offcpu) {
     /* no thread of the process ran since the last tick: nothing moved,
      * skip the per-thread checks */
     uint64_t cpu = process_cpu_ns(t->pid);
@@ -258,9 +266,14 @@ static void tick_target(struct ruby_state *st, struct ruby_target *t) {
     bool any = false;
     for (uint32_t i = 0; i < t->nthreads; i++) {
       struct ruby_thread *th = &t->threads[i];
-      if (st->oncpu && (!th->tid || pp_thread_cpu_ran(t->cpu, th->tid) != 1)) continue;
+      bool blocked = false;
+      if (st->offcpu && th->tid) {
+        char state = pp_thread_cpu_state(t->cpu, th->tid);
+        blocked = state != 0 && state != 'R';
+      }
+      if (st->oncpu && !blocked && (!th->tid || pp_thread_cpu_ran(t->cpu, th->tid) != 1)) continue;
       any = true;
-      int rc = sample_thread(st, t, th, 1);
+      int rc = sample_thread(st, t, th, 1, blocked);
       if (rc == -ESRCH) {
         still_there(st, t);
         return;
