@@ -178,6 +178,50 @@ static uintptr_t context_pc(void *ucontext) {
 #endif
 }
 
+/* AsyncGetCallTrace's codes for a thread in Java code whose top frame it
+ * could not read (ticks_unknown_Java, ticks_not_walkable_Java) */
+#define ASGCT_UNKNOWN_JAVA (-5)
+#define ASGCT_NOT_WALKABLE_JAVA (-6)
+
+/* AsyncGetCallTrace gives up on a thread stopped where its top frame is not
+ * built yet (a compiled method's entry before it pushed its frame, a call
+ * stub): javac, whose JIT is busy, lost a tenth of its samples so. The
+ * return address is then the word at sp: the walk is retried from the
+ * caller, as async-profiler does, and the method whose code holds the pc
+ * (from the code cache map) is put back on top. Reading [sp] is safe: the
+ * kernel built the signal frame just below it on the same stack. The
+ * context is the thread's own and is restored before returning. */
+static void retry_from_caller(asgct_trace *trace, jint depth, void *ucontext) {
+#if defined(__x86_64__)
+  ucontext_t *uc = ucontext;
+  greg_t pc = uc->uc_mcontext.gregs[REG_RIP], sp = uc->uc_mcontext.gregs[REG_RSP];
+  if (!sp || (sp & 7)) return;
+  jint code = trace->num_frames;
+  uc->uc_mcontext.gregs[REG_RIP] = (greg_t) * (const uintptr_t *)(uintptr_t)sp;
+  uc->uc_mcontext.gregs[REG_RSP] = sp + 8;
+  asgct(trace, depth, ucontext);
+  uc->uc_mcontext.gregs[REG_RIP] = pc;
+  uc->uc_mcontext.gregs[REG_RSP] = sp;
+  if (trace->num_frames <= 0) {
+    trace->num_frames = code;
+    return;
+  }
+  jmethodID root = NULL;
+  int level = 0;
+  if (ja_codecache_lookup((uintptr_t)pc, &root, &level) != 1 || !root ||
+      trace->frames[0].method_id == root)
+    return;
+  jint n = trace->num_frames < depth ? trace->num_frames : depth - 1;
+  memmove(trace->frames + 1, trace->frames, (size_t)n * sizeof(trace->frames[0]));
+  trace->frames[0] = (asgct_frame){.lineno = 0, .method_id = root};
+  trace->num_frames = n + 1;
+#else
+  (void)trace;
+  (void)depth;
+  (void)ucontext;
+#endif
+}
+
 static uint64_t mix(uint64_t h, uint64_t v) {
   h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
   return h * 0xff51afd7ed558ccdull;
@@ -275,6 +319,8 @@ static void on_sigprof(int sig, siginfo_t *info, void *ucontext) {
   asgct_frame frames[JA_MAX_DEPTH];
   asgct_trace trace = {.env_id = (JNIEnv *)((char *)thread + env_off), .frames = frames};
   asgct(&trace, max_depth, ucontext);
+  if (trace.num_frames == ASGCT_UNKNOWN_JAVA || trace.num_frames == ASGCT_NOT_WALKABLE_JAVA)
+    retry_from_caller(&trace, max_depth, ucontext);
   uint32_t n = 0;
   if (trace.num_frames <= 0) {
     methods[0] = (uintptr_t)(intptr_t)trace.num_frames;
