@@ -478,7 +478,12 @@ int v8_walk(struct v8_reader *r, const struct v8_raw_sample *s, struct pp_frame 
     uint64_t fp = find_exit_frame(&r->L, s);
     if (fp && fp != s->regs.bp) {
       static struct pp_frame scan[V8_MAX_FRAMES];
-      uint32_t keep = n > 0 && max > 1 ? 1 : 0, njs2;
+      /* the leaf's name: the chain's first frame, or the instruction
+       * pointer's (code that uses the frame pointer register for its own
+       * ends the chain at once: OpenSSL's assembly does) */
+      uint32_t keep = max > 1 && (n > 0 || (r->native && s->regs.ip &&
+                                            r->native(r->native_ctx, s->regs.ip, 0, frames) == 0)),
+               njs2;
       uint32_t cap = max - keep < V8_MAX_FRAMES ? max - keep : V8_MAX_FRAMES;
       int m = walk_from(r, s, fp, scan, cap, &njs2);
       if (m < 0) {

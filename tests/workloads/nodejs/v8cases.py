@@ -79,6 +79,18 @@ def other_node_profilers(own_agent):
     return found
 
 
+TIER_SUFFIXES = ("_[0]", "_[1]", "_[j]", "_[i]")
+
+
+def js_frame(frame):
+    """A frame without the tier suffix the v8 mode writes (interpreted,
+    baseline, optimized, inlined)."""
+    for sfx in TIER_SUFFIXES:
+        if frame.endswith(sfx):
+            return frame[:-len(sfx)]
+    return frame
+
+
 def of_script(stacks, script):
     """Stacks of the process running script: its appid names the path."""
     return [(f, c) for f, c in stacks if any(x.startswith("appid: ") and script in x for x in f)]
@@ -184,7 +196,7 @@ def run(major):
                                                       heavy, light))
         u.check(heavy > light > 0, "split: both paths sampled, heavy more (%d vs %d)"
                 % (heavy, light))
-        frames = {x for f, _ in mine for x in f}
+        frames = {js_frame(x) for f, _ in mine for x in f}
         for fn, prefix in (("heavyPath", "function heavyPath"), ("lightPath", "async function lightPath"),
                            ("spin", "function spin"), ("main", "async function main")):
             want = "%s (%s:%d)" % (fn, split, line_of(split, prefix))
