@@ -101,6 +101,22 @@ install_typescript() {
 }
 if [ "$what" = test ]; then install_typescript; fi
 
+# The Firefox Profiler's command-line front end (its import and call-tree
+# code, bundled; Node.js 24, installed above): test_gecko_firefox_profiler
+# loads polyprof's gecko files in it. A copy of that version is kept.
+install_profiler_cli() {
+  local version=0.10.0 dest=/opt/polyprof-test/firefox-profiler-cli
+  local pkg="$dest/node_modules/@firefox-devtools/profiler-cli/package.json"
+  if [ -f "$pkg" ] && grep -q "\"version\": \"$version\"" "$pkg"; then
+    return 0
+  fi
+  echo "install-deps: installing the Firefox Profiler CLI $version into $dest"
+  $SUDO mkdir -p "$dest"
+  $SUDO npm install --prefix "$dest" --ignore-scripts --no-audit --no-fund --silent \
+    "@firefox-devtools/profiler-cli@$version" >/dev/null
+}
+if [ "$what" = test ]; then install_profiler_cli; fi
+
 # The container image's base (deploy/container/build-rootfs.sh --base):
 # a minimal Debian root file system with what the packages depend on, made
 # once with debootstrap into /opt/polyprof-test/rootfs-bookworm; kept while
