@@ -198,6 +198,21 @@ static void test_parse(void) {
     CHECK_EQ_STR(frame_name(p, 0, 0, &kind), want);
     CHECK_EQ_INT(kind, kinds[i].kind);
   }
+  /* JavaScript tiers share Java's letters; a frame shaped like JS's takes
+   * the JS kind */
+  static const struct {
+    const char *suffix;
+    uint32_t kind;
+  } js[] = {{"_[j]", PP_FRAME_JS_OPTIMIZED},
+            {"_[i]", PP_FRAME_JS_INLINED},
+            {"_[0]", PP_FRAME_JS_INTERPRETED},
+            {"_[1]", PP_FRAME_JS_BASELINE}};
+  for (size_t i = 0; i < sizeof(js) / sizeof(js[0]); i++) {
+    snprintf(text, sizeof(text), "0;;comm;hashLoop (/app/x.js:10)%s 1", js[i].suffix);
+    CHECK_EQ_INT(parse(text, p, NULL, err), 0);
+    CHECK_EQ_STR(frame_name(p, 0, 0, &kind), "hashLoop (/app/x.js:10)");
+    CHECK_EQ_INT(kind, js[i].kind);
+  }
   CHECK_EQ_INT(parse("0;;c;[Profiling skipped: disabled due to x] 1", p, NULL, err), 0);
   frame_name(p, 0, 0, &kind);
   CHECK_EQ_INT(kind, PP_FRAME_ERROR);
@@ -346,6 +361,17 @@ static void test_round_trip(void) {
         (struct fr[]){{"[Profiling error: exception X]", NULL, 0, PP_FRAME_ERROR}, {0}},
         18446744073709551615ull);
 
+  pid_info(p, 15, "node", NULL, NULL, 0);
+  stack(p, 15, NULL,
+        (struct fr[]){{"(anonymous)", "/app/x.js", 1, PP_FRAME_JS_INTERPRETED},
+                      {"main", "/app/x.js", 3, PP_FRAME_JS_OPTIMIZED},
+                      {"mix", "/app/x.js", 6, PP_FRAME_JS_INLINED},
+                      {"sqrt", NULL, 0, PP_FRAME_JS_BUILTIN},
+                      {"spin", "/app/x.js", 9, PP_FRAME_JS_BASELINE},
+                      {"node::crypto::PBKDF2Traits::DeriveBits", NULL, 0, PP_FRAME_NATIVE},
+                      {0}},
+        4);
+
   static const struct pp_col_opts layouts[] = {
       {.app_metadata_prefix = true, .container_prefix = true, .appids = true},
       {.container_prefix = true, .appids = true},
@@ -354,6 +380,9 @@ static void test_round_trip(void) {
   };
   for (size_t i = 0; i < 4; i++) {
     char *a = write_col(p, hdr, &layouts[i]), *h2 = NULL, err[256] = "";
+    CHECK_CONTAINS(a,
+                   "(anonymous) (/app/x.js:1)_[0];main (/app/x.js:3)_[j];mix (/app/x.js:6)_[i];"
+                   "sqrt;spin (/app/x.js:9)_[1];node::crypto::PBKDF2Traits::DeriveBits 4");
     CHECK_EQ_INT(pp_col_parse(a, strlen(a), q, &h2, err, sizeof(err)), 0);
     CHECK_EQ_STR(err, "");
     char *b = write_col(q, h2, &layouts[i]);

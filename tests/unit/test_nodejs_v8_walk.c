@@ -365,6 +365,109 @@ static void test_walk(void) {
   v8_reader_free(&r);
 }
 
+/* Stand-ins for the process's mappings: V8's builtins at [0x1000,
+ * 0x2000), C++ with symbols at [0x5000, 0x6000). */
+static int fake_in_v8(void *ctx, uint64_t pc) {
+  (void)ctx;
+  return pc >= 0x1000 && pc < 0x2000;
+}
+static char native_names[8][32];
+static unsigned native_next;
+static int fake_native(void *ctx, uint64_t pc, int is_return, struct pp_frame *f) {
+  (void)ctx;
+  uint64_t a = is_return ? pc - 1 : pc;
+  if (a < 0x5000 || a >= 0x6000) return -1;
+  char *name = native_names[native_next++ % 8];
+  snprintf(name, 32, "cxx_%llx", (unsigned long long)(a & ~0xfull));
+  *f = (struct pp_frame){.name = name, .kind = PP_FRAME_NATIVE};
+  return 0;
+}
+
+/* Sets the return address frame i of make_sample's stack saved for its
+ * caller (the caller's pc). */
+static void set_return(int i, uint64_t pc) {
+  memcpy(stack + 64 + (size_t)i * 64 + 8, &pc, 8);
+}
+
+/* JS frames get their tier from the code their pc is in, C++ frames of
+ * the chain their names, in the chain's order. */
+static void test_kinds_and_native(void) {
+  struct v8_reader r;
+  CHECK_EQ_INT(v8_reader_init(&r, 1, &L, 16), 0);
+  r.native = fake_native;
+  r.in_v8_module = fake_in_v8;
+  const char *src = "// x\nfunction spin() {}\nfunction heavyPath() {}\n";
+  uint64_t scr = script("/app/split.js", src, 0);
+  uint64_t ctx = object(205, 32);
+  uint64_t spin = function("spin", scr, 5, NULL);
+  uint64_t heavy = function("heavyPath", scr, 25, NULL);
+  uint64_t sqrt_fn = function("sqrt", 0, 0, NULL); /* no script: a builtin */
+  struct pp_frame out[16];
+
+  struct fr f[] = {{.ctx = smi(2), .fn = 0},    /* C++ leaf */
+                   {.marker = 3},               /* exit */
+                   {.ctx = ctx, .fn = spin},    /* JS in the interpreter */
+                   {.ctx = ctx, .fn = sqrt_fn}, /* builtin */
+                   {.ctx = ctx, .fn = heavy},   /* JS in code not found */
+                   {.marker = 1},               /* entry */
+                   {.ctx = smi(2), .fn = 0},    /* C++ */
+                   {.ctx = smi(2), .fn = 0}};   /* C++ without a name */
+  struct v8_raw_sample s = make_sample(f, 8);
+  s.regs.ip = 0x5010;
+  set_return(1, 0x1101); /* spin returns into the interpreter */
+  set_return(2, 0x1201);
+  set_return(3, 0x9001);
+  set_return(5, 0x5031);
+  set_return(6, 0x7001);
+  uint64_t unclassified = r.st.unclassified;
+  int n = v8_walk(&r, &s, out, 16);
+  CHECK_EQ_INT(n, 5);
+  if (n == 5) {
+    CHECK_EQ_STR(out[0].name, "cxx_5010");
+    CHECK_EQ_INT((int)out[0].kind, PP_FRAME_NATIVE);
+    CHECK_EQ_STR(out[1].name, "spin");
+    CHECK_EQ_INT((int)out[1].kind, PP_FRAME_JS_INTERPRETED);
+    CHECK_EQ_STR(out[2].name, "sqrt");
+    CHECK_EQ_INT((int)out[2].kind, PP_FRAME_JS_BUILTIN);
+    CHECK_EQ_STR(out[3].name, "heavyPath");
+    CHECK_EQ_INT((int)out[3].kind, PP_FRAME_JS);
+    CHECK_EQ_STR(out[4].name, "cxx_5030");
+  }
+  CHECK_EQ_INT((int)(r.st.unclassified - unclassified), 1);
+
+  /* a leaf in the builtins: a frameless builtin called from baseline code
+   * (the frame's bytecode offset slot holds a heap object, the feedback
+   * vector) or the interpreter (a Smi there) */
+  L.fp_bytecode_offset = -32;
+  r.L.fp_bytecode_offset = -32;
+  struct fr g[] = {{.ctx = ctx, .fn = spin}, {.marker = 1}};
+  s = make_sample(g, 2);
+  s.regs.ip = 0x1800;
+  uint64_t fv = object(300, 16);
+  memcpy(stack + 64 - 32, &fv, 8);
+  n = v8_walk(&r, &s, out, 16);
+  CHECK_EQ_INT(n, 1);
+  if (n == 1) CHECK_EQ_INT((int)out[0].kind, PP_FRAME_JS_BASELINE);
+  uint64_t off = smi(12);
+  memcpy(stack + 64 - 32, &off, 8);
+  n = v8_walk(&r, &s, out, 16);
+  CHECK_EQ_INT(n, 1);
+  if (n == 1) CHECK_EQ_INT((int)out[0].kind, PP_FRAME_JS_INTERPRETED);
+  L.fp_bytecode_offset = 0;
+
+  /* nothing but C++: its names, not "(program)" */
+  struct fr h[] = {{.ctx = smi(2), .fn = 0}, {.ctx = smi(2), .fn = 0}};
+  s = make_sample(h, 2);
+  s.regs.ip = 0x5100;
+  set_return(0, 0x5201);
+  uint64_t nojs = r.st.no_js;
+  n = v8_walk(&r, &s, out, 16);
+  CHECK_EQ_INT(n, 2);
+  if (n == 2) CHECK_EQ_STR(out[1].name, "cxx_5200");
+  CHECK_EQ_INT((int)(r.st.no_js - nojs), 1);
+  v8_reader_free(&r);
+}
+
 int main(void) {
   pp_remote_set_reader(fake_read);
   setup_layout();
@@ -372,6 +475,7 @@ int main(void) {
   test_scope_info();
   test_lines();
   test_walk();
+  test_kinds_and_native();
   pp_remote_set_reader(NULL);
   return pp_test_finish("test_nodejs_v8_walk");
 }
