@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Native allocation benchmark workload: waits DELAY_MS (for a profiler to
- * place its probes), then makes N malloc calls of sizes spread over
- * 16..4111 bytes, each freeing the block allocated 64 calls earlier, and
- * prints the time per call.
- * Usage: malloc_loop N DELAY_MS
+ * place its probes), then for SECONDS makes malloc calls of sizes spread
+ * over 16..4111 bytes, each freeing the block allocated 64 calls earlier,
+ * and prints the time per call.
+ * Usage: malloc_loop SECONDS DELAY_MS
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,19 +14,24 @@
 static void *volatile ring[64];
 
 int main(int argc, char **argv) {
-  long n = argc > 1 ? atol(argv[1]) : 10000000;
+  double secs = argc > 1 ? atof(argv[1]) : 5;
   long delay_ms = argc > 2 ? atol(argv[2]) : 0;
   usleep((useconds_t)(delay_ms * 1000));
   struct timespec a, b;
   clock_gettime(CLOCK_MONOTONIC, &a);
   unsigned x = 1;
-  for (long i = 0; i < n; i++) {
-    x = x * 1103515245u + 12345u;
-    free(ring[i & 63]);
-    ring[i & 63] = malloc(16 + (x >> 16) % 4096);
-  }
-  clock_gettime(CLOCK_MONOTONIC, &b);
-  double ns = ((double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec)) / (double)n;
+  long n = 0;
+  double ns = 0;
+  do {
+    for (int k = 0; k < 4096; k++, n++) {
+      x = x * 1103515245u + 12345u;
+      free(ring[n & 63]);
+      ring[n & 63] = malloc(16 + (x >> 16) % 4096);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
+  } while (ns < secs * 1e9);
+  ns /= (double)n;
   printf("ns_per_call %.1f\n", ns);
   return 0;
 }

@@ -2,24 +2,25 @@
 """Native allocation profiling (--mode alloc --pids): what the uprobes on
 malloc cost the profiled program, and the agent's CPU.
 
-Each workload waits 2 s (the agent places its probes meanwhile), then does
-fixed work and reports its own time; it runs alone and under the agent
-(`--mode alloc --pids PID`, perf plugin only), alternately, --rounds
-times, and the medians are compared in the same run:
-- malloc_loop (bench/modes): N malloc calls of 16..4111 bytes, each freeing
+Each workload waits 2 s (the agent places its probes meanwhile), then
+works for --seconds and reports its own time per unit of work; it runs
+alone and under the agent (`--mode alloc --pids PID`, perf plugin only),
+alternately, --rounds times, and the medians are compared in the same run:
+- malloc_loop (bench/modes): malloc calls of 16..4111 bytes, each freeing
   the block of 64 calls before: the time per call, so the cost per call of
-  the probes (trap + sample) reads directly;
-- the same with --perf-alloc-period at 10^9 (practically never a sample):
-  the trap alone;
+  the probes reads directly; under the default duty cycle (probes in place
+  20 % of every second), with the probes always in place (--perf-alloc-duty
+  100: trap + sample), and always in place with --perf-alloc-period 10^9
+  (practically never a sample: the trap alone);
 - python3: json dumps/loads round trips of a list of dicts (a real
   interpreter's allocation mix: pymalloc serves small objects, malloc the
-  rest);
+  rest), default duty and 100 %;
 - the peer: `perf record -e probe_libc:malloc -c 1000 --call-graph fp -p
   PID` on the same malloc_loop (perf probe's uprobe on the same function,
   same period), if perf is installed.
 The agent's CPU is its process tree's (wait4) over the whole run.
 
-Usage: sudo bench/modes/native_alloc.py [--rounds 3] [--calls 5000000] [--build build]
+Usage: sudo bench/modes/native_alloc.py [--rounds 3] [--seconds 5] [--build build]
 """
 import argparse
 import os
@@ -39,9 +40,11 @@ time.sleep(%f)
 obj = [{"id": i, "name": "item-%%d" %% i, "tags": ["t%%d" %% k for k in range(8)],
         "blob": "x" * (i %% 2000)} for i in range(2000)]
 t0 = time.perf_counter()
-for _ in range(%d):
+n = 0
+while time.perf_counter() - t0 < %f:
     obj = json.loads(json.dumps(obj))
-print("seconds %%.4f" %% (time.perf_counter() - t0))
+    n += 1
+print("ms_per_round %%.3f" %% ((time.perf_counter() - t0) * 1000 / n))
 """
 
 
@@ -74,8 +77,7 @@ def one(cmd, agent=None, perf=False):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--calls", type=int, default=5000000)
-    ap.add_argument("--py-rounds", type=int, default=20)
+    ap.add_argument("--seconds", type=float, default=5)
     ap.add_argument("--build", default=os.path.join(SRC, "build"))
     a = ap.parse_args()
     build = os.path.abspath(a.build)
@@ -97,21 +99,25 @@ def main():
 
     print("date: %s, load %s, %s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                                      open("/proc/loadavg").read().split()[0], os.uname().release))
-    loop_cmd = [loop, str(a.calls), str(DELAY_MS)]
-    py_cmd = [sys.executable, "-c", PY_WORK % (DELAY_MS / 1000.0, a.py_rounds)]
+    loop_cmd = [loop, str(a.seconds), str(DELAY_MS)]
+    py_cmd = [sys.executable, "-c", PY_WORK % (DELAY_MS / 1000.0, a.seconds)]
     have_probe = shutil.which("perf") and subprocess.run(
         ["perf", "probe", "-q", "-x", "/lib/x86_64-linux-gnu/libc.so.6", "malloc"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode == 0
-    rows = {k: ([], []) for k in ("loop alone", "loop alloc", "loop trap only", "loop perf record",
-                                  "python alone", "python alloc")}
+    keys = ("loop alone", "loop alloc 20 %", "loop alloc 100 %", "loop trap only",
+            "loop perf record", "python alone", "python alloc 20 %", "python alloc 100 %")
+    rows = {k: ([], []) for k in keys}
     try:
         for _ in range(a.rounds):
+            full = ("--perf-alloc-duty", "100")
             for key, cmd, ag in (("loop alone", loop_cmd, None),
-                                 ("loop alloc", loop_cmd, agent()),
-                                 ("loop trap only", loop_cmd, agent("--perf-alloc-period",
-                                                                    "1000000000")),
+                                 ("loop alloc 20 %", loop_cmd, agent()),
+                                 ("loop alloc 100 %", loop_cmd, agent(*full)),
+                                 ("loop trap only", loop_cmd,
+                                  agent(*full, "--perf-alloc-period", "1000000000")),
                                  ("python alone", py_cmd, None),
-                                 ("python alloc", py_cmd, agent())):
+                                 ("python alloc 20 %", py_cmd, agent()),
+                                 ("python alloc 100 %", py_cmd, agent(*full))):
                 v, cpu = one(cmd, ag)
                 rows[key][0].append(v)
                 rows[key][1].append(cpu)
@@ -127,14 +133,14 @@ def main():
     med = {k: (statistics.median(v[0]) if v[0] else float("nan"),
                statistics.median(v[1]) if v[1] else float("nan")) for k, v in rows.items()}
     base = med["loop alone"][0]
-    for k in ("loop alone", "loop alloc", "loop trap only", "loop perf record"):
+    for k in keys[:5]:
         if rows[k][0]:
             print("%-18s %7.1f ns per malloc (+%.1f ns, x%.2f)  profiler CPU %.2f s" % (
                 k, med[k][0], med[k][0] - base, med[k][0] / base, med[k][1]))
     pb = med["python alone"][0]
-    print("python json alone  %.3f s; under --mode alloc %.3f s (%+.1f %%), agent CPU %.2f s" % (
-        pb, med["python alloc"][0], 100.0 * (med["python alloc"][0] - pb) / pb,
-        med["python alloc"][1]))
+    for k in keys[5:]:
+        print("%-18s %7.2f ms per json round trip (%+.1f %%)  agent CPU %.2f s" % (
+            k, med[k][0], 100.0 * (med[k][0] - pb) / pb, med[k][1]))
 
 
 if __name__ == "__main__":
