@@ -63,13 +63,20 @@ static unsigned runtime_of(unsigned kind) {
   }
 }
 
+/* What a row is: a function (name and file), a source line (name, file
+ * and line), or a thread (its name and process). Each tick feeds all three,
+ * so switching the view shows its totals at once. */
+enum view { VIEW_FUNCTIONS, VIEW_LINES, VIEW_THREADS, VIEW_COUNT };
+static const char *const view_names[VIEW_COUNT] = {"functions", "lines", "threads"};
+static const char *const view_columns[VIEW_COUNT] = {"Function", "Line", "Thread"};
+
 enum sort_key { SORT_SELF, SORT_TOTAL, SORT_SELF_TIME, SORT_TOTAL_TIME, SORT_NAME, SORT_COUNT };
 static const char *const sort_names[SORT_COUNT] = {"%self", "%total", "self time", "total time",
                                                    "name"};
 
 struct entry {
   uint32_t pid, name;
-  uint8_t rt;
+  uint8_t rt, view;
   uint64_t tick_self, tick_total, cum_self, cum_total;
   uint64_t stamp; /* the last stack counted in tick_total */
 };
@@ -92,9 +99,9 @@ struct pp_top {
   struct proc procs[MAX_PROCS];
   uint32_t nprocs;
   struct fslot {
-    uint32_t entry, pid;
+    uint32_t entry, line_entry, pid;
     uint64_t tick;
-  } * fmap; /* this tick's frame id (under one pid) -> entry */
+  } * fmap; /* this tick's frame id (under one pid) -> its function's and line's entries */
   size_t fmap_cap;
   uint64_t stack_no;
   /* the last tick */
@@ -103,6 +110,7 @@ struct pp_top {
   time_t tick_time;
   /* the view */
   bool paused;
+  enum view view;
   enum sort_key sort;
   int proc_filter; /* index into procs, -1: all */
   int rt_filter;   /* runtime, -1: all */
@@ -137,18 +145,22 @@ static uint32_t intern(struct pp_top *t, const char *s, size_t n) {
   return id;
 }
 
-static uint32_t entry_of(struct pp_top *t, uint32_t pid, unsigned rt, uint32_t name) {
+static uint32_t entry_of(struct pp_top *t, uint32_t pid, unsigned rt, uint32_t name,
+                         enum view view) {
   const uint32_t mask = 2 * MAX_ENTRIES - 1;
-  uint32_t pos = (uint32_t)mix(((uint64_t)pid << 36) ^ ((uint64_t)rt << 32) ^ name) & mask;
+  uint32_t pos =
+      (uint32_t)mix(((uint64_t)pid << 36) ^ ((uint64_t)view << 60) ^ ((uint64_t)rt << 32) ^ name) &
+      mask;
   for (uint32_t id; (id = t->ent_ix[pos]) != NONE; pos = (pos + 1) & mask) {
     const struct entry *e = &t->ents[id];
-    if (e->pid == pid && e->rt == rt && e->name == name) return id;
+    if (e->pid == pid && e->rt == rt && e->name == name && e->view == view) return id;
   }
   if (t->nents >= MAX_ENTRIES) return NONE;
   uint32_t id = t->nents++;
   memset(&t->ents[id], 0, sizeof(t->ents[id]));
   t->ents[id].pid = pid;
   t->ents[id].rt = (uint8_t)rt;
+  t->ents[id].view = (uint8_t)view;
   t->ents[id].name = name;
   t->ent_ix[pos] = id;
   return id;
@@ -188,25 +200,68 @@ void pp_top_free(struct pp_top *t) {
   free(t);
 }
 
-/* "name (file)", or "name": a function, whatever line of it ran */
-static uint32_t frame_entry(struct pp_top *t, const struct pp_profile *p, uint32_t pid,
-                            uint32_t fid) {
-  const struct pp_frame_rec *f = pp_profile_frame(p, fid);
-  if (!f) return NONE;
-  char text[NAME_CAP];
-  int n;
-  if (f->file != PP_NO_STR && pp_profile_str_len(p, f->file) && runtime_of(f->kind) != RT_NATIVE &&
-      runtime_of(f->kind) != RT_KERNEL)
-    n = snprintf(text, sizeof(text), "%s (%s)", pp_profile_str(p, f->name),
-                 pp_profile_str(p, f->file));
-  else
-    n = snprintf(text, sizeof(text), "%s", pp_profile_str(p, f->name));
-  size_t len = n < 0 ? 0 : (size_t)n < sizeof(text) ? (size_t)n : sizeof(text) - 1;
-  unsigned rt = runtime_of(f->kind);
+/* A text's entry in a view; what does not fit goes to the overflow row. */
+static uint32_t text_entry(struct pp_top *t, uint32_t pid, unsigned rt, const char *text, int n,
+                           enum view view) {
+  size_t len = n < 0 ? 0 : (size_t)n < NAME_CAP ? (size_t)n : NAME_CAP - 1;
   uint32_t name = intern(t, text, len);
   if (name == NONE) name = t->overflow_name, rt = RT_OTHER;
-  uint32_t e = entry_of(t, pid, rt, name);
-  return e;
+  return entry_of(t, pid, rt, name, view);
+}
+
+/* The functions view: "name (file)", or "name": a function, whatever line
+ * of it ran. The lines view: "name (file:line)" where the frame has a
+ * line, the function otherwise. */
+static void frame_entries(struct pp_top *t, const struct pp_profile *p, uint32_t pid, uint32_t fid,
+                          struct fslot *slot) {
+  const struct pp_frame_rec *f = pp_profile_frame(p, fid);
+  slot->entry = slot->line_entry = NONE;
+  if (!f) return;
+  char text[NAME_CAP];
+  unsigned rt = runtime_of(f->kind);
+  bool has_file =
+      f->file != PP_NO_STR && pp_profile_str_len(p, f->file) && rt != RT_NATIVE && rt != RT_KERNEL;
+  const char *name = pp_profile_str(p, f->name);
+  int n = has_file ? snprintf(text, sizeof(text), "%s (%s)", name, pp_profile_str(p, f->file))
+                   : snprintf(text, sizeof(text), "%s", name);
+  slot->entry = text_entry(t, pid, rt, text, n, VIEW_FUNCTIONS);
+  if (has_file && f->line)
+    n = snprintf(text, sizeof(text), "%s (%s:%u)", name, pp_profile_str(p, f->file), f->line);
+  slot->line_entry = text_entry(t, pid, rt, text, n, VIEW_LINES);
+}
+
+/* The threads view: a stack's thread by its name (the process's name when
+ * the plugin gave none) and process, under the runtime of its innermost
+ * frame that is not native or kernel code. */
+static uint32_t thread_entry(struct pp_top *t, const struct pp_profile *p,
+                             const struct pp_stack_rec *s, const uint32_t *fr) {
+  uint32_t comm = s->comm;
+  if (comm == PP_NO_STR) {
+    const struct pp_pid_rec *r = pp_profile_pid(p, s->pid);
+    comm = r ? r->comm : PP_NO_STR;
+  }
+  unsigned rt = RT_NATIVE;
+  for (uint32_t k = 0; k < s->nframes; k++) {
+    const struct pp_frame_rec *f = pp_profile_frame(p, fr[k]);
+    unsigned r = f ? runtime_of(f->kind) : RT_NATIVE;
+    if (r != RT_NATIVE && r != RT_KERNEL) {
+      rt = r;
+      break;
+    }
+  }
+  char text[NAME_CAP];
+  int n = snprintf(text, sizeof(text), "%s (pid %u)",
+                   comm != PP_NO_STR ? pp_profile_str(p, comm) : "?", s->pid);
+  return text_entry(t, s->pid, rt, text, n, VIEW_THREADS);
+}
+
+static void count(struct entry *e, uint64_t n, bool leaf, uint64_t stamp) {
+  if (leaf) e->tick_self += n, e->cum_self += n;
+  if (e->stamp != stamp) {
+    e->stamp = stamp;
+    e->tick_total += n;
+    e->cum_total += n;
+  }
 }
 
 static struct proc *proc_of(struct pp_top *t, const struct pp_profile *p, uint32_t pid) {
@@ -250,24 +305,23 @@ void pp_top_add_tick(struct pp_top *t, const struct pp_profile *p, double second
     struct proc *pr = proc_of(t, p, s->pid);
     if (pr) pr->tick += s->count, pr->cum += s->count;
     const uint32_t *fr = pp_profile_stack_frames(p, s);
+    if (!fr) continue;
     uint64_t stamp = ++t->stack_no;
+    uint32_t th = thread_entry(t, p, s, fr);
+    if (th != NONE) count(&t->ents[th], s->count, true, stamp);
     bool leaf = true;
     for (uint32_t k = s->nframes; k > 0; k--) {
       uint32_t fid = fr[k - 1];
       if (fid >= nfr) continue;
       struct fslot *slot = &t->fmap[fid];
-      if (slot->tick != t->ticks || slot->pid != s->pid)
-        *slot = (struct fslot){frame_entry(t, p, s->pid, fid), s->pid, t->ticks};
-      uint32_t id = slot->entry;
-      if (id == NONE) continue;
-      struct entry *e = &t->ents[id];
-      if (leaf) e->tick_self += s->count, e->cum_self += s->count;
-      leaf = false;
-      if (e->stamp != stamp) {
-        e->stamp = stamp;
-        e->tick_total += s->count;
-        e->cum_total += s->count;
+      if (slot->tick != t->ticks || slot->pid != s->pid) {
+        frame_entries(t, p, s->pid, fid, slot);
+        slot->pid = s->pid;
+        slot->tick = t->ticks;
       }
+      if (slot->entry != NONE) count(&t->ents[slot->entry], s->count, leaf, stamp);
+      if (slot->line_entry != NONE) count(&t->ents[slot->line_entry], s->count, leaf, stamp);
+      leaf = false;
     }
   }
 }
@@ -284,6 +338,9 @@ bool pp_top_key(struct pp_top *t, int key, bool *quit) {
       return true;
     case 's':
       t->sort = (t->sort + 1) % SORT_COUNT;
+      return true;
+    case 'v':
+      t->view = (t->view + 1) % VIEW_COUNT;
       return true;
     case 'p':
       t->proc_filter = t->proc_filter + 1 < (int)t->nprocs ? t->proc_filter + 1 : -1;
@@ -406,6 +463,7 @@ size_t pp_top_render(const struct pp_top *t, char *buf, size_t cap, int rows, in
   size_t nr = 0;
   for (uint32_t i = 0; r && i < t->nents; i++) {
     const struct entry *e = &t->ents[i];
+    if (e->view != t->view) continue;
     if (want_pid != NONE && e->pid != want_pid) continue;
     if (t->rt_filter >= 0 && e->rt != t->rt_filter) continue;
     if (!e->tick_total && !e->cum_total) continue;
@@ -452,12 +510,12 @@ size_t pp_top_render(const struct pp_top *t, char *buf, size_t cap, int rows, in
     snprintf(pf, sizeof(pf), "%u %s", want_pid, t->procs[t->proc_filter].comm);
   else
     snprintf(pf, sizeof(pf), "all");
-  line(&s, "process: %s   runtime: %s   sort: %s   samples: %llu last tick, %llu in all", pf,
-       t->rt_filter >= 0 ? runtime_names[t->rt_filter] : "all", sort_names[t->sort],
-       (unsigned long long)tick_total, (unsigned long long)cum_total);
+  line(&s, "view: %s   process: %s   runtime: %s   sort: %s   samples: %llu last tick, %llu in all",
+       view_names[t->view], pf, t->rt_filter >= 0 ? runtime_names[t->rt_filter] : "all",
+       sort_names[t->sort], (unsigned long long)tick_total, (unsigned long long)cum_total);
   line(&s, "%s", "");
   line(&s, "%7s %7s %9s %9s  %-7s %s", "%Self", "%Total", "SelfTime", "TotalTime", "Runtime",
-       "Function");
+       view_columns[t->view]);
   int body = rows - 7; /* header 5, blank + keys 2 */
   double hz = t->hz > 0 ? t->hz : 1;
   for (size_t i = 0; i < m && (int)i < body; i++) {
@@ -471,7 +529,7 @@ size_t pp_top_render(const struct pp_top *t, char *buf, size_t cap, int rows, in
   line(&s, "%s", "");
   free(r);
   /* the last line has no line break, so the screen never scrolls */
-  line(&s, "keys: q quit   space pause   s sort   p process   r runtime   c clear totals");
+  line(&s, "keys: q quit  space pause  v view  s sort  p process  r runtime  c clear totals");
   if (s.len >= 5 && !memcmp(s.buf + s.len - 5, "\x1b[K\r\n", 5)) s.len -= 2;
 done:
   if (s.len + 4 < cap) memcpy(s.buf + s.len, "\x1b[J", 3), s.len += 3;

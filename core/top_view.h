@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The model and screen of `polyprof top` (core/cmd_top.c drives it):
- * functions by self and total share of the last tick, with cumulative
- * times, filterable by process and by runtime, sortable, pausable.
+ * functions, source lines or threads by self and total share of the last
+ * tick, with cumulative times, filterable by process and by runtime,
+ * sortable, pausable.
  *
- * Each tick's profile is folded into entries keyed by (pid, runtime,
- * function) where a function is a frame's name and file without its line.
+ * Each tick's profile is folded into entries keyed by (view, pid, runtime,
+ * text): a function is a frame's name and file without its line, a line
+ * the same with its line, a thread its name and process.
  * The tables are bounded (functions, processes, name bytes); what does not
  * fit is counted under one "[more functions than top keeps]" entry, so the
  * totals stay right. No terminal I/O here: render() fills a buffer with the

@@ -89,6 +89,20 @@ int main(void) {
   CHECK_CONTAINS(scr, "100 last tick, 200 in all");
   CHECK_CONTAINS(line_of(scr, "do_idle", ln, sizeof(ln)), "1.20s");
 
+  /* v: source lines (frames of one line: "f (app.py:1)"), then threads */
+  CHECK(pp_top_key(t, 'v', &quit));
+  pp_top_render(t, scr, cap, 30, 120);
+  CHECK_CONTAINS(scr, "view: lines");
+  CHECK_CONTAINS(line_of(scr, "f (app.py:1)", ln, sizeof(ln)), "10.0%   40.0%");
+  CHECK_CONTAINS(line_of(scr, "g_native", ln, sizeof(ln)), "30.0%   30.0%");
+  CHECK(pp_top_key(t, 'v', &quit));
+  pp_top_render(t, scr, cap, 30, 120);
+  CHECK_CONTAINS(scr, "view: threads");
+  CHECK_CONTAINS(line_of(scr, "app (pid 1)", ln, sizeof(ln)), "40.0%   40.0%");
+  CHECK_CONTAINS(line_of(scr, "app (pid 1)", ln, sizeof(ln)), "python");
+  CHECK_CONTAINS(line_of(scr, "idle (pid 2)", ln, sizeof(ln)), "60.0%   60.0%");
+  pp_top_key(t, 'v', &quit); /* back to functions */
+
   pp_top_render(t, scr, cap, 8, 40);
   CHECK_CONTAINS(scr, "terminal too small (40x8)");
   CHECK(!quit);
