@@ -17,6 +17,7 @@
 
 #include "container.h"
 #include "enrich.h"
+#include "k8s_labels.h"
 #include "testlib.h"
 
 #define ID_A "3f2a9c1b8e7d6f5a4b3c2d1e0f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a"
@@ -98,9 +99,13 @@ static char sock_path[96], count_path[128];
 
 static const char *list_json =
     "[{\"Id\":\"" ID_A
-    "\",\"Names\":[\"/web\"],\"Image\":\"nginx\"},"
+    "\",\"Names\":[\"/web\"],\"Image\":\"nginx\","
+    "\"Labels\":{\"app\":\"nginx\",\"team\":\"a b\",\"other\":\"x\"}},"
+    /* the kubelet's dockershim: a pod sandbox carries its pod's labels */
     "{\"Id\":\"" ID_B
-    "\",\"Names\":[\"/db;x\\nz\",\"/alias\"]},"
+    "\",\"Names\":[\"/db;x\\nz\",\"/alias\"],\"Labels\":{"
+    "\"io.kubernetes.docker.type\":\"podsandbox\",\"io.kubernetes.pod.name\":\"web-1\","
+    "\"io.kubernetes.pod.namespace\":\"prod\",\"app\":\"shop\",\"team\":\"checkout\"}},"
     "{\"Id\":\"" ID_C
     "\",\"Names\":[]},"
     "{\"Id\":5,\"Names\":[\"/badid\"]},"
@@ -242,6 +247,12 @@ static void on_listed(void *ctx, const char *id, const char *name) {
   }
 }
 
+static void collect_label(void *ctx, const char *key, const char *value) {
+  char *out = ctx;
+  size_t n = strlen(out);
+  snprintf(out + n, 256 - n, "%s=%s;", key, value);
+}
+
 static void test_docker_list(void) {
   const enum mode good[] = {OK_LENGTH, OK_CHUNKED, OK_EOF};
   for (size_t i = 0; i < 3; i++) {
@@ -257,6 +268,20 @@ static void test_docker_list(void) {
     CHECK_EQ_STR(l.names[2], "caf\xc3\xa9-\xf0\x9f\x98\x80");
     stop_server(srv);
   }
+  /* selected labels: a container's own, a pod sandbox's for its pod */
+  char why[128];
+  CHECK_EQ_INT(pp_k8s_labels_configure("app,team", why, sizeof(why)), 0);
+  pid_t lsrv = start_server(OK_LENGTH);
+  struct listed l0 = {0};
+  CHECK_EQ_INT(pp_docker_list(sock_path, 2000, 1 << 20, on_listed, &l0), 0);
+  stop_server(lsrv);
+  char got[256] = "";
+  CHECK_EQ_INT((int)pp_k8s_labels_each("web", collect_label, got), 1);
+  CHECK_EQ_STR(got, "app=nginx;"); /* "a b" is no label value */
+  got[0] = '\0';
+  CHECK_EQ_INT((int)pp_k8s_labels_each("k8s_api_web-1_prod_uid_0", collect_label, got), 2);
+  CHECK_EQ_STR(got, "app=shop;team=checkout;");
+  CHECK_EQ_INT(pp_k8s_labels_configure(NULL, why, sizeof(why)), 0);
   struct {
     enum mode m;
     int expect;
