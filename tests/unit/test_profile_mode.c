@@ -146,8 +146,47 @@ static void test_sink(void) {
   pp_host_fini(&ctx);
 }
 
+/* Which in-tree plugin gives which type, by its mode. */
+static void test_types_of(void) {
+  char py[] = "python", nj[] = "nodejs", jv[] = "java", ph[] = "php";
+  char cpu[] = "cpu", perf[] = "perf", perfmap[] = "perfmap", spy[] = "phpspy";
+  struct pp_plugin_config pcs[] = {
+      {.name = py, .enabled = true, .mode = cpu},
+      {.name = nj, .enabled = true, .mode = perf},
+      {.name = jv, .enabled = true, .mode = perfmap},
+      {.name = ph, .enabled = true, .mode = spy},
+  };
+  struct pp_config c;
+  memset(&c, 0, sizeof(c));
+  c.plugins = pcs;
+  c.plugin_count = sizeof(pcs) / sizeof(pcs[0]);
+  const uint32_t W = PP_TYPE_BIT(PP_PROFILE_WALL), O = PP_TYPE_BIT(PP_PROFILE_OFFCPU),
+                 C = PP_TYPE_BIT(PP_PROFILE_CPU);
+  c.profile_types = C | W | O;
+  struct pp_plugin_types t = pp_profile_types_of(&c, "python", false);
+  CHECK_EQ_INT(t.gives, W | O); /* wall replaces its cpu samples; offcpu tagged */
+  CHECK(t.untagged_is_wall);
+  CHECK_EQ_INT(pp_profile_types_of(&c, "php", false).gives, W | O);
+  CHECK_EQ_INT(pp_profile_types_of(&c, "ruby", false).gives, W | O);
+  /* modes that only name JIT code for perf */
+  CHECK_EQ_INT(pp_profile_types_of(&c, "nodejs", false).gives, C);
+  CHECK_EQ_INT(pp_profile_types_of(&c, "java", false).gives, C);
+  char v8[] = "v8", agent[] = "agent", gil[] = "gil";
+  pcs[1].mode = v8;
+  pcs[2].mode = agent;
+  pcs[0].mode = gil;
+  CHECK_EQ_INT(pp_profile_types_of(&c, "nodejs", false).gives, W | O);
+  CHECK_EQ_INT(pp_profile_types_of(&c, "java", false).gives, W); /* no off-CPU stacks */
+  CHECK_EQ_INT(pp_profile_types_of(&c, "python", false).gives, W);
+  c.profile_types = C | O;
+  CHECK_EQ_INT(pp_profile_types_of(&c, "nodejs", false).gives, C | O);
+  CHECK(!pp_profile_types_of(&c, "nodejs", false).untagged_is_wall);
+  CHECK_EQ_INT(pp_profile_types_of(&c, "perf", true).gives, C | O);
+}
+
 int main(void) {
   test_parse();
+  test_types_of();
   test_names();
   test_extract();
   test_header();
