@@ -658,6 +658,10 @@ static int agent_run(struct pp_config *cfg, pp_config_loader reload, void *reloa
     exit_code = 2;
     goto out;
   }
+  if (cfg->containers_select && !cfg->container_names)
+    pp_log(PP_LOG_WARNING, "polyprof",
+           "--containers with --disable-container-names: no container is named, so no process "
+           "is profiled");
   struct pp_enrich_opts eo = {
       .appids = cfg->app_identifiers,
       .containers = cfg->container_names,
