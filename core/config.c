@@ -18,6 +18,7 @@
 #include "config.h"
 #include "config_alloc.h"
 #include "databricks.h"
+#include "k8s_labels.h"
 #include "output/formats.h"
 #include "profile_mode.h"
 
@@ -573,6 +574,13 @@ int pp_config_set(struct pp_config *c, const struct pp_config_value *v, char err
         return -1;
       }
       if (set_scalar(c, k, v, err) < 0) return -1;
+      if (k->off == FIELD(k8s_labels)) {
+        char why[PP_MAX_ERR / 2];
+        if (pp_k8s_labels_check(c->k8s_labels, why, sizeof(why)) < 0) {
+          fail(err, v, "%s", why);
+          return -1;
+        }
+      }
       if (k->off == FIELD(profiling_mode)) {
         char why[PP_MAX_ERR / 2];
         if (pp_profile_types_parse(c->profiling_mode, &c->profile_types, why, sizeof(why)) < 0) {

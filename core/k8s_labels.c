@@ -48,8 +48,8 @@ bool pp_k8s_label_key_valid(const char *key, size_t len) {
   return name_valid(slash + 1, len - plen - 1, false);
 }
 
-int pp_k8s_labels_configure(const char *list, char *why, size_t whylen) {
-  char parsed[PP_K8S_LABELS_MAX_KEYS][PP_K8S_LABEL_KEY_MAX + 1];
+static int parse_keys(const char *list, char parsed[][PP_K8S_LABEL_KEY_MAX + 1], size_t *count,
+                      char *why, size_t whylen) {
   size_t n = 0;
   for (const char *s = list; s && *s;) {
     const char *c = strchr(s, ',');
@@ -69,6 +69,21 @@ int pp_k8s_labels_configure(const char *list, char *why, size_t whylen) {
     }
     s = c ? c + 1 : NULL;
   }
+  *count = n;
+  return 0;
+}
+
+int pp_k8s_labels_check(const char *list, char *why, size_t whylen) {
+  char parsed[PP_K8S_LABELS_MAX_KEYS][PP_K8S_LABEL_KEY_MAX + 1];
+  size_t n;
+  return parse_keys(list, parsed, &n, why, whylen);
+}
+
+int pp_k8s_labels_configure(const char *list, char *why, size_t whylen) {
+  char parsed[PP_K8S_LABELS_MAX_KEYS][PP_K8S_LABEL_KEY_MAX + 1];
+  size_t n = 0;
+  int rc = parse_keys(list, parsed, &n, why, whylen);
+  if (rc < 0) return rc;
   struct entry *t = n ? calloc(PP_K8S_LABELS_CAPACITY, sizeof(*t)) : NULL;
   if (n && !t) {
     snprintf(why, whylen, "out of memory");

@@ -30,6 +30,9 @@
  * forgets every label). 0, or -EINVAL with why naming the bad key. */
 int pp_k8s_labels_configure(const char *keys, char *why, size_t whylen);
 
+/* The same check of a key list, selecting nothing. 0 or -EINVAL. */
+int pp_k8s_labels_check(const char *keys, char *why, size_t whylen);
+
 /* Whether any key is selected. */
 bool pp_k8s_labels_wanted(void);
 

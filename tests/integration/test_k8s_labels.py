@@ -18,6 +18,7 @@ one pod, CRI-O's with its sandbox for another).
   .col container field stays the CRI name;
 - an API server that does not answer, or refuses (403), costs a session at
   most the request's timeout, and the log says why in one line;
+- a label key Kubernetes would refuse is refused at start, naming the flag;
 - --containers pod=cache-*: a Python process in the other pod is never
   handed to the Python plugin (no samples, no attach) and perf's samples of
   it are dropped, while the Python process in the selected pod is profiled
@@ -175,6 +176,11 @@ def k8s_busy_%s():
 print("ready", flush=True)
 k8s_busy_%s()
 """
+
+cmd = pputil.agent_cmd(pputil.tempdir(), pputil.PLUGIN_DIR, "--k8s-labels", "app,bad key", duration=1)
+p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+check(p.returncode == 2 and "--k8s-labels: 'bad key' is not a Kubernetes label key" in p.stderr,
+      "a bad label key is refused at start (%d, %s)" % (p.returncode, p.stderr.strip()[-200:]))
 
 cgroups, procs = [], []
 try:
