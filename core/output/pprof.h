@@ -7,7 +7,8 @@
  * line); functions are (name, file) pairs so runtime frames keep file and
  * line; frames are grouped into one Mapping per runtime kind ("python",
  * "kernel"...), which pprof shows as the object name. Process facts travel
- * as sample labels: comm, pid, container, appid.
+ * as sample labels: comm, pid, container, appid, and for a Kubernetes
+ * container pod, namespace and k8s.pod.label.<key> (k8s_labels.h).
  */
 #ifndef PP_OUTPUT_PPROF_H
 #define PP_OUTPUT_PPROF_H

@@ -8,7 +8,8 @@
  *
  * One ResourceProfiles per container (host processes form their own), with
  * the resource attributes host.name, service.name and, where known,
- * container.name, k8s.pod.name and k8s.namespace.name; one Profile in each,
+ * container.name, k8s.container.name, k8s.pod.name, k8s.namespace.name and
+ * k8s.pod.label.<key> of the selected pod labels (k8s_labels.h); one Profile in each,
  * for CPU sample type samples/count with the sampling period as
  * cpu/nanoseconds, for the other profile types their own type and unit;
  * samples carry process.pid, process.executable.name and polyprof.appid;
