@@ -265,6 +265,20 @@ void java_result_name(uint32_t nspid, char *name, size_t len) {
   snprintf(name, len, ".polyprof-%u-%016llx", nspid, (unsigned long long)r);
 }
 
+char *java_read_exit_dump(int dir, const char *name, uid_t uid, size_t max, size_t *len) {
+  int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return NULL;
+  struct stat sb;
+  char *text = NULL;
+  /* the agent creates it O_EXCL, mode 0600, as the JVM's user: anything
+   * else at that name was planted */
+  if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_uid == uid && sb.st_nlink == 1)
+    text = slurp_fd(fd, max, len);
+  close(fd);
+  unlinkat(dir, name, 0);
+  return text;
+}
+
 char *java_read_result(uint32_t pid, const char *name, size_t max, size_t *len, char *err,
                        size_t errlen) {
   char path[128];

@@ -61,10 +61,11 @@ static const struct pp_option options[] = {
      .help = "use Java thread names instead of the process name as the first frame"},
     {.key = "min_age_ms",
      .type = PP_OPT_INT,
-     .default_value = "1500",
+     .default_value = "500",
      .min = 0,
      .max = 600000,
-     .help = "leave JVMs younger than this alone (signal handlers not ready)"},
+     .help = "leave JVMs younger than this alone: the attach would cost them more than their "
+             "profile is worth (a JVM still starting is refused on its own: no Signal Dispatcher)"},
     {.key = "collect_metadata",
      .type = PP_OPT_BOOL,
      .default_value = "true",

@@ -49,6 +49,7 @@ struct java_state {
   } gone[16];
   size_t ngone;
   uint64_t early_dropped; /* early dumps dropped (bounds), since the last snapshot */
+  uint64_t exit_dumps;    /* JVMs whose stacks at their end were read, since the last snapshot */
 };
 
 /* What the plugin holds for one JVM (the target table entry's data). No
@@ -135,6 +136,11 @@ int java_agent_target_path(const char *host_path, const struct java_target_info 
 void java_result_name(uint32_t nspid, char *name, size_t len);
 /* Reads and unlinks <target tmp>/<name>; malloc'd, NUL-terminated, or NULL
  * with a reason (a refused or missing file). */
+/* The dump an armed agent wrote when its JVM ended (exit=), read from the
+ * JVM's /tmp held open since arming (dir) once the process is gone: a
+ * regular file of the JVM's user (uid) with one link, at most max bytes;
+ * removed. The text (malloc'd) or NULL. */
+char *java_read_exit_dump(int dir, const char *name, uid_t uid, size_t max, size_t *len);
 char *java_read_result(uint32_t pid, const char *name, size_t max, size_t *len, char *err,
                        size_t errlen);
 /* perfmap mode: copy /tmp/perf-<pid>.map of a JVM of the host's pid

@@ -18,9 +18,11 @@
  * arming fails the table attaches it again from scratch, which names why.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "java.h"
 
@@ -35,6 +37,8 @@ struct java_jvm {
   uint64_t last_dump_ns; /* pp_clock_ns of the last dump (or of arming) */
   char *early;           /* dumps taken from tick() since the last snapshot */
   size_t early_len;
+  int exit_dir;       /* the JVM's /tmp, held from arming: where its exit dump lands (-1) */
+  char exit_name[96]; /* the exit dump's name in it ("" none) */
 };
 
 #define MAX_DUMP_FAILURES 3
@@ -92,10 +96,17 @@ static int arm(struct java_state *st, struct pp_target_entry *t, struct java_jvm
     return PP_ATTACH_FAIL;
   char args[1024], result[96], why[256];
   java_result_name(j->ti.nspid, result, sizeof(result));
+  /* the JVM's /tmp stays open while it is armed, so what the agent writes
+   * there when the JVM ends can be read after the process (and, in a
+   * container, its mount namespace) is gone */
+  if (j->exit_dir < 0) j->exit_dir = java_open_target_tmp(t->pid, NULL, 0);
+  j->exit_name[0] = '\0';
+  if (j->exit_dir >= 0) java_result_name(j->ti.nspid, j->exit_name, sizeof(j->exit_name));
   snprintf(args, sizeof(args),
-           "start,interval=%llu,depth=%lld,maxmem=%lld,alloc=%lld%s,file=/tmp/%s",
+           "start,interval=%llu,depth=%lld,maxmem=%lld,alloc=%lld%s,file=/tmp/%s%s%s",
            1000000000ull / st->frequency, (long long)st->max_depth, (long long)st->max_memory_mb,
-           (long long)st->alloc, st->wall ? ",wall" : "", result);
+           (long long)st->alloc, st->wall ? ",wall" : "", result,
+           j->exit_name[0] ? ",exit=/tmp/" : "", j->exit_name);
   struct java_attach_reply r;
   st->tick_busy = 1;
   int rc = java_attach(&j->ti, 0, attach_ms(st) * 2, "load", j->agent_path, "true", args, &r, err,
@@ -129,6 +140,7 @@ int java_jvm_attach(void *plugin, struct pp_target_entry *t) {
   }
   struct java_jvm *j = calloc(1, sizeof(*j));
   if (!j) return -ENOMEM;
+  j->exit_dir = -1;
   t->data = j;
   if (java_target_inspect(t->pid, t->start_time, &j->ti) != 0) return -ESRCH;
   if (!j->ti.has_libjvm) return PP_ATTACH_IGNORE;
@@ -186,12 +198,47 @@ int java_jvm_attach(void *plugin, struct pp_target_entry *t) {
   return rc;
 }
 
+/* Adds a dump's text to what the JVM keeps for the snapshot (takes text). */
+static void keep_early(struct java_state *st, struct java_jvm *j, char *text, size_t len) {
+  char *g =
+      j->early_len + len <= EARLY_MAX_BYTES ? realloc(j->early, j->early_len + len + 1) : NULL;
+  if (!g) {
+    st->early_dropped++;
+    free(text);
+    return;
+  }
+  memcpy(g + j->early_len, text, len);
+  j->early_len += len;
+  g[j->early_len] = '\0';
+  j->early = g;
+  free(text);
+}
+
+/* A JVM that is gone: what its agent dumped when it ended, if anything,
+ * joins its early dumps; its /tmp is let go. */
+static void take_exit_dump(struct java_state *st, struct pp_target_entry *t, struct java_jvm *j) {
+  if (j->exit_dir < 0) return;
+  if (j->exit_name[0] && !java_target_alive(t->pid, t->start_time)) {
+    size_t len = 0;
+    char *text = java_read_exit_dump(j->exit_dir, j->exit_name, j->ti.uid,
+                                     EARLY_MAX_BYTES - j->early_len, &len);
+    if (text) {
+      st->exit_dumps++;
+      keep_early(st, j, text, len);
+    }
+  }
+  close(j->exit_dir);
+  j->exit_dir = -1;
+  j->exit_name[0] = '\0';
+}
+
 void java_jvm_release(void *plugin, struct pp_target_entry *t) {
   struct java_state *st = plugin;
   struct java_jvm *j = t->data;
   if (!j) return;
   /* nothing of a JVM's stays in the host's /tmp after it */
   if (j->perfmap_copied) java_unpublish_perfmap(t->pid);
+  take_exit_dump(st, t, j);
   free(j->metadata);
   if (j->early) { /* an exited JVM's last stacks: the snapshot emits them */
     if (st->ngone < sizeof(st->gone) / sizeof(st->gone[0])) {
@@ -270,22 +317,7 @@ static void early_dump_one(struct java_state *st) {
       PP_DEBUG(st->host, "pid %u: early dump failed: %s", t->pid, err);
       return;
     }
-    if (j->early_len + len > EARLY_MAX_BYTES) {
-      st->early_dropped++;
-      free(text);
-      return;
-    }
-    char *g = realloc(j->early, j->early_len + len + 1);
-    if (!g) {
-      st->early_dropped++;
-      free(text);
-      return;
-    }
-    memcpy(g + j->early_len, text, len);
-    j->early_len += len;
-    g[j->early_len] = '\0';
-    j->early = g;
-    free(text);
+    keep_early(st, j, text, len);
     return;
   }
 }
@@ -301,13 +333,15 @@ static void collect_one(struct java_state *st, struct pp_target_entry *t, struct
   struct java_jvm *j = t->data;
   char err[512] = "";
   int rc;
-  if (j->early) { /* taken while it lived, whether or not it still does */
+  bool alive = java_target_alive(t->pid, t->start_time);
+  if (!alive) take_exit_dump(st, t, j); /* its last stacks, dumped as it ended */
+  if (j->early) {                       /* taken while it lived, whether or not it still does */
     java_collect_emit(h, sink, t->pid, j->early, j->early_len, st->thread_names, cs);
     free(j->early);
     j->early = NULL;
     j->early_len = 0;
   }
-  if (!java_target_alive(t->pid, t->start_time)) {
+  if (!alive) {
     PP_INFO(h, "pid %u: JVM exited during the session", t->pid);
     pp_target_table_gone(st->targets, t);
     st->exited++;
@@ -368,6 +402,8 @@ void java_jvm_collect_all(struct java_state *st, struct pp_sink *sink) {
   h->add_counter(sink, "java_samples", cs.samples);
   h->add_counter(sink, "java_agent_dropped", cs.dropped);
   h->add_counter(sink, "java_bad_lines", cs.bad_lines);
+  if (st->exit_dumps) h->add_counter(sink, "java_exit_dumps", st->exit_dumps);
+  st->exit_dumps = 0;
   if (st->alloc) {
     h->add_counter(sink, "java_alloc_stacks", cs.alloc_stacks);
     h->add_counter(sink, "java_alloc_bytes", cs.alloc_bytes);

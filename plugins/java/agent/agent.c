@@ -7,7 +7,10 @@
  * library is loaded once per JVM (dlopen hands back the loaded copy, and
  * Agent_OnAttach runs again), so each call is one command:
  *
- *   start,interval=<ns>[,depth=N][,maxmem=MB][,timeout=S][,alloc=B][,file=P]  arm / re-arm
+ *   start,interval=<ns>[,depth=N][,maxmem=MB][,timeout=S][,alloc=B][,file=P][,exit=P]
+ *                                                          arm / re-arm
+ *   (exit=P: when the JVM ends while armed, its last stacks are dumped to P,
+ *    a fresh file, for the plugin to read once the process is gone)
  *   (alloc=B: also sample allocations about every B bytes per thread, JDK 11+)
  *   (wall: every Java thread on wall-clock timers, running or not; default:
  *    each thread on its CPU-time timer)
@@ -61,7 +64,11 @@ struct opts {
   long alloc;     /* allocation sampling interval, bytes; 0: off */
   int wall;       /* wall-clock timers */
   char file[512];
+  char exit_file[512];
 };
+
+/* where the stacks go when the JVM ends while armed ("" none) */
+static char exit_path[512];
 
 static void parse_opts(const char *s, struct opts *o) {
   memset(o, 0, sizeof(*o));
@@ -93,6 +100,8 @@ static void parse_opts(const char *s, struct opts *o) {
       o->alloc = atol(t + 6);
     else if (strncmp(t, "file=", 5) == 0)
       snprintf(o->file, sizeof(o->file), "%s", t + 5);
+    else if (strncmp(t, "exit=", 5) == 0)
+      snprintf(o->exit_file, sizeof(o->exit_file), "%s", t + 5);
   }
   if (o->interval_ns < 1000000) o->interval_ns = 1000000; /* at most 1 kHz per thread */
   if (o->depth < 1) o->depth = 1;
@@ -117,6 +126,27 @@ static void JNICALL on_class_load(jvmtiEnv *j, JNIEnv *jni, jthread t, jclass k)
 static void JNICALL on_class_prepare(jvmtiEnv *j, JNIEnv *jni, jthread t, jclass k) {
   pthread_mutex_lock(&agent_lock);
   if (initialized) ja_names_prepare_class(j, jni, k, 1);
+  pthread_mutex_unlock(&agent_lock);
+}
+
+static int do_dump(JNIEnv *jni, FILE *f);
+static FILE *open_out(const char *path);
+
+/* The JVM is ending (main returned, System.exit): a short-lived JVM (javac,
+ * a build step) would take every stack since the last dump with it. */
+static void JNICALL on_vm_death(jvmtiEnv *j, JNIEnv *jni) {
+  pthread_mutex_lock(&agent_lock);
+  if (initialized && armed_now && ja_sampler_armed() && exit_path[0]) {
+    armed_now = 0;
+    ja_sampler_set_armed(0);
+    ja_timers_stop_all();
+    FILE *f = open_out(exit_path);
+    if (f) {
+      do_dump(jni, f);
+      fclose(f);
+    }
+    exit_path[0] = '\0';
+  }
   pthread_mutex_unlock(&agent_lock);
 }
 
@@ -254,6 +284,7 @@ static int do_init(JNIEnv *jni, const struct opts *o) {
   cb.CompiledMethodLoad = on_compiled_load;
   cb.CompiledMethodUnload = on_compiled_unload;
   cb.DynamicCodeGenerated = on_dynamic_code;
+  cb.VMDeath = on_vm_death;
   if (jdk_major >= 11) cb.SampledObjectAlloc = ja_alloc_on_sample;
   (*jvmti)->SetEventCallbacks(jvmti, &cb, sizeof(cb));
   initialized = 1; /* callbacks may run from here on (they take agent_lock) */
@@ -263,7 +294,8 @@ static int do_init(JNIEnv *jni, const struct opts *o) {
                                       JVMTI_EVENT_THREAD_END,
                                       JVMTI_EVENT_COMPILED_METHOD_LOAD,
                                       JVMTI_EVENT_COMPILED_METHOD_UNLOAD,
-                                      JVMTI_EVENT_DYNAMIC_CODE_GENERATED};
+                                      JVMTI_EVENT_DYNAMIC_CODE_GENERATED,
+                                      JVMTI_EVENT_VM_DEATH};
   for (size_t i = 0; i < sizeof(events) / sizeof(events[0]); i++)
     (*jvmti)->SetEventNotificationMode(jvmti, JVMTI_ENABLE, events[i], NULL);
 
@@ -495,6 +527,7 @@ static jint command(JavaVM *vm, char *options) {
     }
   }
   if (o.stop) {
+    exit_path[0] = '\0';
     armed_now = 0;
     ja_sampler_set_armed(0);
     ja_timers_stop_all();
@@ -510,6 +543,7 @@ static jint command(JavaVM *vm, char *options) {
     ja_sampler_set_wall(o.wall);
     armed_now = 1;
     ja_sampler_set_armed(1);
+    snprintf(exit_path, sizeof(exit_path), "%s", o.exit_file);
     ja_timers_rescan();
     if (f) write_info(f);
     char aerr[160];

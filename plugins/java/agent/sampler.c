@@ -148,6 +148,10 @@ void ja_sampler_set_armed(int a) {
   atomic_store(&armed, a);
 }
 
+int ja_sampler_armed(void) {
+  return atomic_load(&armed);
+}
+
 void ja_sampler_set_weight(uint32_t w) {
   atomic_store(&weight, w ? w : 1);
 }
