@@ -19,7 +19,7 @@ if os.geteuid() != 0:
 if not javawork.find_jdk():
     u.skip("no JDK (java/javac) installed")
 classes = javawork.compile_workloads()
-# the JVM is left alone until 1.5 s old (java.min_age_ms): start() waits for "ready"
+# the JVM is left alone until 0.5 s old (java.min_age_ms): start() waits for "ready"
 modeutil.check_wall_and_cpu(plugin, ["java", "-cp", classes, "SleepBurn", "60"], None,
                             "SleepBurn.sleeper", "SleepBurn.burner", comm="java", pids=True)
 u.finish()
