@@ -448,6 +448,8 @@ static bool proc_ready(struct perf_state *st, struct alloc_proc *p) {
       p->gone = true;
       return false;
     }
+    /* none and no loader that could still map one: statically linked */
+    if (rc == -ENOENT) p->tries = ALLOC_FIND_TRIES - 1;
     if (++p->tries == ALLOC_FIND_TRIES)
       PP_WARNING(st->host, "native alloc: pid %u (%s) not profiled: %s", p->pid,
                  perf_thread_comm(st, p->pid, p->pid), why);

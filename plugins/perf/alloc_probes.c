@@ -98,8 +98,11 @@ int perf_alloc_find_probes(uint32_t pid, struct alloc_file *files, size_t cap, s
     return rc;
   }
   why[0] = '\0';
+  bool loader = false; /* a dynamic loader still mapping the libraries */
   for (size_t i = 0; i < nmaps && *n < cap; i++) {
     const struct pp_map *m = &maps[i];
+    const char *base = m->path ? strrchr(m->path, '/') : NULL;
+    if (base && !strncmp(base + 1, "ld-linux", 8)) loader = true;
     if (!m->path || m->path[0] != '/' || !m->inode || !is_allocator(m->path)) continue;
     bool seen = false;
     for (size_t k = 0; k < *n; k++)
@@ -129,9 +132,11 @@ int perf_alloc_find_probes(uint32_t pid, struct alloc_file *files, size_t cap, s
     (*n)++;
   }
   pp_maps_free(maps, nmaps);
-  if (*n == 0 && !why[0])
+  if (*n) return 0;
+  if (!why[0])
     snprintf(why, whylen,
              "it maps no allocator library (C library, jemalloc, tcmalloc, mimalloc): a "
              "statically linked program's malloc cannot be found");
-  return *n ? 0 : -ENOENT;
+  /* a program just started: its loader has not mapped the C library yet */
+  return loader ? -EAGAIN : -ENOENT;
 }

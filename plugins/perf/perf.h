@@ -428,7 +428,9 @@ struct alloc_file {
 };
 
 /* The allocator libraries process pid maps, each opened with its probes
- * (at most cap). 0, or -errno with why saying what is missing. */
+ * (at most cap). 0, -EAGAIN if none yet but a dynamic loader is mapped (a
+ * program just started), -ENOENT for none (statically linked), or -errno;
+ * why says what is missing. */
 int perf_alloc_find_probes(uint32_t pid, struct alloc_file *files, size_t cap, size_t *n, char *why,
                            size_t whylen);
 

@@ -13,7 +13,8 @@ after the agent is placing its probes:
 - `polyprof run --mode alloc` finds the allocator of a program that has
   only just started (its libraries are mapped after the exec);
 - without --pids: one line says native allocations need --pids, and no
-  alloc file is written.
+  alloc file is written;
+- a statically linked program: one line says it maps no allocator library.
 """
 import glob
 import gzip
@@ -86,6 +87,19 @@ try:
     check("--mode alloc: perf gives native allocations for --pids" in r.stderr,
           "host-wide native alloc refused with one line naming --pids")
     check(not glob.glob(os.path.join(out2, "*.col")), "no alloc file without --pids")
+finally:
+    pputil.kill(proc)
+
+# a statically linked program has no allocator library to probe: said at once
+static = perfutil.build_c("allocator_static", tmp, "-O1", "-static", "-pthread")
+proc = pputil.spawn([static, "60"])
+try:
+    out3 = pputil.tempdir("ppmode-alloc-static-")
+    r = pputil.run_agent(out3, plugins, "--mode", "alloc", "--pids", str(proc.pid), duration=1,
+                         timeout=120)
+    print(r.stderr[-1000:])
+    check("native alloc: pid %d (allocator_stati) not profiled: it maps no allocator library"
+          % proc.pid in r.stderr, "a static program: one line saying why it is not profiled")
 finally:
     pputil.kill(proc)
 
