@@ -61,6 +61,10 @@ procs = []  # everything we start, killed in cleanup()
 extra_files = []  # files we put into package-owned directories
 
 
+# the capabilities `polyprof check` may name as step capabilities
+CAP_NUMBERS = {"CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_SYS_CHROOT": 18, "CAP_SYS_ADMIN": 21}
+
+
 def worker_status(parent):
     """{comm: /proc/PID/status fields} of the plugin workers of `parent`."""
     out = {}
@@ -365,20 +369,39 @@ try:
         print(agent.stderr.read(4000) if agent.poll() is not None else "(agent still running)")
     u.check(first is not None, "a profile appears in %s within 60 s" % STATE)
     exes = worker_exes(agent.pid)
+    chk = subprocess.run(["/usr/sbin/polyprof", "check", "--config", CONFIG], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    # what each worker holds for single steps only (permitted, not effective)
+    step = {}
+    plugin = None
+    for line in chk.stdout.splitlines():
+        m = re.match(r"^  (\w+)( \(disabled\))?$", line)
+        if m:
+            plugin = m.group(1)
+        elif plugin and line.strip().startswith("for single steps only"):
+            names = line.split(":", 1)[1].strip()
+            step["pp-" + plugin] = sum(1 << CAP_NUMBERS[n] for n in names.split(",") if n in CAP_NUMBERS)
     # least privilege under the unit: every worker has no_new_privs, its
-    # seccomp filter, and a capability set inside the unit's (cut to its
-    # plugin's declaration; docs/security.md)
+    # seccomp filter, a capability set inside the unit's (cut to its
+    # plugin's declaration), its step capabilities not effective, and a
+    # read-only view of the file system (docs/security.md)
     agent_bnd = int(capbnd[0].split()[1], 16) if capbnd else 0
+    agent_mnt = os.readlink("/proc/%d/ns/mnt" % agent.pid)
     for comm, st in sorted(worker_status(agent.pid).items()):
         bnd, eff = int(st["CapBnd"], 16), int(st["CapEff"], 16)
         u.check(st.get("NoNewPrivs") == "1" and st.get("Seccomp") == "2",
                 "%s under the unit: no_new_privs and a seccomp filter" % comm)
-        u.check(bnd & ~agent_bnd == 0 and eff == bnd and bnd != agent_bnd,
-                "%s under the unit: its own capability set %#x, inside the unit's %#x" % (comm, bnd, agent_bnd))
+        u.check(bnd & ~agent_bnd == 0 and eff == bnd & ~step.get(comm, 0) and bnd != agent_bnd,
+                "%s under the unit: its own capability set %#x (effective %#x, steps %#x), inside the unit's %#x"
+                % (comm, bnd, eff, step.get(comm, 0), agent_bnd))
+        wpid = int(st["Pid"])
+        with open("/proc/%d/mountinfo" % wpid) as f:
+            root_opts = [l.split()[5] for l in f if l.split()[4] == "/"]
+        u.check(os.readlink("/proc/%d/ns/mnt" % wpid) != agent_mnt and root_opts
+                and root_opts[0].split(",")[0] == "ro",
+                "%s under the unit: a mount namespace of its own with / read-only (%s)" % (comm, root_opts))
     # the unit's set is derived from the workers' sets: their union, plus
     # CAP_SETPCAP with which the agent cuts them
-    chk = subprocess.run(["/usr/sbin/polyprof", "check", "--config", CONFIG], stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
     union = set()
     for line in chk.stdout.splitlines():
         if line.strip().startswith("capabilities: "):
