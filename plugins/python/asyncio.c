@@ -66,7 +66,7 @@ uint32_t python_async_chain(struct py_async_scratch *s, const struct py_proc *p,
 
   memcpy(s->out, frames, k * sizeof(frames[0]));
   uint32_t m = k;
-  pa_task_name(p, task, s->names[0], sizeof(s->names[0]));
+  pa_task_name(s->a, p, task, s->names[0], sizeof(s->names[0]));
   s->out[m++] = (struct py_frame_ref){.pseudo = s->names[0]};
   if (m + (n - k) > cap) return n;
   m = pa_ancestors(s, p, cc, &l, cur, task, s->out, m, cap - (n - k), 1);

@@ -23,39 +23,43 @@
 
 #define CLOSURE_CELLS 8 /* gather's _done_callback closes over six names */
 
-/* The parent of future fut through fut's first callback when that is a
- * task's wakeup: 0 or -errno. */
-static int wakeup_owner(struct py_async_state *a, const struct py_proc *p,
-                        const struct pa_layout *l, uint64_t fut, uint64_t *parent) {
-  uint64_t cb = 0, self = 0;
-  if (pp_remote_read((pid_t)p->pid, fut + l->fut_cb0, &cb, 8) < 0 ||
-      pa_kind_of(a, p, cb, NULL) != PA_CFUNC ||
-      pp_remote_read((pid_t)p->pid, cb + 24, &self, 8) < 0)
-    return -EINVAL;
-  *parent = self;
-  return 0;
+/* First bytes of a callable (its type at 8; m_self / im_self at 24;
+ * func_closure at 72), read in one go; a short object near the end of a
+ * mapping gets the header and self only. Its kind, PA_OTHER if unreadable. */
+#define CALLABLE_READ 80
+static enum pa_kind read_callable(struct py_async_state *a, const struct py_proc *p, uint64_t obj,
+                                  uint8_t *b) {
+  memset(b, 0, CALLABLE_READ);
+  if (!pa_plausible(obj)) return PA_OTHER;
+  if (pp_remote_read((pid_t)p->pid, obj, b, CALLABLE_READ) < 0 &&
+      pp_remote_read((pid_t)p->pid, obj, b, 32) < 0)
+    return PA_OTHER;
+  return pa_kind_of_type(a, p, pa_rd64(b, 8));
 }
 
 /* gather(): the _GatheringFuture among the callback's closure cells, and
  * the task whose wakeup it calls. */
 static int gather_parent(struct py_async_state *a, const struct py_proc *p,
-                         const struct pa_layout *l, uint64_t func, uint64_t *fut,
+                         const struct pa_layout *l, uint64_t closure, uint64_t *fut,
                          uint64_t *parent) {
   pid_t pid = (pid_t)p->pid;
-  uint64_t closure = 0;
   uint8_t tup[24 + 8 * CLOSURE_CELLS];
-  if (pp_remote_read(pid, func + 72, &closure, 8) < 0 || !pa_plausible(closure) ||
-      pp_remote_read(pid, closure, tup, sizeof(tup)) < 0)
-    return -EINVAL;
+  if (!pa_plausible(closure) || pp_remote_read(pid, closure, tup, sizeof(tup)) < 0) return -EINVAL;
   int64_t size = (int64_t)pa_rd64(tup, 16);
   if (size <= 0) return -EINVAL;
   if (size > CLOSURE_CELLS) size = CLOSURE_CELLS;
   for (int64_t i = 0; i < size; i++) {
     uint64_t cell = pa_rd64(tup, 24 + 8 * (uint32_t)i), ref = 0;
     if (!pa_plausible(cell) || pp_remote_read(pid, cell + 16, &ref, 8) < 0) continue;
-    if (pa_kind_of(a, p, ref, NULL) != PA_GATHER) continue;
+    uint8_t f[32], cb[CALLABLE_READ];
+    if (!pa_plausible(ref) || pp_remote_read(pid, ref, f, sizeof(f)) < 0 ||
+        pa_kind_of_type(a, p, pa_rd64(f, 8)) != PA_GATHER)
+      continue;
+    /* the gather future's first callback: the awaiting task's wakeup */
+    if (read_callable(a, p, pa_rd64(f, l->fut_cb0), cb) != PA_CFUNC) return -ENOENT;
     *fut = ref;
-    return wakeup_owner(a, p, l, ref, parent);
+    *parent = pa_rd64(cb, 24);
+    return 0;
   }
   return -ENOENT;
 }
@@ -64,19 +68,19 @@ int pa_awaiter(struct py_async_state *a, const struct py_proc *p, struct py_code
                const struct pa_layout *l, uint64_t child, const uint8_t *cbytes, uint64_t *parent,
                uint8_t *pbytes, struct py_frame_ref *chain, uint32_t cap, uint32_t *nchain) {
   pid_t pid = (pid_t)p->pid;
-  uint64_t cb = pa_rd64(cbytes, l->fut_cb0), fut = 0, up = 0, type = 0;
-  switch (pa_kind_of(a, p, cb, NULL)) {
-    case PA_CFUNC: /* await child */
-      if (pp_remote_read(pid, cb + 24, &up, 8) < 0) return -EFAULT;
+  uint8_t cb[CALLABLE_READ];
+  uint64_t fut = 0, up = 0, type = 0;
+  switch (read_callable(a, p, pa_rd64(cbytes, l->fut_cb0), cb)) {
+    case PA_CFUNC: /* await child: the wakeup's m_self */
+      up = pa_rd64(cb, 24);
       fut = child;
       break;
     case PA_FUNC: /* gather() */
-      if (gather_parent(a, p, l, cb, &fut, &up) < 0) return -ENOENT;
+      if (gather_parent(a, p, l, pa_rd64(cb, 72), &fut, &up) < 0) return -ENOENT;
       break;
-    case PA_METHOD: { /* TaskGroup._on_task_done */
-      uint64_t group = 0;
-      if (pp_remote_read(pid, cb + 24, &group, 8) < 0 ||
-          pa_kind_of(a, p, group, &type) != PA_TASKGROUP ||
+    case PA_METHOD: { /* TaskGroup._on_task_done: im_self is the group */
+      uint64_t group = pa_rd64(cb, 24);
+      if (pa_kind_of(a, p, group, &type) != PA_TASKGROUP ||
           pa_attr(a, p, l, group, type, "_parent_task", &up) < 0 ||
           pa_attr(a, p, l, group, type, "_on_completed_fut", &fut) < 0)
         return -ENOENT;
@@ -85,8 +89,9 @@ int pa_awaiter(struct py_async_state *a, const struct py_proc *p, struct py_code
     default:
       return -ENOENT;
   }
-  if (up == child || !pa_plausible(fut) || pa_kind_of(a, p, up, NULL) != PA_TASK ||
+  if (up == child || !pa_plausible(fut) || !pa_plausible(up) ||
       pp_remote_read(pid, up, pbytes, PA_TASK_READ) < 0 ||
+      pa_kind_of_type(a, p, pa_rd64(pbytes, 8)) != PA_TASK ||
       pa_rd64(pbytes, p->off.task_fut_waiter) != fut)
     return -ENOENT;
   uint64_t awaited = 0;
@@ -110,7 +115,7 @@ uint32_t pa_ancestors(struct py_async_scratch *s, const struct py_proc *p, struc
       break;
     memcpy(out + m, chain, nchain * sizeof(chain[0]));
     m += nchain;
-    pa_task_name(p, parent, s->names[level], sizeof(s->names[level]));
+    pa_task_name(s->a, p, parent, s->names[level], sizeof(s->names[level]));
     out[m++] = (struct py_frame_ref){.pseudo = s->names[level]};
     memcpy(cur, parent, sizeof(cur));
     task = up;

@@ -18,6 +18,7 @@
 #define PA_TASK_READ 192 /* bytes of a TaskObj read: every field used is below */
 #define PA_TYPES 48      /* type -> kind entries */
 #define PA_ATTRS 16      /* (type, attribute) -> index in the type's shared keys */
+#define PA_NAMES 32      /* task names remembered (str objects, by address) */
 #define PA_LOOPS 4       /* threads running an event loop, per sample */
 #define PA_REGISTRIES 16 /* processes whose task registry is remembered */
 /* Registry entries (tasks) read per sample; a process with more gets a
@@ -64,7 +65,8 @@ struct pa_registry {
   uint32_t pid;
   uint32_t cursor; /* first table slot of the next window */
   uint64_t runtime, set, set_type, task_type;
-  uint64_t retry_at; /* not found: the pass count to look again at */
+  uint64_t table, size; /* the set's table as the last pass found it (0: unknown) */
+  uint64_t retry_at;    /* not found: the pass count to look again at */
 };
 
 struct py_async_state {
@@ -81,6 +83,14 @@ struct py_async_state {
     const char *name; /* a literal: compared by address */
   } attrs[PA_ATTRS];
   uint32_t nattrs, next_attr;
+  /* task names: a str is immutable, so its address, length and hash (as
+   * read from its header at each use) name the same text */
+  struct {
+    uint32_t pid;
+    uint64_t addr, length, hash;
+    char text[64];
+  } names[PA_NAMES];
+  uint32_t nnames, next_name;
   /* this sample's event loops: the thread, the loop object, and the
    * thread's frames from BaseEventLoop._run_once to the root */
   struct {
@@ -96,6 +106,9 @@ struct py_async_state {
    * one pass reads */
   uint64_t passes, tasks_over;
   uint64_t keys[PA_TASKS_MAX], objs[PA_TASKS_MAX];
+  /* the last pass's weak references and the tasks they named */
+  uint32_t memo_pid, memo_n, memo_m;
+  uint64_t memo_keys[PA_TASKS_MAX], memo_objs[PA_TASKS_MAX];
   uint8_t tasks[PA_TASKS_MAX][PA_TASK_READ];
   uint8_t wref[PA_TASKS_MAX][24];
 };
@@ -114,7 +127,8 @@ enum pa_kind pa_kind_of_type(struct py_async_state *a, const struct py_proc *p, 
 int pa_attr(struct py_async_state *a, const struct py_proc *p, const struct pa_layout *l,
             uint64_t obj, uint64_t type, const char *name, uint64_t *val);
 /* "<task: NAME>" of a task (its bytes) into out. */
-void pa_task_name(const struct py_proc *p, const uint8_t *task, char *out, size_t cap);
+void pa_task_name(struct py_async_state *a, const struct py_proc *p, const uint8_t *task, char *out,
+                  size_t cap);
 /* The coroutine chain of coro: coro's frame, then the coroutine it awaits,
  * and so on (cr_await), into out innermost first, at most cap frames.
  * *awaited gets the future the innermost one awaits (through the

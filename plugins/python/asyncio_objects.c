@@ -171,7 +171,8 @@ int pa_attr(struct py_async_state *a, const struct py_proc *p, const struct pa_l
   return *val ? 0 : -ENOENT;
 }
 
-void pa_task_name(const struct py_proc *p, const uint8_t *task, char *out, size_t cap) {
+void pa_task_name(struct py_async_state *a, const struct py_proc *p, const uint8_t *task, char *out,
+                  size_t cap) {
   uint64_t name = pa_rd64(task, p->off.task_name);
   uint8_t hdr[32];
   snprintf(out, cap, "<task: ?>");
@@ -179,8 +180,22 @@ void pa_task_name(const struct py_proc *p, const uint8_t *task, char *out, size_
   uint64_t type = pa_rd64(hdr, 8);
   char text[64];
   if (p->str_type && type == p->str_type) {
-    if (python_read_string(p, name, text, sizeof(text)) >= 0)
-      snprintf(out, cap, "<task: %s>", text);
+    uint64_t length = pa_rd64(hdr, 16), hash = pa_rd64(hdr, 24);
+    for (uint32_t i = 0; i < a->nnames; i++) {
+      if (a->names[i].addr == name && a->names[i].pid == p->pid && a->names[i].length == length &&
+          a->names[i].hash == hash) {
+        snprintf(out, cap, "<task: %s>", a->names[i].text);
+        return;
+      }
+    }
+    if (python_read_string(p, name, text, sizeof(text)) < 0) return;
+    snprintf(out, cap, "<task: %s>", text);
+    uint32_t slot = a->nnames < PA_NAMES ? a->nnames++ : (a->next_name++ % PA_NAMES);
+    a->names[slot].pid = p->pid;
+    a->names[slot].addr = name;
+    a->names[slot].length = length;
+    a->names[slot].hash = hash;
+    memcpy(a->names[slot].text, text, sizeof(text));
   } else if (p->long_type && type == p->long_type) {
     /* 3.12+ keeps "Task-N" as the int N until someone asks: lv_tag =
      * digits << 3 | sign, and one 30-bit digit covers any counter */
@@ -202,8 +217,10 @@ uint32_t pa_coro_chain(struct py_async_state *a, const struct py_proc *p, struct
   uint32_t glen = o->gen_iframe + o->fr_localsplus;
   if (glen > sizeof(g) || o->fr_owner >= o->fr_localsplus || l->fr_stacktop + 4 > o->fr_localsplus)
     return 0;
-  while (n < cap && pa_plausible(coro)) {
-    if (pp_remote_read(pid, coro, g, glen) < 0) break;
+  /* each object is read once: its header says what it is (the task's own
+   * coroutine is taken as it is, its frame's owner is checked) */
+  if (!pa_plausible(coro) || pp_remote_read(pid, coro, g, glen) < 0) return 0;
+  while (n < cap) {
     const uint8_t *fb = g + o->gen_iframe;
     if (fb[o->fr_owner] != 1) break; /* FRAME_OWNED_BY_GENERATOR */
     uint64_t code = pa_rd64(fb, o->fr_code);
@@ -226,13 +243,18 @@ uint32_t pa_coro_chain(struct py_async_state *a, const struct py_proc *p, struct
     if (pp_remote_readv(pid, iov, l->resume_op ? 2 : 1) < 0) break;
     if (l->resume_op && ((next[0] != l->resume_op && next[0] != l->resume_op2) || next[1] < 2))
       break; /* suspended at a plain yield: nothing awaited */
-    enum pa_kind k = pa_kind_of(a, p, yf, NULL);
+    /* a FutureIter is 24 bytes: a read of a coroutine's length may
+     * cross into an unmapped page, then the header alone is read */
+    if (!pa_plausible(yf) || yf == coro) break;
+    bool whole = pp_remote_read(pid, yf, g, glen) == 0;
+    if (!whole && pp_remote_read(pid, yf, g, 24) < 0) break;
+    enum pa_kind k = pa_kind_of_type(a, p, pa_rd64(g, 8));
     if (k == PA_FUTUREITER) {
-      uint64_t fut = 0;
-      if (pp_remote_read(pid, yf + 16, &fut, 8) == 0 && pa_plausible(fut)) *awaited = fut;
+      uint64_t fut = pa_rd64(g, 16);
+      if (pa_plausible(fut)) *awaited = fut;
       break;
     }
-    if (k != PA_CORO || yf == coro) break;
+    if (k != PA_CORO || !whole) break;
     coro = yf;
   }
   /* read outermost first: the leaf is the last one read */

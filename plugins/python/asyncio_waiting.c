@@ -172,23 +172,40 @@ static uint32_t collect_refs(struct py_async_state *a, const struct py_proc *p,
                              struct pa_registry *r, bool *partial) {
   pid_t pid = (pid_t)p->pid;
   uint8_t hdr[48];
+  uint64_t ent[2 * TABLE_CHUNK];
   *partial = false;
-  if (pp_remote_read(pid, r->set, hdr, sizeof(hdr)) < 0 || pa_rd64(hdr, 8) != r->set_type) {
-    r->set = 0; /* freed or replaced: found again */
+  /* the table where the last pass found it, read with the header: used
+   * only if the header still says so */
+  uint64_t guess_len = r->size - r->cursor < TABLE_CHUNK ? r->size - r->cursor : TABLE_CHUNK;
+  bool guessed = false;
+  if (r->table && r->cursor < r->size) {
+    struct pp_remote_iov iov[2] = {{r->set, hdr, sizeof(hdr)},
+                                   {r->table + (uint64_t)r->cursor * 16, ent, guess_len * 16}};
+    guessed = pp_remote_readv(pid, iov, 2) == 0;
+  }
+  if (!guessed && pp_remote_read(pid, r->set, hdr, sizeof(hdr)) < 0) hdr[8] = 0xff;
+  if (pa_rd64(hdr, 8) != r->set_type) {
+    r->set = r->table = 0; /* freed or replaced: found again */
     return 0;
   }
   int64_t used = (int64_t)pa_rd64(hdr, 24);
   uint64_t mask = pa_rd64(hdr, 32), table = pa_rd64(hdr, 40);
   if (used <= 0 || mask >= (1u << 24) || ((mask + 1) & mask) || !pa_plausible(table)) return 0;
   uint64_t size = mask + 1, scan = size < TABLE_SCAN ? size : TABLE_SCAN;
+  guessed = guessed && table == r->table && size == r->size;
+  r->table = table;
+  r->size = size;
   if (r->cursor >= size) r->cursor = 0;
-  uint64_t ent[2 * TABLE_CHUNK];
   uint32_t n = 0, seen = 0;
   while (seen < scan && n < PA_TASKS_MAX) {
     uint64_t at = r->cursor, len = size - at;
     if (len > TABLE_CHUNK) len = TABLE_CHUNK;
     if (len > scan - seen) len = scan - seen;
-    if (pp_remote_read(pid, table + at * 16, ent, len * 16) < 0) return n;
+    if (guessed && len <= guess_len) {
+      guessed = false; /* the first chunk came with the header */
+    } else if (pp_remote_read(pid, table + at * 16, ent, len * 16) < 0) {
+      return n;
+    }
     uint64_t i = 0;
     for (; i < len && n < PA_TASKS_MAX; i++) {
       uint64_t key = ent[2 * i];
@@ -202,12 +219,34 @@ static uint32_t collect_refs(struct py_async_state *a, const struct py_proc *p,
   return n;
 }
 
+/* Reads the m tasks at a->objs into a->tasks (dropping unreadable ones);
+ * returns how many were read. */
+static uint32_t read_task_bodies(struct py_async_state *a, const struct py_proc *p, uint32_t m) {
+  pid_t pid = (pid_t)p->pid;
+  struct pp_remote_iov iov[PA_TASKS_MAX];
+  if (m == 0 || m > PA_TASKS_MAX) return 0;
+  for (uint32_t i = 0; i < m; i++)
+    iov[i] = (struct pp_remote_iov){a->objs[i], a->tasks[i], PA_TASK_READ};
+  if (pp_remote_readv(pid, iov, m) == 0) return m;
+  uint32_t k = 0;
+  for (uint32_t i = 0; i < m; i++)
+    if (pp_remote_read(pid, a->objs[i], a->tasks[k], PA_TASK_READ) == 0) a->objs[k++] = a->objs[i];
+  return k;
+}
+
 /* Reads the tasks the weak references point to, into a->objs/a->tasks;
  * returns how many were read. */
 static uint32_t read_tasks(struct py_async_state *a, const struct py_proc *p, uint32_t n) {
   pid_t pid = (pid_t)p->pid;
   struct pp_remote_iov iov[PA_TASKS_MAX] = {{0, NULL, 0}};
   if (n == 0 || n > PA_TASKS_MAX) return 0;
+  /* the same weak references as the last pass (of this process): the
+   * same tasks (a dead task's reference leaves the set at once) */
+  if (a->memo_pid == p->pid && a->memo_n == n && memcmp(a->memo_keys, a->keys, n * 8) == 0) {
+    memcpy(a->objs, a->memo_objs, a->memo_m * 8);
+    return read_task_bodies(a, p, a->memo_m);
+  }
+  a->memo_n = 0;
   for (uint32_t i = 0; i < n; i++)
     iov[i] = (struct pp_remote_iov){a->keys[i], a->wref[i], 24};
   bool batch = pp_remote_readv(pid, iov, n) == 0;
@@ -218,13 +257,12 @@ static uint32_t read_tasks(struct py_async_state *a, const struct py_proc *p, ui
     if (pa_plausible(obj)) a->objs[m++] = obj;
   }
   if (m == 0) return 0;
-  for (uint32_t i = 0; i < m; i++)
-    iov[i] = (struct pp_remote_iov){a->objs[i], a->tasks[i], PA_TASK_READ};
-  if (pp_remote_readv(pid, iov, m) == 0) return m;
-  uint32_t k = 0;
-  for (uint32_t i = 0; i < m; i++)
-    if (pp_remote_read(pid, a->objs[i], a->tasks[k], PA_TASK_READ) == 0) a->objs[k++] = a->objs[i];
-  return k;
+  a->memo_pid = p->pid;
+  a->memo_n = n;
+  a->memo_m = m;
+  memcpy(a->memo_keys, a->keys, n * 8);
+  memcpy(a->memo_objs, a->objs, m * 8);
+  return read_task_bodies(a, p, m);
 }
 
 void python_async_waiting(struct py_async_scratch *s, const struct py_proc *p,
@@ -249,26 +287,41 @@ void python_async_waiting(struct py_async_scratch *s, const struct py_proc *p,
   uint32_t n = collect_refs(a, p, r, &partial);
   if (partial) a->tasks_over++;
   n = read_tasks(a, p, n);
+  /* the pending tasks of a loop a thread runs that wait for something;
+   * then what each waits for, its header only, in one read */
+  uint32_t cand[PA_TASKS_MAX], loop_of[PA_TASKS_MAX], nc = 0;
+  struct pp_remote_iov iov[PA_TASKS_MAX];
   for (uint32_t i = 0; i < n; i++) {
     const uint8_t *t = a->tasks[i];
     if (pa_kind_of_type(a, p, pa_rd64(t, 8)) != PA_TASK) continue;
     int32_t state;
     memcpy(&state, t + l.fut_state, 4);
     uint64_t waiter = pa_rd64(t, o->task_fut_waiter), loop = pa_rd64(t, l.fut_loop);
-    if (state != 0 || !waiter) continue; /* done, or running / about to run */
+    if (state != 0 || !pa_plausible(waiter)) continue; /* done, or running / about to run */
     uint32_t li = 0;
     while (li < a->nloops && a->loops[li].loop != loop)
       li++;
     if (li == a->nloops) continue; /* a loop no thread runs now */
-    enum pa_kind wk = pa_kind_of(a, p, waiter, NULL);
+    loop_of[nc] = li;
+    iov[nc] = (struct pp_remote_iov){waiter, a->wref[nc], 16};
+    cand[nc++] = i;
+  }
+  if (nc == 0) return;
+  bool batch = pp_remote_readv((pid_t)p->pid, iov, nc) == 0;
+  for (uint32_t c = 0; c < nc; c++) {
+    uint32_t i = cand[c], li = loop_of[c];
+    const uint8_t *t = a->tasks[i];
+    if (!batch && pp_remote_read((pid_t)p->pid, pa_rd64(t, o->task_fut_waiter), a->wref[c], 16) < 0)
+      continue;
+    enum pa_kind wk = pa_kind_of_type(a, p, pa_rd64(a->wref[c], 8));
     if (wk == PA_TASK || wk == PA_GATHER) continue; /* shown above what it waits for */
     uint32_t rest = a->loops[li].n;
     if (cap < rest + PY_ASYNC_CORO_MAX + 1) continue;
     uint64_t awaited = 0;
     uint32_t m =
         pa_coro_chain(a, p, cc, &l, pa_rd64(t, o->task_coro), frames, PY_ASYNC_CORO_MAX, &awaited);
-    if (m == 0 || awaited != waiter) continue;
-    pa_task_name(p, t, s->names[0], sizeof(s->names[0]));
+    if (m == 0 || awaited != pa_rd64(t, o->task_fut_waiter)) continue;
+    pa_task_name(s->a, p, t, s->names[0], sizeof(s->names[0]));
     frames[m++] = (struct py_frame_ref){.pseudo = s->names[0]};
     m = pa_ancestors(s, p, cc, &l, a->objs[i], t, frames, m, cap - rest, 1);
     memcpy(frames + m, a->loops[li].prefix, rest * sizeof(frames[0]));
