@@ -12,7 +12,9 @@
  * (v8_layout_load), as the walker never sees another; functions inlined
  * into optimized frames are expanded (v8_inline.c: Code objects found
  * from the function or by address, deoptimization data, source position
- * tables). Seeds are images
+ * tables), each JS frame's tier told from its code, and C++ frames
+ * mixed in through stand-ins for the process's mappings (half the pages
+ * V8's builtins, half C++ with names). Seeds are images
  * recorded from a real Node 20 process (seed_v8_image).
  */
 #include <errno.h>
@@ -65,11 +67,28 @@ static void inline_layout(struct v8_layout *L) {
 
 static struct pp_frame frames[V8_MAX_FRAMES];
 
+/* Stand-ins for the mappings: odd pages hold V8's builtins, pages whose
+ * number is a multiple of 4 C++ functions with names. */
+static int fake_in_v8(void *ctx, uint64_t pc) {
+  (void)ctx;
+  return (pc >> 12) & 1;
+}
+static int fake_native(void *ctx, uint64_t pc, int is_return, struct pp_frame *f) {
+  (void)ctx;
+  (void)is_return;
+  if ((pc >> 12) & 3) return -1;
+  *f = (struct pp_frame){.name = "cxx", .kind = PP_FRAME_NATIVE};
+  return 0;
+}
+
 static void check(int n, uint32_t max) {
   if (n == -EAGAIN || n == -EINVAL) return;
   if (n < 0 || (uint32_t)n > max) abort();
   for (int k = 0; k < n; k++) {
-    if (!frames[k].name || frames[k].kind != PP_FRAME_JS) abort();
+    unsigned kind = frames[k].kind;
+    if (!frames[k].name || (kind != PP_FRAME_JS && kind != PP_FRAME_NATIVE &&
+                            (kind < PP_FRAME_JS_INTERPRETED || kind > PP_FRAME_JS_BUILTIN)))
+      abort();
     (void)strlen(frames[k].name);
     if (frames[k].file) (void)strlen(frames[k].file);
   }
@@ -102,6 +121,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (v8_reader_init(&r, 4242, &h.L, 16) < 0) abort();
   check(v8_walk(&r, &s, frames, V8_MAX_FRAMES), V8_MAX_FRAMES);
   check(v8_walk(&r, &s, frames, 3), 3);
+  r.native = fake_native;
+  r.in_v8_module = fake_in_v8;
+  check(v8_walk(&r, &s, frames, V8_MAX_FRAMES), V8_MAX_FRAMES);
+  check(v8_walk(&r, &s, frames, 2), 2);
   v8_reader_free(&r);
   if (v8_reader_init(&r, 4242, &h.L, 0) < 0) abort();
   check(v8_walk(&r, &s, frames, V8_MAX_FRAMES), V8_MAX_FRAMES);
