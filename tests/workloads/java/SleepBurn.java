@@ -29,7 +29,7 @@ public class SleepBurn {
         s.setDaemon(true);
         b.setDaemon(true);
         s.start();
-        b.start();
+        if (args.length < 2 || !args[1].equals("idle")) b.start();
         System.out.println("ready");
         System.out.flush();
         Thread.sleep(Long.parseLong(args.length > 0 ? args[0] : "30") * 1000L);
