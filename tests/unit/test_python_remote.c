@@ -11,6 +11,9 @@
 #include <unistd.h>
 
 #include "../../plugins/python/asyncio.c"
+#include "../../plugins/python/asyncio_awaiter.c"
+#include "../../plugins/python/asyncio_objects.c"
+#include "../../plugins/python/asyncio_waiting.c"
 #include "../../plugins/python/codecache.c"
 #include "../../plugins/python/linetable.c"
 #include "../../plugins/python/offsets.c"
