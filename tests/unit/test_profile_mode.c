@@ -184,9 +184,35 @@ static void test_types_of(void) {
   CHECK_EQ_INT(pp_profile_types_of(&c, "perf", true).gives, C | O);
 }
 
+/* Native allocations come from the system-wide plugin for --pids only;
+ * asked for, its native_alloc option gets it CAP_SYS_ADMIN as a step. */
+static void test_native_alloc(void) {
+  char pf[] = "perf";
+  static const struct pp_option opt = {.key = "native_alloc", .type = PP_OPT_BOOL};
+  struct pp_bound_option bo = {.opt = &opt, .scalar = NULL};
+  struct pp_plugin_config pc = {.name = pf, .enabled = true, .options = &bo, .option_count = 1};
+  struct pp_config c;
+  memset(&c, 0, sizeof(c));
+  c.plugins = &pc;
+  c.plugin_count = 1;
+  const uint32_t A = PP_TYPE_BIT(PP_PROFILE_ALLOC), C = PP_TYPE_BIT(PP_PROFILE_CPU);
+  c.profile_types = C | A;
+  CHECK_EQ_INT(pp_profile_types_of(&c, "perf", true).gives, C); /* host-wide: refused */
+  CHECK_EQ_INT(pp_profile_types_step_caps(&pc), 0);
+  uint32_t pid = 42;
+  c.pids = &pid;
+  c.pid_count = 1;
+  CHECK_EQ_INT(pp_profile_types_of(&c, "perf", true).gives, C | A);
+  pp_profile_types_apply(&c, "perf", true);
+  CHECK(bo.scalar && strcmp(bo.scalar, "true") == 0);
+  CHECK_EQ_INT(pp_profile_types_step_caps(&pc), PP_CAP_NEEDS_NSENTER | PP_CAP_STEP_NSENTER);
+  free(bo.scalar);
+}
+
 int main(void) {
   test_parse();
   test_types_of();
+  test_native_alloc();
   test_names();
   test_extract();
   test_header();
