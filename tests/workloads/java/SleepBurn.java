@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Profile types with a known answer: one thread sleeps in sleeper(), one
 // burns CPU in burner(); a wall profile shows both, a cpu profile only the
-// burner. Usage: SleepBurn SECONDS
+// burner. Usage: SleepBurn SECONDS [idle] (idle: no burner, for the cost
+// of sampling a JVM that only waits)
 public class SleepBurn {
     static volatile long sink;
 
