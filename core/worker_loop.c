@@ -317,10 +317,20 @@ void pp_worker_init_encode(struct pp_wbuf *b, const char *path, const char *name
   pp_host_config_encode(b, cfg);
 }
 
+/* The plugin may change its tick interval (plugin.h): a shorter one takes
+ * effect at once, a longer one after the next tick. */
+static void apply_interval(struct wloop *l, uint64_t now) {
+  uint64_t want = l->session.tick_interval_ns;
+  if (!l->started || !l->tick_ns || !want || want == l->tick_ns) return;
+  l->tick_ns = want < PP_MIN_TICK_NS ? PP_MIN_TICK_NS : want;
+  if (l->next_tick > now + l->tick_ns) l->next_tick = now + l->tick_ns;
+}
+
 static void run_tick(struct wloop *l) {
   uint64_t now = pp_ipc_now_ns();
   if (!l->tick_ns || now < l->next_tick) return;
   l->vt.tick(l->state, now);
+  apply_interval(l, now);
   /* Fixed rate, but no burst of catch-up ticks after a slow one. */
   l->next_tick += l->tick_ns;
   now = pp_ipc_now_ns();
@@ -359,6 +369,7 @@ int pp_worker_loop(struct pp_worker_ctx *ctx) {
       rc = pp_ipc_rx_read(&l->rx, ctx->fd, on_request, l, 0);
       if (rc == 1) rc = 0; /* EXIT */
       if (rc) break;
+      apply_interval(l, pp_ipc_now_ns());
     }
     if (!l->exit) run_tick(l);
   }

@@ -258,7 +258,10 @@ struct pp_session {
   uint32_t flags;        /* PP_SESSION_* */
   const char *mode;      /* the value of "<plugin>.mode", never "disabled" */
   /* out: how often the host should call tick(); 0 = never. Preset by the
-   * host to 1e9 / frequency_hz. */
+   * host to 1e9 / frequency_hz. A plugin may keep this struct's address
+   * until stop() and change the interval later (from tick() or
+   * add_targets()): a shorter one applies at once, a longer one after the
+   * next tick; 0 is ignored then. Hosts before this rule keep the first. */
   uint64_t tick_interval_ns;
 };
 #define PP_SESSION_CONTINUOUS (1u << 0)

@@ -71,7 +71,8 @@ static const struct pp_option options[] = {
 /* A new target is walked this often until its first stack: PHP's start-up
  * (before any script runs) takes 10-30 ms, a CLI program often a few
  * hundred ms in all, and at 11 Hz two or three regular walks can all fall
- * into the start-up or miss the process. */
+ * into the start-up or miss the process. Ticks come this often only while
+ * a target is probed: an idle host pays for the session frequency only. */
 #define PROBE_NS 10000000ull
 /* and for this long at most: an FPM worker waiting for its first request is
  * idle for good, and reading it at the probe rate would buy nothing */
@@ -115,11 +116,11 @@ static int php_init(const struct pp_host *host, void **out) {
 static int php_start(void *state, struct pp_session *session) {
   struct php_state *st = state;
   php_types_start(&st->types, st->wall_opt, session);
-  /* ticks come at the probe rate; every target is still walked once a
-   * period, only the targets without a first stack in between */
+  /* every target is walked once a period; while a new one waits for its
+   * first stack, ticks come at the probe rate in between */
+  st->session = session;
   st->period_ns = session->tick_interval_ns;
   st->next_sample_ns = 0;
-  if (st->period_ns > PROBE_NS) session->tick_interval_ns = PROBE_NS;
   PP_INFO(st->host, "sampling PHP stacks at %u Hz (%s%s)%s%s", session->frequency_hz,
           st->types.wall ? "every process: wall" : "processes on a CPU",
           st->types.offcpu ? ", waiting ones as off-CPU time" : "",
@@ -127,9 +128,27 @@ static int php_start(void *state, struct pp_session *session) {
   return 0;
 }
 
+/* Ticks at the probe rate while a target waits for its first stack, else
+ * at the session frequency. */
+static void set_tick_rate(struct php_state *st, uint64_t now_ns) {
+  if (!st->session || st->period_ns <= PROBE_NS) return;
+  bool probing = false;
+  struct pp_target_entry *t;
+  PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
+    const struct php_target *pt = t->data;
+    if (!pt->denied && !pt->sampled && (!pt->probe_end_ns || now_ns < pt->probe_end_ns)) {
+      probing = true;
+      break;
+    }
+  }
+  st->session->tick_interval_ns = probing ? PROBE_NS : st->period_ns;
+}
+
 static int php_add_targets(void *state, const struct pp_target *tg, size_t n) {
   struct php_state *st = state;
-  return pp_target_table_add(st->targets, tg, n);
+  int rc = pp_target_table_add(st->targets, tg, n);
+  set_tick_rate(st, pp_clock_ns());
+  return rc;
 }
 
 /* Whether this tick walks t: every target once a period, a new one at
@@ -216,6 +235,7 @@ static int php_tick(void *state, uint64_t now_ns) {
         break;
     }
   }
+  set_tick_rate(st, now_ns);
   return 0;
 }
 
@@ -255,7 +275,8 @@ static int php_snapshot(void *state, struct pp_sink *sink) {
 }
 
 static int php_stop(void *state) {
-  (void)state; /* targets stay attached: the next session re-announces them */
+  struct php_state *st = state; /* targets stay attached: the next session re-announces them */
+  st->session = NULL;
   return 0;
 }
 

@@ -84,8 +84,9 @@ struct php_state {
   struct php_walker *walker;
   struct pp_stack_table *stacks;
   struct pp_target_table *targets;
-  uint64_t period_ns;      /* one sample per target per period (the session frequency) */
-  uint64_t next_sample_ns; /* when the next regular walk of every target is due */
+  struct pp_session *session; /* from start() to stop(): its tick interval is ours to set */
+  uint64_t period_ns;         /* one sample per target per period (the session frequency) */
+  uint64_t next_sample_ns;    /* when the next regular walk of every target is due */
   uint64_t samples, idle, torn, truncated, gone, denied, reattached, probed;
   unsigned reported_versions[16]; /* major*100+minor already logged at info */
   size_t nreported;
