@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -58,6 +59,13 @@ void pp_fs_view_prepare(const char *plugin, struct pp_fs_view *v) {
     dir[0] = 0; /* then the worker has no runtime directory, as when /run is not ours */
   snprintf(v->writable[0], sizeof(v->writable[0]), "%s", dir);
   snprintf(v->writable[1], sizeof(v->writable[1]), "/tmp");
+  /* A directory the host mounted read-only stays so: the view never
+   * makes writable what the agent's own view is not. */
+  for (int i = 0; i < PP_FS_VIEW_WRITABLE; i++) {
+    struct statvfs sv;
+    if (v->writable[i][0] && statvfs(v->writable[i], &sv) == 0 && (sv.f_flag & ST_RDONLY))
+      v->writable[i][0] = 0;
+  }
   v->on = true;
 }
 
@@ -96,10 +104,10 @@ int pp_fs_view_enter(const struct pp_fs_view *v, int *step) {
     } else {
       rc = set_read_only(w, 0, false);
     }
-    if (rc) {
-      set_read_only("/", AT_RECURSIVE, false); /* as writable as before, not broken */
-      return rc;
-    }
+    /* Left read-only: clearing the flag on every mount again would also
+     * clear it where the host had set it (a container's read-only
+     * binds). The agent says the view is incomplete. */
+    if (rc) return rc;
   }
   return 0;
 }

@@ -36,8 +36,10 @@ enum pp_fs_view_step {
 void pp_fs_view_prepare(const char *plugin, struct pp_fs_view *v);
 
 /* In the forked child, before its capabilities are cut (async-signal-safe:
- * raw system calls only). 0, or -errno with *step set; a failure after the
- * namespace exists leaves it as writable as the agent's. */
+ * raw system calls only). 0, or -errno with *step set. A failure before
+ * PP_FS_VIEW_WRITABLE_BIND leaves the namespace as writable as the
+ * agent's view; at that step everything stays read-only (the directory
+ * that could not be bound included). */
 int pp_fs_view_enter(const struct pp_fs_view *v, int *step);
 
 /* "making it read-only", ... for a log line. */

@@ -286,11 +286,14 @@ int pp_worker_spawn(const char *exe, const char *name, bool inline_mode,
   int view_note = 0;
   int rc = wait_exec(ep[0], &view_note);
   close(ep[0]);
-  if (!rc && view_note)
-    pp_log(PP_LOG_WARNING, "polyprof",
-           "plugin %s: its worker shares the agent's writable file system view: %s failed: %s",
-           name, pp_fs_view_step_name((view_note >> VIEW_NOTE_STEP_SHIFT) & 0xff),
-           strerror(view_note & 0xfff));
+  if (!rc && view_note) {
+    int step = (view_note >> VIEW_NOTE_STEP_SHIFT) & 0xff;
+    pp_log(PP_LOG_WARNING, "polyprof", "plugin %s: %s: %s failed: %s", name,
+           step == PP_FS_VIEW_WRITABLE_BIND
+               ? "its worker sees the file system read-only, its runtime directory or /tmp too"
+               : "its worker shares the agent's writable file system view",
+           pp_fs_view_step_name(step), strerror(view_note & 0xfff));
+  }
   if (rc) {
     int st;
     kill(pid, SIGKILL);
