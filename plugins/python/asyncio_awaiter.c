@@ -64,13 +64,14 @@ static int gather_parent(struct py_async_state *a, const struct py_proc *p,
   return -ENOENT;
 }
 
-int pa_awaiter(struct py_async_state *a, const struct py_proc *p, struct py_codecache *cc,
-               const struct pa_layout *l, uint64_t child, const uint8_t *cbytes, uint64_t *parent,
-               uint8_t *pbytes, struct py_frame_ref *chain, uint32_t cap, uint32_t *nchain) {
+static int find_awaiter(struct py_async_state *a, const struct py_proc *p, struct py_codecache *cc,
+                        const struct pa_layout *l, uint64_t child, uint64_t callback,
+                        uint64_t *parent, uint8_t *pbytes, struct py_frame_ref *chain, uint32_t cap,
+                        uint32_t *nchain) {
   pid_t pid = (pid_t)p->pid;
   uint8_t cb[CALLABLE_READ];
   uint64_t fut = 0, up = 0, type = 0;
-  switch (read_callable(a, p, pa_rd64(cbytes, l->fut_cb0), cb)) {
+  switch (read_callable(a, p, callback, cb)) {
     case PA_CFUNC: /* await child: the wakeup's m_self */
       up = pa_rd64(cb, 24);
       fut = child;
@@ -99,6 +100,37 @@ int pa_awaiter(struct py_async_state *a, const struct py_proc *p, struct py_code
   if (*nchain == 0 || awaited != fut) return -ENOENT;
   *parent = up;
   return 0;
+}
+
+int pa_awaiter(struct py_async_state *a, const struct py_proc *p, struct py_codecache *cc,
+               const struct pa_layout *l, uint64_t child, const uint8_t *cbytes, uint64_t *parent,
+               uint8_t *pbytes, struct py_frame_ref *chain, uint32_t cap, uint32_t *nchain) {
+  uint64_t callback = pa_rd64(cbytes, l->fut_cb0);
+  if (!pa_plausible(callback)) return -ENOENT;
+  /* the tasks of one gather() or TaskGroup share one done-callback: what
+   * it led to in this sample, found or not, is not looked for again */
+  for (uint32_t i = 0; i < PA_AWAITERS; i++) {
+    if (a->awaiters[i].epoch != a->epoch || a->awaiters[i].callback != callback) continue;
+    if (!a->awaiters[i].parent || a->awaiters[i].parent == child || a->awaiters[i].nchain > cap)
+      return -ENOENT;
+    *parent = a->awaiters[i].parent;
+    memcpy(pbytes, a->awaiters[i].pbytes, PA_TASK_READ);
+    *nchain = a->awaiters[i].nchain;
+    memcpy(chain, a->awaiters[i].chain, *nchain * sizeof(chain[0]));
+    return 0;
+  }
+  int rc = find_awaiter(a, p, cc, l, child, callback, parent, pbytes, chain,
+                        cap < PY_ASYNC_CORO_MAX ? cap : PY_ASYNC_CORO_MAX, nchain);
+  uint32_t slot = a->next_awaiter++ % PA_AWAITERS;
+  a->awaiters[slot].epoch = a->epoch;
+  a->awaiters[slot].callback = callback;
+  a->awaiters[slot].parent = rc == 0 ? *parent : 0;
+  a->awaiters[slot].nchain = rc == 0 ? *nchain : 0;
+  if (rc == 0) {
+    memcpy(a->awaiters[slot].pbytes, pbytes, PA_TASK_READ);
+    memcpy(a->awaiters[slot].chain, chain, *nchain * sizeof(chain[0]));
+  }
+  return rc;
 }
 
 uint32_t pa_ancestors(struct py_async_scratch *s, const struct py_proc *p, struct py_codecache *cc,

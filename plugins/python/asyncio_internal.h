@@ -19,6 +19,7 @@
 #define PA_TYPES 48      /* type -> kind entries */
 #define PA_ATTRS 16      /* (type, attribute) -> index in the type's shared keys */
 #define PA_NAMES 32      /* task names remembered (str objects, by address) */
+#define PA_AWAITERS 8    /* awaiters remembered within one sample */
 #define PA_LOOPS 4       /* threads running an event loop, per sample */
 #define PA_REGISTRIES 16 /* processes whose task registry is remembered */
 /* Registry entries (tasks) read per sample; a process with more gets a
@@ -88,9 +89,20 @@ struct py_async_state {
   struct {
     uint32_t pid;
     uint64_t addr, length, hash;
+    uint64_t epoch; /* checked against the str in this sample */
     char text[64];
   } names[PA_NAMES];
   uint32_t nnames, next_name;
+  /* within one sample (epoch): the awaiter found through a done-callback,
+   * so the tasks of one gather() or TaskGroup share the work */
+  uint64_t epoch;
+  struct {
+    uint64_t epoch, callback, parent; /* parent 0: none */
+    uint32_t nchain;
+    uint8_t pbytes[PA_TASK_READ];
+    struct py_frame_ref chain[PY_ASYNC_CORO_MAX];
+  } awaiters[PA_AWAITERS];
+  uint32_t next_awaiter;
   /* this sample's event loops: the thread, the loop object, and the
    * thread's frames from BaseEventLoop._run_once to the root */
   struct {

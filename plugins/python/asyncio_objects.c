@@ -23,6 +23,8 @@
 #include "asyncio_internal.h"
 #include "polyprof/kit/remote.h"
 
+#define STACK_PEEK 128 /* bytes of value stack read with a coroutine */
+
 bool pa_plausible(uint64_t v) {
   return v >= 4096 && v < (1ull << 47) && (v & 7) == 0;
 }
@@ -175,6 +177,13 @@ void pa_task_name(struct py_async_state *a, const struct py_proc *p, const uint8
                   size_t cap) {
   uint64_t name = pa_rd64(task, p->off.task_name);
   uint8_t hdr[32];
+  /* a str already checked in this sample is the same text */
+  for (uint32_t i = 0; i < a->nnames && pa_plausible(name); i++) {
+    if (a->names[i].addr == name && a->names[i].pid == p->pid && a->names[i].epoch == a->epoch) {
+      snprintf(out, cap, "<task: %s>", a->names[i].text);
+      return;
+    }
+  }
   snprintf(out, cap, "<task: ?>");
   if (!pa_plausible(name) || pp_remote_read((pid_t)p->pid, name, hdr, sizeof(hdr)) < 0) return;
   uint64_t type = pa_rd64(hdr, 8);
@@ -184,6 +193,7 @@ void pa_task_name(struct py_async_state *a, const struct py_proc *p, const uint8
     for (uint32_t i = 0; i < a->nnames; i++) {
       if (a->names[i].addr == name && a->names[i].pid == p->pid && a->names[i].length == length &&
           a->names[i].hash == hash) {
+        a->names[i].epoch = a->epoch;
         snprintf(out, cap, "<task: %s>", a->names[i].text);
         return;
       }
@@ -195,6 +205,7 @@ void pa_task_name(struct py_async_state *a, const struct py_proc *p, const uint8
     a->names[slot].addr = name;
     a->names[slot].length = length;
     a->names[slot].hash = hash;
+    a->names[slot].epoch = a->epoch;
     memcpy(a->names[slot].text, text, sizeof(text));
   } else if (p->long_type && type == p->long_type) {
     /* 3.12+ keeps "Task-N" as the int N until someone asks: lv_tag =
@@ -213,13 +224,22 @@ uint32_t pa_coro_chain(struct py_async_state *a, const struct py_proc *p, struct
   pid_t pid = (pid_t)p->pid;
   uint32_t n = 0;
   *awaited = 0;
-  uint8_t g[96 + 80];
-  uint32_t glen = o->gen_iframe + o->fr_localsplus;
-  if (glen > sizeof(g) || o->fr_owner >= o->fr_localsplus || l->fr_stacktop + 4 > o->fr_localsplus)
+  /* a coroutine is read with the first slots of its frame's value stack,
+   * where the awaited object usually is (a frame with many locals costs
+   * one read more) */
+  uint8_t g[96 + 80 + STACK_PEEK];
+  uint32_t glen = o->gen_iframe + o->fr_localsplus, gpeek = glen + STACK_PEEK;
+  if (glen > 96 + 80 || o->fr_owner >= o->fr_localsplus || l->fr_stacktop + 4 > o->fr_localsplus)
     return 0;
   /* each object is read once: its header says what it is (the task's own
    * coroutine is taken as it is, its frame's owner is checked) */
-  if (!pa_plausible(coro) || pp_remote_read(pid, coro, g, glen) < 0) return 0;
+  uint32_t have = glen;
+  if (!pa_plausible(coro)) return 0;
+  if (pp_remote_read(pid, coro, g, gpeek) == 0)
+    have = gpeek;
+  else if (pp_remote_read(pid, coro, g, glen) < 0)
+    return 0;
+  bool is_coro = pa_kind_of_type(a, p, pa_rd64(g, 8)) == PA_CORO;
   while (n < cap) {
     const uint8_t *fb = g + o->gen_iframe;
     if (fb[o->fr_owner] != 1) break; /* FRAME_OWNED_BY_GENERATOR */
@@ -235,26 +255,39 @@ uint32_t pa_coro_chain(struct py_async_state *a, const struct py_proc *p, struct
     int32_t top;
     memcpy(&top, fb + l->fr_stacktop, 4);
     if (top < 1 || top > (1 << 16)) break;
-    uint64_t yf = 0;
+    uint64_t yf = 0, at = glen + 8 * (uint64_t)(top - 1);
     uint8_t next[2] = {0, 0};
-    struct pp_remote_iov iov[2] = {
-        {coro + o->gen_iframe + o->fr_localsplus + 8 * (uint64_t)(top - 1), &yf, 8},
-        {ip + 2, next, 2}};
-    if (pp_remote_readv(pid, iov, l->resume_op ? 2 : 1) < 0) break;
-    if (l->resume_op && ((next[0] != l->resume_op && next[0] != l->resume_op2) || next[1] < 2))
-      break; /* suspended at a plain yield: nothing awaited */
+    /* a coroutine (async def) is only ever suspended in an await; another
+     * generator may stop at a plain yield: 3.11/3.12 tell by the RESUME
+     * after it (3.13 by the state) */
+    bool check = l->resume_op && !is_coro;
+    if (at + 8 <= have && !check) {
+      yf = pa_rd64(g, (uint32_t)at);
+    } else {
+      struct pp_remote_iov iov[2] = {{coro + at, &yf, 8}, {ip + 2, next, 2}};
+      if (pp_remote_readv(pid, iov, check ? 2 : 1) < 0) break;
+      if (check && ((next[0] != l->resume_op && next[0] != l->resume_op2) || next[1] < 2))
+        break; /* suspended at a plain yield: nothing awaited */
+    }
     /* a FutureIter is 24 bytes: a read of a coroutine's length may
      * cross into an unmapped page, then the header alone is read */
     if (!pa_plausible(yf) || yf == coro) break;
-    bool whole = pp_remote_read(pid, yf, g, glen) == 0;
-    if (!whole && pp_remote_read(pid, yf, g, 24) < 0) break;
+    have = gpeek;
+    if (pp_remote_read(pid, yf, g, gpeek) < 0) {
+      have = glen;
+      if (pp_remote_read(pid, yf, g, glen) < 0) {
+        have = 0;
+        if (pp_remote_read(pid, yf, g, 24) < 0) break;
+      }
+    }
     enum pa_kind k = pa_kind_of_type(a, p, pa_rd64(g, 8));
     if (k == PA_FUTUREITER) {
       uint64_t fut = pa_rd64(g, 16);
       if (pa_plausible(fut)) *awaited = fut;
       break;
     }
-    if (k != PA_CORO || !whole) break;
+    if (k != PA_CORO || !have) break;
+    is_coro = true;
     coro = yf;
   }
   /* read outermost first: the leaf is the last one read */

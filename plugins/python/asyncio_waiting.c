@@ -90,7 +90,9 @@ void python_async_saw_task(struct py_async_scratch *s, const struct py_proc *p, 
 }
 
 void python_async_begin(struct py_async_scratch *s) {
-  if (s->a) s->a->nloops = 0;
+  if (!s->a) return;
+  s->a->nloops = 0;
+  s->a->epoch++;
 }
 
 void python_async_note_loop(struct py_async_scratch *s, const struct py_proc *p, uint32_t tid,
@@ -273,6 +275,7 @@ void python_async_waiting(struct py_async_scratch *s, const struct py_proc *p,
   if (!a || !a->nloops || !pa_layout_for(p, &l)) return;
   const struct py_offsets *o = &p->off;
   struct pa_registry *r = registry_of(a, p);
+  a->epoch++; /* the threads' chains were read a moment ago: read afresh */
   a->samples++;
   a->passes++;
   if (!r->set) {
