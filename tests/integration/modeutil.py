@@ -76,3 +76,36 @@ def check_wall_and_cpu(plugin_so, cmd, marker, sleeper, burner, *extra, comm=Non
         u.check(cs <= 0.25 * max(cb, 1), "cpu: the sleeper far below the burner (%d)" % cs)
     finally:
         u.kill(p)
+
+
+def check_offcpu_runtime(runtime_so, cmd, comm, sleeper, burner, mark, *extra):
+    """--mode cpu,offcpu with perf and one runtime plugin on --pids of the
+    workload: its off-CPU time carries the runtime's frames (a frame
+    containing mark: "_[php]", the script's name), the sleeper holds most of
+    it, the burner little."""
+    import perfutil  # noqa: E402 - only the off-CPU checks need perf
+    perfutil.require_perf()
+    p = start(cmd)
+    try:
+        plugins = u.plugin_dir_with(perfutil.PLUGIN, runtime_so)
+        out = u.tempdir("ppmode-offrt-")
+        r = u.run_agent(out, plugins, "--mode", "cpu,offcpu", "--pids", str(p.pid), *extra,
+                        duration=4, timeout=180)
+        col = os.path.join(out, "last_profile.offcpu.col")
+        u.check(r.returncode == 0 and os.path.exists(col), "offcpu: agent exits 0 with a profile")
+        if not os.path.exists(col):
+            print(r.stderr[-2000:])
+            return
+        _, stacks = u.parse_col(col)
+        mine = [(f, c) for f, c in stacks if f[2:3] == [comm]]
+        total = sum(c for f, c in mine)
+        rt = sum(c for f, c in mine
+                 if any(mark in x and not x.startswith("appid:") for x in f[3:]))
+        ws, wb = weight_in(mine, comm, sleeper), weight_in(mine, comm, burner)
+        print("offcpu: %d us, %d with %s frames; %s %d, %s %d" % (total, rt, mark, sleeper, ws,
+                                                                  burner, wb))
+        u.check(total > 0 and rt >= 0.9 * total,
+                "offcpu: the runtime's frames in place of perf's native ones")
+        u.check(ws > 0 and wb <= 0.25 * ws, "offcpu: the sleeper, the burner far below it")
+    finally:
+        u.kill(p)

@@ -3,7 +3,8 @@ event per thread takes the stack as it leaves its CPU, its time off counted
 in sampling periods): sleep_burn_sync.js burns 100 ms in burner() and
 blocks 100 ms in sleeper() (Atomics.wait) in turn; the wall profile shows
 both, the sleeper with about half the samples (35-65 %); --mode cpu shows
-the burner only."""
+the burner only; with perf, --mode cpu,offcpu gives the time blocked in
+sleeper() as JS stacks."""
 import os
 import sys
 
@@ -32,4 +33,7 @@ try:
     u.check(35 <= share <= 65, "wall: the sleeper's share about half (%.1f %%)" % share)
 finally:
     u.kill(p)
+# --mode cpu,offcpu: the blocked time (not preemptions) as JS stacks
+modeutil.check_offcpu_runtime(plugin, cmd, "node", "sleeper (", "burner (",
+                              "sleep_burn_sync.js", *extra)
 u.finish()

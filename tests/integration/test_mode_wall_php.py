@@ -1,7 +1,8 @@
 """--mode wall for PHP (mapped onto php.wall): sleep_burn.php burns 100 ms
 in burner() and sleeps 100 ms in sleeper() in turn; the wall profile shows
 both, the sleeper with about half the samples (35-65 %); --mode cpu (only
-a process on a CPU is read) shows the burner only."""
+a process on a CPU is read) shows the burner only; with perf, --mode
+cpu,offcpu gives the sleeper's PHP stack as the process's off-CPU time."""
 import os
 import sys
 
@@ -25,4 +26,7 @@ try:
     u.check(35 <= share <= 65, "wall: the sleeper's share about half (%.1f %%)" % share)
 finally:
     u.kill(p)
+# --mode cpu,offcpu: the waiting process's PHP stack as off-CPU time
+modeutil.check_offcpu_runtime(pu.PHP_SO, [php, script, "30"], "php", "sleeper", "burner",
+                              "_[php]", *extra)
 u.finish()
