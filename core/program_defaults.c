@@ -88,12 +88,27 @@ static bool is_wrapper_operand(const char *w) {
   return strspn(w, "0123456789.,smhd") == strlen(w);
 }
 
+/* Wrapper flags whose value is the next word (timeout -s KILL, nice -n 5,
+ * env -u NAME, taskset -c 0, ionice -c 2, stdbuf -o L, chrt -p ...). */
+static bool takes_value(const char *w) {
+  static const char *const flags[] = {
+      "-s",           "-k",      "-n",       "-u",
+      "-c",           "-p",      "-o",       "-e",
+      "-C",           "-S",      "--signal", "--kill-after",
+      "--adjustment", "--unset", "--chdir",  "--split-string",
+      NULL,
+  };
+  for (size_t i = 0; flags[i]; i++)
+    if (!strcmp(w, flags[i])) return true;
+  return false;
+}
+
 const char *pp_program_runtime_of_argv(const char *const *argv, size_t argc) {
   size_t i = 0;
   while (i < argc && matches(wrappers, base_of(argv[i]))) {
     i++;
     while (i < argc && is_wrapper_operand(argv[i]))
-      i++;
+      i += takes_value(argv[i]) && i + 1 < argc ? 2 : 1;
   }
   const struct runtime_default *d = i < argc ? default_of(argv[i]) : NULL;
   return d ? d->runtime : "native";
