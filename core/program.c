@@ -138,6 +138,11 @@ int pp_program_setup(struct pp_program *pr, const struct pp_cli *cli, struct pp_
   if (wall && !pp_cli_flag_value(cli, "--dotnet-wall") &&
       !pp_cli_flag_value(cli, "--no-dotnet-wall"))
     pp_config_add_flag(cfg, "--dotnet-wall", NULL, false);
+  /* asyncio: the task chains (and, in wall mode, the waiting tasks) of a
+   * program that runs an event loop; the python plugin finds the loop in
+   * the stacks it reads, and without one that costs a look at frame names */
+  if (!pp_cli_flag_value(cli, "--python-async-aware"))
+    pp_config_add_flag(cfg, "--python-async-aware", NULL, false);
   /* Ruby's own rate is capped at 100 Hz unless asked (gProfiler's choice
    * for the daemon); one program gets the rate asked for, up to the
    * plugin's 1 kHz */

@@ -16,6 +16,8 @@ Debian's 3.11 for the first part), all at once:
    and wait_a:wait_b must be 3:1 (75 % within 5 points). Debian's 3.11
    ships a stripped _asyncio (no all_tasks symbol): not part of this case
    (docs/python.md).
+3. `polyprof attach PID` (one program) turns async-aware stacks on by
+   itself: the same waiting tasks show without --python-async-aware.
 """
 import os
 import shutil
@@ -24,6 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
+import cmdutil  # noqa: E402
 import pputil as u  # noqa: E402
 import pyutil as py  # noqa: E402
 
@@ -172,6 +175,18 @@ try:
         u.check(bad == 0 and names == {"<task: a1>", "<task: a2>", "<task: a3>", "<task: b1>"},
                 "%s: every waiting task on its loop's thread under main's gather (%d other; "
                 "tasks %s)" % (label, bad, sorted(names)))
+
+    # 3. one program: attach turns async-aware stacks on by itself
+    label, p, script = procs[-1]
+    out = u.tempdir("ppattach-")
+    r = cmdutil.polyprof("attach", str(p.pid), "-d", "2", "-o", out)
+    col = os.path.join(out, "last_profile.col")
+    header, stacks = u.parse_col(col) if os.path.exists(col) else (None, [])
+    tasks = sum(c for fr, c, raw in py.stacks_in(stacks, script)
+                if "<task: b1>" in raw and any(f.startswith("wait_b ") for f in raw))
+    u.check(r.returncode == 0 and tasks > 0,
+            "%s: polyprof attach shows the waiting tasks without --python-async-aware "
+            "(rc %d, %d samples of b1 in wait_b)" % (label, r.returncode, tasks))
 finally:
     for _, p, _ in procs:
         u.kill(p)
