@@ -35,15 +35,19 @@ def pq(*args):
         print("profiler-cli", " ".join(args), "failed:", r.stderr[-600:], r.stdout[-300:])
         return None
     start = r.stdout.find("\n{") + 1 if not r.stdout.startswith("{") else 0  # load says hello first
-    return json.loads(r.stdout[start:])
+    try:
+        return json.loads(r.stdout[start:])
+    except ValueError:
+        print("profiler-cli", " ".join(args), "printed no JSON:", r.stdout[-300:])
+        return None
 
 
 def loaded(path):
     """threads {name: {function: self samples}} as the profiler computes them."""
     out = {}
-    if pq("load", path) is None:
-        return None
     try:
+        if pq("load", path) is None:
+            return None
         info = pq("profile", "info", "--all")
         for proc in (info or {}).get("processes", []):
             for t in proc.get("threads", []):
