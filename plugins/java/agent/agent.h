@@ -48,7 +48,7 @@ int ja_sampler_init(const struct ja_sampler_config *cfg, void *asgct, pthread_ke
                     ptrdiff_t env_offset);
 int ja_sampler_install_handler(char *err, size_t errlen);
 void ja_sampler_set_armed(int armed);
-/* 0 once disarmed, by a command or by the watchdog (no collector left) */
+/* 0 once disarmed by a command, or past the watchdog's deadline (no collector left) */
 int ja_sampler_armed(void);
 /* Wall mode: the intervals each sample stands for (1 unless there are more
  * threads than the signal budget). */

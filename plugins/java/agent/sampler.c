@@ -149,7 +149,8 @@ void ja_sampler_set_armed(int a) {
 }
 
 int ja_sampler_armed(void) {
-  return atomic_load(&armed);
+  uint64_t d = atomic_load(&deadline);
+  return atomic_load(&armed) && !(d && ja_now_ns() > d);
 }
 
 void ja_sampler_set_weight(uint32_t w) {
