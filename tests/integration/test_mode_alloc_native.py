@@ -48,7 +48,10 @@ DURATION = 5
 proc = pputil.spawn([allocator, "60"])
 try:
     out = pputil.tempdir("ppmode-alloc-out-")
+    # a sample every ~500 calls, probes in place half of every second: enough
+    # samples (~10^3) that a share is within a point or two on a loaded host
     r = pputil.run_agent(out, plugins, "--mode", "cpu,alloc", "--pids", str(proc.pid),
+                         "--perf-alloc-period", "500", "--perf-alloc-duty", "50",
                          "--output-format", "col,html,pprof", duration=DURATION, timeout=180)
     print(r.stderr[-2500:])
     check(r.returncode == 0, "agent exits 0")
@@ -60,6 +63,8 @@ try:
     header, stacks = pputil.parse_col(os.path.join(out, "last_profile.alloc.col"))
     check(header["profile_type"] == "alloc" and header["profile_unit"] == "bytes",
           "header: alloc, bytes")
+    counters = header.get("polyprof", {}).get("perf", {}).get("counters", {})
+    print({k: v for k, v in counters.items() if k.startswith("alloc_")})
     mine, big, small = split(stacks)
     share = big / float(big + small) if big + small else 0
     print("alloc: alloc_big %d bytes, alloc_small %d bytes, share %.3f" % (big, small, share))
@@ -104,8 +109,9 @@ finally:
     pputil.kill(proc)
 
 # run: the program's allocator is found once its libraries are mapped
-r = subprocess.run([pputil.AGENT, "run", "--plugin-dir", plugins, "--mode", "alloc", "--format",
-                    "collapsed", "--", allocator, "3"], stdout=subprocess.PIPE,
+r = subprocess.run([pputil.AGENT, "run", "--plugin-dir", plugins, "--mode", "alloc",
+                    "--perf-alloc-duty", "100", "--format", "collapsed", "--", allocator, "3"],
+                   stdout=subprocess.PIPE,
                    stderr=subprocess.PIPE, text=True, timeout=120)
 print(r.stderr[-1500:])
 lines = [ln.rpartition(" ") for ln in r.stdout.splitlines() if ln.strip()]
