@@ -223,7 +223,9 @@ static int thread_open(struct perf_state *st, struct alloc_proc *p, uint32_t tid
       int fd = open_probe(a, st, &p->files[i], pr, tid);
       if (fd < 0) {
         rc = fd;
-        snprintf(err, errlen, "uprobe on %s in %s: %s", pr->name, p->files[i].path, strerror(-fd));
+        bool priv = fd == -EACCES || fd == -EPERM;
+        snprintf(err, errlen, "uprobe on %s in %s: %s%s", pr->name, p->files[i].path, strerror(-fd),
+                 priv ? " (uprobe events need CAP_SYS_ADMIN: run the agent as root)" : "");
         break;
       }
       uint64_t id = 0;
