@@ -14,6 +14,7 @@ after the agent is placing its probes:
   only just started (its libraries are mapped after the exec);
 - without --pids: one line says native allocations need --pids, and no
   alloc file is written;
+- jemalloc preloaded: its own malloc is probed, same split;
 - a statically linked program: one line says it maps no allocator library.
 """
 import glob
@@ -92,6 +93,26 @@ try:
     check("--mode alloc: perf gives native allocations for --pids" in r.stderr,
           "host-wide native alloc refused with one line naming --pids")
     check(not glob.glob(os.path.join(out2, "*.col")), "no alloc file without --pids")
+finally:
+    pputil.kill(proc)
+
+# jemalloc preloaded: its malloc is the one called, and probed
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+if not os.path.exists(JEMALLOC):
+    pputil.skip("libjemalloc2 not installed (scripts/install-deps.sh test)")
+env = dict(os.environ, LD_PRELOAD=JEMALLOC)
+proc = pputil.spawn([allocator, "60"], env=env)
+try:
+    out4 = pputil.tempdir("ppmode-alloc-jemalloc-")
+    r = pputil.run_agent(out4, plugins, "--mode", "alloc", "--pids", str(proc.pid),
+                         "--perf-alloc-duty", "100", duration=3, timeout=120)
+    print(r.stderr[-1000:])
+    check("allocation functions of %s probed" % JEMALLOC in r.stderr, "jemalloc's functions probed")
+    _, stacks = pputil.parse_col(os.path.join(out4, "last_profile.col"))
+    mine, big, small = split(stacks)
+    share = big / float(big + small) if big + small else 0
+    print("jemalloc: alloc_big %d, alloc_small %d, share %.3f" % (big, small, share))
+    check(abs(share - 0.75) <= 0.05, "jemalloc: alloc_big share %.3f within 5 points" % share)
 finally:
     pputil.kill(proc)
 
