@@ -130,7 +130,8 @@ static const char *cannot_why(const char *plugin, unsigned type) {
     case PP_PROFILE_OFFCPU:
       return "off-CPU stacks come from the perf plugin only";
     case PP_PROFILE_ALLOC:
-      return "allocation sampling exists for java only";
+      return "allocation sampling exists for java only; with --pids, perf gives its native "
+             "allocations";
     default:
       return "the plugin has no such mode";
   }
