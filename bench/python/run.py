@@ -175,6 +175,31 @@ def async_aware(pys):
             for f in (status, status + ".tmp"):
                 if os.path.exists(f):
                     os.unlink(f)
+    # the same for tasks no thread runs (wall mode reads them from the task
+    # registry): tests/workloads/python/async_tree.py wait, four tasks
+    # sleeping under a gather(), and a program without an event loop
+    tree = os.path.join(SRC, "tests", "workloads", "python", "async_tree.py")
+    for v in ("3.11.7", "3.12.1", "3.13.0"):
+        if v not in pys:
+            continue
+        for what, argv in (("4 waiting tasks", [pys[v], tree, "wait", "600"]),
+                           ("no event loop", [pys[v], WORKLOAD, "split", "600"])):
+            p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            p.stdout.readline()
+            time.sleep(0.3)
+            try:
+                us = {}
+                for mode in ("wall+gc", "wall+gc+async"):
+                    r = pybench(p.pid, hz, args.seconds, mode)
+                    us[mode] = float(r.get("cpu_us_per_sample", "nan"))
+                    print("cpu_us_per_sample polyprof python=%s %s mode=%s frames=%s: %.2f us "
+                          "(failed %s)" % (v, what, mode, r.get("frames_per_sample"), us[mode],
+                                           r.get("failed")))
+                print("ratio async/plain per sample (python %s, %s): %.2fx"
+                      % (v, what, us["wall+gc+async"] / us["wall+gc"] if us["wall+gc"]
+                         else float("nan")))
+            finally:
+                stop(p)
 
 
 def gc_and_filters(pys):
