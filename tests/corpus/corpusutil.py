@@ -27,7 +27,7 @@ RUNTIME_MODES = ["--php-mode", "phpspy", "--dotnet-mode", "dotnet-trace"]
 SUFFIXES = {
     "python": ("_[p]",),
     "java": ("_[j]", "_[i]", "_[0]", "_[1]"),
-    "nodejs": None,  # JS frames carry no suffix: "fn (file.js:line:col)"
+    "nodejs": None,  # "fn (file.js:line)" and V8's tier: _[0] _[1] _[j] _[i] or none
     "dotnet": ("_[net]",),
     "ruby": ("_[rb]",),
     "php": ("_[php]",),
@@ -38,7 +38,10 @@ PID_COMM = re.compile(r"^:\d+$")
 # a runtime's own word that the sampled thread ran none of its code (V8's
 # helper threads, a JVM's compiler and GC threads): named, not missing
 NOT_RUNTIME = re.compile(r"^\((native thread|program|garbage collector|idle)\)$|^\[no_Java_frame\]$")
-JS_FRAME = re.compile(r"\.[cm]?[jt]s(:\d+){0,2}\)$")
+JS_FRAME = re.compile(r"\.[cm]?[jt]s(:\d+){0,2}\)(_\[[01ji]\])?$")
+# Node's and V8's own C++ named in the v8 mode's stacks (the compiler, the
+# GC, libuv): the runtime's code, named
+NODE_NATIVE = re.compile(r"^(v8::|node::|uv_|Builtins_)")
 # a process replacing its program (a fork of the runtime's process in
 # execve(), the kernel still tearing down the old image under the old
 # name): perf named all of it, and no runtime code ran in it
@@ -188,7 +191,10 @@ def named_share(lines, runtime):
     and no unnamed frame; share with either at all; share with an unnamed
     frame)."""
     suf = SUFFIXES[runtime]
-    is_rt = (lambda f: f.endswith(suf)) if suf else (lambda f: JS_FRAME.search(f) is not None)
+    if suf:
+        is_rt = lambda f: f.endswith(suf)  # noqa: E731
+    else:
+        is_rt = lambda f: JS_FRAME.search(f) is not None or NODE_NATIVE.match(f)  # noqa: E731
     n = total(lines)
     if n == 0:
         return 0.0, 0.0, 0.0
