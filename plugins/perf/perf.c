@@ -313,7 +313,9 @@ static void start_offcpu(struct perf_state *st) {
 /* Native allocations of the given pids; a failure costs that profile only. */
 static void start_alloc(struct perf_state *st) {
   char err[512];
-  if (!st->npids) return; /* the agent said so already: host-wide is refused */
+  /* the agent says when it takes native allocations from this plugin (and
+   * gives the worker the privilege uprobes need); host-wide is refused */
+  if (!st->npids || !OPT_BOOL(st->host, "native_alloc")) return;
   if (perf_alloc_open(st, err, sizeof(err)) < 0) {
     PP_WARNING(st->host,
                "--mode alloc: perf cannot give native allocations (%s); the other "
