@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
   pp_module_close(&m);
   struct v8_sampler smp;
   if (r == 0 && (r = v8_reader_init(&rc.rd, (uint32_t)pid, &L, 16)) == 0) {
-    r = v8_sampler_open(&smp, (uint32_t)pid, 97, 16384, 4);
+    r = v8_sampler_open(&smp, (uint32_t)pid, 97, 16384, 4, 0);
     for (int i = 0; r == 0 && i < 100 && rc.written < WANT; i++) {
       usleep(50000);
       v8_sampler_drain(&smp, on_sample, &rc);
