@@ -17,8 +17,8 @@ struct pp_k8s_pods {
   struct pp_k8s_api_opts o; /* strings owned */
   char (*need)[PP_K8S_POD_KEY_MAX + 1];
   size_t nneed;
-  time_t failed_at; /* monotonic seconds of the last failed listing, 0: none */
-  char last_why[256];
+  time_t failed_at;   /* monotonic seconds of the last failed listing, 0: none */
+  char last_why[512]; /* as long as the reason it remembers */
 };
 
 static time_t now_s(void) {

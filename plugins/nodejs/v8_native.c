@@ -228,7 +228,7 @@ int v8_native_frame(void *ctx, uint64_t pc, int is_return, struct pp_frame *out)
   uint64_t start;
   if (bias_of(m, f) < 0 || addr < m->bias || !pp_elf_symtab_find(f->tab, addr - m->bias, &start)) {
     char buf[NAME_LEN];
-    snprintf(buf, sizeof(buf), "(%s)", f->path);
+    snprintf(buf, sizeof(buf), "(%.*s)", (int)sizeof(buf) - 3, f->path); /* cut, not refused */
     out->name = hand_out(buf);
     return 0;
   }
