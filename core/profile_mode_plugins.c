@@ -66,12 +66,17 @@ static bool mode_without_wall(const struct pp_config *cfg, const char *plugin) {
  * cpu stacks do. Python does in its cpu and wall modes (gil and exception
  * pick threads by something else than their state), PHP and Ruby always
  * (Ruby then samples every thread on ticks), Node.js
- * in its v8 mode (a context-switch event per thread). */
+ * in its v8 mode (a context-switch event per thread), Java's agent (on
+ * wall-clock timers, a thread found blocked in a system call). */
 static bool gives_offcpu(const struct pp_config *cfg, const char *plugin) {
   if (!strcmp(plugin, "php") || !strcmp(plugin, "ruby")) return true;
   if (!strcmp(plugin, "nodejs")) {
     const struct pp_plugin_config *pc = pp_config_plugin(cfg, plugin);
     return pc && pc->mode && !strcmp(pc->mode, "v8");
+  }
+  if (!strcmp(plugin, "java")) {
+    const struct pp_plugin_config *pc = pp_config_plugin(cfg, plugin);
+    return !pc || !pc->mode || strcmp(pc->mode, "perfmap") != 0;
   }
   if (strcmp(plugin, "python") != 0) return false;
   const struct pp_plugin_config *pc = pp_config_plugin(cfg, plugin);

@@ -49,9 +49,10 @@ int java_collect_emit(const struct pp_host *host, struct pp_sink *sink, uint32_t
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     const char *le = nl ? nl : end;
     size_t ll = (size_t)(le - p);
-    /* S <count> <tid> <thread> <frames>; A <bytes> <samples> <class> <frames> */
-    int is_alloc = p[0] == 'A';
-    if (ll > 2 && (p[0] == 'S' || p[0] == 'A') && p[1] == '\t' && ll < (1u << 20)) {
+    /* S <count> <tid> <thread> <frames>; O <microseconds> <tid> <thread>
+     * <frames> (off-CPU); A <bytes> <samples> <class> <frames> */
+    int is_alloc = p[0] == 'A', is_off = p[0] == 'O';
+    if (ll > 2 && (p[0] == 'S' || p[0] == 'A' || is_off) && p[1] == '\t' && ll < (1u << 20)) {
       if (ll + 1 > line_cap) {
         char *g = realloc(line, ll + 1);
         if (!g) {
@@ -103,12 +104,16 @@ int java_collect_emit(const struct pp_host *host, struct pp_sink *sink, uint32_t
                               .comm = !is_alloc && thread_names && *f_name ? f_name : NULL,
                               .frames = frames,
                               .nframes = n,
-                              .type = is_alloc ? PP_PROFILE_ALLOC : PP_PROFILE_CPU,
+                              .type = is_alloc ? PP_PROFILE_ALLOC
+                                      : is_off ? PP_PROFILE_OFFCPU
+                                               : PP_PROFILE_CPU,
                               .count = count};
         host->emit(sink, &s);
         if (is_alloc) {
           st->alloc_stacks++;
           st->alloc_bytes += count;
+        } else if (is_off) {
+          st->offcpu_stacks++;
         } else {
           st->stacks++;
           st->samples += count;

@@ -126,6 +126,7 @@ static int java_start(void *state, struct pp_session *session) {
   struct java_state *st = state;
   st->perfmap = session->mode && strcmp(session->mode, "perfmap") == 0;
   st->alloc = (session->flags & PP_SESSION_ALLOC) && !st->perfmap ? st->alloc_interval : 0;
+  st->offcpu = (session->flags & PP_SESSION_OFFCPU) && !st->perfmap;
   st->frequency = session->frequency_hz ? session->frequency_hz : 11;
   st->duration_s = session->duration_s ? session->duration_s : 60;
   session->tick_interval_ns = 200000000ull; /* attach work only */
@@ -136,8 +137,9 @@ static int java_start(void *state, struct pp_session *session) {
       return rc;
     }
   }
-  PP_INFO(st->host, "java: mode %s, %u Hz%s%s%s", st->perfmap ? "perfmap" : "agent", st->frequency,
-          st->wall && !st->perfmap ? ", wall-clock timers" : "", st->perfmap ? "" : ", agent ",
+  PP_INFO(st->host, "java: mode %s, %u Hz%s%s%s%s", st->perfmap ? "perfmap" : "agent",
+          st->frequency, st->wall && !st->perfmap ? ", wall-clock timers" : "",
+          st->offcpu ? ", blocked threads as off-CPU time" : "", st->perfmap ? "" : ", agent ",
           st->perfmap ? "" : st->agent_host);
   return 0;
 }

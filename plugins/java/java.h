@@ -29,7 +29,8 @@ struct java_state {
   int perfmap;   /* this session's mode */
   int64_t alloc; /* --mode alloc: sampling interval in bytes; 0: off this session */
   int64_t alloc_interval;
-  int wall; /* java.wall: the agent's timers on wall-clock time */
+  int wall;   /* java.wall: the agent's timers on wall-clock time */
+  int offcpu; /* --mode offcpu: blocked threads' stacks as off-CPU time */
   uint32_t frequency;
   uint32_t duration_s;
   int64_t attach_timeout_s, max_memory_mb, max_depth, min_age_ms;
@@ -157,6 +158,7 @@ void java_unpublish_perfmap(uint32_t pid);
 struct java_collect_stats {
   uint64_t stacks, samples, dropped, bad_lines;
   uint64_t alloc_stacks, alloc_bytes, alloc_dropped; /* --mode alloc */
+  uint64_t offcpu_stacks;                            /* --mode offcpu */
   int warned;                                        /* a W line was logged */
 };
 int java_collect_emit(const struct pp_host *host, struct pp_sink *sink, uint32_t pid,

@@ -103,9 +103,9 @@ static int arm(struct java_state *st, struct pp_target_entry *t, struct java_jvm
   j->exit_name[0] = '\0';
   if (j->exit_dir >= 0) java_result_name(j->ti.nspid, j->exit_name, sizeof(j->exit_name));
   snprintf(args, sizeof(args),
-           "start,interval=%llu,depth=%lld,maxmem=%lld,alloc=%lld%s,file=/tmp/%s%s%s",
+           "start,interval=%llu,depth=%lld,maxmem=%lld,alloc=%lld%s%s,file=/tmp/%s%s%s",
            1000000000ull / st->frequency, (long long)st->max_depth, (long long)st->max_memory_mb,
-           (long long)st->alloc, st->wall ? ",wall" : "", result,
+           (long long)st->alloc, st->wall ? ",wall" : "", st->offcpu ? ",offcpu" : "", result,
            j->exit_name[0] ? ",exit=/tmp/" : "", j->exit_name);
   struct java_attach_reply r;
   st->tick_busy = 1;
@@ -404,6 +404,7 @@ void java_jvm_collect_all(struct java_state *st, struct pp_sink *sink) {
   h->add_counter(sink, "java_bad_lines", cs.bad_lines);
   if (st->exit_dumps) h->add_counter(sink, "java_exit_dumps", st->exit_dumps);
   st->exit_dumps = 0;
+  if (st->offcpu) h->add_counter(sink, "java_offcpu_stacks", cs.offcpu_stacks);
   if (st->alloc) {
     h->add_counter(sink, "java_alloc_stacks", cs.alloc_stacks);
     h->add_counter(sink, "java_alloc_bytes", cs.alloc_bytes);

@@ -1,6 +1,7 @@
 """--mode wall for Java (mapped onto java.wall: the JVMTI agent's per-thread
 timers on wall-clock time): SleepBurn's sleeping and burning threads both
-show; --mode cpu (CPU-time timers) shows the burner only."""
+show; --mode cpu (CPU-time timers) shows the burner only; with perf,
+--mode cpu,offcpu gives the sleeper's Java stack as off-CPU time."""
 import os
 import sys
 
@@ -20,6 +21,11 @@ if not javawork.find_jdk():
     u.skip("no JDK (java/javac) installed")
 classes = javawork.compile_workloads()
 # the JVM is left alone until 0.5 s old (java.min_age_ms): start() waits for "ready"
-modeutil.check_wall_and_cpu(plugin, ["java", "-cp", classes, "SleepBurn", "60"], None,
-                            "SleepBurn.sleeper", "SleepBurn.burner", comm="java", pids=True)
+cmd = ["java", "-cp", classes, "SleepBurn", "60"]
+modeutil.check_wall_and_cpu(plugin, cmd, None, "SleepBurn.sleeper", "SleepBurn.burner", comm="java",
+                            pids=True)
+# --mode cpu,offcpu with perf: a thread the agent's wall-clock signal finds
+# blocked in a system call is off-CPU time with its Java stack
+modeutil.check_offcpu_runtime(plugin, cmd, "java", "SleepBurn.sleeper", "SleepBurn.burner",
+                              "SleepBurn")
 u.finish()

@@ -17,6 +17,7 @@ struct rec {
   int n;
   char text[16][512];
   uint64_t count[16];
+  uint32_t type[16];
   char comm[16][64];
 };
 
@@ -31,6 +32,7 @@ static int fake_emit(struct pp_sink *sink, const struct pp_sample *s) {
     strncat(t, f, 511 - strlen(t));
   }
   r->count[r->n] = s->count;
+  r->type[r->n] = s->type;
   snprintf(r->comm[r->n], sizeof(r->comm[0]), "%s", s->comm ? s->comm : "(null)");
   r->n++;
   return 0;
@@ -49,17 +51,24 @@ static void test_dump(void) {
       "S\t2\t1\tbad\tqA.b()V\n"   /* unknown frame type */
       "S\t2\t1\tmissing-fields\n" /* no frames field */
       "S\t1\t5\tc1\t1Foo.bar(Ljava/lang/String;)V\x1fnjava/lang/Object.wait(J)V\n"
+      "O\t90909\t5\tc1\tnjava/lang/Thread.sleep(J)V\n" /* off-CPU, microseconds */
+      "O\t0\t5\tc1\tnjava/lang/Thread.sleep(J)V\n"     /* bad count */
       "I\tsamples=13\tdropped=4\n";
   struct java_collect_stats st = {0};
   CHECK_EQ_INT(java_collect_emit(&host, (struct pp_sink *)&rec, 42, dump, strlen(dump), 1, &st), 0);
-  CHECK_EQ_INT(rec.n, 3);
+  CHECK_EQ_INT(rec.n, 4);
   CHECK_EQ_STR(rec.text[0], "HotCold.mix(J)J/6;HotCold.hotWork(J)J/5;java/lang/Thread.run()V/7");
   CHECK_EQ_INT(rec.count[0], 7);
   CHECK_EQ_STR(rec.comm[0], "worker-0");
   CHECK_EQ_STR(rec.text[1], "[no_Java_frame]/13");
   /* ';' stays in the name: the .col writer turns it into '|' */
   CHECK_EQ_STR(rec.text[2], "Foo.bar(Ljava/lang/String;)V/8;java/lang/Object.wait(J)V/5");
-  CHECK_EQ_INT(st.bad_lines, 3);
+  CHECK_EQ_INT(rec.type[2], PP_PROFILE_CPU);
+  CHECK_EQ_STR(rec.text[3], "java/lang/Thread.sleep(J)V/5");
+  CHECK_EQ_INT(rec.type[3], PP_PROFILE_OFFCPU);
+  CHECK_EQ_INT(rec.count[3], 90909);
+  CHECK_EQ_INT(st.offcpu_stacks, 1);
+  CHECK_EQ_INT(st.bad_lines, 4);
   CHECK_EQ_INT(st.samples, 11);
   CHECK_EQ_INT(st.dropped, 4);
 

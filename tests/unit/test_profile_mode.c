@@ -176,7 +176,7 @@ static void test_types_of(void) {
   pcs[2].mode = agent;
   pcs[0].mode = gil;
   CHECK_EQ_INT(pp_profile_types_of(&c, "nodejs", false).gives, W | O);
-  CHECK_EQ_INT(pp_profile_types_of(&c, "java", false).gives, W); /* no off-CPU stacks */
+  CHECK_EQ_INT(pp_profile_types_of(&c, "java", false).gives, W | O);
   CHECK_EQ_INT(pp_profile_types_of(&c, "python", false).gives, W);
   c.profile_types = C | O;
   CHECK_EQ_INT(pp_profile_types_of(&c, "nodejs", false).gives, C | O);

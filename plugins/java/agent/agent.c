@@ -14,6 +14,8 @@
  *   (alloc=B: also sample allocations about every B bytes per thread, JDK 11+)
  *   (wall: every Java thread on wall-clock timers, running or not; default:
  *    each thread on its CPU-time timer)
+ *   (offcpu: wall-clock timers too; a thread found blocked in a system call
+ *    is an O line, microseconds, instead of an S line unless wall)
  *   dump,file=<path>                                      write and clear the stacks
  *   (timeout=S: disarm by itself if no dump/start comes for S seconds)
  *   stop[,file=<path>]                                    dump if asked, then go dormant
@@ -28,6 +30,7 @@
  *   # polyprof-jvmti 1
  *   I key=value ...
  *   S <count> <tid> <thread name> <frames>
+ *   O <microseconds> <tid> <thread name> <frames>      (offcpu)
  *   A <bytes> <samples> <allocated class> <frames>
  *   E <error text>
  */
@@ -63,6 +66,7 @@ struct opts {
   long timeout_s; /* watchdog; 0: none */
   long alloc;     /* allocation sampling interval, bytes; 0: off */
   int wall;       /* wall-clock timers */
+  int offcpu;     /* blocked threads' stacks as off-CPU time (wall-clock timers) */
   char file[512];
   char exit_file[512];
 };
@@ -88,6 +92,8 @@ static void parse_opts(const char *s, struct opts *o) {
       o->dump = 1;
     else if (strcmp(t, "wall") == 0)
       o->wall = 1;
+    else if (strcmp(t, "offcpu") == 0)
+      o->offcpu = 1;
     else if (strncmp(t, "interval=", 9) == 0)
       o->interval_ns = strtoull(t + 9, NULL, 10);
     else if (strncmp(t, "depth=", 6) == 0)
@@ -401,7 +407,8 @@ static void write_trace(const struct ja_trace_view *v, void *arg) {
       tname[--l] = '\0';
     if (!l) snprintf(tname, sizeof(tname), "[tid=%d]", (int)v->tid);
   }
-  fprintf(c->f, "S\t%llu\t%d\t%s\t", (unsigned long long)v->count, (int)v->tid, tname);
+  fprintf(c->f, "%c\t%llu\t%d\t%s\t", v->offcpu ? 'O' : 'S', (unsigned long long)v->count,
+          (int)v->tid, tname);
   for (uint32_t i = 0; i < v->nframes; i++) {
     char t;
     const char *name;
@@ -539,8 +546,9 @@ static jint command(JavaVM *vm, char *options) {
     if (!o.timeout_s) ja_sampler_set_deadline(0);
     /* fresh timers for every thread: the watchdog may have deleted some */
     ja_timers_stop_all();
-    ja_timers_set_interval(o.interval_ns, o.wall);
+    ja_timers_set_interval(o.interval_ns, o.wall || o.offcpu);
     ja_sampler_set_wall(o.wall);
+    ja_sampler_set_offcpu(o.offcpu, o.interval_ns);
     armed_now = 1;
     ja_sampler_set_armed(1);
     snprintf(exit_path, sizeof(exit_path), "%s", o.exit_file);

@@ -56,6 +56,9 @@ void ja_sampler_set_weight(uint32_t weight);
 /* Wall mode: a thread not known to be a Java thread stops its timer
  * instead of storing an error sample. */
 void ja_sampler_set_wall(int wall);
+/* --mode offcpu: a thread the signal finds blocked in a system call makes
+ * an off-CPU sample (its count: microseconds, interval_ns per sample). */
+void ja_sampler_set_offcpu(int on, uint64_t interval_ns);
 /* Watchdog: the handler disarms itself (and deletes its thread's timer) when
  * no dump came by deadline (CLOCK_MONOTONIC ns; 0: none), so a profiler that
  * died leaves no sampling behind. */
@@ -66,7 +69,8 @@ void ja_thread_remove(void *java_thread);
 
 /* One stored stack as handed to the dump. */
 struct ja_trace_view {
-  uint64_t count;
+  uint64_t count; /* samples, or microseconds off the CPU (offcpu) */
+  int offcpu;
   pid_t tid;
   void *thread; /* JavaThread*, NULL for threads outside the registry */
   uint32_t nframes;

@@ -44,6 +44,7 @@ typedef void (*asgct_fn)(asgct_trace *, jint, void *);
 
 struct slot {
   _Atomic uint64_t hash; /* 0: free */
+  uint32_t offcpu;       /* an off-CPU stack: its count is microseconds */
   _Atomic uint64_t count;
   _Atomic uint32_t ready; /* frames written */
   uint32_t nframes;
@@ -67,6 +68,8 @@ static _Atomic int armed;
 static _Atomic uint64_t deadline;
 static _Atomic uint32_t weight = 1;
 static _Atomic int wall;
+static _Atomic int offcpu;             /* --mode offcpu: blocked threads' stacks apart */
+static _Atomic uint64_t offcpu_us = 0; /* what a blocked thread's sample weighs */
 static size_t slot_mask, frame_cap;
 static int max_depth;
 static asgct_fn asgct;
@@ -161,6 +164,38 @@ void ja_sampler_set_wall(int w) {
   atomic_store(&wall, w);
 }
 
+void ja_sampler_set_offcpu(int on, uint64_t interval_ns) {
+  atomic_store(&offcpu_us, interval_ns / 1000 ? interval_ns / 1000 : 1);
+  atomic_store(&offcpu, on);
+}
+
+/* Was the thread the signal interrupted waiting in a system call? The
+ * kernel delivers a signal to a thread blocked in one either to restart
+ * the call (the instruction pointer moved back onto the system call
+ * instruction) or to return EINTR (just after it, the return register
+ * -EINTR). A running thread is almost never found exactly there. Only
+ * bytes of the instruction at ip, or of ip's own page before it, are
+ * read: mapped, since the thread executes there. */
+static int blocked_in_syscall(void *ucontext) {
+  ucontext_t *uc = ucontext;
+#if defined(__x86_64__)
+  const unsigned char *ip = (const unsigned char *)uc->uc_mcontext.gregs[REG_RIP];
+  long ret = (long)uc->uc_mcontext.gregs[REG_RAX];
+  if (!ip) return 0;
+  if (ip[0] == 0x0f && ip[1] == 0x05) return 1; /* syscall, to be restarted */
+  return ret == -EINTR && ((uintptr_t)ip & 4095) >= 2 && ip[-2] == 0x0f && ip[-1] == 0x05;
+#elif defined(__aarch64__)
+  const uint32_t *pc = (const uint32_t *)uc->uc_mcontext.pc;
+  long ret = (long)uc->uc_mcontext.regs[0];
+  if (!pc || ((uintptr_t)pc & 3)) return 0;
+  if (pc[0] == 0xd4000001u) return 1; /* svc #0, to be restarted */
+  return ret == -EINTR && ((uintptr_t)pc & 4095) >= 4 && pc[-1] == 0xd4000001u;
+#else
+  (void)uc;
+  return 0;
+#endif
+}
+
 void ja_sampler_set_deadline(uint64_t d) {
   atomic_store(&deadline, d);
 }
@@ -234,7 +269,7 @@ static uint64_t mix(uint64_t h, uint64_t v) {
 
 /* Stores one stack (async-signal-safe). */
 static void store(pid_t tid, void *thread, const uintptr_t *methods, const uint8_t *types,
-                  uint32_t n) {
+                  uint32_t n, uint32_t is_off) {
   int hi = atomic_load(&active_half);
   struct half *h = &halves[hi];
   atomic_fetch_add(&h->inflight, 1);
@@ -244,11 +279,12 @@ static void store(pid_t tid, void *thread, const uintptr_t *methods, const uint8
     h = &halves[hi];
     atomic_fetch_add(&h->inflight, 1);
   }
-  uint64_t hash = mix(0x51ed270b27b0full, (uint64_t)tid);
+  uint64_t hash = mix(0x51ed270b27b0full + is_off, (uint64_t)tid);
   for (uint32_t i = 0; i < n; i++)
     hash = mix(mix(hash, methods[i]), types[i]);
   if (hash == 0) hash = 1;
   uint64_t w = atomic_load_explicit(&weight, memory_order_relaxed);
+  if (is_off) w *= atomic_load_explicit(&offcpu_us, memory_order_relaxed);
   atomic_fetch_add_explicit(&h->samples, 1, memory_order_relaxed);
   for (size_t probe = 0; probe < 32; probe++) {
     struct slot *s = &h->slots[(hash + probe) & slot_mask];
@@ -267,6 +303,7 @@ static void store(pid_t tid, void *thread, const uintptr_t *methods, const uint8
           s->nframes = n;
           s->tid = tid;
           s->thread = thread;
+          s->offcpu = is_off;
           atomic_fetch_add(&s->count, w);
         }
         atomic_store_explicit(&s->ready, 1, memory_order_release);
@@ -306,8 +343,10 @@ static void on_sigprof(int sig, siginfo_t *info, void *ucontext) {
   uint8_t types[JA_MAX_DEPTH];
   void *thread = pthread_getspecific(thread_key);
   if (!thread || !thread_known((uintptr_t)thread)) {
-    if (atomic_load_explicit(&wall, memory_order_relaxed)) {
-      /* waiting is all GC and compiler threads do: no wall samples */
+    if (atomic_load_explicit(&wall, memory_order_relaxed) ||
+        atomic_load_explicit(&offcpu, memory_order_relaxed)) {
+      /* on wall-clock timers: waiting is all GC and compiler threads do,
+       * nothing to show for it but an error frame */
       ja_timer_not_java(tid);
       errno = saved_errno;
       return;
@@ -317,7 +356,7 @@ static void on_sigprof(int sig, siginfo_t *info, void *ucontext) {
     atomic_fetch_add_explicit(&halves[hi].no_thread, 1, memory_order_relaxed);
     methods[0] = 0;
     types[0] = JA_T_ERROR;
-    store(tid, NULL, methods, types, 1);
+    store(tid, NULL, methods, types, 1, 0);
     errno = saved_errno;
     return;
   }
@@ -357,7 +396,12 @@ static void on_sigprof(int sig, siginfo_t *info, void *ucontext) {
       }
     }
   }
-  store(tid, thread, methods, types, n);
+  /* --mode offcpu: a blocked thread's sample is off-CPU time, and a
+   * plain (cpu) sample only in wall mode, where every thread makes one */
+  int off = atomic_load_explicit(&offcpu, memory_order_relaxed) && blocked_in_syscall(ucontext);
+  if (!off || atomic_load_explicit(&wall, memory_order_relaxed))
+    store(tid, thread, methods, types, n, 0);
+  if (off) store(tid, thread, methods, types, n, 1);
   errno = saved_errno;
 }
 
@@ -410,6 +454,7 @@ void ja_sampler_drain(void (*fn)(const struct ja_trace_view *, void *), void *ar
     uint64_t c = atomic_load(&s->count);
     if (atomic_load_explicit(&s->ready, memory_order_acquire) && s->nframes && c) {
       struct ja_trace_view v = {.count = c,
+                                .offcpu = s->offcpu,
                                 .tid = s->tid,
                                 .thread = s->thread,
                                 .nframes = s->nframes,
