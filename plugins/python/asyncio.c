@@ -63,7 +63,7 @@ uint32_t python_async_chain(struct py_async_scratch *s, const struct py_proc *p,
   if (!cur) return n;
   s->a->epoch++; /* nothing remembered from another thread's chain */
   /* remembered for the registry of waiting tasks (asyncio_waiting.c) */
-  python_async_saw_task(s, p, pa_rd64(task, 8));
+  python_async_saw_task(s, p, cur, pa_rd64(task, 8));
 
   memcpy(s->out, frames, k * sizeof(frames[0]));
   uint32_t m = k;

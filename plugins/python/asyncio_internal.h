@@ -50,7 +50,7 @@ enum pa_kind {
 struct pa_layout {
   uint32_t gen_state;   /* PyGenObject.gi_frame_state (int8) */
   uint32_t fr_stacktop; /* _PyInterpreterFrame.stacktop (int, in localsplus slots) */
-  uint32_t fut_loop, fut_cb0, fut_state;
+  uint32_t fut_loop, fut_cb0, fut_state, fut_weakreflist;
   uint32_t type_keys, type_module;     /* PyHeapTypeObject.ht_cached_keys, ht_module */
   uint32_t mod_state;                  /* PyModuleObject.md_state */
   uint32_t st_scheduled, st_task_type; /* 3.12+: asyncio_state.scheduled_tasks, TaskType */
@@ -66,6 +66,7 @@ struct pa_registry {
   uint32_t pid;
   uint32_t cursor; /* first table slot of the next window */
   uint64_t runtime, set, set_type, task_type;
+  uint64_t task;        /* a task seen (3.11 without symbols: the set is found from it) */
   uint64_t table, size; /* the set's table as the last pass found it (0: unknown) */
   uint64_t retry_at;    /* not found: the pass count to look again at */
 };

@@ -41,6 +41,7 @@ bool pa_layout_for(const struct py_proc *p, struct pa_layout *l) {
                           .fut_loop = 16,
                           .fut_cb0 = 24,
                           .fut_state = p->minor == 13 ? 96 : 88,
+                          .fut_weakreflist = p->minor == 13 ? 0 : 112,
                           .type_keys = p->minor == 11 ? 872 : 880,
                           .type_module = p->minor == 11 ? 0 : 888,
                           .mod_state = 32,

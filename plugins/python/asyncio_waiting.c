@@ -9,11 +9,12 @@
  *               a Task's type (a heap type: ht_module, md_state), and only
  *               believed if that state's TaskType is the very type;
  *   3.11        _asynciomodule.c's static all_tasks, from the .symtab of
- *               the _asyncio extension the process maps (a stripped one,
- *               as Debian's, gives no waiting tasks).
- * The Task type comes from a task a sample found running, or from the
- * future BaseEventLoop.run_until_complete was given (asyncio.run's main
- * task). The eager-task set is not read: a task is in it only while its
+ *               the _asyncio extension the process maps; where that is
+ *               stripped (Debian's) or built in, from a task's weak
+ *               references (registry_from_task).
+ * The task to start from comes from a sample that found one running, or
+ * is the future BaseEventLoop.run_until_complete was given (asyncio.run's
+ * main task). The eager-task set is not read: a task is in it only while its
  * first step runs, and a running task is on its thread's stack.
  *
  * A thread running an event loop has BaseEventLoop._run_once on its stack,
@@ -80,13 +81,18 @@ static struct pa_registry *registry_of(struct py_async_state *a, const struct py
   return &a->regs[slot];
 }
 
-void python_async_saw_task(struct py_async_scratch *s, const struct py_proc *p, uint64_t type) {
+void python_async_saw_task(struct py_async_scratch *s, const struct py_proc *p, uint64_t task,
+                           uint64_t type) {
   if (!s->a || !pa_plausible(type)) return;
   struct pa_registry *r = registry_of(s->a, p);
-  if (r->task_type == type) return;
-  if (pa_kind_of_type(s->a, p, type) != PA_TASK) return;
-  r->task_type = type;
-  r->retry_at = 0; /* a type to start from: look again now */
+  if (r->set) return; /* found already */
+  bool new_type = r->task_type != type;
+  if (new_type && pa_kind_of_type(s->a, p, type) != PA_TASK) return;
+  r->task = task; /* the latest: the likeliest to be alive */
+  if (new_type) {
+    r->task_type = type;
+    r->retry_at = 0; /* something to start from: look again now */
+  }
 }
 
 void python_async_begin(struct py_async_scratch *s) {
@@ -116,10 +122,9 @@ void python_async_note_loop(struct py_async_scratch *s, const struct py_proc *p,
     } else if (strcmp(c->name, "BaseEventLoop.run_until_complete") == 0) {
       struct pa_registry *r = registry_of(a, p);
       uint64_t fut = 0, type = 0;
-      if (r->task_type ||
-          pp_remote_read((pid_t)p->pid, faddr[k] + o->fr_localsplus + 8, &fut, 8) < 0)
+      if (r->task || pp_remote_read((pid_t)p->pid, faddr[k] + o->fr_localsplus + 8, &fut, 8) < 0)
         continue;
-      if (pa_kind_of(a, p, fut, &type) == PA_TASK) python_async_saw_task(s, p, type);
+      if (pa_kind_of(a, p, fut, &type) == PA_TASK) python_async_saw_task(s, p, fut, type);
     }
   }
 }
@@ -137,16 +142,47 @@ static int registry_set(struct py_async_state *a, const struct py_proc *p,
   return 0;
 }
 
+/* 3.11 without symbols: a WeakSet holding a task holds a weak reference
+ * to it (on the task's list of weak references) whose callback is the
+ * set's _remove function, whose default argument is a weak reference to
+ * the set itself. Only a WeakSet reached that way, through a task asyncio
+ * created (asyncio.run's main task), is taken. */
+#define WEAKREFS_WALKED 16
+static int registry_from_task(struct py_async_state *a, const struct py_proc *p,
+                              const struct pa_layout *l, struct pa_registry *r) {
+  pid_t pid = (pid_t)p->pid;
+  uint8_t t[PA_TASK_READ];
+  if (!pa_plausible(r->task) || pp_remote_read(pid, r->task, t, sizeof(t)) < 0 ||
+      pa_kind_of_type(a, p, pa_rd64(t, 8)) != PA_TASK)
+    return -ENOENT;
+  uint64_t ref = pa_rd64(t, l->fut_weakreflist);
+  for (int i = 0; i < WEAKREFS_WALKED && pa_plausible(ref); i++) {
+    uint8_t w[56], f[64], d[32], sr[24];
+    if (pp_remote_read(pid, ref, w, sizeof(w)) < 0 || pa_rd64(w, 16) != r->task) break;
+    uint64_t cb = pa_rd64(w, 24), defaults = 0;
+    if (pa_plausible(cb) && pp_remote_read(pid, cb, f, sizeof(f)) == 0 &&
+        pa_kind_of_type(a, p, pa_rd64(f, 8)) == PA_FUNC &&
+        pa_plausible(defaults = pa_rd64(f, 56)) && pp_remote_read(pid, defaults, d, 32) == 0 &&
+        pa_rd64(d, 16) == 1 && pp_remote_read(pid, pa_rd64(d, 24), sr, sizeof(sr)) == 0 &&
+        pa_kind_of_type(a, p, pa_rd64(sr, 8)) == PA_WEAKREF &&
+        registry_set(a, p, l, pa_rd64(sr, 16), r) == 0)
+      return 0;
+    ref = pa_rd64(w, 48); /* wr_next */
+  }
+  return -ENOENT;
+}
+
 static int registry_311(struct py_async_state *a, const struct py_proc *p,
                         const struct pa_layout *l, struct pa_registry *r) {
   struct pp_module m;
-  if (pp_find_module(p->pid, "_asyncio.cpython-311*.so", &m, NULL, 0) < 0) return -ENOENT;
+  if (pp_find_module(p->pid, "_asyncio.cpython-311*.so", &m, NULL, 0) < 0)
+    return registry_from_task(a, p, l, r); /* built in, or not loaded yet */
   static const char *const names[] = {"all_tasks", "TaskType"};
   uint64_t v[2] = {0, 0};
   int found = pp_elf_lookup_symbols(m.fd, names, 2, 0, v, NULL);
   uint64_t bias = m.bias;
   pp_module_close(&m);
-  if (found < 2 || !v[0] || !v[1]) return -ENOENT; /* stripped */
+  if (found < 2 || !v[0] || !v[1]) return registry_from_task(a, p, l, r); /* stripped */
   uint64_t weakset = 0;
   if (r->task_type && r->task_type != v[1] + bias) return -EINVAL; /* not this module's Task */
   if (pp_remote_read((pid_t)p->pid, v[0] + bias, &weakset, 8) < 0) return -EFAULT;

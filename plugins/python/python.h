@@ -291,8 +291,10 @@ uint32_t python_async_chain(struct py_async_scratch *s, const struct py_proc *p,
 void python_async_begin(struct py_async_scratch *s);
 void python_async_note_loop(struct py_async_scratch *s, const struct py_proc *p, uint32_t tid,
                             const struct py_frame_ref *frames, const uint64_t *faddr, uint32_t n);
-/* A Task type seen in p (the registry of waiting tasks starts from it). */
-void python_async_saw_task(struct py_async_scratch *s, const struct py_proc *p, uint64_t type);
+/* A task (and its type) seen in p: the registry of waiting tasks is found
+ * from it. */
+void python_async_saw_task(struct py_async_scratch *s, const struct py_proc *p, uint64_t task,
+                           uint64_t type);
 /* Waiting-task passes made, and those that found more tasks than one
  * pass reads (a rotating window was read), since the last call. */
 void python_async_counters(struct py_async_scratch *s, uint64_t *passes, uint64_t *over);
@@ -398,6 +400,7 @@ struct py_state {
   struct pp_stack_table *stacks;
   struct pp_frame *frames;     /* max_depth + 1: one stack being counted */
   struct pp_target_entry *cur; /* target being sampled (callbacks) */
+  struct pp_sink *dump_sink;   /* python_dump(): stacks go straight to it */
   uint32_t *pre_tids;          /* blocking + cpu: states read before the */
   char *pre_states;            /* threads were held (PY_MAX_FREEZE each) */
   uint32_t npre;
@@ -419,5 +422,8 @@ void python_report_targets(struct py_state *st, struct pp_sink *sink, uint64_t *
 
 /* sampler.c */
 int python_tick(struct py_state *st, uint64_t now);
+/* dump(): every thread of every attached target read once and emitted at
+ * once, each with its tid and name; the session's counts are left alone. */
+int python_dump(struct py_state *st, struct pp_sink *sink);
 
 #endif

@@ -1,8 +1,8 @@
 """--python-async-aware: awaits through gather(), TaskGroup and nested
 coroutines, and (wall mode) the tasks no thread runs.
 
-tests/workloads/python/async_tree.py on pyenv 3.11, 3.12, 3.13 (and
-Debian's 3.11 for the first part), all at once:
+tests/workloads/python/async_tree.py on pyenv 3.11, 3.12, 3.13 and
+Debian's 3.11, all at once:
 
 1. `run`, cpu mode: three computing tasks, each awaited differently; every
    sample in spin() must be under one of, root first,
@@ -14,8 +14,8 @@ Debian's 3.11 for the first part), all at once:
    awaits gather() of them; no thread runs any of them. Each must show as
      ...;BaseEventLoop._run_once;<task: main>;main:MAIN_AWAIT;<task: aN>;wait_a:WAIT_A;sleep
    and wait_a:wait_b must be 3:1 (75 % within 5 points). Debian's 3.11
-   ships a stripped _asyncio (no all_tasks symbol): not part of this case
-   (docs/python.md).
+   ships a stripped _asyncio (no all_tasks symbol): its registry is found
+   from the main task's weak references instead.
 3. `polyprof attach PID` (one program) turns async-aware stacks on by
    itself: the same waiting tasks show without --python-async-aware.
 """
@@ -138,7 +138,7 @@ try:
     procs = []
 
     # 2. wall mode: tasks that no thread runs, 3 in wait_a, 1 in wait_b
-    for label, exe, ver in pyenv:
+    for label, exe, ver in found:
         p, script = start(exe, "wait", 60)
         procs.append((label, p, script))
     for _, p, _ in procs:
