@@ -90,6 +90,9 @@ def run_split(script, label):
             line = 1 + next(i for i, t in enumerate(f) if t.startswith("function heavyPath"))
         u.check(any(x == "heavyPath (%s:%d)" % (url, line) for x in allframes),
                 "%s: heavyPath is on line %d" % (label, line))
+        # V8's sampling profiler does not say the tier: no suffix (the v8 mode's _[0] _[1] _[j] _[i])
+        tiered = [x for x in allframes if x.endswith(("_[0]", "_[1]", "_[j]", "_[i]"))]
+        u.check(not tiered, "%s: JS frames carry no tier suffix (%s)" % (label, tiered[:3]))
         appids = {x for f, _ in mine for x in f if x.startswith("appid: ")}
         u.check(any(("nodejs: %s" % script) in a or ("(%s)" % script) in a for a in appids),
                 "%s: appid names the script: %s" % (label, appids))
