@@ -2,10 +2,11 @@
 /*
  * `polyprof dump PID [--json]`: every thread of the process with its name
  * and state (from /proc), and the stack each thread is in, in every runtime
- * the process has. The plugins sample by sessions, not on demand, so the
- * stacks come from a short look (-d, default 1 s, at 100 Hz in wall mode
- * where the runtime has it): per thread name, the stack seen most often in
- * it, which for a busy or blocked thread is where it is.
+ * the process has. Plugins with dump() read every thread at once, by
+ * thread id (program_dump_now.c); for the others the stacks come from a
+ * short look (-d, default 1 s, at 100 Hz in wall mode where the runtime has
+ * it): per thread name, the stack seen most often in it, which for a busy
+ * or blocked thread is where it is.
  */
 #include <dirent.h>
 #include <jansson.h>
@@ -15,6 +16,7 @@
 #include "output/col.h"
 #include "polyprof/kit/proc.h"
 #include "program.h"
+#include "program_dump.h"
 
 #define DUMP_HZ 100
 #define DUMP_MAX_THREADS 4096
@@ -144,6 +146,24 @@ static void write_text(FILE *f, const struct pp_profile *p, pid_t pid, const str
   }
 }
 
+/* A stack's frames, innermost first, the first `skip` root frames left out. */
+static json_t *frames_json(const struct pp_profile *p, const struct pp_stack_rec *s,
+                           uint32_t skip) {
+  const uint32_t *ids = pp_profile_stack_frames(p, s);
+  json_t *frames = json_array();
+  for (uint32_t j = s->nframes; ids && j-- > skip;) {
+    const struct pp_frame_rec *fr = pp_profile_frame(p, ids[j]);
+    if (!fr) continue;
+    json_t *jf = json_pack("{s:s,s:s}", "name", pp_profile_str(p, fr->name), "runtime",
+                           pp_frame_kind_name(fr->kind));
+    if (fr->file != PP_NO_STR)
+      json_object_set_new(jf, "file", json_string(pp_profile_str(p, fr->file)));
+    if (fr->line) json_object_set_new(jf, "line", json_integer(fr->line));
+    json_array_append_new(frames, jf);
+  }
+  return frames;
+}
+
 static void write_json(FILE *f, const struct pp_profile *p, pid_t pid, const struct thread_info *th,
                        size_t nth) {
   char cmd[256] = "?";
@@ -159,18 +179,7 @@ static void write_json(FILE *f, const struct pp_profile *p, pid_t pid, const str
   size_t n = top_stacks(p, (uint32_t)pid, best, sum, 256);
   for (size_t k = 0; k < n; k++) {
     const struct pp_stack_rec *s = pp_profile_stack(p, best[k]);
-    const uint32_t *ids = pp_profile_stack_frames(p, s);
-    json_t *frames = json_array();
-    for (uint32_t j = s->nframes; ids && j-- > 0;) {
-      const struct pp_frame_rec *fr = pp_profile_frame(p, ids[j]);
-      if (!fr) continue;
-      json_t *jf = json_pack("{s:s,s:s}", "name", pp_profile_str(p, fr->name), "runtime",
-                             pp_frame_kind_name(fr->kind));
-      if (fr->file != PP_NO_STR)
-        json_object_set_new(jf, "file", json_string(pp_profile_str(p, fr->file)));
-      if (fr->line) json_object_set_new(jf, "line", json_integer(fr->line));
-      json_array_append_new(frames, jf);
-    }
+    json_t *frames = frames_json(p, s, 0);
     json_array_append_new(
         stacks, json_pack("{s:s,s:I,s:I,s:o}", "thread", stack_comm(p, s), "samples",
                           (json_int_t)s->count, "of", (json_int_t)sum[k], "frames", frames));
@@ -182,14 +191,81 @@ static void write_json(FILE *f, const struct pp_profile *p, pid_t pid, const str
   json_decref(root);
 }
 
-void pp_dump_write(FILE *f, const struct pp_profile *p, pid_t pid, bool json) {
+/* The one-shot read's stack of thread tid: the first plugin's that has
+ * one (a runtime plugin's; the system-wide one has no dump()). */
+static const struct pp_stack_rec *dumped_stack(const struct pp_dump *d, pid_t pid, long tid,
+                                               const struct pp_profile **from) {
+  for (size_t k = 0; k < d->n; k++) {
+    const struct pp_profile *p = d->profs[k];
+    for (size_t i = 0; p && i < pp_profile_stack_count(p); i++) {
+      const struct pp_stack_rec *s = pp_profile_stack(p, i);
+      if (s->pid == (uint32_t)pid && s->nframes > 1 && pp_dump_stack_tid(p, s) == (uint32_t)tid) {
+        *from = p;
+        return s;
+      }
+    }
+  }
+  return NULL;
+}
+
+/* Frames of a dumped stack, innermost first, without its "[tid N]" root. */
+static void write_now_text(FILE *f, const struct pp_dump *d, pid_t pid,
+                           const struct thread_info *th, size_t nth) {
+  char cmd[256] = "?", frame[1024];
+  pp_proc_comm((uint32_t)pid, cmd, sizeof(cmd));
+  fprintf(f, "Process %d: %s, %zu thread(s), stacks read now\n", (int)pid, cmd, nth);
+  for (size_t i = 0; i < nth; i++)
+    fprintf(f, "  Thread %ld \"%s\" (%s)\n", th[i].tid, th[i].name, state_name(th[i].state));
+  for (size_t i = 0; i < nth; i++) {
+    const struct pp_profile *p = NULL;
+    const struct pp_stack_rec *s = dumped_stack(d, pid, th[i].tid, &p);
+    if (!s) continue; /* a thread of no runtime (or one not read) */
+    const uint32_t *ids = pp_profile_stack_frames(p, s);
+    fprintf(f, "\nStack of \"%s\" (thread %ld, %s), innermost first:\n", th[i].name, th[i].tid,
+            state_name(th[i].state));
+    for (uint32_t j = s->nframes; ids && j-- > 1;) {
+      pp_frame_format(p, ids[j], frame, sizeof(frame), true);
+      fprintf(f, "    %s\n", frame);
+    }
+  }
+}
+
+static void write_now_json(FILE *f, const struct pp_dump *d, pid_t pid,
+                           const struct thread_info *th, size_t nth) {
+  char cmd[256] = "?";
+  pp_proc_comm((uint32_t)pid, cmd, sizeof(cmd));
+  json_t *root = json_object(), *threads = json_array(), *stacks = json_array();
+  json_object_set_new(root, "pid", json_integer(pid));
+  json_object_set_new(root, "comm", json_string(cmd));
+  json_object_set_new(root, "read", json_string("now"));
+  for (size_t i = 0; i < nth; i++) {
+    json_array_append_new(threads, json_pack("{s:I,s:s,s:s}", "tid", (json_int_t)th[i].tid, "name",
+                                             th[i].name, "state", state_name(th[i].state)));
+    const struct pp_profile *p = NULL;
+    const struct pp_stack_rec *s = dumped_stack(d, pid, th[i].tid, &p);
+    if (!s) continue;
+    json_array_append_new(stacks, json_pack("{s:s,s:I,s:i,s:i,s:o}", "thread", th[i].name, "tid",
+                                            (json_int_t)th[i].tid, "samples", 1, "of", 1, "frames",
+                                            frames_json(p, s, 1)));
+  }
+  json_object_set_new(root, "threads", threads);
+  json_object_set_new(root, "stacks", stacks);
+  json_dumpf(root, f, JSON_INDENT(2));
+  fputc('\n', f);
+  json_decref(root);
+}
+
+void pp_dump_session(struct pp_dump *d, FILE *f, const struct pp_profile *session, pid_t pid,
+                     bool json) {
   static struct thread_info th[DUMP_MAX_THREADS];
   size_t nth = list_threads(pid, th, DUMP_MAX_THREADS);
   qsort(th, nth, sizeof(*th), by_tid);
-  if (json)
-    write_json(f, p, pid, th, nth);
+  if (d && d->read)
+    (json ? write_now_json : write_now_text)(f, d, pid, th, nth);
+  else if (json)
+    write_json(f, session, pid, th, nth);
   else
-    write_text(f, p, pid, th, nth);
+    write_text(f, session, pid, th, nth);
 }
 
 int pp_cmd_dump(struct pp_config *cfg, const struct pp_cli *cli) {
@@ -207,5 +283,10 @@ int pp_cmd_dump(struct pp_config *cfg, const struct pp_cli *cli) {
   if (!pp_cli_flag_value(cli, "--profiling-duration")) cfg->duration = 1;
   if (!pp_cli_flag_value(cli, "--profiling-frequency") && !pp_cli_flag_value(cli, "--interval"))
     cfg->frequency = pr.frequency_hz = DUMP_HZ;
-  return pp_program_profile(&pr, cfg);
+  /* the plugins with dump() read every thread at once, and the session
+   * ends there; otherwise the session's -d look is what is printed */
+  pr.dump = pp_dump_new(pr.root);
+  int rc = pp_program_profile(&pr, cfg);
+  pp_dump_free(pr.dump);
+  return rc;
 }

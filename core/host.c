@@ -338,6 +338,7 @@ void pp_sink_begin(struct pp_sink *s, struct pp_profile *p, const struct pp_host
   s->active = true;
   s->warned = 0;
   s->rejected = 0;
+  s->keep_tid = false;
 }
 
 void pp_sink_end(struct pp_sink *s) {
@@ -359,10 +360,11 @@ static int sink_emit(struct pp_sink *s, const struct pp_sample *smp) {
   if (smp->count == 0) return 0;
   if (smp->type >= PP_PROFILE_TYPE_COUNT)
     return refuse(s, WARN_KIND, -EINVAL, "emit(): profile type %u out of range", smp->type);
-  /* a typed stack keeps its type as a root marker frame (profile_marker.h) */
-  uint32_t typed = smp->type != PP_PROFILE_CPU;
+  /* a typed stack keeps its type as a root marker frame (profile_marker.h),
+   * a dumped one its thread as "[tid N]" below that */
+  uint32_t roots = (smp->type != PP_PROFILE_CPU) + (s->keep_tid && smp->tid);
   /* frames[0] is the leaf; deeper stacks lose their root side. */
-  uint32_t n = smp->nframes > PP_MAX_FRAMES - typed ? PP_MAX_FRAMES - typed : smp->nframes;
+  uint32_t n = smp->nframes > PP_MAX_FRAMES - roots ? PP_MAX_FRAMES - roots : smp->nframes;
   for (uint32_t i = 0; i < n; i++) {
     if (smp->frames[i].kind >= PP_FRAME_KIND_MAX)
       return refuse(s, WARN_KIND, -EINVAL, "emit(): frame kind %u out of range",
@@ -387,12 +389,23 @@ static int sink_emit(struct pp_sink *s, const struct pp_sample *smp) {
                        ? UINT32_MAX
                        : pp_profile_intern_frame(p, name, file, f->line, kind);
     if (fid == UINT32_MAX) return refuse(s, WARN_NOMEM, -ENOMEM, "emit(): out of memory");
-    s->ids[typed + n - 1 - i] = fid;
+    s->ids[roots + n - 1 - i] = fid;
   }
-  if (typed && (s->ids[0] = pp_type_marker_frame(p, smp->type)) == UINT32_MAX)
+  uint32_t root = 0;
+  if (smp->type != PP_PROFILE_CPU &&
+      (s->ids[root++] = pp_type_marker_frame(p, smp->type)) == UINT32_MAX)
     return refuse(s, WARN_NOMEM, -ENOMEM, "emit(): out of memory");
+  if (s->keep_tid && smp->tid) {
+    char text[32];
+    int len = snprintf(text, sizeof(text), "[tid %u]", smp->tid);
+    uint32_t name = pp_profile_intern(p, text, (size_t)len);
+    s->ids[root] = name == PP_NO_STR
+                       ? UINT32_MAX
+                       : pp_profile_intern_frame(p, name, PP_NO_STR, 0, PP_FRAME_PSEUDO);
+    if (s->ids[root] == UINT32_MAX) return refuse(s, WARN_NOMEM, -ENOMEM, "emit(): out of memory");
+  }
   uint32_t comm = intern_capped(p, smp->comm, 256);
-  int rc = pp_profile_add_stack(p, smp->pid, comm, s->ids, typed + n, smp->count);
+  int rc = pp_profile_add_stack(p, smp->pid, comm, s->ids, roots + n, smp->count);
   if (rc) return refuse(s, WARN_NOMEM, rc, "emit(): out of memory");
   return 0;
 }

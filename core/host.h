@@ -86,6 +86,7 @@ struct pp_sink {
   bool active;
   uint32_t warned;   /* one warning per kind of mistake per sink */
   uint64_t rejected; /* samples refused, reported as counter "invalid_samples" */
+  bool keep_tid;     /* dump(): a sample's tid becomes a "[tid N]" root frame */
   uint32_t ids[PP_MAX_FRAMES];
 };
 

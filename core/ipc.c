@@ -26,6 +26,8 @@ const char *pp_ipc_type_name(uint32_t type) {
       return "EXIT";
     case PP_MSG_PING:
       return "PING";
+    case PP_MSG_DUMP:
+      return "DUMP";
     case PP_MSG_LOG:
       return "LOG";
     case PP_MSG_REPLY:

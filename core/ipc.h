@@ -45,6 +45,9 @@ enum pp_ipc_type {
   PP_MSG_STOP = 5,        /* (empty) stop() -> REPLY */
   PP_MSG_EXIT = 6,        /* (empty) stop() if started, fini(), REPLY, then exit */
   PP_MSG_PING = 7,        /* (empty) -> REPLY; proves the worker loop is not stuck */
+  /* (empty) dump() -> PROFILE: every thread's stack once, each under a
+   * "[tid N]" root frame (PP_FRAME_PSEUDO); rc -ENOTSUP without dump() */
+  PP_MSG_DUMP = 8,
 
   /* worker -> core */
   PP_MSG_LOG = 64,     /* u32 level, str text */

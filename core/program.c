@@ -301,6 +301,7 @@ static bool hook_poll(void *ctx, struct pp_agent *a) {
   struct hook_state *hs = ctx;
   struct pp_program *pr = hs->pr;
   if (program_gone(pr)) return true;
+  if (pr->dump && pp_dump_poll(pr->dump, a)) return true; /* read: done */
   uint64_t now = now_ms();
   if (!pr->follow_children || now < hs->next_tree_ms) return false;
   hs->pids[0] = (uint32_t)pr->root;
@@ -350,7 +351,7 @@ static void hook_session(void *ctx, struct pp_agent *a, const struct session_tim
   uint32_t only = pr->follow_children ? 0 : (uint32_t)pr->root;
   pr->table.duration_s = t->duration_s;
   if (pr->format == PP_PROGRAM_DUMP || pr->format == PP_PROGRAM_DUMP_JSON) {
-    pp_dump_write(pr->out, a->merged, pr->root, pr->format == PP_PROGRAM_DUMP_JSON);
+    pp_dump_session(pr->dump, pr->out, a->merged, pr->root, pr->format == PP_PROGRAM_DUMP_JSON);
     rc = ferror(pr->out) ? -EIO : 0;
   } else if (pr->format == PP_PROGRAM_FILE) {
     /* the session's own writers: the same file the agent would write */

@@ -42,9 +42,10 @@ struct pp_program {
   char *output_tmp;   /* where it is written before the rename */
   FILE *out;
   int frequency_hz;
-  const char *runtime; /* what the program runs in ("python"... "native"): its defaults */
-  bool wrote;          /* a session was printed */
-  int print_rc;        /* 0, or why the output failed */
+  const char *runtime;  /* what the program runs in ("python"... "native"): its defaults */
+  struct pp_dump *dump; /* dump: the one-shot read (cmd_dump.c) */
+  bool wrote;           /* a session was printed */
+  int print_rc;         /* 0, or why the output failed */
 };
 
 /* Reads the one-program flags (--format, --output, --sort, --limit, -i)
@@ -72,8 +73,18 @@ size_t pp_program_descendants(pid_t root, uint32_t *out, size_t cap);
  * reason on stderr. */
 long pp_program_pid_operand(const struct pp_cli *cli, const char *command);
 
-/* dump's text or JSON for pid from a short session's profile. */
-void pp_dump_write(FILE *f, const struct pp_profile *p, pid_t pid, bool json);
+/* dump's one-shot read: from shortly after the session started, every
+ * plugin's dump() (each thread's stack now, with its tid) is asked for
+ * until one gives a stack of the process; true ends the session then. */
+struct pp_agent;
+struct pp_dump;
+bool pp_dump_poll(struct pp_dump *d, struct pp_agent *a);
+
+/* dump's text or JSON for pid: the one-shot read's threads when there was
+ * one, else the session's profile (plugins without dump(), or none read in
+ * time): per thread name, the stack seen most often. */
+void pp_dump_session(struct pp_dump *d, FILE *f, const struct pp_profile *session, pid_t pid,
+                     bool json);
 
 /* The runtime a program runs in, from run's command line (a wrapper such
  * as timeout or env looked through) or a process's executable: "python",

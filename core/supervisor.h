@@ -83,6 +83,10 @@ int pp_worker_add_targets(struct pp_worker *w, const struct pp_target *t, size_t
  * decodes its profile into `out` (which it clears first). */
 int pp_worker_snapshot_begin(struct pp_worker *w, char *err, size_t errlen);
 int pp_worker_snapshot_end(struct pp_worker *w, struct pp_profile *out, char *err, size_t errlen);
+/* `polyprof dump`: the plugin's dump() instead of snapshot(), each stack
+ * under a "[tid N]" root frame; collected with pp_worker_snapshot_end()
+ * (-ENOTSUP: the plugin has no dump()). */
+int pp_worker_dump_begin(struct pp_worker *w, char *err, size_t errlen);
 
 /* stop() then fini(); the worker process exits. */
 int pp_worker_stop(struct pp_worker *w);

@@ -362,7 +362,8 @@ static int on_msg(void *arg, uint32_t type, const uint8_t *p, uint32_t len) {
       return 0;
     }
     case PP_MSG_REPLY: {
-      if (!w->qlen || front == PP_MSG_SNAPSHOT) return protocol_error(w, "unexpected REPLY");
+      if (!w->qlen || front == PP_MSG_SNAPSHOT || front == PP_MSG_DUMP)
+        return protocol_error(w, "unexpected REPLY");
       int rc = (int)pp_rbuf_u32(&r);
       const char *s;
       size_t n;
@@ -390,7 +391,8 @@ static int on_msg(void *arg, uint32_t type, const uint8_t *p, uint32_t len) {
       return 0;
     }
     case PP_MSG_PROFILE: {
-      if (!w->qlen || front != PP_MSG_SNAPSHOT) return protocol_error(w, "unexpected PROFILE");
+      if (!w->qlen || (front != PP_MSG_SNAPSHOT && front != PP_MSG_DUMP))
+        return protocol_error(w, "unexpected PROFILE");
       pop(w);
       free(w->snap);
       w->snap = pp_ipc_rx_steal(&w->rx); /* no copy of a big profile */
@@ -489,7 +491,8 @@ static bool queued(const struct pp_worker *w, uint32_t type) {
 static int wait_for(struct pp_worker *w, enum wait_for what) {
   while (w->state == W_UP) {
     if (what == UNTIL_IDLE ? w->qlen == 0 : w->snap_ready) return 0;
-    if (what == UNTIL_SNAPSHOT && !queued(w, PP_MSG_SNAPSHOT)) return -EINVAL; /* never forever */
+    if (what == UNTIL_SNAPSHOT && !queued(w, PP_MSG_SNAPSHOT) && !queued(w, PP_MSG_DUMP))
+      return -EINVAL; /* never forever */
     uint64_t deadline = w->next_check;
     if (w->qlen && w->front_since + w->timeout_ns < deadline)
       deadline = w->front_since + w->timeout_ns;
@@ -754,19 +757,29 @@ int pp_worker_add_targets(struct pp_worker *w, const struct pp_target *t, size_t
   return w->last_rc;
 }
 
-int pp_worker_snapshot_begin(struct pp_worker *w, char *err, size_t errlen) {
+/* A snapshot or a dump: the reply is a PROFILE either way, collected by
+ * pp_worker_snapshot_end(). */
+static int collect_begin(struct pp_worker *w, uint32_t type, char *err, size_t errlen) {
   if (w->snap_pending) return set_err(err, errlen, "a snapshot is already in flight"), -EBUSY;
   if (w->state != W_UP) return not_up(w, err, errlen);
   free(w->snap);
   w->snap = NULL;
   w->snap_ready = w->snap_failed = false;
-  int rc = send_req(w, PP_MSG_SNAPSHOT, NULL, 0);
+  int rc = send_req(w, type, NULL, 0);
   if (rc) {
     set_err(err, errlen, w->reason);
     return rc;
   }
   w->snap_pending = true;
   return 0;
+}
+
+int pp_worker_snapshot_begin(struct pp_worker *w, char *err, size_t errlen) {
+  return collect_begin(w, PP_MSG_SNAPSHOT, err, errlen);
+}
+
+int pp_worker_dump_begin(struct pp_worker *w, char *err, size_t errlen) {
+  return collect_begin(w, PP_MSG_DUMP, err, errlen);
 }
 
 int pp_worker_snapshot_end(struct pp_worker *w, struct pp_profile *out, char *err, size_t errlen) {

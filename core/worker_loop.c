@@ -203,7 +203,9 @@ static int do_add_targets(struct wloop *l, const uint8_t *p, uint32_t len) {
   return rc ? reply_failed(l, rc, "add_targets") : reply(l, 0, NULL);
 }
 
-static int do_snapshot(struct wloop *l) {
+/* snapshot(), or dump() (each thread once, its tid kept): the reply is a
+ * PROFILE either way. */
+static int do_collect(struct wloop *l, bool dump) {
   int rc = -EPROTO;
   char msg[700] = "not started";
   if (!l->prof) l->prof = pp_profile_new();
@@ -214,16 +216,20 @@ static int do_snapshot(struct wloop *l) {
   } else {
     pp_profile_clear(l->prof);
   }
-  if (l->started && l->prof && l->sink) {
+  if (dump && !l->vt.dump) {
+    rc = -ENOTSUP;
+    snprintf(msg, sizeof(msg), "the plugin has no dump()");
+  } else if (l->started && l->prof && l->sink) {
     pp_host_clear_problem(&l->hctx);
     pp_sink_begin(l->sink, l->prof, &l->host);
-    rc = l->vt.snapshot(l->state, l->sink);
+    l->sink->keep_tid = dump;
+    rc = dump ? l->vt.dump(l->state, l->sink) : l->vt.snapshot(l->state, l->sink);
     pp_sink_end(l->sink);
     msg[0] = 0;
     if (rc) {
       char problem[512];
       pp_host_last_problem(&l->hctx, problem, sizeof(problem));
-      snprintf(msg, sizeof(msg), "snapshot failed: %s",
+      snprintf(msg, sizeof(msg), "%s failed: %s", dump ? "dump" : "snapshot",
                problem[0] ? problem : strerror(rc < 0 ? -rc : rc));
       if (rc > 0) rc = -EIO;
     }
@@ -273,7 +279,9 @@ static int on_request(void *arg, uint32_t type, const uint8_t *p, uint32_t len) 
     case PP_MSG_ADD_TARGETS:
       return do_add_targets(l, p, len);
     case PP_MSG_SNAPSHOT:
-      return do_snapshot(l);
+      return do_collect(l, false);
+    case PP_MSG_DUMP:
+      return do_collect(l, true);
     case PP_MSG_STOP: {
       if (!l->started) return reply(l, 0, NULL);
       pp_host_clear_problem(&l->hctx);

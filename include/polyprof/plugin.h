@@ -32,7 +32,8 @@
  * 1.4 added the JavaScript tier kinds PP_FRAME_JS_INTERPRETED.._BUILTIN
  * (a plugin sends them only to a host whose abi_minor is 4 or more and
  * PP_FRAME_JS otherwise; a host shows a kind it does not know as native),
- * and the step privileges PP_CAP_STEP_NSENTER and PP_CAP_STEP_SETID.
+ * and the step privileges PP_CAP_STEP_NSENTER and PP_CAP_STEP_SETID;
+ * 1.5 added the optional dump() entry (every thread's stack, once).
  */
 #ifndef POLYPROF_PLUGIN_H
 #define POLYPROF_PLUGIN_H
@@ -45,7 +46,7 @@ extern "C" {
 #endif
 
 #define PP_ABI_MAJOR 1
-#define PP_ABI_MINOR 4
+#define PP_ABI_MINOR 5
 
 #define PP_PLUGIN_ENTRY_SYMBOL "polyprof_plugin_entry"
 
@@ -380,6 +381,13 @@ struct pp_plugin {
   int (*snapshot)(void *state, struct pp_sink *sink);
   int (*stop)(void *state);
   void (*fini)(void *state);
+  /* Optional (ABI 1.5; NULL, or beyond an older plugin's struct_size):
+   * read the stack every thread of every target is in now, once, and emit
+   * one sample per thread with its tid, count 1 and, where the plugin
+   * knows it, its name as comm. Sampling goes on; nothing of it is handed
+   * over here. Called between start() and stop(), from the same thread as
+   * the rest (`polyprof dump`). A target not attached yet yields nothing. */
+  int (*dump)(void *state, struct pp_sink *sink);
 };
 
 typedef const struct pp_plugin *(*pp_plugin_entry_fn)(void);

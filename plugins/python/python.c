@@ -202,6 +202,10 @@ static int py_add_targets(void *state, const struct pp_target *tg, size_t n) {
   return pp_target_table_add(st->targets, tg, n);
 }
 
+static int py_dump(void *state, struct pp_sink *sink) {
+  return python_dump(state, sink);
+}
+
 static int py_tick(void *state, uint64_t now) {
   return python_tick(state, now);
 }
@@ -271,6 +275,7 @@ static const struct pp_plugin descriptor = {
     .snapshot = py_snapshot,
     .stop = py_stop,
     .fini = py_fini,
+    .dump = py_dump,
 };
 
 PP_EXPORT const struct pp_plugin *polyprof_plugin_entry(void) {

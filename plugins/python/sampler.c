@@ -141,6 +141,17 @@ static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *frames,
   /* the root side was cut off: say so, as PyPerf does */
   if (truncated)
     st->frames[n++] = (struct pp_frame){.name = "[Truncated Stack]", .kind = PP_FRAME_PYTHON_ERROR};
+  if (st->dump_sink) {
+    struct py_target *dpt = st->cur->data;
+    struct pp_sample smp = {.pid = st->cur->pid,
+                            .tid = host_tid(st, dpt, st->cur->pid, tid),
+                            .comm = thread_name(st, tid),
+                            .frames = st->frames,
+                            .nframes = n,
+                            .count = 1};
+    st->host->emit(st->dump_sink, &smp);
+    return;
+  }
   char tframe[32];
   const char *tname = st->thread_names ? thread_name(st, tid) : NULL;
   if (tname) {
@@ -357,6 +368,20 @@ static void use_switches(struct py_state *st) {
  * longer than CATCHUP_MAX intervals is dropped and counted as missed. */
 #define CATCHUP_PER_TICK 2
 #define CATCHUP_MAX 4
+
+int python_dump(struct py_state *st, struct pp_sink *sink) {
+  st->dump_sink = sink;
+  struct pp_target_entry *t;
+  PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
+    st->cur = t;
+    struct py_sample_result res;
+    struct py_target *pt = t->data;
+    /* every thread, whatever the sampling mode; not counted as a sample */
+    python_sample(st->walker, &pt->proc, st->cc, PY_ALL_THREADS, pred_running, on_stack, st, &res);
+  }
+  st->dump_sink = NULL;
+  return 0;
+}
 
 int python_tick(struct py_state *st, uint64_t now) {
   st->now_ns = now;

@@ -1,6 +1,7 @@
 """polyprof attach PID and dump PID on running programs: attach -d prints
 the 3:1 split of Python, Ruby and Node.js programs as a table; attach ends
-when the program exits; dump shows the function each thread is in, with
+when the program exits; dump shows the function each thread is in (read at
+once by the Python plugin's dump(), by thread id; a short look for Ruby), with
 the threads' names and states, as text and JSON."""
 import json
 import os
@@ -60,10 +61,17 @@ try:
     blocks = r.stdout.split("\nStack of ")[1:]
     check(any(b.split("\n")[1].strip().startswith(("spin (", "busy_thread (")) for b in blocks), "dump: the main thread is in spin/busy_thread")
     check(any(b.split("\n")[1].strip().startswith("sleeper_thread (") for b in blocks), "dump: the other thread is in sleeper_thread")
+    check("stacks read now" in r.stdout, "dump python: the stacks are read at once (the plugin's dump())")
     r = cmdutil.polyprof("dump", str(p.pid), "--json")
     d = json.loads(r.stdout)
     check(d["pid"] == p.pid and len(d["threads"]) == 2 and all("state" in t and "name" in t for t in d["threads"]), "dump --json: threads with names and states")
     check(any(s["frames"] and s["frames"][0]["name"] == "sleeper_thread" and s["frames"][0]["runtime"] == "python" for s in d["stacks"]), "dump --json: innermost frame first, with its runtime")
+    # read now: one stack per thread, by its id (both threads are "python3")
+    tids = {t["tid"]: t["state"] for t in d["threads"]}
+    by_tid = {s.get("tid"): s["frames"][0]["name"] for s in d["stacks"]}
+    check(d.get("read") == "now" and set(by_tid) == set(tids), "dump --json: read now, one stack per thread id (%s)" % by_tid)
+    check(by_tid.get(p.pid) in ("spin", "busy_thread") and "sleeper_thread" in by_tid.values(),
+          "dump --json: the main thread (tid = pid) spins, the other sleeps (%s)" % by_tid)
 finally:
     pputil.kill(p)
 if shutil.which("ruby"):
@@ -72,6 +80,7 @@ if shutil.which("ruby"):
         time.sleep(1)
         r = cmdutil.polyprof("dump", str(p.pid))
         check(r.returncode == 0 and "    burn " in r.stdout and "_[rb]" in r.stdout, "dump ruby: the thread is in burn")
+        check("read now" not in r.stdout, "dump ruby: no dump() in its plugin: the short session's look")
     finally:
         pputil.kill(p)
 pputil.finish()
