@@ -214,11 +214,19 @@ static void keep_early(struct java_state *st, struct java_jvm *j, char *text, si
   free(text);
 }
 
-/* A JVM that is gone: what its agent dumped when it ended, if anything,
- * joins its early dumps; its /tmp is let go. */
+/* The JVM has ended: gone, or a zombie its parent has not reaped yet (its
+ * VMDeath has run, and no attach can reach it any more). */
+static bool jvm_ended(const struct pp_target_entry *t) {
+  if (!java_target_alive(t->pid, t->start_time)) return true;
+  char state = 0;
+  return pp_proc_state(t->pid, 0, &state) == 0 && (state == 'Z' || state == 'X');
+}
+
+/* A JVM that ended: what its agent dumped then, if anything, joins its
+ * early dumps. Its /tmp is let go either way. */
 static void take_exit_dump(struct java_state *st, struct pp_target_entry *t, struct java_jvm *j) {
   if (j->exit_dir < 0) return;
-  if (j->exit_name[0] && !java_target_alive(t->pid, t->start_time)) {
+  if (j->exit_name[0] && jvm_ended(t)) {
     size_t len = 0;
     char *text = java_read_exit_dump(j->exit_dir, j->exit_name, j->ti.uid,
                                      EARLY_MAX_BYTES - j->early_len, &len);
@@ -333,7 +341,7 @@ static void collect_one(struct java_state *st, struct pp_target_entry *t, struct
   struct java_jvm *j = t->data;
   char err[512] = "";
   int rc;
-  bool alive = java_target_alive(t->pid, t->start_time);
+  bool alive = !jvm_ended(t);
   if (!alive) take_exit_dump(st, t, j); /* its last stacks, dumped as it ended */
   if (j->early) {                       /* taken while it lived, whether or not it still does */
     java_collect_emit(h, sink, t->pid, j->early, j->early_len, st->thread_names, cs);
@@ -420,7 +428,7 @@ void java_jvm_stop_all(struct java_state *st) {
     struct java_jvm *j = t->data;
     if (!j->armed) continue;
     j->armed = 0;
-    if (!java_target_alive(t->pid, t->start_time)) continue;
+    if (jvm_ended(t)) continue; /* no attach reaches it; its exit dump is read at release */
     char err[256];
     struct java_attach_reply r;
     /* dormant, not unloaded: a JVM cannot unload an attached agent */

@@ -6,6 +6,7 @@ own mount + pid namespace (a container without the container runtime) is
 profiled through /proc/<pid>/root."""
 import ctypes
 import ctypes.util  # noqa: F401
+import glob
 import os
 import tempfile
 import shutil
@@ -76,6 +77,9 @@ try:
     pputil.check(impostor.poll() is None, "the non-JVM process named java was not signalled (alive)")
     pputil.check(xrs.poll() is None, "the -Xrs JVM was not signalled (alive)")
     pputil.check(short.poll() is not None, "the short JVM exited during the session")
+    # it stayed our zombie until poll(): its exit dump (if it was armed) is read and removed all the same
+    left = glob.glob("/tmp/.polyprof-%d-*" % short.pid)
+    pputil.check(not left, "no exit dump of the short JVM left in /tmp (%s)" % left)
     header, stacks = pputil.parse_col(os.path.join(out_dir, "last_profile.col"))
     texts = [";".join(f) for f, _ in stacks]
     log = res.stderr
