@@ -239,6 +239,30 @@ static int php_tick(void *state, uint64_t now_ns) {
   return 0;
 }
 
+/* dump(): each process's PHP stack, read once. The plugin reads NTS builds
+ * only (ZTS is refused at attach), whose script runs on the main thread:
+ * its tid is the pid. A process between requests has no stack to show. */
+static int php_dump(void *state, struct pp_sink *sink) {
+  struct php_state *st = state;
+  struct pp_target_entry *t;
+  PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
+    struct php_target *pt = t->data;
+    if (pt->denied) continue;
+    const struct pp_frame *frames;
+    uint32_t nf = 0;
+    int r = php_walk(st->walker, t->pid, &pt->at, &frames, &nf);
+    if ((r != PHP_WALK_OK && r != PHP_WALK_TRUNCATED) || !nf) continue;
+    struct pp_sample smp = {.pid = t->pid,
+                            .tid = t->pid,
+                            .comm = pt->comm[0] ? pt->comm : NULL,
+                            .frames = frames,
+                            .nframes = nf,
+                            .count = 1};
+    st->host->emit(sink, &smp);
+  }
+  return 0;
+}
+
 static int php_snapshot(void *state, struct pp_sink *sink) {
   struct php_state *st = state;
   const struct pp_host *h = st->host;
@@ -306,6 +330,7 @@ static const struct pp_plugin descriptor = {
     .snapshot = php_snapshot,
     .stop = php_stop,
     .fini = php_fini,
+    .dump = php_dump,
 };
 
 PP_EXPORT const struct pp_plugin *polyprof_plugin_entry(void) {

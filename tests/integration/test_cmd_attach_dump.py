@@ -1,7 +1,8 @@
 """polyprof attach PID and dump PID on running programs: attach -d prints
 the 3:1 split of Python, Ruby and Node.js programs as a table; attach ends
 when the program exits; dump shows the function each thread is in (read at
-once by the Python plugin's dump(), by thread id; a short look for Ruby), with
+once by the Python and PHP plugins' dump(), by thread id; a short look for
+Ruby), with
 the threads' names and states, as text and JSON."""
 import json
 import os
@@ -83,4 +84,18 @@ if shutil.which("ruby"):
         check("read now" not in r.stdout, "dump ruby: no dump() in its plugin: the short session's look")
     finally:
         pputil.kill(p)
+if shutil.which("php"):
+    p = pputil.spawn(["php", os.path.join(W, "php", "busy.php"), "30"])
+    try:
+        time.sleep(1)
+        r = cmdutil.polyprof("dump", str(p.pid))
+        print(r.stdout[-600:])
+        blocks = r.stdout.split("\nStack of ")[1:]
+        check(r.returncode == 0 and "stacks read now" in r.stdout and len(blocks) == 1
+              and "(thread %d, " % p.pid in blocks[0], "dump php: its one stack read at once, on the main thread")
+        check(blocks and blocks[0].split("\n")[1].strip().startswith("spin "), "dump php: the script is in spin")
+    finally:
+        pputil.kill(p)
+else:
+    check(False, "php installed")
 pputil.finish()
