@@ -290,6 +290,15 @@ static int ruby_snapshot(void *state, struct pp_sink *sink) {
   return rc;
 }
 
+static int ruby_dump(void *state, struct pp_sink *sink) {
+  struct ruby_state *st = state;
+  if (!st->tt) return -EINVAL;
+  pthread_mutex_lock(&st->lock);
+  int rc = ruby_dump_locked(st, sink);
+  pthread_mutex_unlock(&st->lock);
+  return rc;
+}
+
 static int ruby_stop(void *state) {
   struct ruby_state *st = state;
   ruby_sampler_stop(st);
@@ -329,6 +338,7 @@ static const struct pp_plugin descriptor = {
     .snapshot = ruby_snapshot,
     .stop = ruby_stop,
     .fini = ruby_fini,
+    .dump = ruby_dump,
 };
 
 PP_EXPORT const struct pp_plugin *polyprof_plugin_entry(void) {

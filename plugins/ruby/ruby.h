@@ -293,6 +293,9 @@ int ruby_walk(struct ruby_state *st, struct ruby_target *t, uint64_t ec, bool *t
  * sample of the thread predicts where things are. -ENOENT: no EC. */
 int ruby_walk_thread(struct ruby_state *st, struct ruby_target *t, struct ruby_thread *th,
                      bool *truncated);
+/* dump(): every thread of every attached target, once (ruby_sampler.c);
+ * st->lock held. */
+int ruby_dump_locked(struct ruby_state *st, struct pp_sink *sink);
 
 /* ruby_iseq.c */
 int ruby_iseqs_init(struct ruby_iseqs *c, size_t cap);

@@ -194,6 +194,36 @@ static int sample_thread(struct ruby_state *st, struct ruby_target *t, struct ru
   return count_stack(st, t, n, truncated, weight, blocked);
 }
 
+/* dump(): every Ruby thread of every attached target read once and
+ * emitted at once with its tid, outside the session's counts. A target
+ * whose threads cannot be listed (per_thread off) has no tids to give and
+ * is left out. Called with st->lock held. */
+int ruby_dump_locked(struct ruby_state *st, struct pp_sink *sink) {
+  struct pp_target_entry *e;
+  PP_TARGETS_FOREACH(st->tt, e, PP_TARGET_ATTACHED) {
+    struct ruby_target *t = e->data;
+    if (!t->per_thread) continue;
+    for (uint32_t k = 0; k < t->nthreads; k++) {
+      struct ruby_thread *th = &t->threads[k];
+      bool truncated = false;
+      int n = th->tid ? ruby_walk_thread(st, t, th, &truncated) : -ENOENT;
+      if (n <= 0) continue;
+      for (int i = 0; i < n; i++) {
+        const struct ruby_frame *f = &st->frames.v[st->ids[i]];
+        st->out[i] = (struct pp_frame){
+            .name = ruby_strings_get(&st->strings, f->name),
+            .file = f->file == RUBY_NO_ID ? NULL : ruby_strings_get(&st->strings, f->file),
+            .line = f->line,
+            .kind = f->kind};
+      }
+      struct pp_sample smp = {
+          .pid = t->pid, .tid = th->tid, .frames = st->out, .nframes = (uint32_t)n, .count = 1};
+      st->host->emit(sink, &smp);
+    }
+  }
+  return 0;
+}
+
 /* ---- CPU alarms ---- */
 
 static void on_alarm(struct ruby_state *st, uint64_t key, uint32_t events) {

@@ -1,8 +1,7 @@
 """polyprof attach PID and dump PID on running programs: attach -d prints
 the 3:1 split of Python, Ruby and Node.js programs as a table; attach ends
 when the program exits; dump shows the function each thread is in (read at
-once by the Python and PHP plugins' dump(), by thread id; a short look for
-Ruby), with
+once by the Python, Ruby and PHP plugins' dump(), by thread id), with
 the threads' names and states, as text and JSON."""
 import json
 import os
@@ -81,7 +80,8 @@ if shutil.which("ruby"):
         time.sleep(1)
         r = cmdutil.polyprof("dump", str(p.pid))
         check(r.returncode == 0 and "    burn " in r.stdout and "_[rb]" in r.stdout, "dump ruby: the thread is in burn")
-        check("read now" not in r.stdout, "dump ruby: no dump() in its plugin: the short session's look")
+        check("stacks read now" in r.stdout and "(thread %d, " % p.pid in r.stdout,
+              "dump ruby: read at once, the main thread by its id")
     finally:
         pputil.kill(p)
 if shutil.which("php"):
