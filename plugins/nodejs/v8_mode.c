@@ -173,6 +173,12 @@ struct drain_ctx {
 
 static struct pp_frame frames[V8_MAX_FRAMES];
 
+static int has_js(const struct pp_frame *f, int n) {
+  for (int i = 0; i < n; i++)
+    if (f[i].kind != PP_FRAME_NATIVE) return 1;
+  return 0;
+}
+
 static void on_sample(void *ctx, const struct v8_raw_sample *s) {
   struct drain_ctx *d = ctx;
   int n = v8_walk(&d->t->rd, s, frames, V8_MAX_FRAMES);
@@ -181,11 +187,13 @@ static void on_sample(void *ctx, const struct v8_raw_sample *s) {
     for (int i = 0; i < n; i++)
       if (frames[i].kind >= PP_FRAME_JS_INTERPRETED && frames[i].kind <= PP_FRAME_JS_BUILTIN)
         frames[i].kind = PP_FRAME_JS;
+  /* the main thread off its CPU without JS is the event loop waiting,
+   * V8's "(idle)", whatever C++ it waits in (uv_run, epoll_wait) */
+  if (n > 0 && s->off_cpu && s->tid == d->t->pid && !has_js(frames, n)) n = 0;
   if (n == 0) {
-    /* the main thread in C++ or the GC is V8's "(program)"; other threads
-     * without JS are Node's and V8's helpers (GC, compilers, libuv) */
-    /* ... and the main thread off its CPU without JS is the event loop
-     * waiting, V8's "(idle)" */
+    /* nothing named: the main thread in C++ or the GC is V8's
+     * "(program)"; other threads without JS are Node's and V8's helpers
+     * (GC, compilers, libuv) */
     frames[0] = (struct pp_frame){.name = s->tid != d->t->pid ? "(native thread)"
                                           : s->off_cpu        ? "(idle)"
                                                               : "(program)",
