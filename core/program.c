@@ -138,6 +138,13 @@ int pp_program_setup(struct pp_program *pr, const struct pp_cli *cli, struct pp_
   if (wall && !pp_cli_flag_value(cli, "--dotnet-wall") &&
       !pp_cli_flag_value(cli, "--no-dotnet-wall"))
     pp_config_add_flag(cfg, "--dotnet-wall", NULL, false);
+  if (wall && !pp_cli_flag_value(cli, "--java-wall") && !pp_cli_flag_value(cli, "--no-java-wall"))
+    pp_config_add_flag(cfg, "--java-wall", NULL, false);
+  if (wall && !pp_cli_flag_value(cli, "--php-wall") && !pp_cli_flag_value(cli, "--no-php-wall"))
+    pp_config_add_flag(cfg, "--php-wall", NULL, false);
+  if (wall && !pp_cli_flag_value(cli, "--nodejs-include-idle") &&
+      !pp_cli_flag_value(cli, "--no-nodejs-include-idle"))
+    pp_config_add_flag(cfg, "--nodejs-include-idle", NULL, false);
   /* asyncio: the task chains (and, in wall mode, the waiting tasks) of a
    * program that runs an event loop; the python plugin finds the loop in
    * the stacks it reads, and without one that costs a look at frame names */
