@@ -138,6 +138,9 @@ uint64_t pp_priv_step_needed(uint64_t d) {
   uint64_t steps = 0;
   if ((d & PP_CAP_STEP_NSENTER) && (d & PP_CAP_NEEDS_NSENTER)) steps |= PP_CAP_NEEDS_NSENTER;
   if ((d & PP_CAP_STEP_SETID) && (d & PP_CAP_NEEDS_SETID)) steps |= PP_CAP_NEEDS_SETID;
+  if ((d & PP_CAP_STEP_KILL) && (d & PP_CAP_NEEDS_KILL)) steps |= PP_CAP_NEEDS_KILL;
+  if ((d & PP_CAP_STEP_FILE_OVERRIDE) && (d & PP_CAP_NEEDS_FILE_OVERRIDE))
+    steps |= PP_CAP_NEEDS_FILE_OVERRIDE;
   if (!steps) return 0;
   /* A capability that another need also maps to (CAP_SYS_ADMIN for perf
    * events before 5.8) is needed all the time: it stays effective. */

@@ -58,7 +58,6 @@ void pp_fs_view_prepare(const char *plugin, struct pp_fs_view *v) {
       strchr(plugin, '/') || own_dir(RUNTIME_BASE, 0755) < 0 || own_dir(dir, 0700) < 0)
     dir[0] = 0; /* then the worker has no runtime directory, as when /run is not ours */
   snprintf(v->writable[0], sizeof(v->writable[0]), "%s", dir);
-  snprintf(v->writable[1], sizeof(v->writable[1]), "/tmp");
   /* A directory the host mounted read-only stays so: the view never
    * makes writable what the agent's own view is not. */
   for (int i = 0; i < PP_FS_VIEW_WRITABLE; i++) {
@@ -134,7 +133,7 @@ void pp_fs_view_describe(const char *plugin, char *buf, size_t len) {
     return;
   }
   snprintf(buf, len,
-           "a mount namespace of its own, every mount read-only but %s/%s and /tmp "
+           "a mount namespace of its own, every mount read-only but %s/%s "
            "(paths through /proc/PID/root reach other namespaces: docs/security.md)",
            RUNTIME_BASE, plugin);
 }

@@ -2,8 +2,8 @@
 /*
  * The file system a plugin worker sees: a mount namespace of its own in
  * which every mount is read-only except the worker's runtime directory
- * (/run/polyprof/<plugin>) and /tmp (perf maps are published there, as
- * the service's own view allows). Made in the forked child before exec,
+ * (/run/polyprof/<plugin>: what a worker publishes, such as the java
+ * plugin's perf map copies, goes there). Made in the forked child before exec,
  * while it still holds the agent's CAP_SYS_ADMIN. What this stops and what
  * it does not: docs/security.md, "The file system the worker sees".
  */
@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #define PP_FS_VIEW_MAX_PATH 256
-#define PP_FS_VIEW_WRITABLE 2
+#define PP_FS_VIEW_WRITABLE 1
 
 struct pp_fs_view {
   bool on; /* false: the worker shares the agent's view (why says why) */

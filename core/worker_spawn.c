@@ -290,7 +290,7 @@ int pp_worker_spawn(const char *exe, const char *name, bool inline_mode,
     int step = (view_note >> VIEW_NOTE_STEP_SHIFT) & 0xff;
     pp_log(PP_LOG_WARNING, "polyprof", "plugin %s: %s: %s failed: %s", name,
            step == PP_FS_VIEW_WRITABLE_BIND
-               ? "its worker sees the file system read-only, its runtime directory or /tmp too"
+               ? "its worker sees the file system read-only, its runtime directory too"
                : "its worker shares the agent's writable file system view",
            pp_fs_view_step_name(step), strerror(view_note & 0xfff));
   }

@@ -25,12 +25,21 @@ struct step_cap_data {
 };
 #define STEP_CAP_VERSION_3 0x20080522
 
-enum { STEP_SETGID = 6, STEP_SETUID = 7, STEP_SYS_CHROOT = 18, STEP_SYS_ADMIN = 21 };
+enum {
+  STEP_DAC_OVERRIDE = 1,
+  STEP_KILL = 5,
+  STEP_SETGID = 6,
+  STEP_SETUID = 7,
+  STEP_SYS_CHROOT = 18,
+  STEP_SYS_ADMIN = 21
+};
 
 static uint64_t caps_of(uint64_t needs) {
   uint64_t c = 0;
   if (needs & PP_CAP_NEEDS_NSENTER) c |= (1ull << STEP_SYS_ADMIN) | (1ull << STEP_SYS_CHROOT);
   if (needs & PP_CAP_NEEDS_SETID) c |= (1ull << STEP_SETUID) | (1ull << STEP_SETGID);
+  if (needs & PP_CAP_NEEDS_KILL) c |= 1ull << STEP_KILL;
+  if (needs & PP_CAP_NEEDS_FILE_OVERRIDE) c |= 1ull << STEP_DAC_OVERRIDE;
   return c;
 }
 

@@ -33,7 +33,8 @@
  * (a plugin sends them only to a host whose abi_minor is 4 or more and
  * PP_FRAME_JS otherwise; a host shows a kind it does not know as native),
  * and the step privileges PP_CAP_STEP_NSENTER and PP_CAP_STEP_SETID;
- * 1.5 added the optional dump() entry (every thread's stack, once).
+ * 1.5 added the optional dump() entry (every thread's stack, once) and
+ * the step privileges PP_CAP_STEP_KILL and PP_CAP_STEP_FILE_OVERRIDE.
  */
 #ifndef POLYPROF_PLUGIN_H
 #define POLYPROF_PLUGIN_H
@@ -214,6 +215,11 @@ enum pp_log_level {
  * calls change nothing. */
 #define PP_CAP_STEP_NSENTER (1ull << 19)
 #define PP_CAP_STEP_SETID (1ull << 20)
+/* ABI 1.5: signalling a target (CAP_KILL) and opening or connecting to a
+ * target's owner-only file or socket (CAP_DAC_OVERRIDE) as single steps;
+ * hosts of 1.4 ignore these two bits and keep the capabilities effective. */
+#define PP_CAP_STEP_KILL (1ull << 21)
+#define PP_CAP_STEP_FILE_OVERRIDE (1ull << 22)
 #define PP_CAP_ARCH_X86_64 (1ull << 16)
 #define PP_CAP_ARCH_AARCH64 (1ull << 17) /* no arch bit set: any architecture */
 

@@ -222,8 +222,8 @@ static const struct pp_plugin descriptor = {
     .name = "dotnet",
     .version = "0.1.0",
     .description = ".NET (CoreCLR) managed stacks via EventPipe, or perf maps for perf",
-    .capabilities =
-        PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_PTRACE | PP_CAP_NEEDS_FILE_OVERRIDE,
+    .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_PTRACE |
+                    PP_CAP_NEEDS_FILE_OVERRIDE | PP_CAP_STEP_FILE_OVERRIDE,
     .match_exe = NULL,
     .match_maps = match_maps,
     .options = options,

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "dotnet.h"
+#include "polyprof/kit/cap_step.h"
 
 static const uint8_t ipc_magic[14] = "DOTNET_IPC_V1";
 
@@ -160,8 +161,13 @@ static int connect_target(uint32_t pid, const char *path, int timeout_ms) {
   snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d", pfd);
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   int rc = fd < 0 ? -errno : 0;
-  if (rc == 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-    rc = -errno;
+  /* the socket is the runtime's, mode 0600 as its user: writing to it (the
+   * connect) is the one step that needs CAP_DAC_OVERRIDE */
+  struct pp_cap_step dac;
+  pp_cap_step_begin(&dac, PP_CAP_NEEDS_FILE_OVERRIDE);
+  if (rc == 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) rc = -errno;
+  pp_cap_step_end(&dac);
+  if (rc < 0 && fd >= 0) {
     if (rc == -EINPROGRESS) {
       rc = wait_fd(fd, POLLOUT, timeout_ms);
       int err = 0;

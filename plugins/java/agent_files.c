@@ -297,17 +297,18 @@ char *java_read_result(uint32_t pid, const char *name, size_t max, size_t *len, 
   return text;
 }
 
-int java_publish_perfmap(uint32_t pid, uint32_t nspid, size_t max_bytes, char *err, size_t errlen) {
+int java_publish_perfmap(const char *dir, uint32_t pid, uint32_t nspid, size_t max_bytes, char *err,
+                         size_t errlen) {
   if (same_dir_as_ours(pid, "/tmp") && pid == nspid)
     return 0; /* the JVM wrote it where perf looks */
-  /* The perf plugin reads a live process's map in its own root. The host
-   * copy only serves a process of the host's pid namespace that is gone
-   * before its samples are named (its root gone with it): perf then looks
-   * at the host path under its pid. A JVM in a pid namespace of its own is
-   * never looked up there, so nothing of it is copied to the host. */
+  /* The perf plugin reads a live process's map in its own root. The copy
+   * only serves a process of the host's pid namespace that is gone before
+   * its samples are named (its root gone with it): perf then looks in this
+   * plugin's runtime directory under its pid. A JVM in a pid namespace of
+   * its own is never looked up by host pid, so nothing of it is copied. */
   /* the map is the target's text: its size is capped (perfmap_copy_max_mb,
    * by default perf's own load limit, perf.perfmap_max_mb) */
-  if (pid != nspid || max_bytes == 0) return 0;
+  if (pid != nspid || max_bytes == 0 || !dir) return 0;
   char name[64], why[256] = "";
   snprintf(name, sizeof(name), "/tmp/perf-%u.map", nspid);
   /* the JVM writes it: a regular file of the JVM's user */
@@ -320,39 +321,38 @@ int java_publish_perfmap(uint32_t pid, uint32_t nspid, size_t max_bytes, char *e
              why[0] ? why : "larger than java.perfmap_copy_max_mb, or unreadable: not copied");
     return fd < 0 ? fd : -EIO;
   }
-  int host = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  /* the agent's own runtime directory (0700, the worker's only writable
+   * place besides /tmp): nothing a target planted is in it, and the temp
+   * name is still created O_EXCL|O_NOFOLLOW and renamed into place */
+  int out_dir = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   char tmpname[96], final[64];
-  /* an unguessable temp name created O_EXCL|O_NOFOLLOW: nothing planted in
-   * the host's /tmp is opened or written through; rename replaces a link
-   * at the final name instead of following it */
   snprintf(tmpname, sizeof(tmpname), ".pp-tmp-perf-%u.map.%016llx", pid,
            (unsigned long long)unpredictable_u64());
   snprintf(final, sizeof(final), "perf-%u.map", pid);
-  int out = host >= 0
-                ? openat(host, tmpname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644)
-                : -1;
+  int out = out_dir >= 0 ? openat(out_dir, tmpname,
+                                  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600)
+                         : -1;
   int rc = 0;
-  if (out < 0 || write(out, text, len) != (ssize_t)len || renameat(host, tmpname, host, final)) {
-    snprintf(err, errlen, "cannot write /tmp/%s: %s", final, strerror(errno));
+  if (out < 0 || write(out, text, len) != (ssize_t)len ||
+      renameat(out_dir, tmpname, out_dir, final)) {
+    snprintf(err, errlen, "cannot write %s/%s: %s", dir, final, strerror(errno));
     rc = -EIO;
-    if (out >= 0) unlinkat(host, tmpname, 0);
+    if (out >= 0) unlinkat(out_dir, tmpname, 0);
   }
   if (out >= 0) close(out);
-  if (host >= 0) close(host);
+  if (out_dir >= 0) close(out_dir);
   free(text);
   return rc < 0 ? rc : 1;
 }
 
-void java_unpublish_perfmap(uint32_t pid) {
+void java_unpublish_perfmap(const char *dir, uint32_t pid) {
   char final[64];
   snprintf(final, sizeof(final), "perf-%u.map", pid);
-  int host = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (host < 0) return;
-  /* only what we wrote: a regular file of the agent's user (something else
-   * under that name since, a link or another user's file, stays) */
+  int d = dir ? open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+  if (d < 0) return;
   struct stat st;
-  if (fstatat(host, final, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+  if (fstatat(d, final, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
       st.st_uid == geteuid())
-    unlinkat(host, final, 0);
-  close(host);
+    unlinkat(d, final, 0);
+  close(d);
 }

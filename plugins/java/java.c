@@ -87,8 +87,8 @@ static const struct pp_option options[] = {
      .default_value = "64",
      .min = 0,
      .max = 4096,
-     .help = "perfmap mode: largest perf map copied to the host's /tmp for a JVM with a /tmp of "
-             "its own (0: none copied)"},
+     .help = "perfmap mode: largest perf map copied to the plugin's runtime directory for perf, "
+             "for a JVM with a /tmp of its own (0: none copied)"},
 };
 
 static int java_init(const struct pp_host *host, void **out) {

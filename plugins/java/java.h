@@ -145,14 +145,15 @@ char *java_read_exit_dump(int dir, const char *name, uid_t uid, size_t max, size
 char *java_read_result(uint32_t pid, const char *name, size_t max, size_t *len, char *err,
                        size_t errlen);
 /* perfmap mode: copy /tmp/perf-<pid>.map of a JVM of the host's pid
- * namespace in another mount namespace to the host's /tmp, where perf
- * looks once the JVM is gone; a map larger than max_bytes (0: any) is not
- * copied. 1 if a copy was made, 0 if none is needed, or a negative errno
- * with err set. */
-int java_publish_perfmap(uint32_t pid, uint32_t nspid, size_t max_bytes, char *err, size_t errlen);
-/* The host copy java_publish_perfmap made, removed when its JVM is
+ * namespace in another mount namespace to dir (the plugin's runtime
+ * directory; NULL: no copy), where perf looks once the JVM is gone; a map
+ * larger than max_bytes (0: any) is not copied. 1 if a copy was made, 0 if
+ * none is needed, or a negative errno with err set. */
+int java_publish_perfmap(const char *dir, uint32_t pid, uint32_t nspid, size_t max_bytes, char *err,
+                         size_t errlen);
+/* The copy java_publish_perfmap made in dir, removed when its JVM is
  * released (only a regular file of ours is). */
-void java_unpublish_perfmap(uint32_t pid);
+void java_unpublish_perfmap(const char *dir, uint32_t pid);
 
 /* ---- collect.c ---- */
 struct java_collect_stats {

@@ -244,8 +244,8 @@ void java_jvm_release(void *plugin, struct pp_target_entry *t) {
   struct java_state *st = plugin;
   struct java_jvm *j = t->data;
   if (!j) return;
-  /* nothing of a JVM's stays in the host's /tmp after it */
-  if (j->perfmap_copied) java_unpublish_perfmap(t->pid);
+  /* nothing of a JVM's stays after it */
+  if (j->perfmap_copied) java_unpublish_perfmap(st->host->scratch_dir(st->host), t->pid);
   take_exit_dump(st, t, j);
   free(j->metadata);
   if (j->early) { /* an exited JVM's last stacks: the snapshot emits them */
@@ -360,8 +360,8 @@ static void collect_one(struct java_state *st, struct pp_target_entry *t, struct
     char *body = op(st, j, 0, "jcmd", "Compiler.perfmap", NULL, NULL, &status, err, sizeof(err));
     if (!body || status != 0)
       PP_WARNING(h, "pid %u: Compiler.perfmap failed: %s", t->pid, body ? body : err);
-    else if ((rc = java_publish_perfmap(t->pid, j->ti.nspid, st->perfmap_copy_max, err,
-                                        sizeof(err))) < 0)
+    else if ((rc = java_publish_perfmap(h->scratch_dir(h), t->pid, j->ti.nspid,
+                                        st->perfmap_copy_max, err, sizeof(err))) < 0)
       PP_WARNING(h, "pid %u: %s", t->pid, err);
     else if (rc > 0)
       j->perfmap_copied = 1;

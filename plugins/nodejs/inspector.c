@@ -41,6 +41,7 @@
 #include "helper.h"
 #include "inspector_list.h"
 #include "nodejs.h"
+#include "polyprof/kit/cap_step.h"
 #include "polyprof/kit/target_files.h"
 
 #define MS 1000000ull
@@ -188,10 +189,16 @@ static int signal_node(struct nodejs_state *st, struct nodejs_target *t) {
     rc = -ESRCH;
   else if (nodejs_catches_sigusr1(t->pid) != 1)
     rc = -ENOTSUP; /* its handler went away: the signal would kill it */
-  else if (pfd >= 0)
-    rc = syscall(SYS_pidfd_send_signal, pfd, SIGUSR1, NULL, 0) < 0 ? -errno : 0;
-  else
-    rc = kill((pid_t)t->pid, SIGUSR1) < 0 ? -errno : 0;
+  else {
+    /* the one step that needs CAP_KILL (a target of another user) */
+    struct pp_cap_step k;
+    pp_cap_step_begin(&k, PP_CAP_NEEDS_KILL);
+    if (pfd >= 0)
+      rc = syscall(SYS_pidfd_send_signal, pfd, SIGUSR1, NULL, 0) < 0 ? -errno : 0;
+    else
+      rc = kill((pid_t)t->pid, SIGUSR1) < 0 ? -errno : 0;
+    pp_cap_step_end(&k);
+  }
   if (pfd >= 0) close(pfd);
   return rc;
 }

@@ -245,8 +245,8 @@ static const struct pp_plugin descriptor = {
      * owner-only in the target's /tmp. NSENTER as a step: CAP_SYS_ADMIN is
      * raised only around setns() and the attach guard's bpf() calls. */
     .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_NSENTER | PP_CAP_STEP_NSENTER |
-                    PP_CAP_NEEDS_PTRACE | PP_CAP_NEEDS_KILL | PP_CAP_NEEDS_PERFMON |
-                    PP_CAP_NEEDS_FILE_OVERRIDE,
+                    PP_CAP_NEEDS_PTRACE | PP_CAP_NEEDS_KILL | PP_CAP_STEP_KILL |
+                    PP_CAP_NEEDS_PERFMON | PP_CAP_NEEDS_FILE_OVERRIDE,
     .match_exe = exe_patterns,
     .match_maps = map_patterns,
     .options = options,

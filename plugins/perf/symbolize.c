@@ -210,9 +210,10 @@ static const char *jitdump_lookup(struct perf_state *st, struct perf_proc *p, ui
  * itself; perf makes the same owner check), so a link, FIFO, device or
  * mount planted there is refused unopened and its JIT frames stay
  * "(/tmp/perf-N.map)". A process already gone (its root with it) in the
- * host's pid namespace: the host /tmp file, never through a link, checked
- * to be a regular file before it is opened (the host's /tmp holds no mount
- * a target could plant). */
+ * host's pid namespace: the java plugin's copy in its runtime directory,
+ * else the host /tmp file, never through a link, checked to be a regular
+ * file before it is opened (the host's /tmp holds no mount a target could
+ * plant). */
 static int open_perfmap(struct perf_state *st, struct perf_proc *p, struct stat *sb) {
   char path[64], why[256] = "";
   snprintf(path, sizeof(path), "/tmp/perf-%u.map", p->ns_pid);
@@ -225,6 +226,17 @@ static int open_perfmap(struct perf_state *st, struct perf_proc *p, struct stat 
                why[0] ? why : strerror(-fd));
     }
     return fd;
+  }
+  /* the copy the java plugin made in its runtime directory, our own
+   * directory's sibling (root's /run/polyprof/java, a user's own under
+   * rootless), for a JVM whose /tmp is not the host's */
+  const char *own = PP_HOST_HAS(st->host, scratch_dir) ? st->host->scratch_dir(st->host) : NULL;
+  const char *slash = own ? strrchr(own, '/') : NULL;
+  if (slash) {
+    char copy[4200];
+    snprintf(copy, sizeof(copy), "%.*s/java/perf-%u.map", (int)(slash - own), own, p->pid);
+    int cfd = pp_open_host_file(copy, NULL, sb);
+    if (cfd >= 0) return cfd;
   }
   return pp_open_host_file(path, NULL, sb);
 }

@@ -10,6 +10,7 @@ and the pids of the failed plugins carry
 "[Profiling error: <plugin> <reason>]"; both workers are restarted with
 backoff and a later session has their data again (targets replayed).
 """
+import glob
 import os
 import signal
 import subprocess
@@ -31,8 +32,8 @@ work = u.tempdir("ppiso-")
 cfg = os.path.join(work, "polyprof.yaml")
 with open(cfg, "w") as f:
     f.write("plugins:\n  timeout_s: 2\n  restart_backoff_max_s: 1\n"
-            "ta_crash:\n  fault_file: %s/crashed\n"
-            "ta_hang:\n  fault_file: %s/hung\n" % (work, work))
+            "ta_crash:\n  fault_file: crashed-%s\n"
+            "ta_hang:\n  fault_file: hung-%s\n" % (os.path.basename(work), os.path.basename(work)))
 
 sleeper = u.spawn(["sleep", "600"])
 tailer = u.spawn(["tail", "-f", "/dev/null"])
@@ -91,4 +92,7 @@ finally:
     u.kill(sleeper)
     u.kill(tailer)
     u.kill(catter)
+# the fault markers lie in the test plugins' runtime directories
+for marker in glob.glob("/run/polyprof/ta_*/*-" + os.path.basename(work) + "*"):
+    os.unlink(marker)
 u.finish()

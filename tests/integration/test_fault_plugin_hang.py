@@ -11,6 +11,7 @@ data and an error stack for the tee pid, the worker is restarted with
 growing backoff (1 s, then 2 s), and a later session has ta_tickhang's data
 again; the agent never dies and exits 0 on SIGTERM.
 """
+import glob
 import os
 import subprocess
 import sys
@@ -27,7 +28,7 @@ plugins = u.plugin_dir_with(*[os.path.join(u.TEST_PLUGIN_DIR, n) for n in needed
 
 work = u.tempdir("pphang-")
 config = ("plugins:\n  timeout_s: 2\n  restart_backoff_max_s: 4\n"
-          "ta_tickhang:\n  fault_file: %s/hung\n" % work)
+          "ta_tickhang:\n  fault_file: hung-%s\n" % os.path.basename(work))
 teer = subprocess.Popen(["tee"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
 catter = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
 out = u.tempdir("ppout-")
@@ -66,11 +67,15 @@ try:
             if ["ta_main", "ta_tickhang_work"] in [f for f, _ in fu.stacks_of_pid(s, "tee")]]
     u.check(back and back[-1] == len(sessions) - 1 and (not errors or back[-1] > errors[-1]),
             "the plugin's data is back after the restarts (sessions %s, errors %s)" % (back, errors))
-    u.check(os.path.exists(work + "/hung.1") and os.path.exists(work + "/hung.2"),
+    marker = "/run/polyprof/ta_tickhang/hung-" + os.path.basename(work)
+    u.check(os.path.exists(marker + ".1") and os.path.exists(marker + ".2"),
             "the plugin really hung twice")
 finally:
     if agent:
         agent.kill()
     u.kill(teer)
     u.kill(catter)
+# the fault markers lie in the test plugins' runtime directories
+for marker in glob.glob("/run/polyprof/ta_*/*-" + os.path.basename(work) + "*"):
+    os.unlink(marker)
 u.finish()

@@ -107,16 +107,18 @@ finally:
             os.unlink(f)
 
 # A JVM of the host's pid namespace with a /tmp of its own (another mount
-# namespace): perf would look for its map in the host's /tmp once it is
-# gone, so the agent keeps a copy there (root's, at most 64 MiB) while it
-# lives, and removes it when the JVM exits.
+# namespace): perf cannot reach its map once it is gone, so the agent keeps
+# a copy in the java plugin's runtime directory (root's, 0600, at most
+# 64 MiB) while it lives, never in the host's /tmp, and removes it when
+# the JVM exits.
 vclasses = tempfile.mkdtemp(prefix="ppjava-pm-classes-", dir="/var/tmp")
 javawork.compile_workloads(vclasses)
 out_path = os.path.join(work, "jvm-mnt.out")
 jvm = javawork.start(vclasses, "HotCold", 60, 2, 0, stdout=open(out_path, "w"),
                      prefix=["unshare", "--mount", "sh", "-c",
                              'mount --make-rprivate / && mount -t tmpfs tmpfs /tmp && exec "$@"', "sh"])
-copy = "/tmp/perf-%d.map" % jvm.pid
+copy = "/run/polyprof/java/perf-%d.map" % jvm.pid
+host_tmp = "/tmp/perf-%d.map" % jvm.pid
 agent = None
 try:
     pputil.check(javawork.wait_for_line(out_path, "ready"), "JVM started with a /tmp of its own")
@@ -127,8 +129,9 @@ try:
     while time.time() < end and not os.path.exists(copy):
         time.sleep(0.2)
     st = os.lstat(copy) if os.path.exists(copy) else None
-    pputil.check(st is not None and stat.S_ISREG(st.st_mode) and st.st_uid == 0,
-                 "a copy of its map is in the host's /tmp while it lives (%s)" % copy)
+    pputil.check(st is not None and stat.S_ISREG(st.st_mode) and st.st_uid == 0 and st.st_mode & 0o077 == 0,
+                 "a copy of its map is in the agent's runtime directory while it lives (%s)" % copy)
+    pputil.check(not os.path.exists(host_tmp), "nothing written to the host's /tmp (%s)" % host_tmp)
     text = open(copy).read() if st else ""
     pputil.check(any("HotCold.hotWork(long)" in ln for ln in text.splitlines()), "the copy names HotCold.hotWork")
     pputil.kill(jvm)

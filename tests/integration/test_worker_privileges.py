@@ -5,8 +5,9 @@
    capabilities its declaration maps to (CapPrm, CapInh, CapBnd of
    /proc/PID/status), with NoNewPrivs 1 and Seccomp 2 (filter); CapEff and
    CapAmb hold all of them but those it needs for single steps only
-   (nodejs: CAP_SYS_ADMIN and CAP_SYS_CHROOT, java: CAP_SETUID and
-   CAP_SETGID), which it raises around each step. The expected sets are written out here on purpose:
+   (nodejs: CAP_SYS_ADMIN, CAP_SYS_CHROOT and CAP_KILL, java: CAP_SETUID
+   and CAP_SETGID, dotnet: CAP_DAC_OVERRIDE), which it raises around each
+   step. The expected sets are written out here on purpose:
    a change of a plugin's privileges must change this test too.
 2. A plugin that makes a system call outside its allow-list (ta_syscall:
    personality(), once) has its worker stopped with the log line "worker
@@ -18,6 +19,7 @@
    are always effective and which for single steps only, no_new_privs, its
    allow-list file and its mount view.
 """
+import glob
 import os
 import re
 import signal
@@ -52,7 +54,8 @@ EXPECTED = {
 # events need CAP_SYS_ADMIN all the time: then it is no step capability.
 STEP = {
     "java": ["CAP_SETUID", "CAP_SETGID"],
-    "nodejs": ["CAP_SYS_CHROOT"] + (["CAP_SYS_ADMIN"] if PERFMON != "CAP_SYS_ADMIN" else []),
+    "nodejs": ["CAP_SYS_CHROOT", "CAP_KILL"] + (["CAP_SYS_ADMIN"] if PERFMON != "CAP_SYS_ADMIN" else []),
+    "dotnet": ["CAP_DAC_OVERRIDE"],
 }
 
 
@@ -177,7 +180,7 @@ work = u.tempdir("ppsys-")
 cfg = os.path.join(work, "polyprof.yaml")
 with open(cfg, "w") as f:
     f.write("plugins:\n  timeout_s: 5\n  restart_backoff_max_s: 1\n"
-            "ta_syscall:\n  fault_file: %s/tripped\n" % work)
+            "ta_syscall:\n  fault_file: tripped-%s\n" % os.path.basename(work))
 sleeper = u.spawn(["sleep", "600"])
 catter = subprocess.Popen(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
 out = u.tempdir("ppout-")
@@ -217,4 +220,7 @@ try:
 finally:
     u.kill(sleeper)
     u.kill(catter)
+# the fault markers lie in the test plugins' runtime directories
+for marker in glob.glob("/run/polyprof/ta_*/*-" + os.path.basename(work) + "*"):
+    os.unlink(marker)
 u.finish()

@@ -6,6 +6,8 @@
  * which pids each plugin covered. The fault (crash / hang) happens in
  * snapshot(), only while the file named by option fault_file does not exist
  * yet, so a restarted worker behaves and the next session has data again.
+ * The file lies in the plugin's runtime directory (the only place a worker
+ * may write): a relative fault_file is taken from there.
  */
 #ifndef TA_COMMON_H
 #define TA_COMMON_H
@@ -75,9 +77,20 @@ static int ta_tick(void *state, uint64_t now) {
 }
 
 /* Returns true the first time only (the marker file records it). */
+/* fault_file + suffix, a relative one in the runtime directory; 0 or -1
+ * if it does not fit. */
+static int ta_fault_path(const struct ta_state *s, const char *suffix, char *path, size_t cap) {
+  const char *dir = s->fault_file[0] == '/' ? NULL : s->host->scratch_dir(s->host);
+  int n = dir ? snprintf(path, cap, "%s/%s%s", dir, s->fault_file, suffix)
+              : snprintf(path, cap, "%s%s", s->fault_file, suffix);
+  return n > 0 && (size_t)n < cap ? 0 : -1;
+}
+
 static int ta_fault_now(struct ta_state *s) {
   if (!s->fault_file) return 1;
-  int fd = open(s->fault_file, O_CREAT | O_EXCL | O_WRONLY, 0600);
+  char path[4096];
+  if (ta_fault_path(s, "", path, sizeof(path)) < 0) return 0;
+  int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0600);
   if (fd < 0) return 0;
   close(fd);
   return 1;

@@ -17,10 +17,10 @@ static int ta_tickhang_tick(void *state, uint64_t now);
 #define HANG_AFTER_TICKS 10 /* 0.5 s at the 50 ms tick of ta_common.h */
 
 /* Creates the first missing marker of the two; true if one was created. */
-static int ta_tickhang_claim(const char *fault_file) {
+static int ta_tickhang_claim(const struct ta_state *s) {
   char path[4096];
   for (int i = 1; i <= 2; i++) {
-    if (snprintf(path, sizeof(path), "%s.%d", fault_file, i) >= (int)sizeof(path)) return 0;
+    if (ta_fault_path(s, i == 1 ? ".1" : ".2", path, sizeof(path)) < 0) return 0;
     int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0600);
     if (fd >= 0) {
       close(fd);
@@ -33,7 +33,7 @@ static int ta_tickhang_claim(const char *fault_file) {
 static int ta_tickhang_tick(void *state, uint64_t now) {
   static uint64_t lifetime_ticks;
   struct ta_state *s = state;
-  if (++lifetime_ticks == HANG_AFTER_TICKS && s->fault_file && ta_tickhang_claim(s->fault_file)) {
+  if (++lifetime_ticks == HANG_AFTER_TICKS && s->fault_file && ta_tickhang_claim(s)) {
     for (;;)
       pause();
   }

@@ -333,13 +333,25 @@ static void test_minimal(void) {
   pp_worker_free(w);
 }
 
+/* A file the plugin's worker may create: in its runtime directory, the one
+ * writable place of a worker's own file system view (made as the agent
+ * makes it, when running as root), else in /tmp. Absent on return. */
+static void worker_file(const char *plugin, const char *stem, char *out, size_t cap) {
+  char dir[128];
+  snprintf(dir, sizeof(dir), "/run/polyprof/%s", plugin);
+  if (geteuid() == 0 && (mkdir("/run/polyprof", 0755) == 0 || errno == EEXIST) &&
+      (mkdir(dir, 0700) == 0 || errno == EEXIST))
+    snprintf(out, cap, "%s/%s.%d", dir, stem, (int)getpid());
+  else
+    snprintf(out, cap, "/tmp/%s.%d", stem, (int)getpid());
+  unlink(out);
+}
+
 static void test_crash(void) {
   fprintf(stderr, "== crash in snapshot, once\n");
   const struct pp_plugin_info *info = plugin("tp_crash");
-  char once[] = "/tmp/pp_test_crash_XXXXXX";
-  int fd = mkstemp(once);
-  close(fd);
-  unlink(once);
+  char once[256];
+  worker_file("tp_crash", "pp_test_crash", once, sizeof(once));
   struct cfg c = {.pc = {.name = "tp_crash", .enabled = true}};
   c.pc.options = c.opts;
   bind(&c, info, "crash_once_file", once);
@@ -441,10 +453,8 @@ static void clear_log(void) {
 static void test_permanent(bool inline_mode) {
   fprintf(stderr, "== permanent refusal (%s)\n", inline_mode ? "inline" : "process");
   const struct pp_plugin_info *info = plugin("tp_refuse");
-  char count[] = "/tmp/pp_test_refuse_XXXXXX";
-  int fd = mkstemp(count);
-  close(fd);
-  unlink(count);
+  char count[256];
+  worker_file("tp_refuse", "pp_test_refuse", count, sizeof(count));
   struct cfg c = {.pc = {.name = "tp_refuse", .enabled = true}};
   c.pc.options = c.opts;
   bind(&c, info, "count_file", count);
