@@ -237,7 +237,11 @@ static int child_main(const struct java_target_info *ti, int allow_signal, int t
       close(tmp);
       return child_fail(out, EX_TRIGGER, why);
     }
+    /* root signalling another user's JVM: the one step that needs CAP_KILL */
+    struct pp_cap_step kill_step;
+    pp_cap_step_begin(&kill_step, PP_CAP_NEEDS_KILL);
     int rc = signal_verified(ti->pid, ti->start_time);
+    pp_cap_step_end(&kill_step);
     if (rc == EX_OK) {
       uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
       for (int delay = 20; now_ms() < deadline; delay = delay < 320 ? delay * 2 : delay) {

@@ -187,12 +187,15 @@ static const struct pp_plugin descriptor = {
     .name = "java",
     .version = POLYPROF_VERSION,
     .description = "Java stacks of HotSpot JVMs (JVMTI agent over dynamic attach, or perf maps)",
-    /* FILE_OVERRIDE: the agent's directory is created in the JVM's /tmp,
-     * which in a container may be its user's and not world-writable */
-    /* SETID as a step: only the attach child raises CAP_SETUID/CAP_SETGID,
-     * to take the JVM's ids; the worker itself never has them effective */
+    /* Every privilege but reading is a step. FILE_OVERRIDE: the agent's
+     * directory is created in the JVM's /tmp, which in a container may be
+     * its user's and not world-writable (raised around that copy). SETID
+     * and KILL: only the attach child raises CAP_SETUID/CAP_SETGID, to take
+     * the JVM's ids, and CAP_KILL around its SIGQUIT; the worker itself
+     * never has them effective */
     .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_SETID | PP_CAP_STEP_SETID |
-                    PP_CAP_NEEDS_KILL | PP_CAP_NEEDS_PTRACE | PP_CAP_NEEDS_FILE_OVERRIDE,
+                    PP_CAP_STEP_KILL | PP_CAP_STEP_FILE_OVERRIDE | PP_CAP_NEEDS_KILL |
+                    PP_CAP_NEEDS_PTRACE | PP_CAP_NEEDS_FILE_OVERRIDE,
     .match_exe = NULL,
     .match_maps = maps,
     .options = options,

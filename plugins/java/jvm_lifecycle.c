@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "java.h"
+#include "polyprof/kit/cap_step.h"
 
 struct java_jvm {
   struct java_target_info ti;
@@ -91,9 +92,16 @@ static int fail(struct java_state *st, struct pp_target_entry *t, const char *wh
  * refused this JVM), PP_ATTACH_FAIL, -ESRCH, with err. */
 static int arm(struct java_state *st, struct pp_target_entry *t, struct java_jvm *j, char *err,
                size_t errlen) {
-  if (!j->agent_path[0] && java_agent_target_path(st->agent_host, &j->ti, j->agent_path,
-                                                  sizeof(j->agent_path), err, errlen) != 0)
-    return PP_ATTACH_FAIL;
+  if (!j->agent_path[0]) {
+    /* the copy into a JVM's /tmp that only its user may write is the step
+     * that needs CAP_DAC_OVERRIDE */
+    struct pp_cap_step dac;
+    pp_cap_step_begin(&dac, PP_CAP_NEEDS_FILE_OVERRIDE);
+    int rc = java_agent_target_path(st->agent_host, &j->ti, j->agent_path, sizeof(j->agent_path),
+                                    err, errlen);
+    pp_cap_step_end(&dac);
+    if (rc != 0) return PP_ATTACH_FAIL;
+  }
   char args[1024], result[96], why[256];
   java_result_name(j->ti.nspid, result, sizeof(result));
   /* the JVM's /tmp stays open while it is armed, so what the agent writes

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "nodejs.h"
+#include "polyprof/kit/cap_step.h"
 #include "polyprof/kit/target_files.h"
 
 #define ADDON_DIR "polyprof-nodejs"
@@ -153,7 +154,12 @@ static void remove_perf_map(struct nodejs_state *st, const struct nodejs_target 
 int nodejs_perfmap_prepare(struct nodejs_state *st, struct nodejs_target *t, char *path,
                            size_t cap) {
   char err[256] = "";
+  /* writing into a /tmp that only the target's user may write is the step
+   * that needs CAP_DAC_OVERRIDE */
+  struct pp_cap_step dac;
+  pp_cap_step_begin(&dac, PP_CAP_NEEDS_FILE_OVERRIDE);
   int rc = install_addon(st, t->pid, err, sizeof(err));
+  pp_cap_step_end(&dac);
   if (rc < 0) {
     snprintf(t->reason, sizeof(t->reason), "%s", err);
     return rc;

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "polyprof/kit/cap_step.h"
 #include "polyprof/kit/log.h"
 #include "polyprof/kit/target_files.h"
 
@@ -25,7 +26,12 @@ void nodejs_chan_init(struct nodejs_chan *c, size_t max_line) {
 int nodejs_chan_connect(struct nodejs_chan *c, uint32_t pid, const char *path, char *reason,
                         size_t cap) {
   nodejs_chan_close(c);
+  /* the helper's socket is the target user's, owner-only: connecting is
+   * the step that needs CAP_DAC_OVERRIDE */
+  struct pp_cap_step dac;
+  pp_cap_step_begin(&dac, PP_CAP_NEEDS_FILE_OVERRIDE);
   int fd = pp_target_connect_unix(pid, path, reason, cap);
+  pp_cap_step_end(&dac);
   if (fd < 0) return fd;
   struct ucred cr;
   socklen_t cl = sizeof(cr);

@@ -241,12 +241,14 @@ static const struct pp_plugin descriptor = {
     .name = "nodejs",
     .version = "0.1.0",
     .description = "JavaScript stacks of running Node.js processes (inspector / perf maps)",
-    /* FILE_OVERRIDE: connecting to the socket a target's helper creates
-     * owner-only in the target's /tmp. NSENTER as a step: CAP_SYS_ADMIN is
-     * raised only around setns() and the attach guard's bpf() calls. */
+    /* Every privilege but reading is a step: FILE_OVERRIDE around the
+     * connect to the socket a target's helper creates owner-only in the
+     * target's /tmp and around the addon copy into it, KILL around the
+     * SIGUSR1, NSENTER (CAP_SYS_ADMIN) around setns() and the attach
+     * guard's bpf() calls. */
     .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_NSENTER | PP_CAP_STEP_NSENTER |
                     PP_CAP_NEEDS_PTRACE | PP_CAP_NEEDS_KILL | PP_CAP_STEP_KILL |
-                    PP_CAP_NEEDS_PERFMON | PP_CAP_NEEDS_FILE_OVERRIDE,
+                    PP_CAP_NEEDS_PERFMON | PP_CAP_NEEDS_FILE_OVERRIDE | PP_CAP_STEP_FILE_OVERRIDE,
     .match_exe = exe_patterns,
     .match_maps = map_patterns,
     .options = options,

@@ -5,9 +5,9 @@
    capabilities its declaration maps to (CapPrm, CapInh, CapBnd of
    /proc/PID/status), with NoNewPrivs 1 and Seccomp 2 (filter); CapEff and
    CapAmb hold all of them but those it needs for single steps only
-   (nodejs: CAP_SYS_ADMIN, CAP_SYS_CHROOT and CAP_KILL, java: CAP_SETUID
-   and CAP_SETGID, dotnet: CAP_DAC_OVERRIDE), which it raises around each
-   step. The expected sets are written out here on purpose:
+   (nodejs: CAP_SYS_ADMIN, CAP_SYS_CHROOT, CAP_KILL and CAP_DAC_OVERRIDE,
+   java: CAP_SETUID, CAP_SETGID, CAP_KILL and CAP_DAC_OVERRIDE, dotnet:
+   CAP_DAC_OVERRIDE), which it raises around each step. The expected sets are written out here on purpose:
    a change of a plugin's privileges must change this test too.
 2. A plugin that makes a system call outside its allow-list (ta_syscall:
    personality(), once) has its worker stopped with the log line "worker
@@ -53,8 +53,8 @@ EXPECTED = {
 # Permitted, raised only around the step that needs them. Before 5.8 perf
 # events need CAP_SYS_ADMIN all the time: then it is no step capability.
 STEP = {
-    "java": ["CAP_SETUID", "CAP_SETGID"],
-    "nodejs": ["CAP_SYS_CHROOT", "CAP_KILL"] + (["CAP_SYS_ADMIN"] if PERFMON != "CAP_SYS_ADMIN" else []),
+    "java": ["CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_DAC_OVERRIDE"],
+    "nodejs": ["CAP_SYS_CHROOT", "CAP_KILL", "CAP_DAC_OVERRIDE"] + (["CAP_SYS_ADMIN"] if PERFMON != "CAP_SYS_ADMIN" else []),
     "dotnet": ["CAP_DAC_OVERRIDE"],
 }
 

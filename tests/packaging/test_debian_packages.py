@@ -62,7 +62,8 @@ extra_files = []  # files we put into package-owned directories
 
 
 # the capabilities `polyprof check` may name as step capabilities
-CAP_NUMBERS = {"CAP_SETGID": 6, "CAP_SETUID": 7, "CAP_SYS_CHROOT": 18, "CAP_SYS_ADMIN": 21}
+CAP_NUMBERS = {"CAP_DAC_OVERRIDE": 1, "CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7,
+               "CAP_SYS_CHROOT": 18, "CAP_SYS_ADMIN": 21}
 
 
 def worker_status(parent):
@@ -380,6 +381,9 @@ try:
             plugin = m.group(1)
         elif plugin and line.strip().startswith("for single steps only"):
             names = line.split(":", 1)[1].strip()
+            unknown = [n for n in names.split(",") if n not in CAP_NUMBERS and n != "none"]
+            u.check(not unknown, "%s: every step capability check lists is known to this test (%s)"
+                    % (plugin, unknown))
             step["pp-" + plugin] = sum(1 << CAP_NUMBERS[n] for n in names.split(",") if n in CAP_NUMBERS)
     # least privilege under the unit: every worker has no_new_privs, its
     # seccomp filter, a capability set inside the unit's (cut to its
