@@ -136,6 +136,18 @@ static bool refresh_threads(struct ruby_state *st, struct ruby_target *t) {
 /* Counts the stack a walk left in st->ids `weight` times (n: the walk's
  * result). 0, -EAGAIN if the read was torn, -ESRCH if the process is gone
  * (the caller looks). */
+/* The n frames a walk left in st->ids, as the plugin ABI's frames in st->out. */
+static void frames_out(struct ruby_state *st, int n) {
+  for (int i = 0; i < n; i++) {
+    const struct ruby_frame *f = &st->frames.v[st->ids[i]];
+    st->out[i] = (struct pp_frame){
+        .name = ruby_strings_get(&st->strings, f->name),
+        .file = f->file == RUBY_NO_ID ? NULL : ruby_strings_get(&st->strings, f->file),
+        .line = f->line,
+        .kind = f->kind};
+  }
+}
+
 static int count_stack(struct ruby_state *st, struct ruby_target *t, int n, bool truncated,
                        uint64_t weight, bool blocked) {
   if (n == -ESRCH) return n;
@@ -150,14 +162,7 @@ static int count_stack(struct ruby_state *st, struct ruby_target *t, int n, bool
   }
   if (truncated) st->c_truncated++;
   if (n == 0) return 0;
-  for (int i = 0; i < n; i++) {
-    const struct ruby_frame *f = &st->frames.v[st->ids[i]];
-    st->out[i] = (struct pp_frame){
-        .name = ruby_strings_get(&st->strings, f->name),
-        .file = f->file == RUBY_NO_ID ? NULL : ruby_strings_get(&st->strings, f->file),
-        .line = f->line,
-        .kind = f->kind};
-  }
+  frames_out(st, n);
   /* --mode offcpu: a blocked thread's tick is the sampling period off its
    * CPU, in microseconds; in cpu mode it makes no cpu sample, in wall mode
    * it still makes its wall sample */
@@ -208,14 +213,7 @@ int ruby_dump_locked(struct ruby_state *st, struct pp_sink *sink) {
       bool truncated = false;
       int n = th->tid ? ruby_walk_thread(st, t, th, &truncated) : -ENOENT;
       if (n <= 0) continue;
-      for (int i = 0; i < n; i++) {
-        const struct ruby_frame *f = &st->frames.v[st->ids[i]];
-        st->out[i] = (struct pp_frame){
-            .name = ruby_strings_get(&st->strings, f->name),
-            .file = f->file == RUBY_NO_ID ? NULL : ruby_strings_get(&st->strings, f->file),
-            .line = f->line,
-            .kind = f->kind};
-      }
+      frames_out(st, n);
       struct pp_sample smp = {
           .pid = t->pid, .tid = th->tid, .frames = st->out, .nframes = (uint32_t)n, .count = 1};
       st->host->emit(sink, &smp);
