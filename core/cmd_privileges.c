@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "privileges.h"
+#include "profile_mode.h"
 #include "session.h"
 #include "supervisor.h"
 #include "worker_fs_view.h"
@@ -47,11 +48,8 @@ static void describe_list(const char *plugin_path, char *buf, size_t len) {
   }
 }
 
-void pp_cmd_print_worker_privileges(struct pp_config *cfg, FILE *out) {
-  struct pp_plugin_info *infos = NULL;
-  size_t n = 0;
-  char err[PP_MAX_ERR] = "";
-  if (pp_agent_load_plugins(cfg, &infos, &n, err) < 0 && !infos) return;
+void pp_cmd_print_worker_privileges(const struct pp_config *cfg, const struct pp_plugin_info *infos,
+                                    size_t n, FILE *out) {
   uint64_t agent = pp_priv_agent_caps();
   fprintf(out, "plugin workers (what each one holds once started):\n");
   for (size_t i = 0; i < n; i++) {
@@ -66,8 +64,10 @@ void pp_cmd_print_worker_privileges(struct pp_config *cfg, FILE *out) {
               "privileges, no seccomp filter\n");
       continue;
     }
-    uint64_t needed = pp_priv_needed(pi->desc.capabilities);
-    struct pp_privs p = pp_priv_for_plugin(pi->desc.capabilities);
+    /* what the worker gets for this command line (as worker.c asks it) */
+    uint64_t declared = pi->desc.capabilities | pp_profile_types_step_caps(pc);
+    uint64_t needed = pp_priv_needed(declared);
+    struct pp_privs p = pp_priv_for_plugin(declared);
     char caps[1024], missing[1024], list[4800];
     pp_priv_format(p.caps, caps, sizeof(caps));
     fprintf(out, "    capabilities: %s%s\n", caps,
@@ -79,7 +79,16 @@ void pp_cmd_print_worker_privileges(struct pp_config *cfg, FILE *out) {
     pp_priv_format(p.step, step, sizeof(step));
     fprintf(out, "    always effective: %s\n", always);
     fprintf(out, "    for single steps only (permitted, raised around the step): %s\n", step);
-    if (needed & ~agent & ~(pi->desc.capabilities & PP_CAP_NEEDS_ROOT ? ~0ull : 0ull)) {
+    uint64_t asked = pp_profile_types_step_caps_possible(&pi->desc);
+    if (asked && !pp_profile_types_step_caps(pc)) {
+      struct pp_privs more = pp_priv_for_plugin(pi->desc.capabilities | asked);
+      pp_priv_format(more.step & ~p.step, step, sizeof(step));
+      fprintf(out,
+              "    for single steps with native allocations (--mode alloc with --pids, run or "
+              "attach; raised around each uprobe open): %s\n",
+              step);
+    }
+    if (needed & ~agent & ~(declared & PP_CAP_NEEDS_ROOT ? ~0ull : 0ull)) {
       pp_priv_format(needed & ~agent, missing, sizeof(missing));
       fprintf(out, "    declared but MISSING in the agent: %s\n", missing);
     }
@@ -90,5 +99,4 @@ void pp_cmd_print_worker_privileges(struct pp_config *cfg, FILE *out) {
     pp_fs_view_describe(pi->desc.name, view, sizeof(view));
     fprintf(out, "    mount view: %s\n", view);
   }
-  pp_registry_free(infos, n);
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "polyprof/kit/proc.h"
+#include "profile_mode.h"
 #include "rootless.h"
 #include "session.h"
 #include "worker_exe.h"
@@ -36,16 +37,11 @@ static void print_caps(FILE *out, uint64_t caps) {
   }
 }
 
-int pp_cmd_plugins(struct pp_config *cfg, bool verbose, FILE *out) {
-  struct pp_plugin_info *infos = NULL;
-  size_t n = 0;
-  char err[PP_MAX_ERR] = "";
-  int rc = pp_agent_load_plugins(cfg, &infos, &n, err);
-  if (rc < 0 && !infos) {
-    fprintf(stderr, "polyprof: %s\n", err);
-    return 2;
-  }
-  if (rc < 0) fprintf(stderr, "polyprof: configuration problem: %s\n", err);
+/* The plugin table of the plugins found once by the caller: a second load
+ * would bind the configuration again (refused as configured twice) while
+ * the first binding's option pointers went with the registry it freed. */
+static void print_plugins(const struct pp_config *cfg, const struct pp_plugin_info *infos, size_t n,
+                          bool verbose, FILE *out) {
   fprintf(out, "plugin directory: %s\n", cfg->plugin_dir);
   if (n == 0) fprintf(out, "  (no plugins found)\n");
   fprintf(out, "%-10s %-10s %-6s %-9s %s\n", "NAME", "VERSION", "ABI", "STATE", "DETAILS");
@@ -82,6 +78,26 @@ int pp_cmd_plugins(struct pp_config *cfg, bool verbose, FILE *out) {
       }
     }
   }
+}
+
+/* Loads the plugins once for a command; NULL infos when none could be. */
+static int load_plugins(struct pp_config *cfg, struct pp_plugin_info **infos, size_t *n) {
+  char err[PP_MAX_ERR] = "";
+  int rc = pp_agent_load_plugins(cfg, infos, n, err);
+  if (rc < 0 && !*infos) {
+    fprintf(stderr, "polyprof: %s\n", err);
+    return -1;
+  }
+  if (rc < 0) fprintf(stderr, "polyprof: configuration problem: %s\n", err);
+  return rc;
+}
+
+int pp_cmd_plugins(struct pp_config *cfg, bool verbose, FILE *out) {
+  struct pp_plugin_info *infos = NULL;
+  size_t n = 0;
+  int rc = load_plugins(cfg, &infos, &n);
+  if (!infos && rc < 0) return 2;
+  print_plugins(cfg, infos, n, verbose, out);
   pp_registry_free(infos, n);
   return rc < 0 ? 2 : 0;
 }
@@ -158,10 +174,22 @@ int pp_cmd_check(struct pp_config *cfg, FILE *out) {
     fprintf(out, "plugin worker: %s\n", exe);
   else
     fprintf(out, "plugin worker: MISSING: %s (only isolation: inline plugins can run)\n", why);
-  int rc = pp_cmd_plugins(cfg, false, out);
-  pp_cmd_print_worker_privileges(cfg, out);
+  struct pp_plugin_info *infos = NULL;
+  size_t n = 0;
+  int rc = load_plugins(cfg, &infos, &n);
+  if (infos) {
+    /* --mode as a run would apply it: what is enabled, and the step
+     * capabilities an asked profile type adds (perf's native allocations) */
+    for (size_t i = 0; i < n; i++)
+      if (!infos[i].error)
+        pp_profile_types_apply(cfg, infos[i].desc.name,
+                               (infos[i].desc.capabilities & PP_CAP_SYSTEM_WIDE) != 0);
+    print_plugins(cfg, infos, n, false, out);
+    pp_cmd_print_worker_privileges(cfg, infos, n, out);
+  }
+  pp_registry_free(infos, n);
   fprintf(out, "%s\n",
           missing ? "some capabilities are missing: see above what they disable"
                   : "all capabilities present");
-  return rc;
+  return rc < 0 ? 2 : 0;
 }

@@ -7,11 +7,13 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "supervisor.h"
 
 int pp_cmd_plugins(struct pp_config *cfg, bool verbose, FILE *out);
 int pp_cmd_check(struct pp_config *cfg, FILE *out);
 /* Part of check: each plugin worker's capabilities, no_new_privs, seccomp
  * allow-list and mount view (cmd_privileges.c). */
-void pp_cmd_print_worker_privileges(struct pp_config *cfg, FILE *out);
+void pp_cmd_print_worker_privileges(const struct pp_config *cfg, const struct pp_plugin_info *infos,
+                                    size_t n, FILE *out);
 
 #endif

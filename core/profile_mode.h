@@ -69,6 +69,9 @@ void pp_profile_types_apply(struct pp_config *cfg, const char *plugin, bool syst
  * its native_alloc option) take CAP_SYS_ADMIN, held as a step privilege
  * the plugin raises only around opening them. */
 uint64_t pp_profile_types_step_caps(const struct pp_plugin_config *pc);
+/* What pp_profile_types_step_caps() may add for this plugin when the run
+ * asks for it (`polyprof check` shows it as conditional). */
+uint64_t pp_profile_types_step_caps_possible(const struct pp_plugin *desc);
 /* Once the enabled plugins are known: one line for each requested type
  * none of them gives. */
 void pp_profile_types_check_sources(const struct pp_config *cfg, const char *const *names,

@@ -189,13 +189,23 @@ void pp_profile_types_apply(struct pp_config *cfg, const char *plugin, bool syst
   }
 }
 
+/* CAP_SYS_ADMIN for uprobe events, raised only around opening them */
+#define NATIVE_ALLOC_CAPS (PP_CAP_NEEDS_NSENTER | PP_CAP_STEP_NSENTER)
+
 uint64_t pp_profile_types_step_caps(const struct pp_plugin_config *pc) {
   for (size_t k = 0; pc && k < pc->option_count; k++) {
     const struct pp_bound_option *bo = &pc->options[k];
     if (bo->opt && !strcmp(bo->opt->key, "native_alloc") && bo->scalar &&
         !strcmp(bo->scalar, "true"))
-      return PP_CAP_NEEDS_NSENTER | PP_CAP_STEP_NSENTER; /* CAP_SYS_ADMIN, raised per step */
+      return NATIVE_ALLOC_CAPS;
   }
+  return 0;
+}
+
+uint64_t pp_profile_types_step_caps_possible(const struct pp_plugin *desc) {
+  for (uint32_t k = 0; desc->options && k < desc->option_count; k++)
+    if (desc->options[k].key && !strcmp(desc->options[k].key, "native_alloc"))
+      return NATIVE_ALLOC_CAPS;
   return 0;
 }
 

@@ -17,7 +17,9 @@
 3. A plugin that declares no privileges (tp_undeclared) is refused, by name.
 4. `polyprof check` shows each worker's capabilities (the same sets), which
    are always effective and which for single steps only, no_new_privs, its
-   allow-list file and its mount view.
+   allow-list file and its mount view; perf's step capabilities for native
+   allocations as a conditional line, and as its step capabilities under
+   `--mode alloc --pids`.
 """
 import glob
 import os
@@ -57,6 +59,9 @@ STEP = {
     "nodejs": ["CAP_SYS_CHROOT", "CAP_KILL", "CAP_DAC_OVERRIDE"] + (["CAP_SYS_ADMIN"] if PERFMON != "CAP_SYS_ADMIN" else []),
     "dotnet": ["CAP_DAC_OVERRIDE"],
 }
+
+# perf's, when native allocations are asked (PP_CAP_NEEDS_NSENTER as a step)
+NATIVE_ALLOC_STEP = ["CAP_SYS_CHROOT"] + (["CAP_SYS_ADMIN"] if PERFMON != "CAP_SYS_ADMIN" else [])
 
 
 def mask(names):
@@ -169,6 +174,30 @@ for name in present:
             "check: %s worker's always-effective capabilities %s" % (name, sorted(listed("always effective"))))
     u.check("no_new_privs: yes" in block and ("seccomp: filter, " in block and name + ".seccomp" in block)
             and "mount view:" in block, "check: %s worker's no_new_privs, allow-list and mount view" % name)
+
+# perf's native allocations (--mode alloc with --pids) add uprobe events,
+# opened with CAP_SYS_ADMIN raised around each: check says so as a
+# conditional line, and as perf's step capabilities once the command line
+# asks for them
+perf_block = re.search(r"\n  perf( \(disabled\))?\n((    .*\n)+)", section)
+perf_block = perf_block.group(2) if perf_block else ""
+cond = [l for l in perf_block.splitlines() if l.strip().startswith("for single steps with native allocations")]
+cond = set(cond[0].split(":", 1)[1].strip().split(",")) if cond else set()
+u.check(cond == set(NATIVE_ALLOC_STEP), "check: perf's native-allocation step capabilities %s" % sorted(cond))
+chk = subprocess.run([u.AGENT, "check", "--plugin-dir", u.PLUGIN_DIR, "--config",
+                      os.path.join(u.SRC, "tests", "integration", "empty.yaml"),
+                      "--mode", "alloc", "--pids", str(os.getpid())],
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+u.check(chk.returncode == 0, "check --mode alloc --pids: exit 0 (got %d: %s)" % (chk.returncode, chk.stdout[-300:]))
+section = chk.stdout.split("plugin workers (what each one holds once started):", 1)[-1]
+perf_block = re.search(r"\n  perf( \(disabled\))?\n((    .*\n)+)", section)
+perf_block = perf_block.group(2) if perf_block else ""
+steps = [l for l in perf_block.splitlines() if l.strip().startswith("for single steps only")]
+steps = set(steps[0].split(":", 1)[1].strip().split(",")) if steps else set()
+u.check(steps == set(NATIVE_ALLOC_STEP),
+        "check --mode alloc --pids: perf's step capabilities %s" % sorted(steps))
+u.check("single steps with native allocations" not in perf_block,
+        "check --mode alloc --pids: no conditional line once they are asked")
 
 # ---- 2 and 3. a forbidden system call, an undeclared plugin ----------------
 needed = [os.path.join(u.TEST_PLUGIN_DIR, n) for n in ("ta_ok.so", "ta_syscall.so", "tp_undeclared.so")]

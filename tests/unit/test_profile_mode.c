@@ -207,6 +207,12 @@ static void test_native_alloc(void) {
   CHECK(bo.scalar && strcmp(bo.scalar, "true") == 0);
   CHECK_EQ_INT(pp_profile_types_step_caps(&pc), PP_CAP_NEEDS_NSENTER | PP_CAP_STEP_NSENTER);
   free(bo.scalar);
+  /* what `polyprof check` shows as conditional: a plugin with the option */
+  struct pp_plugin desc = {.name = "perf", .options = &opt, .option_count = 1};
+  CHECK_EQ_INT(pp_profile_types_step_caps_possible(&desc),
+               PP_CAP_NEEDS_NSENTER | PP_CAP_STEP_NSENTER);
+  desc.option_count = 0;
+  CHECK_EQ_INT(pp_profile_types_step_caps_possible(&desc), 0);
 }
 
 int main(void) {
