@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz target: a .debug_frame section (plugins/perf/debug_frame.c), read
+ * Fuzz target: a .debug_frame section (sdk/debug_frame.c), read
  * from the object files of profiled processes, converted into the
  * .eh_frame_hdr-style table and .eh_frame records the remote unwinder
  * searches. The output is then checked as libunwind will read it: a
@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "fuzz_input.h"
-#include "perf.h"
+#include "polyprof/kit/debug_frame.h"
 
 static uint32_t u32_at(const uint8_t *p) {
   uint32_t v;
@@ -20,7 +20,7 @@ static uint32_t u32_at(const uint8_t *p) {
   return v;
 }
 
-static void check(const struct perf_debug_frame *d, uint64_t base) {
+static void check(const struct pp_debug_frame *d, uint64_t base) {
   if (d->vaddr != base || d->nentries == 0 || d->nentries * 8 > d->size) abort();
   int64_t prev = INT64_MIN;
   for (size_t i = 0; i < d->nentries; i++) {
@@ -44,8 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
    * (every entry then out of 32-bit reach) */
   static const uint64_t bases[] = {0x10000, 0x400000, 0x7f0000000000ull};
   for (size_t i = 0; i < sizeof(bases) / sizeof(bases[0]); i++) {
-    struct perf_debug_frame d;
-    int rc = perf_debug_frame_convert(data, size, bases[i], &d);
+    struct pp_debug_frame d;
+    int rc = pp_debug_frame_convert(data, size, bases[i], &d);
     if (rc == 0) {
       check(&d, bases[i]);
       free(d.data);

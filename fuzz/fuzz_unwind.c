@@ -1,15 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Fuzz target: the perf plugin's DWARF unwinder (plugins/perf/unwind.c)
- * with libunwind's remote API over an object's .eh_frame_hdr, .eh_frame
- * and .debug_frame (converted by debug_frame.c as dso.c does) and a user
- * stack sample (registers and stack copy), all from the input
- * (fuzz_unwind.h). unwind.c checks the .eh_frame_hdr before handing its
- * table to libunwind and serves every byte libunwind reads from these
- * buffers, so a bad length or offset in the tables must end the unwind,
- * never read outside them. Unwound three times: with both tables, with
- * .debug_frame only, and with a 3-frame cap. Seeds are real samples of a
- * small program compiled at seed time by gcc and clang (seed_unwind.c).
+ * Fuzz target: the kit's DWARF unwinder (sdk/unwind.c) as the perf plugin
+ * drives it (plugins/perf/unwind.c), with libunwind's remote API over an
+ * object's .eh_frame_hdr, .eh_frame and .debug_frame (converted by
+ * sdk/debug_frame.c as dso.c does) and a user stack sample (registers and stack copy), all from the
+ * input (fuzz_unwind.h). The unwinder checks the .eh_frame_hdr before handing its table to
+ * libunwind and serves every byte libunwind reads from these buffers, so a bad length or offset in
+ * the tables must end the unwind, never read outside them. Unwound three times: with both tables,
+ * with .debug_frame only, and with a 3-frame cap. Seeds are real samples of a small program
+ * compiled at seed time by gcc and clang (seed_unwind.c).
  *
  * dso.c and procs.c, which read files and /proc, are replaced by the two
  * functions unwind.c calls there: the object's tables are loaded already

@@ -14,6 +14,7 @@
 #include "polyprof/plugin.h"
 
 #include "polyprof/kit/cap_step.h"     /* capabilities raised for one step only */
+#include "polyprof/kit/debug_frame.h"  /* .debug_frame / .eh_frame tables for the unwinder */
 #include "polyprof/kit/demangle.h"     /* C++ and Rust symbol names */
 #include "polyprof/kit/elf_lookup.h"   /* symbols and sections of a mapped file */
 #include "polyprof/kit/elf_symbols.h"  /* address -> symbol tables, build-ids, debug files */
@@ -32,5 +33,7 @@
 #include "polyprof/kit/target_files.h" /* the one safe way into a target's files */
 #include "polyprof/kit/target_table.h" /* the target lifecycle: attach, retry, exec, exit */
 #include "polyprof/kit/thread_cpu.h"   /* is this thread on a CPU */
+/* polyprof/kit/unwind.h (DWARF unwinding of perf stack copies) needs
+ * libpolyprof-kit-unwind.a and libunwind: included on demand. */
 
 #endif

@@ -14,9 +14,9 @@
  *                (identity-checked); LRU bounded by bytes
  *   symbolize.c  address -> frame id (kernel, ELF, JIT perf map and jitdump
  *                read through the kit) and the session's frame table
- *   unwind.c     DWARF unwinding of user stack copies with libunwind
- *   debug_frame.c .debug_frame rewritten as the table libunwind's remote
- *                lookup reads (code built without .eh_frame)
+ *   unwind.c     DWARF unwinding of user stack copies: the kit's unwinder
+ *                (polyprof/kit/unwind.h, libunwind's remote API) told
+ *                which object, bias and tables hold an address
  *   stacks.c     per-session stacks of frame ids, smart-mode choice, emit
  *   offcpu.c     off-CPU profile: switch-out stacks weighted by blocked time
  *   alloc.c      native allocation profile: uprobes on the allocator of
@@ -127,29 +127,13 @@ void perf_events_close(struct perf_events *ev);
  * timestamp across CPUs), and frees the ring space. Returns records read. */
 size_t perf_events_drain(struct perf_events *ev, perf_record_fn fn, void *arg);
 
-/* ---------------- debug_frame.c ---------------- */
+/* ---------------- unwind tables (the kit's debug_frame.h) ---------------- */
 
-/* .debug_frame as an .eh_frame_hdr-style table followed by .eh_frame
- * records, to be served at ELF virtual address `vaddr` (plus the mapping's
- * bias): `nentries` (int32 start_ip - vaddr, int32 fde - vaddr) pairs at
- * vaddr, sorted. */
-struct perf_debug_frame {
-  uint8_t *data; /* NULL: none */
-  size_t size;
-  uint64_t vaddr;
-  size_t nentries;
-};
-
-/* Converts a .debug_frame section (len bytes, untrusted) into `out` laid
- * out at ELF address base. 0, -ENOENT (nothing usable) or -ENOMEM. */
-int perf_debug_frame_convert(const uint8_t *df, size_t len, uint64_t base,
-                             struct perf_debug_frame *out);
-/* True if every record of an .eh_frame section (len bytes at ELF address
- * f_vaddr, untrusted) can be read with CFA programs naming registers
- * libunwind can index, and every FDE pointer of its .eh_frame_hdr table
- * (hdr_len bytes at hdr_vaddr) is the start of such an FDE. */
-bool perf_eh_frame_ok(const uint8_t *hdr, size_t hdr_len, uint64_t hdr_vaddr, const uint8_t *f,
-                      size_t len, uint64_t f_vaddr);
+#include "polyprof/kit/debug_frame.h"
+/* dso.c's names for the kit's tables */
+#define perf_debug_frame pp_debug_frame
+#define perf_debug_frame_convert pp_debug_frame_convert
+#define perf_eh_frame_ok pp_eh_frame_ok
 
 /* ---------------- dso.c ---------------- */
 

@@ -1,69 +1,32 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * DWARF unwinding of user stacks copied by the kernel
- * (PERF_SAMPLE_REGS_USER + PERF_SAMPLE_STACK_USER), with libunwind's remote
- * API: libunwind asks us for registers (from the sample), memory (the stack
- * copy, and the target's .eh_frame_hdr / .eh_frame, which we serve from the
- * object file) and unwind info for an address (we locate the object and
- * hand libunwind its binary-search table: the object's .eh_frame_hdr, else
- * the table debug_frame.c built from its .debug_frame).
- *
- * Nothing of the target is read live: a sample is unwound from what the
- * kernel copied at sampling time plus the object files, so it works for any
- * process we can read the files of, and costs no syscalls per sample once
- * the tables are cached.
+ * The perf plugin's side of DWARF unwinding: the kit's unwinder
+ * (polyprof/kit/unwind.h) walks the stack copy; this file tells it which
+ * object holds an address (the process's mapping, its load bias and the
+ * tables dso.c loaded for it).
  */
-#include <asm/perf_regs.h>
 #include <errno.h>
-#include <libunwind.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "perf.h"
-
-/* Exported by libunwind but not declared in its public header. */
-extern int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t as, unw_word_t ip,
-                                              unw_dyn_info_t *di, unw_proc_info_t *pi,
-                                              int need_unwind_info, void *arg);
-#define dwarf_search_unwind_table UNW_OBJ(dwarf_search_unwind_table)
-
-/* The sampled user registers as perf lays them out. Only x86-64 is
- * declared (perf.c): the arm64 mapping lets the plugin build there, and is
- * the identity because perf and libunwind both number x0-x30, sp, pc. */
-#if defined(__aarch64__)
-#define REG_MAX PERF_REG_ARM64_MAX
-#define REG_SP PERF_REG_ARM64_SP
-#define REG_IP PERF_REG_ARM64_PC
-#else
-#define REG_MAX PERF_REG_X86_64_MAX
-#define REG_SP PERF_REG_X86_SP
-#define REG_IP PERF_REG_X86_IP
-#endif
+#include "polyprof/kit/unwind.h"
 
 struct perf_unwind {
-  unw_addr_space_t as;
+  struct pp_unwinder *u;
 };
 
-/* One unwind in progress (libunwind's `arg`). */
-struct uctx {
+struct find_ctx {
   struct perf_state *st;
   struct perf_proc *p;
-  uint64_t regs[REG_MAX];
-  const uint8_t *stack;
-  uint64_t stack_start, stack_len;
-  /* the object whose tables libunwind is reading right now */
-  const struct perf_dso *dso;
-  uint64_t bias;
 };
 
-static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi,
-                          int need_unwind_info, void *arg) {
-  struct uctx *c = arg;
+static int find_object(void *arg, uint64_t ip, struct pp_unwind_object *o) {
+  struct find_ctx *c = arg;
   struct perf_map *m = perf_proc_find_map(c->p, ip);
-  if (!m || !m->dso) return -UNW_ENOINFO;
+  if (!m || !m->dso) return -ENOENT;
   struct perf_dso *dso = m->dso;
-  if (perf_dso_need_unwind(&c->st->dsos, dso, c->p, m) < 0) return -UNW_ENOINFO;
+  if (perf_dso_need_unwind(&c->st->dsos, dso, c->p, m) < 0) return -ENOENT;
   if (!m->bias_ok) {
     uint64_t vaddr;
     if (pp_elf_offset_to_vaddr(&dso->info, m->pgoff, &vaddr) == 0) {
@@ -73,212 +36,46 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
       m->bias_ok = -1;
     }
   }
-  if (m->bias_ok < 0) return -UNW_ENOINFO;
-  c->dso = dso;
-  c->bias = m->bias;
-  unw_dyn_info_t di;
-  memset(&di, 0, sizeof(di));
-  di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
-  di.start_ip = m->start;
-  di.end_ip = m->end;
-  int rc = -UNW_ENOINFO;
-  /* .eh_frame_hdr: version 1, eh_frame_ptr encoding, fde_count encoding,
-   * table encoding; the table must be datarel sdata4 (what every linker
-   * writes) for libunwind's binary search. The two encoded values before
-   * the table are 4 bytes each for the encodings linkers use
-   * (pcrel/udata4/sdata4); anything else is refused. */
-  const uint8_t *h = dso->eh_hdr;
-  if (h && dso->eh_frame_hdr_size >= 12 && h[0] == 1 && h[3] == 0x3b &&
-      ((h[1] & 0x0f) == 0x0b || (h[1] & 0x0f) == 0x03) &&
-      ((h[2] & 0x0f) == 0x03 || (h[2] & 0x0f) == 0x0b)) {
-    uint32_t fde_count;
-    memcpy(&fde_count, h + 8, 4);
-    if ((uint64_t)fde_count * 8 <= dso->eh_frame_hdr_size - 12) {
-      di.u.rti.segbase = m->bias + dso->info.eh_frame_hdr_vaddr;
-      di.u.rti.table_data = m->bias + dso->info.eh_frame_hdr_vaddr + 12;
-      di.u.rti.table_len = fde_count * 8 / sizeof(unw_word_t);
-      rc = dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
-    }
-  }
-  /* Not in .eh_frame (code built without unwind tables): .debug_frame,
-   * rewritten by debug_frame.c into the same kind of table. */
-  if (rc == -UNW_ENOINFO && dso->dbg.data) {
-    di.u.rti.segbase = m->bias + dso->dbg.vaddr;
-    di.u.rti.table_data = m->bias + dso->dbg.vaddr;
-    di.u.rti.table_len = dso->dbg.nentries * 8 / sizeof(unw_word_t);
-    rc = dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
-  }
-  return rc;
-}
-
-static void put_unwind_info(unw_addr_space_t as, unw_proc_info_t *pi, void *arg) {}
-
-static int get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *dilap, void *arg) {
-  return -UNW_ENOINFO;
-}
-
-/* Reads 8 bytes from a buffer that holds [base, base+len) of the target. */
-static int from_buf(const uint8_t *buf, uint64_t base, uint64_t len, uint64_t addr,
-                    unw_word_t *val) {
-  if (addr < base || addr - base >= len) return -1;
-  uint64_t off = addr - base;
-  uint64_t v = 0;
-  size_t n = len - off >= 8 ? 8 : (size_t)(len - off);
-  memcpy(&v, buf + off, n);
-  *val = v;
+  if (m->bias_ok < 0) return -ENOENT;
+  o->start = m->start;
+  o->end = m->end;
+  o->bias = m->bias;
+  o->eh_hdr = dso->eh_hdr;
+  o->eh_hdr_vaddr = dso->info.eh_frame_hdr_vaddr;
+  o->eh_hdr_size = dso->eh_frame_hdr_size;
+  o->eh_frame = dso->eh_frame;
+  o->eh_frame_vaddr = dso->info.eh_frame_vaddr;
+  o->eh_frame_size = dso->eh_frame_size;
+  o->dbg = &dso->dbg;
   return 0;
 }
-
-static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg) {
-  struct uctx *c = arg;
-  if (write) return -UNW_EINVAL;
-  if (from_buf(c->stack, c->stack_start, c->stack_len, addr, val) == 0) return 0;
-  const struct perf_dso *d = c->dso;
-  if (d && d->eh_hdr) {
-    if (from_buf(d->eh_hdr, c->bias + d->info.eh_frame_hdr_vaddr, d->eh_frame_hdr_size, addr,
-                 val) == 0)
-      return 0;
-    if (from_buf(d->eh_frame, c->bias + d->info.eh_frame_vaddr, d->eh_frame_size, addr, val) == 0)
-      return 0;
-  }
-  if (d && d->dbg.data &&
-      from_buf(d->dbg.data, c->bias + d->dbg.vaddr, d->dbg.size, addr, val) == 0)
-    return 0;
-  /* Anything else (code bytes for signal-frame detection, data above the
-   * copied stack) is not available: libunwind treats that as the end. */
-  *val = 0;
-  return -UNW_EINVAL;
-}
-
-static int unw_to_perf(int reg) {
-#if defined(__aarch64__)
-  return reg >= UNW_AARCH64_X0 && reg <= UNW_AARCH64_PC ? reg : -1;
-#else
-  switch (reg) {
-    case UNW_X86_64_RAX:
-      return PERF_REG_X86_AX;
-    case UNW_X86_64_RDX:
-      return PERF_REG_X86_DX;
-    case UNW_X86_64_RCX:
-      return PERF_REG_X86_CX;
-    case UNW_X86_64_RBX:
-      return PERF_REG_X86_BX;
-    case UNW_X86_64_RSI:
-      return PERF_REG_X86_SI;
-    case UNW_X86_64_RDI:
-      return PERF_REG_X86_DI;
-    case UNW_X86_64_RBP:
-      return PERF_REG_X86_BP;
-    case UNW_X86_64_RSP:
-      return PERF_REG_X86_SP;
-    case UNW_X86_64_R8:
-      return PERF_REG_X86_R8;
-    case UNW_X86_64_R9:
-      return PERF_REG_X86_R9;
-    case UNW_X86_64_R10:
-      return PERF_REG_X86_R10;
-    case UNW_X86_64_R11:
-      return PERF_REG_X86_R11;
-    case UNW_X86_64_R12:
-      return PERF_REG_X86_R12;
-    case UNW_X86_64_R13:
-      return PERF_REG_X86_R13;
-    case UNW_X86_64_R14:
-      return PERF_REG_X86_R14;
-    case UNW_X86_64_R15:
-      return PERF_REG_X86_R15;
-    case UNW_X86_64_RIP:
-      return PERF_REG_X86_IP;
-    default:
-      return -1;
-  }
-#endif
-}
-
-static int access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, int write,
-                      void *arg) {
-  struct uctx *c = arg;
-  if (write) return -UNW_EREADONLYREG;
-  int r = unw_to_perf(reg);
-  if (r < 0) return -UNW_EBADREG;
-  *val = c->regs[r];
-  return 0;
-}
-
-static int access_fpreg(unw_addr_space_t as, unw_regnum_t reg, unw_fpreg_t *val, int write,
-                        void *arg) {
-  return -UNW_EBADREG;
-}
-
-static int resume(unw_addr_space_t as, unw_cursor_t *cu, void *arg) {
-  return -UNW_EINVAL;
-}
-
-static int get_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, size_t len,
-                         unw_word_t *offp, void *arg) {
-  return -UNW_EINVAL;
-}
-
-static unw_accessors_t accessors = {
-    .find_proc_info = find_proc_info,
-    .put_unwind_info = put_unwind_info,
-    .get_dyn_info_list_addr = get_dyn_info_list_addr,
-    .access_mem = access_mem,
-    .access_reg = access_reg,
-    .access_fpreg = access_fpreg,
-    .resume = resume,
-    .get_proc_name = get_proc_name,
-};
 
 int perf_unwind_init(struct perf_unwind **out) {
   struct perf_unwind *u = calloc(1, sizeof(*u));
   if (!u) return -ENOMEM;
-  u->as = unw_create_addr_space(&accessors, 0);
-  if (!u->as) {
+  int rc = pp_unwinder_new(&u->u);
+  if (rc < 0) {
     free(u);
-    return -ENOMEM;
+    return rc;
   }
-  /* One address space serves every process, so libunwind must not cache
-   * unwind info by address across samples. */
-  unw_set_caching_policy(u->as, UNW_CACHE_NONE);
   *out = u;
   return 0;
 }
 
 void perf_unwind_fini(struct perf_unwind *u) {
   if (!u) return;
-  unw_destroy_addr_space(u->as);
+  pp_unwinder_free(u->u);
   free(u);
 }
 
 int perf_unwind_user(struct perf_state *st, struct perf_proc *p, const uint64_t *regs,
                      unsigned nregs, const uint8_t *stack, uint64_t stack_len, uint64_t *ips,
                      int max) {
-  struct uctx c;
-  memset(&c, 0, sizeof(c));
-  c.st = st;
-  c.p = p;
-  /* regs arrive packed in ascending bit order of the mask */
-  unsigned k = 0;
-  for (int bit = 0; bit < REG_MAX && k < nregs; bit++)
-    if (st->ev.regs_mask & (1ull << bit)) c.regs[bit] = regs[k++];
-  c.stack = stack;
-  c.stack_len = stack_len;
-  c.stack_start = c.regs[REG_SP];
-  if (max <= 0) return 0;
-  ips[0] = c.regs[REG_IP];
-  int n = 1;
-  unw_cursor_t cur;
-  if (unw_init_remote(&cur, st->unwind->as, &c) < 0) return n;
-  while (n < max) {
-    int r = unw_step(&cur);
-    if (r <= 0) {
-      if (r < 0) st->unwind_errors++;
-      break;
-    }
-    unw_word_t ip = 0;
-    if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || ip == 0) break;
-    ips[n++] = ip;
-  }
+  uint64_t r[PP_UNWIND_NREGS];
+  pp_unwind_regs_unpack(st->ev.regs_mask, regs, nregs, r);
+  struct find_ctx c = {.st = st, .p = p};
+  int failed = 0;
+  int n = pp_unwind_stack(st->unwind->u, r, stack, stack_len, find_object, &c, ips, max, &failed);
+  if (failed) st->unwind_errors++;
   return n;
 }

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests of the perf plugin's .debug_frame conversion (debug_frame.c):
+ * Unit tests of the kit's .debug_frame conversion (sdk/debug_frame.c):
  * the records it writes are what libunwind's remote table lookup expects
  * (checked field by field here, end to end by
  * tests/integration/test_perf_debug_frame.py), the table is sorted, and
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../plugins/perf/debug_frame.c"
+#include "../../sdk/debug_frame.c"
 #include "testlib.h"
 
 struct buf {
@@ -72,7 +72,7 @@ static int32_t rd32(const uint8_t *p) {
 /* Checks the converted FDE of table entry i: it covers [ip, ip+range) once
  * its pc-relative start is resolved at `base`, points back to a CIE in
  * .eh_frame form, and carries the original instructions. */
-static void check_entry(const struct perf_debug_frame *t, size_t i, uint64_t ip, uint64_t range) {
+static void check_entry(const struct pp_debug_frame *t, size_t i, uint64_t ip, uint64_t range) {
   const uint8_t *d = t->data;
   int32_t ip_off = rd32(d + i * 8), fde_off = rd32(d + i * 8 + 4);
   CHECK_EQ_INT((int64_t)t->vaddr + ip_off, (int64_t)ip);
@@ -104,8 +104,8 @@ static void test_convert(void) {
   size_t cie = add_cie(&b, "");
   add_fde(&b, cie, 0x12b0, 0x34, fde_insns, sizeof(fde_insns));
   add_fde(&b, cie, 0x1270, 0x3c, fde_insns, sizeof(fde_insns));
-  struct perf_debug_frame t;
-  CHECK_EQ_INT(perf_debug_frame_convert(b.b, b.n, 0x5000, &t), 0);
+  struct pp_debug_frame t;
+  CHECK_EQ_INT(pp_debug_frame_convert(b.b, b.n, 0x5000, &t), 0);
   CHECK_EQ_INT(t.nentries, 2);
   CHECK_EQ_INT(t.vaddr, 0x5000);
   if (t.nentries == 2) {
@@ -116,7 +116,7 @@ static void test_convert(void) {
 }
 
 static void test_refused(void) {
-  struct perf_debug_frame t;
+  struct pp_debug_frame t;
   static const uint8_t set_loc[] = {0x01, 1, 2, 3, 4, 5, 6, 7, 8};
   struct buf b = {.n = 0};
   size_t cie = add_cie(&b, "");
@@ -129,7 +129,7 @@ static void test_refused(void) {
   add_fde(&b, cie, 0x4000, 0x10, unknown_op, sizeof(unknown_op));
   add_fde(&b, cie, 0x180000000ull, 0x10, fde_insns, sizeof(fde_insns)); /* beyond int32 of base */
   add_fde(&b, cie, 0x5000, 0x10, fde_insns, sizeof(fde_insns));         /* the one good FDE */
-  CHECK_EQ_INT(perf_debug_frame_convert(b.b, b.n, 0x9000, &t), 0);
+  CHECK_EQ_INT(pp_debug_frame_convert(b.b, b.n, 0x9000, &t), 0);
   CHECK_EQ_INT(t.nentries, 1);
   if (t.nentries == 1) check_entry(&t, 0, 0x5000, 0x10);
   free(t.data);
@@ -137,7 +137,7 @@ static void test_refused(void) {
   /* nothing usable */
   struct buf only = {.n = 0};
   add_cie(&only, "");
-  CHECK_EQ_INT(perf_debug_frame_convert(only.b, only.n, 0x9000, &t), -ENOENT);
+  CHECK_EQ_INT(pp_debug_frame_convert(only.b, only.n, 0x9000, &t), -ENOENT);
   CHECK(t.data == NULL);
 
   /* a record longer than the section ends the walk, what came before stays */
@@ -146,20 +146,20 @@ static void test_refused(void) {
   add_fde(&trunc, cie, 0x1000, 0x10, fde_insns, sizeof(fde_insns));
   add_u32(&trunc, 4000);
   add_u32(&trunc, 0);
-  CHECK_EQ_INT(perf_debug_frame_convert(trunc.b, trunc.n, 0x9000, &t), 0);
+  CHECK_EQ_INT(pp_debug_frame_convert(trunc.b, trunc.n, 0x9000, &t), 0);
   CHECK_EQ_INT(t.nentries, 1);
   free(t.data);
   /* cut inside the FDE: nothing */
-  CHECK_EQ_INT(perf_debug_frame_convert(trunc.b, cie + 0x18 + 10, 0x9000, &t), -ENOENT);
+  CHECK_EQ_INT(pp_debug_frame_convert(trunc.b, cie + 0x18 + 10, 0x9000, &t), -ENOENT);
   /* 64-bit DWARF marker */
   uint8_t dw64[16] = {0xff, 0xff, 0xff, 0xff, 8, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff};
-  CHECK_EQ_INT(perf_debug_frame_convert(dw64, sizeof(dw64), 0x9000, &t), -ENOENT);
+  CHECK_EQ_INT(pp_debug_frame_convert(dw64, sizeof(dw64), 0x9000, &t), -ENOENT);
   /* a CFA program whose block runs past its record */
   struct buf blk = {.n = 0};
   cie = add_cie(&blk, "");
   static const uint8_t long_block[] = {0x0f, 0x7f, 0x00};
   add_fde(&blk, cie, 0x1000, 0x10, long_block, sizeof(long_block));
-  CHECK_EQ_INT(perf_debug_frame_convert(blk.b, blk.n, 0x9000, &t), -ENOENT);
+  CHECK_EQ_INT(pp_debug_frame_convert(blk.b, blk.n, 0x9000, &t), -ENOENT);
 }
 
 /* Random bytes and random corruptions of a valid section: any result, no
@@ -181,8 +181,8 @@ static void test_fuzz(void) {
     if (round % 5 == 0) n = (size_t)(seed >> 40) % n;
     uint8_t *copy = malloc(n ? n : 1); /* exact size: ASan sees any overread */
     memcpy(copy, b, n);
-    struct perf_debug_frame t;
-    int rc = perf_debug_frame_convert(copy, n, 0x9000, &t);
+    struct pp_debug_frame t;
+    int rc = pp_debug_frame_convert(copy, n, 0x9000, &t);
     CHECK(rc == 0 || rc == -ENOENT);
     if (rc == 0) {
       CHECK(t.nentries * 8 <= t.size);

@@ -12,7 +12,7 @@
  *   [ .eh_frame records: one CIE per usable CIE, one FDE per FDE ]
  *
  * laid out at a made-up ELF virtual address `base` just past the object's
- * last PT_LOAD, where unwind.c serves it from memory (the process's own
+ * last PT_LOAD, where the unwinder serves it from memory (the process's own
  * memory is never read there). The CFA instructions are the same DWARF in
  * both sections and are copied unchanged; what differs is the framing:
  *
@@ -36,7 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "perf.h"
+#include "polyprof/kit/debug_frame.h"
 
 #define ENC_PCREL_SDATA4 0x1b /* DW_EH_PE_pcrel | DW_EH_PE_sdata4 */
 #define CFA_SET_LOC 0x01
@@ -358,8 +358,8 @@ static int eh_record_ok(const uint8_t *f, size_t len, size_t off, bool *is_fde, 
   return !r.bad && cfa_registers_ok(r.p, rend, cie.fde_enc) ? 1 : -1;
 }
 
-bool perf_eh_frame_ok(const uint8_t *hdr, size_t hdr_len, uint64_t hdr_vaddr, const uint8_t *f,
-                      size_t len, uint64_t f_vaddr) {
+bool pp_eh_frame_ok(const uint8_t *hdr, size_t hdr_len, uint64_t hdr_vaddr, const uint8_t *f,
+                    size_t len, uint64_t f_vaddr) {
   size_t off = 0, next = 0;
   bool is_fde;
   int rc;
@@ -502,8 +502,8 @@ static struct cie_map *find_cie(struct cie_map *m, size_t n, uint64_t off) {
   return NULL;
 }
 
-int perf_debug_frame_convert(const uint8_t *df, size_t len, uint64_t base,
-                             struct perf_debug_frame *out) {
+int pp_debug_frame_convert(const uint8_t *df, size_t len, uint64_t base,
+                           struct pp_debug_frame *out) {
   memset(out, 0, sizeof(*out));
   struct out frame = {0};
   struct cie_map *cies = NULL;
