@@ -163,6 +163,10 @@ struct claim {
   uint32_t src;  /* index into runtimes */
   uint32_t slot; /* pid slot in that runtime */
   bool done;
+  /* the runtime sampled nothing of the pid (perf does, its runtime plugin
+   * only names the process: .NET's perf map mode): perf's stacks stay,
+   * with the runtime's appid and metadata */
+  bool facts_only;
 };
 
 struct merge {
@@ -357,6 +361,11 @@ static int emit_claimed(struct merge *m, struct claim *c, long base_slot) {
   bool error = r->status != PP_PID_OK;
   c->done = true;
 
+  if (c->facts_only) {
+    if (perf_total == 0) return 0;
+    int rc = put_pid(m, pid, rs, r, &m->base, b);
+    return rc < 0 ? rc : emit_pid_stacks(m, &m->base, (uint32_t)base_slot, pid, 0, UNMAPPED);
+  }
   if (m->base.p && error && perf_total == 0) return 0; /* nothing to annotate: dropped */
   int rc = put_pid(m, pid, rs, r, &m->base, b);
   if (rc < 0) return rc;
@@ -383,10 +392,16 @@ static int claim_pids(struct merge *m) {
     struct src *s = &m->rt[i];
     for (size_t k = 0; k < s->npids; k++) {
       const struct pp_pid_rec *r = pp_profile_pid_at(s->p, k);
-      /* Empty runtime profile: perf's stacks for the pid stay as they are. */
-      if (r->status == PP_PID_OK && s->sum[k] == 0) continue;
+      /* Empty runtime profile: perf's stacks for the pid stay as they are
+       * (with the runtime's facts about it, unless another plugin claims it). */
+      bool facts_only = r->status == PP_PID_OK && s->sum[k] == 0;
       uint32_t prev;
       if (pid_map_get(&m->claim_of, r->pid, &prev)) {
+        if (facts_only) continue;
+        if (m->claims[prev].facts_only) {
+          m->claims[prev] = (struct claim){.src = (uint32_t)i, .slot = (uint32_t)k};
+          continue;
+        }
         /* One line per merge, not per pid: overlapping plugins are a
          * configuration matter that would otherwise flood every session. */
         if (!dups++)
@@ -396,7 +411,8 @@ static int claim_pids(struct merge *m) {
         continue;
       }
       pid_map_put(&m->claim_of, r->pid, (uint32_t)m->nclaims);
-      m->claims[m->nclaims++] = (struct claim){.src = (uint32_t)i, .slot = (uint32_t)k};
+      m->claims[m->nclaims++] =
+          (struct claim){.src = (uint32_t)i, .slot = (uint32_t)k, .facts_only = facts_only};
     }
   }
   if (dups > 1)

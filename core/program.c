@@ -163,7 +163,7 @@ int pp_program_setup(struct pp_program *pr, const struct pp_cli *cli, struct pp_
   if (!pp_cli_flag_value(cli, "--php-mode") && !pp_cli_flag_value(cli, "--no-php"))
     pp_config_add_flag(cfg, "--php-mode", "phpspy", false);
   if (!pp_cli_flag_value(cli, "--dotnet-mode") && !pp_cli_flag_value(cli, "--no-dotnet"))
-    pp_config_add_flag(cfg, "--dotnet-mode", "dotnet-trace", false);
+    pp_config_add_flag(cfg, "--dotnet-mode", "auto", false);
   pr->output = pp_cli_flag_value(cli, "--output");
   /* the program was started from here (run) or, most likely, by the user
    * from here (attach); --source-root says otherwise */

@@ -344,41 +344,49 @@ static void open_proc_events(struct pp_agent *a) {
            why, cfg->proc_scan_interval_ms);
 }
 
-/* Starts the plugins not running yet; returns how many it started. */
+/* Starts the plugins not running yet; returns how many it started.
+ * System-wide plugins go first: a runtime plugin is told (PERFLESS) when
+ * none of them is sampling, because none is configured or because each
+ * refused for good (no perf_event_open), so that it can do the sampling
+ * itself (a runtime whose default leaves it to perf, such as .NET's). */
 static size_t start_plugins(struct pp_agent *a) {
   size_t started = 0;
   bool have_base = false;
   for (size_t i = 0; i < a->nplugins; i++)
-    have_base |= a->plugins[i].system_wide;
-  for (size_t i = 0; i < a->nplugins; i++) {
-    struct agent_plugin *ap = &a->plugins[i];
-    if (ap->started) continue;
-    struct pp_session s = {
-        .struct_size = sizeof(s),
-        .frequency_hz = (uint32_t)a->cfg->frequency,
-        .duration_s = (uint32_t)a->cfg->duration,
-        .flags = (a->cfg->continuous ? PP_SESSION_CONTINUOUS : 0) |
-                 (have_base ? 0 : PP_SESSION_PERFLESS) |
-                 pp_profile_types_session_flags(a->cfg->profile_types),
-        .mode = ap->pcfg->mode,
-        .tick_interval_ns =
-            1000000000ull / (uint64_t)(a->cfg->frequency > 0 ? a->cfg->frequency : 1),
-    };
-    char err[256] = "";
-    int rc = pp_worker_start(ap->worker, &s, err, sizeof(err));
-    if (rc < 0 && !PP_IS_PERMANENT(rc)) {
-      /* the worker restarts on its own backoff; its pids get error stacks */
-      pp_log(PP_LOG_WARNING, "polyprof", "%s: start failed: %s", ap->info->desc.name, err);
+    have_base |=
+        a->plugins[i].system_wide && a->plugins[i].started && !pp_worker_off(a->plugins[i].worker);
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t i = 0; i < a->nplugins; i++) {
+      struct agent_plugin *ap = &a->plugins[i];
+      if (ap->started || ap->system_wide != (pass == 0)) continue;
+      struct pp_session s = {
+          .struct_size = sizeof(s),
+          .frequency_hz = (uint32_t)a->cfg->frequency,
+          .duration_s = (uint32_t)a->cfg->duration,
+          .flags = (a->cfg->continuous ? PP_SESSION_CONTINUOUS : 0) |
+                   (have_base ? 0 : PP_SESSION_PERFLESS) |
+                   pp_profile_types_session_flags(a->cfg->profile_types),
+          .mode = ap->pcfg->mode,
+          .tick_interval_ns =
+              1000000000ull / (uint64_t)(a->cfg->frequency > 0 ? a->cfg->frequency : 1),
+      };
+      char err[256] = "";
+      int rc = pp_worker_start(ap->worker, &s, err, sizeof(err));
+      if (rc < 0 && !PP_IS_PERMANENT(rc)) {
+        /* the worker restarts on its own backoff; its pids get error stacks */
+        pp_log(PP_LOG_WARNING, "polyprof", "%s: start failed: %s", ap->info->desc.name, err);
+      }
+      /* a refusal for good (or a worker already off) samples nothing */
+      if (ap->system_wide && !PP_IS_PERMANENT(rc) && !pp_worker_off(ap->worker)) have_base = true;
+      ap->started = true;
+      started++;
+      /* the whole current target list: start() forgets nothing on restarts */
+      const struct pp_target *t;
+      size_t n = pp_targets_of(a->targets, i, &t);
+      ap->npending = 0;
+      for (size_t k = 0; k < n; k++)
+        queue_target(a, i, &t[k]);
     }
-    ap->started = true;
-    started++;
-    /* the whole current target list: start() forgets nothing on restarts */
-    const struct pp_target *t;
-    size_t n = pp_targets_of(a->targets, i, &t);
-    ap->npending = 0;
-    for (size_t k = 0; k < n; k++)
-      queue_target(a, i, &t[k]);
-  }
   flush_targets(a);
   return started;
 }

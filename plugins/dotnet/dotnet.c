@@ -4,6 +4,9 @@
  * are mapped in dotnet.h).
  *
  * Modes:
+ *  - auto: perfmap while a system-wide plugin (perf) samples; without one
+ *    (perf off, refused by the kernel, not configured) dotnet-trace with
+ *    the sampler in bursts. The cheap way when it can, names either way.
  *  - dotnet-trace: an EventPipe session per target over the runtime's
  *    diagnostic socket (no tool in the target, no restart), with the
  *    SampleProfiler and the runtime provider's method events; the nettrace
@@ -13,6 +16,7 @@
  *    /tmp/perf-<pid>.map; DisablePerfMap at stop. No stacks from here.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +28,7 @@
 #define RETRY_MAX_NS 60000000000ull
 #define RETRY_ATTEMPTS 12
 
-static const char *const mode_choices[] = {"dotnet-trace", "perfmap", NULL};
+static const char *const mode_choices[] = {"auto", "dotnet-trace", "perfmap", NULL};
 static const char *const sampling_choices[] = {"bursts", "continuous", NULL};
 static const char *const match_maps[] = {"libcoreclr.so", NULL};
 
@@ -33,7 +37,8 @@ static const struct pp_option options[] = {
      .type = PP_OPT_ENUM,
      .default_value = "disabled",
      .choices = mode_choices,
-     .help = "dotnet-trace: EventPipe sampling in the agent; perfmap: make the runtime write "
+     .help = "auto: perfmap when perf samples, else dotnet-trace in bursts; dotnet-trace: "
+             "EventPipe sampling in the agent (gProfiler's mode); perfmap: make the runtime write "
              "/tmp/perf-PID.map for perf; disabled"},
     {.key = "sampling",
      .type = PP_OPT_ENUM,
@@ -151,7 +156,7 @@ static int dn_init(const struct pp_host *host, void **out) {
   st->cfg.rundown = OPT_BOOL(host, "rundown");
   st->cfg.rundown_interval_s = (uint32_t)OPT_INT(host, "rundown_interval_s");
   const char *sampling = pp_opt_string(host, PP_OPTIONS(options), "sampling");
-  st->cfg.bursts = !sampling || strcmp(sampling, "continuous") != 0;
+  st->bursts_opt = !sampling || strcmp(sampling, "continuous") != 0;
   st->cfg.max_duty_pct = (uint32_t)OPT_INT(host, "max_duty_pct");
   st->max_methods = (uint32_t)OPT_INT(host, "max_methods");
   st->attach_timeout_s = (uint32_t)OPT_INT(host, "attach_timeout_s");
@@ -166,9 +171,28 @@ static int dn_init(const struct pp_host *host, void **out) {
 
 static int dn_start(void *state, struct pp_session *session) {
   struct dotnet_state *st = state;
-  const char *mode = session->mode ? session->mode : "dotnet-trace";
+  const char *mode = session->mode ? session->mode : "auto";
+  st->auto_mode = strcmp(mode, "auto") == 0;
+  st->mode_reason[0] = '\0';
+  st->cfg.bursts = st->bursts_opt;
+  if (st->auto_mode) {
+    /* perf names JIT code from the map and, from the image files,
+     * precompiled code; without it the plugin samples, in bursts, the
+     * cheaper of its EventPipe ways */
+    bool perf = !(session->flags & PP_SESSION_PERFLESS);
+    mode = perf ? "perfmap" : "dotnet-trace";
+    if (!perf) st->cfg.bursts = true;
+    snprintf(st->mode_reason, sizeof(st->mode_reason), "%s",
+             perf ? "auto: perf samples, the runtime writes its perf map"
+                  : "auto: no system-wide plugin samples (perf disabled, refused by the kernel or "
+                    "not configured): dotnet-trace with the sampler in bursts");
+    PP_INFO(st->host, "mode %s", st->mode_reason);
+  }
   st->trace_mode = strcmp(mode, "dotnet-trace") == 0;
   st->perfmap_mode = strcmp(mode, "perfmap") == 0;
+  st->mode_name = st->perfmap_mode ? "perfmap"
+                  : st->cfg.bursts ? "dotnet-trace (bursts)"
+                                   : "dotnet-trace";
   st->cfg.frequency_hz = session->frequency_hz ? session->frequency_hz : 100;
   /* the stream is read from tick(): often enough that the runtime's buffer
    * never fills, rarely enough to cost nothing */
@@ -221,7 +245,7 @@ static const struct pp_plugin descriptor = {
     PP_PLUGIN_HEADER,
     .name = "dotnet",
     .version = "0.1.0",
-    .description = ".NET (CoreCLR) managed stacks via EventPipe, or perf maps for perf",
+    .description = ".NET (CoreCLR): perf maps for perf, or managed stacks via EventPipe",
     .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_PTRACE |
                     PP_CAP_NEEDS_FILE_OVERRIDE | PP_CAP_STEP_FILE_OVERRIDE,
     .match_exe = NULL,

@@ -11,6 +11,8 @@
  *   dotnet_session.c  one EventPipe session: stream, parser, sample intake
  *   dotnet_bursts.c   the sample profiler in short bursts whose duty cycle
  *                     gives the rate asked
+ *   dotnet_perfmap.c  the perf-based modes: the runtime's perf map enabled
+ *                     and disabled, what it costs the target reported
  *   dotnet_stacks.c   sampled IP stacks in the kit's stack table, named at
  *                     snapshot from the method map
  *   dotnet_runshare.c whether sampled threads ran, where the runtime's
@@ -56,12 +58,28 @@ struct dotnet_state {
   const struct pp_host *host;
   struct dotnet_cfg cfg;
   bool trace_mode, perfmap_mode;
+  /* mode "auto": perfmap while a system-wide plugin (perf) samples, else
+   * dotnet-trace with the sampler in bursts; what was chosen and why goes
+   * to the log once and to each target's application metadata */
+  bool auto_mode;
+  bool bursts_opt;       /* sampling: bursts (auto falls back to bursts whatever it says) */
+  const char *mode_name; /* "perfmap", "dotnet-trace" */
+  char mode_reason[160];
   uint32_t max_methods;
   uint32_t attach_timeout_s;
   uint32_t socket_attempts; /* attach() calls that cover attach_timeout_s */
   struct pp_target_table *targets;
   /* counters since the last snapshot */
   uint64_t truncated, parse_errors, unknown_frames;
+};
+
+/* What the perf map costs a target and how perf samples it (perfmap). */
+struct dotnet_perfmap_cost {
+  uint64_t first_ns, since_ns;    /* enabled; last report */
+  uint64_t cpu_ns0, diag_cpu_ns0; /* process and diagnostics-thread CPU at since_ns */
+  uint64_t map_offset, map_lines; /* the map counted so far (bytes, lines) */
+  uint64_t lines_reported;
+  bool reported; /* the first report (at info) was made */
 };
 
 /* What the target table holds for an attached process (t->data). */
@@ -71,6 +89,7 @@ struct dotnet_target {
   struct dotnet_session *cur, *old;
   struct dotnet_methods *methods;
   bool perfmap;
+  struct dotnet_perfmap_cost pm;
   bool logged_eof;
   uint64_t last_rundown_ns;
   uint64_t rundown_resets; /* method-map clears already answered by a rundown */
@@ -88,6 +107,23 @@ void dotnet_targets_pump(struct dotnet_state *st);
 void dotnet_targets_snapshot(struct dotnet_state *st, struct pp_sink *sink);
 /* stop(): ends every session politely (a second at most), DisablePerfMap. */
 void dotnet_targets_stop(struct dotnet_state *st);
+
+/* ---- perf-based modes (dotnet_perfmap.c) --------------------------- */
+
+struct pp_target_entry;
+/* EnablePerfMap on the target (a table attach() result: 0, -errno to
+ * retry, PP_ATTACH_FAIL for a runtime before .NET 8). */
+int dotnet_perfmap_enable(struct dotnet_state *st, struct pp_target_entry *e,
+                          struct dotnet_target *t);
+/* At a snapshot: counters, and the achieved rate and the target's cost
+ * logged (at info once after a few seconds, then at debug). */
+void dotnet_perfmap_report(struct dotnet_state *st, struct dotnet_target *t, struct pp_sink *sink,
+                           bool exited);
+/* DisablePerfMap (the process still runs). */
+void dotnet_perfmap_disable(struct dotnet_state *st, struct dotnet_target *t);
+/* CPU time (ns) of a process, and of its threads named prefix... */
+uint64_t dotnet_process_cpu_ns(uint32_t pid);
+uint64_t dotnet_thread_cpu_ns(uint32_t pid, const char *prefix);
 
 /* ---- diagnostic IPC (dotnet_ipc.c) --------------------------------- */
 

@@ -14,7 +14,6 @@
 #include "dotnet.h"
 
 #define PUMP_BYTES_PER_TICK (8u << 20)
-#define HRESULT_UNKNOWN_COMMAND 0x80131385u
 
 /* What the table holds per process, beyond struct dotnet_target. */
 struct dn_target {
@@ -91,29 +90,6 @@ static void start_attach_rundown(struct dotnet_state *st, struct dotnet_target *
   }
   t->last_rundown_ns = now;
   t->rundown_resets = dotnet_methods_resets(t->methods);
-}
-
-static int enable_perfmap(struct dotnet_state *st, struct pp_target_entry *e,
-                          struct dotnet_target *t) {
-  uint8_t p[4] = {DOTNET_PERFMAP_TYPE_PERFMAP, 0, 0, 0};
-  uint32_t hr = 0;
-  int rc = dotnet_ipc_call(t->pid, t->sock, DOTNET_IPC_SET_PROCESS, DOTNET_IPC_PROC_ENABLE_PERFMAP,
-                           p, sizeof(p), NULL, 0, NULL, &hr, DOTNET_IPC_TIMEOUT_MS);
-  if (rc == -EPROTO) {
-    snprintf(e->reason, sizeof(e->reason), "EnablePerfMap refused (hresult 0x%08x%s)", hr,
-             hr == HRESULT_UNKNOWN_COMMAND ? ": needs .NET 8+" : "");
-    PP_WARNING(st->host, "pid %u: %s", t->pid, e->reason);
-    return hr == HRESULT_UNKNOWN_COMMAND ? PP_ATTACH_FAIL : rc;
-  }
-  if (rc < 0) {
-    snprintf(e->reason, sizeof(e->reason), "EnablePerfMap failed: %s", strerror(-rc));
-    PP_WARNING(st->host, "pid %u: %s", t->pid, e->reason);
-    return rc;
-  }
-  t->perfmap = true;
-  PP_INFO(st->host, "pid %u: perf map enabled (/tmp/perf-%u.map in its mount namespace)", t->pid,
-          t->nspid);
-  return 0;
 }
 
 /* The rotating sessions sample themselves, or in burst mode only carry
@@ -230,7 +206,7 @@ static int dn_attach(void *plugin, struct pp_target_entry *e) {
     return rc == -ESRCH ? -EIO : rc;
   }
   dotnet_appid(e->pid, t->appid, sizeof(t->appid));
-  if (st->perfmap_mode) return enable_perfmap(st, e, t);
+  if (st->perfmap_mode) return dotnet_perfmap_enable(st, e, t);
   return start_tracing(st, e, t);
 }
 
@@ -365,14 +341,23 @@ static void emit_session(struct dotnet_state *st, struct dotnet_target *t, struc
   dotnet_session_drained(s);
 }
 
+/* Its appid, its runtime version and the mode it is profiled in (with
+ * mode auto, why: the profile says which way its frames were taken). */
 static void emit_target_facts(struct dotnet_state *st, struct dotnet_target *t,
                               struct pp_sink *sink) {
   const struct pp_host *h = st->host;
   if (t->appid[0]) h->set_appid(sink, t->pid, t->appid);
-  if (t->version[0]) {
-    char v[96], json[160];
-    pp_json_string(v, sizeof(v), t->version);
-    snprintf(json, sizeof(json), "{\"dotnet_version\": %s}", v);
+  char v[96], mode[64], why[sizeof(st->mode_reason) * 2], json[sizeof(why) + 256];
+  pp_json_string(v, sizeof(v), t->version);
+  pp_json_string(mode, sizeof(mode), st->mode_name ? st->mode_name : "?");
+  pp_json_string(why, sizeof(why), st->mode_reason);
+  int n = snprintf(json, sizeof(json), "{\"dotnet_mode\": %s", mode);
+  if (t->version[0] && n > 0 && (size_t)n < sizeof(json))
+    n += snprintf(json + n, sizeof(json) - (size_t)n, ", \"dotnet_version\": %s", v);
+  if (st->auto_mode && n > 0 && (size_t)n < sizeof(json))
+    n += snprintf(json + n, sizeof(json) - (size_t)n, ", \"dotnet_mode_reason\": %s", why);
+  if (n > 0 && (size_t)n < sizeof(json) - 1) {
+    snprintf(json + n, sizeof(json) - (size_t)n, "}");
     h->set_app_metadata(sink, t->pid, json);
   }
 }
@@ -435,6 +420,8 @@ void dotnet_targets_snapshot(struct dotnet_state *st, struct pp_sink *sink) {
         if (t->cur->fd < 0) d->broken = true;
       }
     }
+    if (st->perfmap_mode)
+      dotnet_perfmap_report(st, t, sink, !pp_proc_same_process(e->pid, e->start_time));
     emit_target_facts(st, t, sink);
     if (t->methods) methods += dotnet_methods_count(t->methods);
   }
@@ -455,14 +442,7 @@ void dotnet_targets_stop(struct dotnet_state *st) {
     struct dn_target *d = e->data;
     struct dotnet_target *t = &d->t;
     if (d->exited) continue;
-    if (t->perfmap && pp_proc_same_process(e->pid, e->start_time)) {
-      uint32_t hr = 0;
-      int rc =
-          dotnet_ipc_call(t->pid, t->sock, DOTNET_IPC_SET_PROCESS, DOTNET_IPC_PROC_DISABLE_PERFMAP,
-                          NULL, 0, NULL, 0, NULL, &hr, DOTNET_IPC_TIMEOUT_MS);
-      if (rc < 0) PP_INFO(st->host, "pid %u: DisablePerfMap: %s", t->pid, strerror(-rc));
-      t->perfmap = false;
-    }
+    if (t->perfmap && pp_proc_same_process(e->pid, e->start_time)) dotnet_perfmap_disable(st, t);
     /* stop politely and read until the runtime closes (it may block on a
      * full socket otherwise), a second at most */
     if (t->bursts) dotnet_bursts_stop(t->bursts, t->sock);

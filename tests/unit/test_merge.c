@@ -153,7 +153,8 @@ static void test_records(void) {
   add(rt1, 41, NULL, "main (x.js:1)", 2);
   uint32_t db = pp_profile_intern_cstr(rt1, "db");
   pid_rec(rt1, 41, "node")->container = db;
-  /* a pid the runtime only knows an appid of: no samples, perf's stacks stay */
+  /* a pid the runtime only knows an appid of: no samples (.NET's perf map
+   * mode), perf's stacks stay, named with the runtime's appid */
   add(perf, 42, "ruby", "rb_main", 3);
   uint32_t rb = pp_profile_intern_cstr(rt1, "rails");
   pid_rec(rt1, 42, "ruby")->appid = rb;
@@ -163,10 +164,10 @@ static void test_records(void) {
   CHECK_EQ_STR(text,
                "web;java;appid: java: app.jar;Main.run()V 20\n"
                "db;node;main (x.js:1) 4\n"
-               ";ruby;rb_main 3");
+               ";ruby;appid: rails;rb_main 3");
   free(text);
   CHECK_EQ_STR(pp_profile_str(out, pp_profile_pid(out, 41)->container), "db");
-  CHECK_EQ_INT(pp_profile_pid(out, 42)->appid, PP_NO_STR);
+  CHECK_EQ_STR(pp_profile_str(out, pp_profile_pid(out, 42)->appid), "rails");
 
   /* error annotation keeps perf's per-thread comms */
   pp_profile_clear(rt1);
