@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 
+#include "native.h"
 #include "polyprof/kit/cpu_switches.h"
 #include "polyprof/kit/log.h"
 #include "polyprof/kit/options.h"
@@ -55,6 +56,11 @@ static const struct pp_option options[] = {
      .type = PP_OPT_BOOL,
      .default_value = "true",
      .help = "a <GC> leaf frame on the thread running the garbage collector"},
+    {.key = "native",
+     .type = PP_OPT_BOOL,
+     .default_value = "false",
+     .help = "cpu mode: native frames below, between and above the Python frames (_[pn]), "
+             "from per-thread perf events with a user stack copy unwound with DWARF"},
     {.key = "frequency",
      .type = PP_OPT_INT,
      .default_value = "0",
@@ -106,6 +112,7 @@ static int py_init(const struct pp_host *host, void **out) {
   bool main_only = pp_opt_bool(host, PP_OPTIONS(options), "main_thread_only");
   bool async_aware = pp_opt_bool(host, PP_OPTIONS(options), "async_aware");
   bool opcodes = pp_opt_bool(host, PP_OPTIONS(options), "opcodes");
+  bool native = pp_opt_bool(host, PP_OPTIONS(options), "native");
   st->thread_names = pp_opt_bool(host, PP_OPTIONS(options), "thread_names");
   st->switches_from = (uint32_t)pp_opt_int(host, PP_OPTIONS(options), "switch_records_from");
   int64_t cache_size = pp_opt_int(host, PP_OPTIONS(options), "code_cache_size");
@@ -122,6 +129,22 @@ static int py_init(const struct pp_host *host, void **out) {
     python_walker_set_async(st->walker, async_aware);
     python_walker_set_opcodes(st->walker, opcodes);
   }
+  if (native) {
+    /* the native frames say what <GC> and <op: NAME> would; task chains
+     * would break the split of the stack into runs of the eval loop */
+    if (st->walker) {
+      python_walker_set_gc(st->walker, false);
+      python_walker_set_opcodes(st->walker, false);
+      python_walker_set_async(st->walker, false);
+    }
+    if (opcodes || async_aware)
+      PP_INFO(host, "python.native: opcodes and async_aware are off with native frames");
+    st->native = python_native_new(host, st->max_depth);
+    if (!st->native) {
+      py_fini(st);
+      return -ENOMEM;
+    }
+  }
   /* frames: room for every stack at a typical depth; two more frames than
    * the walker keeps, for the [Truncated Stack] marker and the thread name */
   size_t stacks = (size_t)(max_stacks > 0 ? max_stacks : 256);
@@ -129,7 +152,7 @@ static int py_init(const struct pp_host *host, void **out) {
       .max_stacks = stacks,
       .max_string_bytes = 16u << 20,
       .max_frame_refs = stacks * 64 < (8u << 20) ? stacks * 64 : (8u << 20),
-      .max_depth = st->max_depth + PY_EXTRA_FRAMES + 2,
+      .max_depth = st->max_depth + PY_EXTRA_FRAMES + 2 + (native ? PYN_MAX_NATIVE : 0),
   };
   st->stacks = pp_stack_table_new(&lim);
   /* + <GC> and task frames + [Truncated Stack] + <thread: name> */
@@ -177,6 +200,13 @@ static int py_start(void *state, struct pp_session *session) {
                "the process (cpu mode, like gProfiler's py-spy), with no native frames under them",
                m);
   }
+  if (st->native && (st->filter != PY_RUNNING_THREADS || st->offcpu || st->blocking)) {
+    PP_ERROR(st->host,
+             "python.native (--python-native) works in cpu mode only, without blocking and "
+             "off-CPU profiles (mode is %s%s%s): turn it off or use --python-mode cpu",
+             m, st->offcpu ? ", off-CPU asked" : "", st->blocking ? ", blocking" : "");
+    return PP_PERMANENT(EINVAL);
+  }
   if (st->frequency > 0) session->tick_interval_ns = 1000000000ull / (uint64_t)st->frequency;
   if (!session->tick_interval_ns) session->tick_interval_ns = 1000000000ull / 11;
   st->interval_ns = session->tick_interval_ns;
@@ -184,16 +214,18 @@ static int py_start(void *state, struct pp_session *session) {
    * process looked at that rarely stands for at most 16, which bounds how
    * much one look can weigh in a profile */
   uint64_t per_second = 1000000000ull / st->interval_ns;
+  if (st->native) python_native_start(st->native, per_second ? per_second : 1);
   st->max_asleep_span = per_second < 2 ? 2 : per_second > 16 ? 16 : (uint32_t)per_second;
   st->weight = 1;
   st->due_ns = 0;
   /* At kHz rates the default 50 us timer slack of the thread that calls
    * tick() (ours: start() runs on it) would eat a third of each interval. */
   if (st->interval_ns < 2000000) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  PP_INFO(st->host, "sampling Python processes at %.0f Hz (mode %s%s%s%s)",
+  PP_INFO(st->host, "sampling Python processes at %.0f Hz (mode %s%s%s%s%s)",
           1e9 / (double)st->interval_ns, m,
           st->filter == PY_RUNNING_THREADS && strcmp(m, "cpu") ? " = cpu" : "",
-          st->offcpu ? ", blocked threads as off-CPU time" : "", st->blocking ? ", blocking" : "");
+          st->offcpu ? ", blocked threads as off-CPU time" : "", st->blocking ? ", blocking" : "",
+          st->native ? ", native frames" : "");
   return 0;
 }
 
@@ -230,6 +262,7 @@ static int py_snapshot(void *state, struct pp_sink *sink) {
   uint64_t async_passes, async_over;
   python_walker_async_counters(st->walker, &async_passes, &async_over);
   if (async_over) h->add_counter(sink, "async_tasks_over", async_over);
+  if (st->native) python_native_report(st->native, sink);
   python_codecache_new_gen(st->cc);
   return 0;
 }
@@ -242,6 +275,7 @@ static int py_stop(void *state) {
 static void py_fini(void *state) {
   struct py_state *st = state;
   if (!st) return;
+  python_native_free(st->native);
   pp_target_table_free(st->targets); /* releases every target: needs the code cache */
   pp_cpu_switches_close(st->switches);
   python_codecache_free(st->cc);

@@ -20,6 +20,8 @@
  *   asyncio*.c   asyncio tasks: the running one, those awaiting it, and
  *                (wall mode) the waiting ones (asyncio_internal.h)
  *   opcodes.c    opcode names (3.11-3.13) for <op: NAME> leaves
+ *   native*.c    cpu mode with native frames: perf events per thread, their
+ *                stack copies unwound and merged with the Python stack
  * Every byte read from the target is hostile: counts, lengths and pointers
  * are bounded and validated before use.
  */
@@ -233,6 +235,9 @@ struct py_frame_ref {
   struct py_code *code; /* NULL: a pseudo frame named by pseudo (<GC>, ...) */
   int32_t line;
   const char *pseudo;
+  /* the first frame one run of the interpreter loop executed (its C call
+   * of the eval function): native.c splits the stack there */
+  bool entry;
 };
 
 enum py_thread_filter {
@@ -404,6 +409,7 @@ struct py_state {
   uint32_t *pre_tids;          /* blocking + cpu: states read before the */
   char *pre_states;            /* threads were held (PY_MAX_FREEZE each) */
   uint32_t npre;
+  struct py_native *native;     /* python.native: NULL when off */
   struct py_released *released; /* this session's, bounded */
   size_t nreleased, released_cap;
 };

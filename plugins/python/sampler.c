@@ -19,6 +19,7 @@
 #include <sys/ptrace.h>
 #include <sys/wait.h>
 
+#include "native.h"
 #include "polyprof/kit/cpu_switches.h"
 #include "polyprof/kit/log.h"
 #include "polyprof/kit/proc.h"
@@ -60,6 +61,10 @@ static uint32_t host_tid(struct py_state *st, struct py_target *pt, uint32_t pid
     closedir(d);
   }
   return 0;
+}
+
+uint32_t python_host_tid(struct py_state *st, struct pp_target_entry *t, uint32_t ns_tid) {
+  return host_tid(st, t->data, t->pid, ns_tid);
 }
 
 /* State letter of a host thread of the current target, 0 if gone. */
@@ -401,6 +406,10 @@ int python_tick(struct py_state *st, uint64_t now) {
       pt->ran_since_check = false;
       python_check_identity(st, t);
     }
+  }
+  if (st->native) { /* the kernel's samples drive it: no schedule of our own */
+    python_native_tick(st, now);
+    return 0;
   }
   use_switches(st);
   /* who is on a CPU now, for every target at once; a tick whose records

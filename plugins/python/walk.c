@@ -320,6 +320,9 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
        * torn or reused under us */
       if (owner > o->owner_max) return -EINVAL;
       if (o->skip_owner3 && owner >= 3) {
+        /* the C stack's entry frame of one run of the eval loop: the
+         * frame walked before it is that run's first */
+        if (n) w->frames[n - 1].entry = true;
         frame = back;
         continue;
       }
@@ -344,6 +347,10 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
     w->frames[n].code = e;
     w->frames[n].line = python_code_line(e, o->lt_format, addrq);
     w->frames[n].pseudo = NULL;
+    /* <= 3.10 runs the eval loop once per frame; 3.11 flags the first
+     * frame of a run (is_entry, the byte before owner) */
+    w->frames[n].entry =
+        o->walk == PY_WALK_FRAMEOBJ || (!o->skip_owner3 && o->fr_owner && fb[o->fr_owner - 1] != 0);
     w->faddr[n] = frame;
     n++;
     frame = back;

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * python.native (cpu mode): each thread of a target gets a perf cpu-clock
+ * event (native_events.c); at every tick the plugin reads the samples the
+ * kernel took since the last one, and for each:
+ *   1. unwinds the copied user stack with DWARF (the kit's unwinder, the
+ *      objects' tables from native_objects.c): the native frames;
+ *   2. reads that thread's Python stack right away;
+ *   3. merges them, leaf first: native frames above the innermost run of
+ *      the eval loop are kept (the C function Python called); each native
+ *      frame of the eval loop (_PyEval_EvalFrameDefault, 2.7's
+ *      PyEval_EvalFrameEx) is replaced by the Python frames of that run
+ *      (<= 3.10: one frame; 3.11+: the frames up to the run's entry frame,
+ *      py_frame_ref.entry); frames of the interpreter's own module between
+ *      two runs are the interpreter's glue and dropped, any other (a C
+ *      extension calling back into Python) kept; frames below the
+ *      outermost run (main, the interpreter's startup) kept.
+ * The Python stack is read a tick after the kernel's sample, so it may
+ * have moved meanwhile: when the number of eval-loop frames is not the
+ * number of runs the Python stack shows, no interleaving is guessed: the
+ * sample is the Python stack with the native leaf on top, and counted
+ * (native_mismatches).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "native.h"
+#include "polyprof/kit/log.h"
+
+#define SCRATCH_LEN (PYN_STACK_COPY + 4096u) /* one record: header, registers, stack copy */
+
+struct pyn_target {
+  uint32_t pid;
+  const void *owner; /* the target entry's data: a new attach is a new target */
+  struct pyn_thread th[PYN_THREADS];
+  uint32_t nth;
+  uint64_t scan_ns;
+  struct pyn_maps maps;
+  bool seen, told_full;
+};
+
+struct py_native {
+  const struct pp_host *host;
+  uint64_t period_ns;
+  struct pyn_target *targets[PYN_TARGETS];
+  struct pyn_objects *objs;
+  struct pp_unwinder *unw;
+  uint8_t *scratch;
+  struct pp_frame *out;
+  uint32_t out_cap;
+  uint64_t ips[PYN_MAX_NATIVE];
+  struct {
+    bool eval, interp;
+  } cls[PYN_MAX_NATIVE];
+  char names[PYN_MAX_NATIVE][PYN_NAME_MAX];
+  int nips;
+  /* the sample being merged */
+  struct py_state *st;
+  struct pp_target_entry *t;
+  struct pyn_target *nt;
+  uint32_t want_tid;
+  bool delivered;
+  /* this session */
+  uint64_t samples, merged, mismatches, no_python, lost, bad, unwind_errors, open_errors;
+  int last_open_err;
+  bool told_open;
+};
+
+struct py_native *python_native_new(const struct pp_host *host, uint32_t max_depth) {
+  struct py_native *n = calloc(1, sizeof(*n));
+  if (!n) return NULL;
+  n->host = host;
+  n->out_cap = max_depth + PY_EXTRA_FRAMES + PYN_MAX_NATIVE + 2;
+  n->out = calloc(n->out_cap, sizeof(*n->out));
+  n->scratch = malloc(SCRATCH_LEN);
+  n->objs = pyn_objects_new();
+  if (!n->out || !n->scratch || !n->objs || pp_unwinder_new(&n->unw) < 0) {
+    python_native_free(n);
+    return NULL;
+  }
+  return n;
+}
+
+static void target_close(struct pyn_target *nt) {
+  for (uint32_t i = 0; i < nt->nth; i++)
+    pyn_thread_close(&nt->th[i]);
+  pyn_maps_clear(&nt->maps);
+  free(nt);
+}
+
+void python_native_free(struct py_native *n) {
+  if (!n) return;
+  for (size_t i = 0; i < PYN_TARGETS; i++)
+    if (n->targets[i]) target_close(n->targets[i]);
+  pyn_objects_free(n->objs);
+  if (n->unw) pp_unwinder_free(n->unw);
+  free(n->out);
+  free(n->scratch);
+  free(n);
+}
+
+void python_native_start(struct py_native *n, uint64_t frequency_hz) {
+  n->period_ns = frequency_hz ? 1000000000ull / frequency_hz : 10000000ull;
+}
+
+/* Opens an event on every thread of the target not watched yet, closes
+ * those of threads gone. */
+static void rescan(struct py_native *n, struct pyn_target *nt, uint64_t now) {
+  nt->scan_ns = now;
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%u/task", nt->pid);
+  DIR *d = opendir(path);
+  if (!d) return;
+  for (uint32_t i = 0; i < nt->nth; i++)
+    nt->th[i].seen = false;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
+    uint32_t tid = (uint32_t)strtoul(de->d_name, NULL, 10);
+    bool known = false;
+    for (uint32_t i = 0; i < nt->nth && !known; i++)
+      if (nt->th[i].tid == tid) known = nt->th[i].seen = true;
+    if (known) continue;
+    if (nt->nth == PYN_THREADS) {
+      if (!nt->told_full)
+        PP_INFO(n->host, "pid %u: more than %u threads, the others get no native frames", nt->pid,
+                PYN_THREADS);
+      nt->told_full = true;
+      continue;
+    }
+    int rc = pyn_thread_open(&nt->th[nt->nth], tid, n->period_ns);
+    if (rc < 0) {
+      n->open_errors++;
+      n->last_open_err = rc;
+      if (!n->told_open)
+        PP_WARNING(n->host, "pid %u tid %u: perf_event_open for native frames failed: %s", nt->pid,
+                   tid, strerror(-rc));
+      n->told_open = true;
+      continue;
+    }
+    nt->th[nt->nth++].seen = true;
+  }
+  closedir(d);
+  for (uint32_t i = 0; i < nt->nth;) {
+    if (nt->th[i].seen) {
+      i++;
+      continue;
+    }
+    pyn_thread_close(&nt->th[i]);
+    nt->th[i] = nt->th[--nt->nth];
+  }
+}
+
+static bool pred_tid(void *ctx, uint32_t ns_tid) {
+  struct py_native *n = ctx;
+  uint32_t tid = python_host_tid(n->st, n->t, ns_tid);
+  /* <= 3.10 without a known struct pthread layout: only the main thread
+   * can be told */
+  if (!tid) return n->want_tid == n->t->pid;
+  return tid == n->want_tid;
+}
+
+static void put(struct py_native *n, uint32_t *k, struct pp_frame f) {
+  if (*k < n->out_cap) n->out[(*k)++] = f;
+}
+
+static struct pp_frame native_frame(struct py_native *n, int i) {
+  return (struct pp_frame){.name = n->names[i], .kind = PP_FRAME_PYTHON_NATIVE};
+}
+
+static struct pp_frame python_frame(const struct py_frame_ref *f) {
+  return (struct pp_frame){.name = f->code->name,
+                           .file = f->code->file,
+                           .line = (uint32_t)f->line,
+                           .kind = PP_FRAME_PYTHON};
+}
+
+static void on_py_stack(void *ctx, uint32_t tid, const struct py_frame_ref *frames, uint32_t nf,
+                        bool truncated) {
+  (void)tid;
+  struct py_native *n = ctx;
+  if (n->delivered) return; /* one thread per sample */
+  n->delivered = true;
+  uint32_t runs = 0, evals = 0, k = 0;
+  for (uint32_t i = 0; i < nf; i++)
+    if (frames[i].code && frames[i].entry) runs++;
+  for (int i = 0; i < n->nips; i++)
+    if (n->cls[i].eval) evals++;
+  /* Python frames past the last run's entry frame would have no eval
+   * frame to stand in */
+  bool tail = false;
+  for (uint32_t i = nf; i-- > 0;) {
+    if (!frames[i].code) continue;
+    tail = !frames[i].entry;
+    break;
+  }
+  if (evals == runs && evals > 0 && !tail) {
+    uint32_t pi = 0, ev = 0;
+    for (int i = 0; i < n->nips; i++) {
+      if (n->cls[i].eval) {
+        while (pi < nf) {
+          const struct py_frame_ref *f = &frames[pi++];
+          if (!f->code) continue;
+          put(n, &k, python_frame(f));
+          if (f->entry) break;
+        }
+        ev++;
+      } else if (ev == 0 || ev == evals || !n->cls[i].interp) {
+        put(n, &k, native_frame(n, i));
+      }
+    }
+    n->merged++;
+  } else {
+    if (n->nips > 0) put(n, &k, native_frame(n, 0));
+    for (uint32_t i = 0; i < nf; i++)
+      if (frames[i].code) put(n, &k, python_frame(&frames[i]));
+    n->mismatches++;
+  }
+  if (truncated)
+    put(n, &k, (struct pp_frame){.name = "[Truncated Stack]", .kind = PP_FRAME_PYTHON_ERROR});
+  struct py_target *pt = n->t->data;
+  if (k && pp_stack_table_add(n->st->stacks, n->t->pid, 0, NULL, n->out, k, 1) == 0) pt->stacks++;
+}
+
+static void on_sample(void *ctx, const struct pyn_sample *s) {
+  struct py_native *n = ctx;
+  struct pyn_target *nt = n->nt;
+  struct py_target *pt = n->t->data;
+  if (s->pid != nt->pid) {
+    n->bad++;
+    return;
+  }
+  n->samples++;
+  pt->samples++;
+  pt->ran_since_check = true; /* it ran: the periodic exec check applies */
+  n->nips = 0;
+  if (s->have_regs && s->stack) {
+    struct pyn_unwind_arg a = {.c = n->objs, .m = &nt->maps, .now_ns = n->st->now_ns};
+    int failed = 0;
+    n->nips = pp_unwind_stack(n->unw, s->regs, s->stack, s->stack_len, pyn_find_object, &a, n->ips,
+                              PYN_MAX_NATIVE, &failed);
+    if (failed) n->unwind_errors++;
+  }
+  const struct py_proc *p = &pt->proc;
+  for (int i = 0; i < n->nips; i++) {
+    /* a return address may be the first byte after a call that never
+     * returns: name the call's own function */
+    uint64_t ip = i ? n->ips[i] - 1 : n->ips[i];
+    struct pyn_where w;
+    pyn_locate(n->objs, &nt->maps, ip, n->st->now_ns, &w);
+    n->cls[i].eval = pyn_is_eval(&w);
+    n->cls[i].interp = ip >= p->map_lo && ip < p->map_hi;
+    const char *name = pyn_name(&w, n->names[i], PYN_NAME_MAX);
+    if (name != n->names[i]) snprintf(n->names[i], PYN_NAME_MAX, "%s", name);
+  }
+  n->want_tid = s->tid;
+  n->delivered = false;
+  struct py_sample_result res;
+  int rc = python_sample(n->st->walker, &pt->proc, n->st->cc, PY_RUNNING_THREADS, pred_tid,
+                         on_py_stack, n, &res);
+  if (rc < 0 || res.failed) pt->failed++;
+  if (!n->delivered && rc >= 0 && !res.failed && n->nips > 0) {
+    /* a thread that runs no Python now: its native stack alone */
+    uint32_t k = 0;
+    for (int i = 0; i < n->nips; i++)
+      put(n, &k, native_frame(n, i));
+    if (pp_stack_table_add(n->st->stacks, n->t->pid, 0, NULL, n->out, k, 1) == 0) pt->stacks++;
+    n->no_python++;
+  }
+}
+
+static struct pyn_target *target_for(struct py_native *n, struct pp_target_entry *t) {
+  struct pyn_target **free_slot = NULL;
+  for (size_t i = 0; i < PYN_TARGETS; i++) {
+    struct pyn_target *nt = n->targets[i];
+    if (!nt) {
+      if (!free_slot) free_slot = &n->targets[i];
+      continue;
+    }
+    if (nt->pid == t->pid && nt->owner == t->data) return nt;
+  }
+  if (!free_slot) return NULL;
+  struct pyn_target *nt = calloc(1, sizeof(*nt));
+  if (!nt) return NULL;
+  nt->pid = t->pid;
+  nt->owner = t->data;
+  nt->maps.pid = t->pid;
+  *free_slot = nt;
+  return nt;
+}
+
+void python_native_tick(struct py_state *st, uint64_t now) {
+  struct py_native *n = st->native;
+  n->st = st;
+  for (size_t i = 0; i < PYN_TARGETS; i++)
+    if (n->targets[i]) n->targets[i]->seen = false;
+  struct pp_target_entry *t;
+  PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
+    struct pyn_target *nt = target_for(n, t);
+    if (!nt) continue;
+    nt->seen = true;
+    if (!nt->scan_ns || now - nt->scan_ns >= PYN_RESCAN_NS) rescan(n, nt, now);
+    n->t = t;
+    n->nt = nt;
+    st->cur = t;
+    for (uint32_t i = 0; i < nt->nth; i++)
+      n->lost += pyn_thread_drain(&nt->th[i], n->scratch, SCRATCH_LEN, on_sample, n, &n->bad);
+  }
+  /* released targets (exit, exec): their events go at once */
+  for (size_t i = 0; i < PYN_TARGETS; i++) {
+    if (n->targets[i] && !n->targets[i]->seen) {
+      target_close(n->targets[i]);
+      n->targets[i] = NULL;
+    }
+  }
+}
+
+void python_native_report(struct py_native *n, struct pp_sink *sink) {
+  const struct pp_host *h = n->host;
+  h->add_counter(sink, "native_samples", n->samples);
+  h->add_counter(sink, "native_merged", n->merged);
+  h->add_counter(sink, "native_mismatches", n->mismatches);
+  h->add_counter(sink, "native_no_python", n->no_python);
+  h->add_counter(sink, "native_lost", n->lost);
+  if (n->bad) h->add_counter(sink, "native_bad_records", n->bad);
+  if (n->unwind_errors) h->add_counter(sink, "native_unwind_errors", n->unwind_errors);
+  if (n->open_errors) h->add_counter(sink, "native_open_errors", n->open_errors);
+  PP_DEBUG(h, "native: %llu samples, %llu merged, %llu mismatched, %zu KiB of object tables",
+           (unsigned long long)n->samples, (unsigned long long)n->merged,
+           (unsigned long long)n->mismatches, pyn_objects_bytes(n->objs) / 1024);
+  n->samples = n->merged = n->mismatches = n->no_python = n->lost = n->bad = 0;
+  n->unwind_errors = n->open_errors = 0;
+}

@@ -1,0 +1,104 @@
+"""python.native: native frames under, between and above Python frames.
+
+tests/workloads/python/native_hot.py spends its time in C called from
+Python: zlib.compress (deflate) from compress_loop and libc's memset
+through ctypes from memset_loop. Every CPython found runs it at once, one
+cpu-mode session with --python-native; each must show deflate above
+compress_loop (file:line) and memset above memset_loop, as _[pn] frames
+right above the Python frames, under <module>; most samples must merge.
+Then the option is refused in wall mode with a message naming it.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+import pputil as u  # noqa: E402
+import pyutil as py  # noqa: E402
+
+WORKLOAD = os.path.join(u.SRC, "tests", "workloads", "python", "native_hot.py")
+if not os.path.exists(py.PLUGIN):
+    u.skip("python plugin not built: " + py.PLUGIN)
+found = py.interpreters()
+if not found:
+    u.skip("no CPython found")
+missing = py.missing_versions(found)
+u.check(not missing, "every pyenv CPython installed (missing: %s)" % missing)
+
+
+def line_of(text):
+    with open(WORKLOAD) as f:
+        for i, line in enumerate(f, 1):
+            if text in line:
+                return i
+    raise KeyError(text)
+
+
+COMPRESS_LINE = line_of("zlib.compress(data, 9)")
+MEMSET_LINE = line_of("libc.memset(buf, 7, len(buf))")
+PY = re.compile(r"^(.*) \((.*):(\d+)\)_\[p\]$")
+
+procs = []
+try:
+    for label, exe, ver in found:
+        d = u.tempdir("ppnat-")
+        script = os.path.join(d, "native_hot.py")
+        shutil.copy(WORKLOAD, script)
+        p = subprocess.Popen([exe, script, "60"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, cwd=d, text=True)
+        procs.append((label, ver, p, script))
+    py.wait_ready([t[2] for t in procs])
+    pids = [t[2].pid for t in procs]
+    r, header, stacks, log = py.profile(pids, "--python-native", duration=8, freq=97)
+    u.check(r.returncode == 0, "agent exits 0 (%s)" % r.stderr[-600:])
+    counters = (header or {}).get("polyprof", {}).get("python", {}).get("counters", {})
+    for label, ver, p, script in procs:
+        mine = [(f, c) for f, c in stacks if any("(" + script + ":" in x for x in f)]
+        total = sum(c for _, c in mine)
+        u.check(total > 0, "%s: samples of the workload" % label)
+
+        def under(fn, line, native):
+            """samples whose Python leaf is fn at line, with a native frame
+            matching native right above it"""
+            hit = 0
+            for frames, c in mine:
+                idx = [i for i, x in enumerate(frames) if PY.match(x)]
+                if not idx:
+                    continue
+                leaf = frames[idx[-1]]
+                m = PY.match(leaf)
+                if m.group(1).split(".")[-1] != fn or m.group(2) != script or int(m.group(3)) != line:
+                    continue
+                above = frames[idx[-1] + 1:]
+                roots = [PY.match(frames[i]).group(1) for i in idx]
+                if roots[0] != "<module>" or not all(x.endswith("_[pn]") for x in above):
+                    continue
+                if any(native(x[:-5]) for x in above):
+                    hit += c
+            return hit
+
+        deflate = under("compress_loop", COMPRESS_LINE, lambda n: n.startswith("deflate"))
+        memset = under("memset_loop", MEMSET_LINE,
+                       lambda n: "memset" in n)
+        u.check(deflate > 0, "%s: deflate_[pn] above compress_loop (%s:%d) under <module> (%d of %d)"
+                % (label, os.path.basename(script), COMPRESS_LINE, deflate, total))
+        u.check(memset > 0, "%s: memset_[pn] above memset_loop (%s:%d) under <module> (%d of %d)"
+                % (label, os.path.basename(script), MEMSET_LINE, memset, total))
+        u.check(deflate + memset >= total * 0.5,
+                "%s: most samples are in deflate or memset under their caller (%d + %d of %d)"
+                % (label, deflate, memset, total))
+    merged = counters.get("native_merged", 0)
+    mism = counters.get("native_mismatches", 0)
+    u.check(merged > 0 and mism <= merged * 0.2,
+            "most samples merged (%s merged, %s mismatched)" % (merged, mism))
+    # any other mode refuses the option, naming it
+    r, header, stacks, log = py.profile(pids[:1], "--python-native", "--python-mode", "wall",
+                                        duration=2, freq=20)
+    u.check("python.native" in log and "cpu mode only" in log,
+            "wall mode refuses --python-native with a message naming it")
+finally:
+    for _, _, p, _ in procs:
+        u.kill(p)
+u.finish()
