@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Who awaits a task (3.11-3.13). A task tells the futures waiting for it
+ * Who awaits a task (3.8-3.13). A task tells the futures waiting for it
  * through its first done-callback (fut_callback0):
  *   - `await child`: the parent's wakeup, a builtin method whose m_self is
- *     the parent; the future the parent waits for is the child itself;
+ *     the parent (3.8/3.9: a TaskWakeupMethWrapper, ww_task); the future
+ *     the parent waits for is the child itself;
  *   - gather(): the gather's _done_callback, a closure; one of its cells
  *     holds the _GatheringFuture, whose own first callback is the
  *     parent's wakeup; the parent waits for that future;
@@ -23,8 +24,8 @@
 
 #define CLOSURE_CELLS 8 /* gather's _done_callback closes over six names */
 
-/* First bytes of a callable (its type at 8; m_self / im_self at 24;
- * func_closure at 72), read in one go; a short object near the end of a
+/* First bytes of a callable (its type at 8; ww_task at 16; m_self /
+ * im_self at 24; func_closure at 48 or 72), read in one go; a short object near the end of a
  * mapping gets the header and self only. Its kind, PA_OTHER if unreadable. */
 #define CALLABLE_READ 80
 static enum pa_kind read_callable(struct py_async_state *a, const struct py_proc *p, uint64_t obj,
@@ -35,6 +36,17 @@ static enum pa_kind read_callable(struct py_async_state *a, const struct py_proc
       pp_remote_read((pid_t)p->pid, obj, b, 32) < 0)
     return PA_OTHER;
   return pa_kind_of_type(a, p, pa_rd64(b, 8));
+}
+
+/* The task of a wakeup callable of kind k (bytes cb). */
+static int wakeup_task(enum pa_kind k, const uint8_t *cb, uint64_t *task) {
+  if (k == PA_CFUNC)
+    *task = pa_rd64(cb, 24); /* m_self */
+  else if (k == PA_WAKEUP)
+    *task = pa_rd64(cb, 16); /* ww_task */
+  else
+    return -ENOENT;
+  return 0;
 }
 
 /* gather(): the _GatheringFuture among the callback's closure cells, and
@@ -56,9 +68,10 @@ static int gather_parent(struct py_async_state *a, const struct py_proc *p,
         pa_kind_of_type(a, p, pa_rd64(f, 8)) != PA_GATHER)
       continue;
     /* the gather future's first callback: the awaiting task's wakeup */
-    if (read_callable(a, p, pa_rd64(f, l->fut_cb0), cb) != PA_CFUNC) return -ENOENT;
+    uint64_t up = 0;
+    if (wakeup_task(read_callable(a, p, pa_rd64(f, l->fut_cb0), cb), cb, &up) < 0) return -ENOENT;
     *fut = ref;
-    *parent = pa_rd64(cb, 24);
+    *parent = up;
     return 0;
   }
   return -ENOENT;
@@ -71,13 +84,15 @@ static int find_awaiter(struct py_async_state *a, const struct py_proc *p, struc
   pid_t pid = (pid_t)p->pid;
   uint8_t cb[CALLABLE_READ];
   uint64_t fut = 0, up = 0, type = 0;
-  switch (read_callable(a, p, callback, cb)) {
-    case PA_CFUNC: /* await child: the wakeup's m_self */
-      up = pa_rd64(cb, 24);
+  enum pa_kind kind = read_callable(a, p, callback, cb);
+  switch (kind) {
+    case PA_CFUNC: /* await child: the wakeup's task */
+    case PA_WAKEUP:
+      wakeup_task(kind, cb, &up);
       fut = child;
       break;
     case PA_FUNC: /* gather() */
-      if (gather_parent(a, p, l, pa_rd64(cb, 72), &fut, &up) < 0) return -ENOENT;
+      if (gather_parent(a, p, l, pa_rd64(cb, l->func_closure), &fut, &up) < 0) return -ENOENT;
       break;
     case PA_METHOD: { /* TaskGroup._on_task_done: im_self is the group */
       uint64_t group = pa_rd64(cb, 24);
@@ -93,10 +108,10 @@ static int find_awaiter(struct py_async_state *a, const struct py_proc *p, struc
   if (up == child || !pa_plausible(fut) || !pa_plausible(up) ||
       pp_remote_read(pid, up, pbytes, PA_TASK_READ) < 0 ||
       pa_kind_of_type(a, p, pa_rd64(pbytes, 8)) != PA_TASK ||
-      pa_rd64(pbytes, p->off.task_fut_waiter) != fut)
+      pa_rd64(pbytes, l->task_waiter) != fut)
     return -ENOENT;
   uint64_t awaited = 0;
-  *nchain = pa_coro_chain(a, p, cc, l, pa_rd64(pbytes, p->off.task_coro), chain, cap, &awaited);
+  *nchain = pa_coro_chain(a, p, cc, l, pa_rd64(pbytes, l->task_coro), chain, cap, &awaited);
   if (*nchain == 0 || awaited != fut) return -ENOENT;
   *parent = up;
   return 0;
@@ -147,7 +162,7 @@ uint32_t pa_ancestors(struct py_async_scratch *s, const struct py_proc *p, struc
       break;
     memcpy(out + m, chain, nchain * sizeof(chain[0]));
     m += nchain;
-    pa_task_name(s->a, p, parent, s->names[level], sizeof(s->names[level]));
+    pa_task_name(s->a, p, l, parent, s->names[level], sizeof(s->names[level]));
     out[m++] = (struct py_frame_ref){.pseudo = s->names[level]};
     memcpy(cur, parent, sizeof(cur));
     task = up;

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * What the asyncio readers share (3.11-3.13): the layouts they need
- * beyond py_offsets, the kinds of object they tell apart (by their type's
- * tp_name, read once per type), and the per-walker state that bounds and
- * caches their work.
+ * What the asyncio readers share (3.8-3.13): the layouts they need, the
+ * kinds of object they tell apart (by their type's tp_name, read once per
+ * type), and the per-walker state that bounds and caches their work.
  *   asyncio.c          the running task and the chain of tasks awaiting it
  *   asyncio_objects.c  object kinds, instance attributes, coroutine chains
+ *                      (3.8-3.10: a coroutine's frame is a PyFrameObject
+ *                      of its own, cr_frame; attributes in a __dict__)
  *   asyncio_awaiter.c  who awaits a task: await, gather(), TaskGroup
  *   asyncio_waiting.c  wall mode: the tasks no thread runs, from the
  *                      registry of all tasks
@@ -30,7 +31,7 @@
 enum pa_kind {
   PA_UNKNOWN = 0, /* not read yet */
   PA_OTHER,
-  PA_TASK,       /* _asyncio.Task */
+  PA_TASK,       /* _asyncio.Task, or a Python class derived from it */
   PA_FUTURE,     /* _asyncio.Future */
   PA_GATHER,     /* asyncio.tasks._GatheringFuture */
   PA_FUTUREITER, /* _asyncio.FutureIter: what `await future` suspends on */
@@ -43,20 +44,32 @@ enum pa_kind {
   PA_SET,        /* set */
   PA_WEAKREF,    /* weakref.ReferenceType */
   PA_MODULE,     /* module */
+  PA_DICT,       /* dict */
+  PA_WAKEUP,     /* 3.8/3.9: TaskWakeupMethWrapper, a task's wakeup (ww_task at 16) */
 };
 
-/* Layout facts of one minor beyond py_offsets (DWARF of pyenv's 3.11.7,
- * 3.12.1, 3.13.0; docs/python.md). */
+/* Layout facts of one minor (DWARF of pyenv's 3.8.18, 3.9.18, 3.10.13,
+ * 3.11.7, 3.12.1, 3.13.0; docs/python.md). */
 struct pa_layout {
-  uint32_t gen_state;   /* PyGenObject.gi_frame_state (int8) */
-  uint32_t fr_stacktop; /* _PyInterpreterFrame.stacktop (int, in localsplus slots) */
+  uint32_t task_waiter, task_coro, task_name; /* TaskObj fields */
+  uint32_t task_size;                         /* sizeof(TaskObj): tp_basicsize of _asyncio.Task */
+  uint32_t gen_state;                         /* 3.11+: PyGenObject.gi_frame_state (int8) */
+  uint32_t gen_iframe;                        /* 3.11+: the frame inside the coroutine */
+  uint32_t fr_stacktop; /* 3.11+: _PyInterpreterFrame.stacktop (int, in localsplus slots) */
+  uint32_t fr_locals;   /* a frame's first local (self): _PyInterpreterFrame or PyFrameObject */
   uint32_t fut_loop, fut_cb0, fut_state, fut_weakreflist;
-  uint32_t type_keys, type_module;     /* PyHeapTypeObject.ht_cached_keys, ht_module */
-  uint32_t mod_state;                  /* PyModuleObject.md_state */
-  uint32_t st_scheduled, st_task_type; /* 3.12+: asyncio_state.scheduled_tasks, TaskType */
-  int8_t st_await;                     /* gi_frame_state of a coroutine suspended in an await */
-  uint8_t resume_op, resume_op2;       /* 3.11/3.12: the instruction after that await; 0: none */
+  uint32_t func_closure, func_defaults; /* PyFunctionObject */
+  uint32_t type_keys, type_module;      /* PyHeapTypeObject.ht_cached_keys, ht_module */
+  uint32_t mod_state;                   /* PyModuleObject.md_state */
+  uint32_t st_scheduled, st_task_type;  /* 3.12+: asyncio_state.scheduled_tasks, TaskType */
+  /* 3.8-3.10: PyGenObject.gi_frame (a PyFrameObject) and the frame's
+   * value stack: f_stacktop (3.8/3.9, NULL while running) or
+   * f_stackdepth and f_state (3.10) */
+  uint32_t gen_frame, f_valuestack, f_stacktop, f_stackdepth, f_state;
+  int8_t st_await;               /* gi_frame_state of a coroutine suspended in an await */
+  uint8_t resume_op, resume_op2; /* 3.11/3.12: the instruction after that await; 0: none */
   uint8_t minor;
+  bool frameobj; /* 3.8-3.10: frames are PyFrameObjects (asyncio_objects.c) */
 };
 bool pa_layout_for(const struct py_proc *p, struct pa_layout *l);
 
@@ -65,7 +78,8 @@ bool pa_layout_for(const struct py_proc *p, struct pa_layout *l);
 struct pa_registry {
   uint32_t pid;
   uint32_t cursor; /* first table slot of the next window */
-  uint64_t runtime, set, set_type, task_type;
+  uint64_t runtime, set, set_type;
+  uint64_t task_type;   /* _asyncio.Task (the base of a task's class) */
   uint64_t task;        /* a task seen (3.11 without symbols: the set is found from it) */
   uint64_t table, size; /* the set's table as the last pass found it (0: unknown) */
   uint64_t retry_at;    /* not found: the pass count to look again at */
@@ -77,6 +91,7 @@ struct py_async_state {
     uint32_t pid;
     uint8_t kind;
     uint64_t type;
+    uint64_t base; /* PA_TASK: the _asyncio.Task it derives from (or is) */
   } types[PA_TYPES];
   uint32_t ntypes, next_type;
   struct {
@@ -133,6 +148,9 @@ uint64_t pa_rd64(const uint8_t *b, uint32_t off);
 enum pa_kind pa_kind_of(struct py_async_state *a, const struct py_proc *p, uint64_t obj,
                         uint64_t *type);
 enum pa_kind pa_kind_of_type(struct py_async_state *a, const struct py_proc *p, uint64_t type);
+/* The _asyncio.Task a task type is or derives from; 0 if it is no task
+ * type. */
+uint64_t pa_task_base(struct py_async_state *a, const struct py_proc *p, uint64_t type);
 /* An instance attribute kept in the managed dict of a Python class's
  * instance (shared keys + values, as CPython keeps them until someone
  * asks for __dict__). name must be a literal. 0 or -errno (-ENOENT: not
@@ -140,8 +158,8 @@ enum pa_kind pa_kind_of_type(struct py_async_state *a, const struct py_proc *p, 
 int pa_attr(struct py_async_state *a, const struct py_proc *p, const struct pa_layout *l,
             uint64_t obj, uint64_t type, const char *name, uint64_t *val);
 /* "<task: NAME>" of a task (its bytes) into out. */
-void pa_task_name(struct py_async_state *a, const struct py_proc *p, const uint8_t *task, char *out,
-                  size_t cap);
+void pa_task_name(struct py_async_state *a, const struct py_proc *p, const struct pa_layout *l,
+                  const uint8_t *task, char *out, size_t cap);
 /* The coroutine chain of coro: coro's frame, then the coroutine it awaits,
  * and so on (cr_await), into out innermost first, at most cap frames.
  * *awaited gets the future the innermost one awaits (through the
@@ -149,6 +167,16 @@ void pa_task_name(struct py_async_state *a, const struct py_proc *p, const uint8
 uint32_t pa_coro_chain(struct py_async_state *a, const struct py_proc *p, struct py_codecache *cc,
                        const struct pa_layout *l, uint64_t coro, struct py_frame_ref *out,
                        uint32_t cap, uint64_t *awaited);
+/* The same for 3.8-3.10 (asyncio_objects.c). */
+uint32_t pa_coro_chain_fo(struct py_async_state *a, const struct py_proc *p,
+                          struct py_codecache *cc, const struct pa_layout *l, uint64_t coro,
+                          struct py_frame_ref *out, uint32_t cap, uint64_t *awaited);
+/* 3.8-3.10: the frame (a PyFrameObject) of coroutine coro; 0 if none. */
+uint64_t pa_coro_frame_fo(const struct py_proc *p, const struct pa_layout *l, uint64_t coro);
+/* 3.8-3.10: an instance attribute kept in the instance's __dict__ (split
+ * or combined). 0 or -errno (-ENOENT: not set). */
+int pa_attr_fo(struct py_async_state *a, const struct py_proc *p, uint64_t obj, uint64_t type,
+               const char *name, uint64_t *val);
 /* The task awaiting task `child` (its bytes): directly (`await child`),
  * through gather() or through a TaskGroup. Two independent pointers must
  * agree: the future `child` completes (itself, the gather future, the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Objects the asyncio readers meet (3.11-3.13): what kind an object is,
+ * Objects the asyncio readers meet (3.8-3.13): what kind an object is,
  * an instance attribute of a Python class, a task's name, and the chain of
  * coroutines a coroutine awaits.
  *
@@ -35,26 +35,62 @@ uint64_t pa_rd64(const uint8_t *b, uint32_t off) {
   return v;
 }
 
+/* sizeof(TaskObj) (tp_basicsize of _asyncio.Task), 3.8 to 3.13 */
+static const uint16_t task_sizes[] = {144, 184, 192, 176, 176, 144};
+
 bool pa_layout_for(const struct py_proc *p, struct pa_layout *l) {
-  if (p->major != 3 || p->minor < 11 || p->minor > 13 || !p->off.task_coro) return false;
-  *l = (struct pa_layout){.fr_stacktop = 64,
-                          .fut_loop = 16,
-                          .fut_cb0 = 24,
-                          .fut_state = p->minor == 13 ? 96 : 88,
-                          .fut_weakreflist = p->minor == 13 ? 0 : 112,
-                          .type_keys = p->minor == 11 ? 872 : 880,
-                          .type_module = p->minor == 11 ? 0 : 888,
-                          .mod_state = 32,
-                          .st_task_type = 24,
-                          .st_scheduled = 56,
-                          .minor = (uint8_t)p->minor};
-  l->gen_state = p->minor == 11 ? 75 : 67;
-  if (p->minor == 13) {
+  if (p->major != 3 || p->minor < 8 || p->minor > 13) return false;
+  uint32_t minor = p->minor;
+  *l = (struct pa_layout){
+      .fut_loop = 16, .fut_cb0 = 24, .task_size = task_sizes[minor - 8], .minor = (uint8_t)minor};
+  if (minor <= 10) {
+    /* TaskObj: fut_state, then (3.9+) the cancelled exception's state
+     * before fut_waiter, coro, name */
+    static const uint16_t state[] = {72, 80, 88}, weakrefs[] = {96, 104, 112},
+                          waiter[] = {104, 144, 152};
+    l->frameobj = true;
+    l->fut_state = state[minor - 8];
+    l->fut_weakreflist = weakrefs[minor - 8];
+    l->task_waiter = waiter[minor - 8];
+    l->task_coro = l->task_waiter + 8;
+    l->task_name = l->task_waiter + 16;
+    l->gen_frame = 16;
+    l->fr_locals = minor == 10 ? 352 : 360; /* PyFrameObject.f_localsplus */
+    l->f_valuestack = 64;
+    if (minor == 10) {
+      l->f_stackdepth = 80;
+      l->f_state = 108;
+    } else {
+      l->f_stacktop = 72;
+    }
+    l->func_closure = minor == 10 ? 72 : 48;
+    l->func_defaults = minor == 10 ? 56 : 32;
+    return true;
+  }
+  const struct py_offsets *o = &p->off;
+  if (!o->task_coro || !o->gen_iframe || !o->fr_localsplus) return false;
+  l->task_waiter = o->task_fut_waiter;
+  l->task_coro = o->task_coro;
+  l->task_name = o->task_name;
+  l->gen_iframe = o->gen_iframe;
+  l->fr_locals = o->fr_localsplus;
+  l->fr_stacktop = 64;
+  l->fut_state = minor == 13 ? 96 : 88;
+  l->fut_weakreflist = minor == 13 ? 0 : 112;
+  l->func_closure = 72;
+  l->func_defaults = 56;
+  l->type_keys = minor == 11 ? 872 : 880;
+  l->type_module = minor == 11 ? 0 : 888;
+  l->mod_state = 32;
+  l->st_task_type = 24;
+  l->st_scheduled = 56;
+  l->gen_state = minor == 11 ? 75 : 67;
+  if (minor == 13) {
     l->st_await = -1; /* FRAME_SUSPENDED_YIELD_FROM */
   } else {
     l->st_await = -1; /* FRAME_SUSPENDED, and the next instruction says await */
     l->resume_op = 151;
-    l->resume_op2 = p->minor == 11 ? 150 : 240; /* RESUME_QUICK, INSTRUMENTED_RESUME */
+    l->resume_op2 = minor == 11 ? 150 : 240; /* RESUME_QUICK, INSTRUMENTED_RESUME */
   }
   return true;
 }
@@ -76,25 +112,86 @@ static const struct {
     {"set", PA_SET},
     {"weakref.ReferenceType", PA_WEAKREF},
     {"module", PA_MODULE},
+    {"TaskWakeupMethWrapper", PA_WAKEUP},
+    {"dict", PA_DICT},
 };
 
-enum pa_kind pa_kind_of_type(struct py_async_state *a, const struct py_proc *p, uint64_t type) {
-  if (!pa_plausible(type)) return PA_OTHER;
-  for (uint32_t i = 0; i < a->ntypes; i++)
-    if (a->types[i].type == type && a->types[i].pid == p->pid) return a->types[i].kind;
-  uint64_t tp_name = 0;
+/* A type's bytes read to classify it: tp_name (24), tp_basicsize (32),
+ * tp_base (256) */
+#define TYPE_READ 264
+#define BASES_WALKED 8 /* classes between a task's class and _asyncio.Task */
+
+static enum pa_kind kind_by_name(const struct py_proc *p, const uint8_t *t) {
   char name[40];
-  enum pa_kind kind = PA_OTHER;
-  if (pp_remote_read((pid_t)p->pid, type + 24, &tp_name, 8) < 0 || tp_name < 4096 ||
-      pp_remote_read_str((pid_t)p->pid, tp_name, name, sizeof(name)) < 0)
-    return PA_OTHER; /* not remembered: unreadable now is not "other" forever */
+  uint64_t tp_name = pa_rd64(t, 24);
+  if (tp_name < 4096 || pp_remote_read_str((pid_t)p->pid, tp_name, name, sizeof(name)) < 0)
+    return PA_UNKNOWN;
   for (size_t i = 0; i < sizeof(kind_names) / sizeof(kind_names[0]); i++)
-    if (strcmp(name, kind_names[i].name) == 0) kind = kind_names[i].kind;
+    if (strcmp(name, kind_names[i].name) == 0) return kind_names[i].kind;
+  return PA_OTHER;
+}
+
+/* Is the type whose bytes are t the _asyncio.Task of this version? */
+static bool is_task_type(const struct py_proc *p, const uint8_t *t) {
+  struct pa_layout l;
+  return pa_layout_for(p, &l) && pa_rd64(t, 32) == l.task_size;
+}
+
+/* Classifies type (bytes t); *base gets the _asyncio.Task of a task type.
+ * PA_UNKNOWN when unreadable. */
+static enum pa_kind classify(const struct py_proc *p, uint64_t type, const uint8_t *t,
+                             uint64_t *base) {
+  enum pa_kind kind = kind_by_name(p, t);
+  *base = 0;
+  if (kind == PA_TASK) {
+    if (!is_task_type(p, t)) return PA_OTHER;
+    *base = type;
+    return kind;
+  }
+  if (kind != PA_OTHER) return kind;
+  /* a Python class derived from the Task: its instances are TaskObjs */
+  uint8_t b[TYPE_READ];
+  uint64_t up = pa_rd64(t, 256);
+  for (int i = 0; i < BASES_WALKED && pa_plausible(up) && up != type; i++) {
+    if (pp_remote_read((pid_t)p->pid, up, b, sizeof(b)) < 0) return PA_UNKNOWN;
+    enum pa_kind k = kind_by_name(p, b);
+    if (k == PA_UNKNOWN) return PA_UNKNOWN;
+    if (k == PA_TASK) {
+      if (!is_task_type(p, b)) return PA_OTHER;
+      *base = up;
+      return PA_TASK;
+    }
+    up = pa_rd64(b, 256);
+  }
+  return PA_OTHER;
+}
+
+static int type_slot(struct py_async_state *a, const struct py_proc *p, uint64_t type) {
+  if (!pa_plausible(type)) return -EINVAL;
+  for (uint32_t i = 0; i < a->ntypes; i++)
+    if (a->types[i].type == type && a->types[i].pid == p->pid) return (int)i;
+  uint8_t t[TYPE_READ];
+  uint64_t base = 0;
+  enum pa_kind kind = PA_UNKNOWN;
+  if (pp_remote_read((pid_t)p->pid, type, t, sizeof(t)) == 0) kind = classify(p, type, t, &base);
+  if (kind == PA_UNKNOWN)
+    return -EFAULT; /* not remembered: unreadable now is not "other" forever */
   uint32_t slot = a->ntypes < PA_TYPES ? a->ntypes++ : (a->next_type++ % PA_TYPES);
   a->types[slot].pid = p->pid;
   a->types[slot].type = type;
   a->types[slot].kind = (uint8_t)kind;
-  return kind;
+  a->types[slot].base = base;
+  return (int)slot;
+}
+
+enum pa_kind pa_kind_of_type(struct py_async_state *a, const struct py_proc *p, uint64_t type) {
+  int i = type_slot(a, p, type);
+  return i < 0 ? PA_OTHER : (enum pa_kind)a->types[i].kind;
+}
+
+uint64_t pa_task_base(struct py_async_state *a, const struct py_proc *p, uint64_t type) {
+  int i = type_slot(a, p, type);
+  return i < 0 || a->types[i].kind != PA_TASK ? 0 : a->types[i].base;
 }
 
 enum pa_kind pa_kind_of(struct py_async_state *a, const struct py_proc *p, uint64_t obj,
@@ -143,6 +240,7 @@ static int attr_index(struct py_async_state *a, const struct py_proc *p, const s
 int pa_attr(struct py_async_state *a, const struct py_proc *p, const struct pa_layout *l,
             uint64_t obj, uint64_t type, const char *name, uint64_t *val) {
   *val = 0;
+  if (l->frameobj) return pa_attr_fo(a, p, obj, type, name, val);
   int idx = attr_index(a, p, l, type, name);
   if (idx < 0) return idx;
   pid_t pid = (pid_t)p->pid;
@@ -174,9 +272,9 @@ int pa_attr(struct py_async_state *a, const struct py_proc *p, const struct pa_l
   return *val ? 0 : -ENOENT;
 }
 
-void pa_task_name(struct py_async_state *a, const struct py_proc *p, const uint8_t *task, char *out,
-                  size_t cap) {
-  uint64_t name = pa_rd64(task, p->off.task_name);
+void pa_task_name(struct py_async_state *a, const struct py_proc *p, const struct pa_layout *l,
+                  const uint8_t *task, char *out, size_t cap) {
+  uint64_t name = pa_rd64(task, l->task_name);
   uint8_t hdr[32];
   /* a str already checked in this sample is the same text */
   for (uint32_t i = 0; i < a->nnames && pa_plausible(name); i++) {
@@ -221,6 +319,7 @@ void pa_task_name(struct py_async_state *a, const struct py_proc *p, const uint8
 uint32_t pa_coro_chain(struct py_async_state *a, const struct py_proc *p, struct py_codecache *cc,
                        const struct pa_layout *l, uint64_t coro, struct py_frame_ref *out,
                        uint32_t cap, uint64_t *awaited) {
+  if (l->frameobj) return pa_coro_chain_fo(a, p, cc, l, coro, out, cap, awaited);
   const struct py_offsets *o = &p->off;
   pid_t pid = (pid_t)p->pid;
   uint32_t n = 0;
@@ -229,9 +328,8 @@ uint32_t pa_coro_chain(struct py_async_state *a, const struct py_proc *p, struct
    * where the awaited object usually is (a frame with many locals costs
    * one read more) */
   uint8_t g[96 + 80 + STACK_PEEK];
-  uint32_t glen = o->gen_iframe + o->fr_localsplus, gpeek = glen + STACK_PEEK;
-  if (glen > 96 + 80 || o->fr_owner >= o->fr_localsplus || l->fr_stacktop + 4 > o->fr_localsplus)
-    return 0;
+  uint32_t glen = l->gen_iframe + l->fr_locals, gpeek = glen + STACK_PEEK;
+  if (glen > 96 + 80 || o->fr_owner >= l->fr_locals || l->fr_stacktop + 4 > l->fr_locals) return 0;
   /* each object is read once: its header says what it is (the task's own
    * coroutine is taken as it is, its frame's owner is checked) */
   uint32_t have = glen;
@@ -242,7 +340,7 @@ uint32_t pa_coro_chain(struct py_async_state *a, const struct py_proc *p, struct
     return 0;
   bool is_coro = pa_kind_of_type(a, p, pa_rd64(g, 8)) == PA_CORO;
   while (n < cap) {
-    const uint8_t *fb = g + o->gen_iframe;
+    const uint8_t *fb = g + l->gen_iframe;
     if (fb[o->fr_owner] != 1) break; /* FRAME_OWNED_BY_GENERATOR */
     uint64_t code = pa_rd64(fb, o->fr_code);
     int err = 0;
@@ -298,4 +396,130 @@ uint32_t pa_coro_chain(struct py_async_state *a, const struct py_proc *p, struct
     out[n - 1 - i] = t;
   }
   return n;
+}
+
+/* 3.8-3.10 ---------------------------------------------------------------
+ *
+ * Coroutines and instance attributes on 3.8-3.10, where a coroutine's
+ * frame is a PyFrameObject of its own (cr_frame) and an instance keeps
+ * its attributes in a real __dict__.
+ *
+ * A coroutine suspended in `await x` keeps x on top of its frame's value
+ * stack, as CPython's _PyGen_yf reads it: f_valuestack[depth - 1], where
+ * depth is f_stacktop - f_valuestack on 3.8/3.9 (f_stacktop is NULL
+ * while the frame runs) and f_stackdepth on 3.10 (f_state says
+ * FRAME_SUSPENDED). A coroutine (async def) can only suspend in an await,
+ * so only coroutines are followed: another generator may stop at a plain
+ * yield, and is shown without what it waits for.
+ */
+#define FRAME_READ 112     /* every PyFrameObject field used is below */
+#define FRAME_SUSPENDED -1 /* 3.10 PyFrameState */
+#define DICT_ENTRIES 16    /* the attributes looked for are set early */
+
+uint64_t pa_coro_frame_fo(const struct py_proc *p, const struct pa_layout *l, uint64_t coro) {
+  uint64_t f = 0;
+  if (!pa_plausible(coro) || pp_remote_read((pid_t)p->pid, coro + l->gen_frame, &f, 8) < 0 ||
+      !pa_plausible(f))
+    return 0;
+  return f;
+}
+
+uint32_t pa_coro_chain_fo(struct py_async_state *a, const struct py_proc *p,
+                          struct py_codecache *cc, const struct pa_layout *l, uint64_t coro,
+                          struct py_frame_ref *out, uint32_t cap, uint64_t *awaited) {
+  const struct py_offsets *o = &p->off;
+  pid_t pid = (pid_t)p->pid;
+  uint32_t n = 0;
+  *awaited = 0;
+  if (o->fr_code + 8 > FRAME_READ || o->fr_lasti + 4 > FRAME_READ ||
+      l->f_valuestack + 8 > FRAME_READ || l->f_stacktop + 8 > FRAME_READ ||
+      l->f_stackdepth + 4 > FRAME_READ || l->f_state >= FRAME_READ)
+    return 0;
+  uint8_t g[24], f[FRAME_READ];
+  if (!pa_plausible(coro) || pp_remote_read(pid, coro, g, sizeof(g)) < 0) return 0;
+  bool is_coro = pa_kind_of_type(a, p, pa_rd64(g, 8)) == PA_CORO;
+  while (n < cap) {
+    uint64_t frame = pa_rd64(g, l->gen_frame);
+    if (!pa_plausible(frame) || pp_remote_read(pid, frame, f, sizeof(f)) < 0) break;
+    uint64_t code = pa_rd64(f, o->fr_code);
+    int err = 0;
+    struct py_code *e = python_code_get(cc, p, code, &err);
+    if (!e) break;
+    int32_t lasti;
+    memcpy(&lasti, f + o->fr_lasti, 4);
+    int64_t addrq = o->lasti_is_index && lasti >= 0 ? (int64_t)lasti * 2 : lasti;
+    out[n++] = (struct py_frame_ref){.code = e, .line = python_code_line(e, o->lt_format, addrq)};
+    if (!is_coro || lasti < 0) break; /* not started: awaits nothing yet */
+    uint64_t vs = pa_rd64(f, l->f_valuestack);
+    int64_t depth;
+    if (l->f_stackdepth) {
+      int32_t d;
+      memcpy(&d, f + l->f_stackdepth, 4);
+      if ((int8_t)f[l->f_state] != FRAME_SUSPENDED) break;
+      depth = d;
+    } else {
+      uint64_t top = pa_rd64(f, l->f_stacktop);
+      if (!top || top < vs || (top - vs) % 8) break; /* running, or torn */
+      depth = (int64_t)((top - vs) / 8);
+    }
+    if (depth < 1 || depth > (1 << 16) || !pa_plausible(vs)) break;
+    uint64_t yf = 0;
+    if (pp_remote_read(pid, vs + 8 * (uint64_t)(depth - 1), &yf, 8) < 0 || !pa_plausible(yf) ||
+        yf == coro || pp_remote_read(pid, yf, g, sizeof(g)) < 0)
+      break;
+    enum pa_kind k = pa_kind_of_type(a, p, pa_rd64(g, 8));
+    if (k == PA_FUTUREITER) {
+      uint64_t fut = pa_rd64(g, 16);
+      if (pa_plausible(fut)) *awaited = fut;
+      break;
+    }
+    if (k != PA_CORO) break;
+    coro = yf;
+  }
+  /* read outermost first: the leaf is the last one read */
+  for (uint32_t i = 0; i < n / 2; i++) {
+    struct py_frame_ref t = out[i];
+    out[i] = out[n - 1 - i];
+    out[n - 1 - i] = t;
+  }
+  return n;
+}
+
+/* PyDictKeysObject (3.8-3.10): dk_size at 8, dk_nentries at 32, the
+ * index table from 40 (entries of 1, 2, 4 or 8 bytes by dk_size), then
+ * the entries {hash, key, value}. */
+int pa_attr_fo(struct py_async_state *a, const struct py_proc *p, uint64_t obj, uint64_t type,
+               const char *name, uint64_t *val) {
+  pid_t pid = (pid_t)p->pid;
+  int64_t dictoffset = 0;
+  uint64_t dict = 0, d[6], keys[5];
+  *val = 0;
+  /* tp_dictoffset (288): a class of instances with a __dict__ */
+  if (pp_remote_read(pid, type + 288, &dictoffset, 8) < 0) return -EFAULT;
+  if (dictoffset < 16 || dictoffset > 4096) return -ENOENT;
+  if (pp_remote_read(pid, obj + (uint64_t)dictoffset, &dict, 8) < 0) return -EFAULT;
+  if (!pa_plausible(dict) || pp_remote_read(pid, dict, d, sizeof(d)) < 0) return -ENOENT;
+  if (pa_kind_of_type(a, p, d[1]) != PA_DICT) return -ENOENT;
+  uint64_t k = d[4], values = d[5]; /* ma_keys, ma_values (split tables) */
+  if (!pa_plausible(k) || pp_remote_read(pid, k, keys, sizeof(keys)) < 0) return -EFAULT;
+  uint64_t size = keys[1];
+  int64_t nentries = (int64_t)keys[4];
+  if (size < 8 || size > (1u << 24) || (size & (size - 1)) || nentries <= 0) return -ENOENT;
+  if (nentries > DICT_ENTRIES) nentries = DICT_ENTRIES;
+  uint64_t width = size <= 0xff ? 1 : size <= 0xffff ? 2 : 4;
+  uint64_t ent[3 * DICT_ENTRIES];
+  if (pp_remote_read(pid, k + 40 + size * width, ent, (size_t)nentries * 24) < 0) return -EFAULT;
+  for (int64_t i = 0; i < nentries; i++) {
+    char key[40];
+    if (!pa_plausible(ent[3 * i + 1]) ||
+        python_read_string(p, ent[3 * i + 1], key, sizeof(key)) < 0 || strcmp(key, name) != 0)
+      continue;
+    if (!values) {
+      *val = ent[3 * i + 2];
+    } else if (!pa_plausible(values) || pp_remote_read(pid, values + 8 * (uint64_t)i, val, 8) < 0) {
+      return -EFAULT;
+    }
+    return *val ? 0 : -ENOENT;
+  }
+  return -ENOENT;
 }

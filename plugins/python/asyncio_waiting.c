@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Wall mode: the asyncio tasks no thread runs (3.11-3.13).
+ * Wall mode: the asyncio tasks no thread runs (3.8-3.13).
  *
  * A task waiting for something is on no thread's stack, so the tasks are
  * read from asyncio's registry of all tasks, a WeakSet: its `data` set
@@ -8,7 +8,7 @@
  *   3.12, 3.13  the _asyncio module's state (scheduled_tasks), reached from
  *               a Task's type (a heap type: ht_module, md_state), and only
  *               believed if that state's TaskType is the very type;
- *   3.11        _asynciomodule.c's static all_tasks, from the .symtab of
+ *   3.8-3.11    _asynciomodule.c's static all_tasks, from the .symtab of
  *               the _asyncio extension the process maps; where that is
  *               stripped (Debian's) or built in, from a task's weak
  *               references (registry_from_task).
@@ -17,7 +17,8 @@
  * main task). The eager-task set is not read: a task is in it only while its
  * first step runs, and a running task is on its thread's stack.
  *
- * A thread running an event loop has BaseEventLoop._run_once on its stack,
+ * A thread running an event loop has BaseEventLoop._run_once (3.8-3.10:
+ * _run_once, no qualified names) on its stack,
  * whose `self` is the loop. Every task of that loop that waits for a
  * future which is not another task or a gather (those tasks appear above
  * the tasks they wait for) gives one stack: its coroutine chain (down to
@@ -29,6 +30,7 @@
  * seen as often as the others over a session.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,11 +88,13 @@ void python_async_saw_task(struct py_async_scratch *s, const struct py_proc *p, 
   if (!s->a || !pa_plausible(type)) return;
   struct pa_registry *r = registry_of(s->a, p);
   if (r->set) return; /* found already */
-  bool new_type = r->task_type != type;
-  if (new_type && pa_kind_of_type(s->a, p, type) != PA_TASK) return;
+  /* the registry is _asyncio's: found from _asyncio.Task, whatever class
+   * derived from it the task has */
+  uint64_t base = pa_task_base(s->a, p, type);
+  if (!base) return;
   r->task = task; /* the latest: the likeliest to be alive */
-  if (new_type) {
-    r->task_type = type;
+  if (r->task_type != base) {
+    r->task_type = base;
     r->retry_at = 0; /* something to start from: look again now */
   }
 }
@@ -104,14 +108,17 @@ void python_async_begin(struct py_async_scratch *s) {
 void python_async_note_loop(struct py_async_scratch *s, const struct py_proc *p, uint32_t tid,
                             const struct py_frame_ref *frames, const uint64_t *faddr, uint32_t n) {
   struct py_async_state *a = s->a;
-  const struct py_offsets *o = &p->off;
-  if (!a || !o->fr_localsplus || a->nloops >= PA_LOOPS) return;
+  struct pa_layout l;
+  if (!a || a->nloops >= PA_LOOPS || !pa_layout_for(p, &l)) return;
+  /* 3.8-3.10 have no qualified names */
+  const char *run_once = l.frameobj ? "_run_once" : "BaseEventLoop._run_once";
+  const char *run_until = l.frameobj ? "run_until_complete" : "BaseEventLoop.run_until_complete";
   for (uint32_t k = 0; k < n; k++) {
     const struct py_code *c = frames[k].code;
     if (!c || !ends_with(c->file, "/asyncio/base_events.py")) continue;
-    if (strcmp(c->name, "BaseEventLoop._run_once") == 0) {
+    if (strcmp(c->name, run_once) == 0) {
       uint64_t loop = 0;
-      if (pp_remote_read((pid_t)p->pid, faddr[k] + o->fr_localsplus, &loop, 8) < 0 ||
+      if (pp_remote_read((pid_t)p->pid, faddr[k] + l.fr_locals, &loop, 8) < 0 ||
           !pa_plausible(loop) || n - k > a->max_depth)
         return;
       a->loops[a->nloops].tid = tid;
@@ -119,10 +126,10 @@ void python_async_note_loop(struct py_async_scratch *s, const struct py_proc *p,
       a->loops[a->nloops].n = n - k;
       memcpy(a->loops[a->nloops].prefix, frames + k, (n - k) * sizeof(frames[0]));
       a->nloops++;
-    } else if (strcmp(c->name, "BaseEventLoop.run_until_complete") == 0) {
+    } else if (strcmp(c->name, run_until) == 0) {
       struct pa_registry *r = registry_of(a, p);
       uint64_t fut = 0, type = 0;
-      if (r->task || pp_remote_read((pid_t)p->pid, faddr[k] + o->fr_localsplus + 8, &fut, 8) < 0)
+      if (r->task || pp_remote_read((pid_t)p->pid, faddr[k] + l.fr_locals + 8, &fut, 8) < 0)
         continue;
       if (pa_kind_of(a, p, fut, &type) == PA_TASK) python_async_saw_task(s, p, fut, type);
     }
@@ -142,7 +149,7 @@ static int registry_set(struct py_async_state *a, const struct py_proc *p,
   return 0;
 }
 
-/* 3.11 without symbols: a WeakSet holding a task holds a weak reference
+/* 3.8-3.11 without symbols: a WeakSet holding a task holds a weak reference
  * to it (on the task's list of weak references) whose callback is the
  * set's _remove function, whose default argument is a weak reference to
  * the set itself. Only a WeakSet reached that way, through a task asyncio
@@ -162,8 +169,9 @@ static int registry_from_task(struct py_async_state *a, const struct py_proc *p,
     uint64_t cb = pa_rd64(w, 24), defaults = 0;
     if (pa_plausible(cb) && pp_remote_read(pid, cb, f, sizeof(f)) == 0 &&
         pa_kind_of_type(a, p, pa_rd64(f, 8)) == PA_FUNC &&
-        pa_plausible(defaults = pa_rd64(f, 56)) && pp_remote_read(pid, defaults, d, 32) == 0 &&
-        pa_rd64(d, 16) == 1 && pp_remote_read(pid, pa_rd64(d, 24), sr, sizeof(sr)) == 0 &&
+        pa_plausible(defaults = pa_rd64(f, l->func_defaults)) &&
+        pp_remote_read(pid, defaults, d, 32) == 0 && pa_rd64(d, 16) == 1 &&
+        pp_remote_read(pid, pa_rd64(d, 24), sr, sizeof(sr)) == 0 &&
         pa_kind_of_type(a, p, pa_rd64(sr, 8)) == PA_WEAKREF &&
         registry_set(a, p, l, pa_rd64(sr, 16), r) == 0)
       return 0;
@@ -172,10 +180,13 @@ static int registry_from_task(struct py_async_state *a, const struct py_proc *p,
   return -ENOENT;
 }
 
-static int registry_311(struct py_async_state *a, const struct py_proc *p,
-                        const struct pa_layout *l, struct pa_registry *r) {
+/* 3.8-3.11: the static all_tasks of the _asyncio extension */
+static int registry_static(struct py_async_state *a, const struct py_proc *p,
+                           const struct pa_layout *l, struct pa_registry *r) {
   struct pp_module m;
-  if (pp_find_module(p->pid, "_asyncio.cpython-311*.so", &m, NULL, 0) < 0)
+  char pattern[40];
+  snprintf(pattern, sizeof(pattern), "_asyncio.cpython-3%u*.so", (unsigned)l->minor);
+  if (pp_find_module(p->pid, pattern, &m, NULL, 0) < 0)
     return registry_from_task(a, p, l, r); /* built in, or not loaded yet */
   static const char *const names[] = {"all_tasks", "TaskType"};
   uint64_t v[2] = {0, 0};
@@ -309,14 +320,13 @@ void python_async_waiting(struct py_async_scratch *s, const struct py_proc *p,
   struct py_async_state *a = s->a;
   struct pa_layout l;
   if (!a || !a->nloops || !pa_layout_for(p, &l)) return;
-  const struct py_offsets *o = &p->off;
   struct pa_registry *r = registry_of(a, p);
   a->epoch++; /* the threads' chains were read a moment ago: read afresh */
   a->samples++;
   a->passes++;
   if (!r->set) {
     if (a->samples < r->retry_at) return;
-    int rc = l.minor == 11 ? registry_311(a, p, &l, r) : registry_312(a, p, &l, r);
+    int rc = l.minor <= 11 ? registry_static(a, p, &l, r) : registry_312(a, p, &l, r);
     if (rc < 0) {
       r->retry_at = a->samples + PA_RETRY_SAMPLES;
       return;
@@ -335,7 +345,7 @@ void python_async_waiting(struct py_async_scratch *s, const struct py_proc *p,
     if (pa_kind_of_type(a, p, pa_rd64(t, 8)) != PA_TASK) continue;
     int32_t state;
     memcpy(&state, t + l.fut_state, 4);
-    uint64_t waiter = pa_rd64(t, o->task_fut_waiter), loop = pa_rd64(t, l.fut_loop);
+    uint64_t waiter = pa_rd64(t, l.task_waiter), loop = pa_rd64(t, l.fut_loop);
     if (state != 0 || !pa_plausible(waiter)) continue; /* done, or running / about to run */
     uint32_t li = 0;
     while (li < a->nloops && a->loops[li].loop != loop)
@@ -350,7 +360,7 @@ void python_async_waiting(struct py_async_scratch *s, const struct py_proc *p,
   for (uint32_t c = 0; c < nc; c++) {
     uint32_t i = cand[c], li = loop_of[c];
     const uint8_t *t = a->tasks[i];
-    if (!batch && pp_remote_read((pid_t)p->pid, pa_rd64(t, o->task_fut_waiter), a->wref[c], 16) < 0)
+    if (!batch && pp_remote_read((pid_t)p->pid, pa_rd64(t, l.task_waiter), a->wref[c], 16) < 0)
       continue;
     enum pa_kind wk = pa_kind_of_type(a, p, pa_rd64(a->wref[c], 8));
     if (wk == PA_TASK || wk == PA_GATHER) continue; /* shown above what it waits for */
@@ -358,9 +368,9 @@ void python_async_waiting(struct py_async_scratch *s, const struct py_proc *p,
     if (cap < rest + PY_ASYNC_CORO_MAX + 1) continue;
     uint64_t awaited = 0;
     uint32_t m =
-        pa_coro_chain(a, p, cc, &l, pa_rd64(t, o->task_coro), frames, PY_ASYNC_CORO_MAX, &awaited);
-    if (m == 0 || awaited != pa_rd64(t, o->task_fut_waiter)) continue;
-    pa_task_name(s->a, p, t, s->names[0], sizeof(s->names[0]));
+        pa_coro_chain(a, p, cc, &l, pa_rd64(t, l.task_coro), frames, PY_ASYNC_CORO_MAX, &awaited);
+    if (m == 0 || awaited != pa_rd64(t, l.task_waiter)) continue;
+    pa_task_name(s->a, p, &l, t, s->names[0], sizeof(s->names[0]));
     frames[m++] = (struct py_frame_ref){.pseudo = s->names[0]};
     m = pa_ancestors(s, p, cc, &l, a->objs[i], t, frames, m, cap - rest, 1);
     memcpy(frames + m, a->loops[li].prefix, rest * sizeof(frames[0]));

@@ -12,8 +12,8 @@ its await, then the running task and its frames:
 The hot:warm split of the samples (nominally 75 %) must be within 5
 points of the split the program measures itself (time inside each task's
 spin(), which on a loaded host includes time preempted there, as cpu
-mode's runnable threads do), and idle is never the running task. Older
-versions (no such reader) get plain stacks, in a second short session.
+mode's runnable threads do), and idle is never the running task. 3.8-3.10
+(frames outside the coroutine) and Task subclasses: test_python_async_old.py.
 """
 import os
 import shutil
@@ -27,12 +27,9 @@ import pyutil as py  # noqa: E402
 
 if not os.path.exists(py.PLUGIN):
     u.skip("python plugin not built: " + py.PLUGIN)
-found = [f for f in py.interpreters() if f[2] >= (3, 8)]
-if not found:
-    u.skip("no CPython >= 3.8 found")
-aware = [f for f in found if (3, 11) <= f[2][:2] <= (3, 13)]
-u.check(len(aware) >= 4, "3.11, 3.12, 3.13 and Debian's 3.11 present (%s)"
-        % ", ".join(l for l, _, _ in aware))
+found = [f for f in py.interpreters() if (3, 11) <= f[2][:2] <= (3, 13)]
+u.check(len(found) >= 4, "3.11, 3.12, 3.13 and Debian's 3.11 present (%s)"
+        % ", ".join(l for l, _, _ in found))
 
 WORKLOAD = os.path.join(u.SRC, "tests", "workloads", "python", "async_chain.py")
 
@@ -75,21 +72,13 @@ try:
     for _, _, p, _ in procs:
         p.stdout.readline()
     time.sleep(0.5)
-    pending = {label for label, ver, _, _ in procs if (3, 11) <= ver[:2] <= (3, 13)}
+    pending = {label for label, _, _, _ in procs}
     results = {}
+
     def spent(script):
         with open(os.path.join(os.path.dirname(script), "status")) as f:
             return [float(x) for x in f.read().split()]
 
-    # the older versions only once, apart: fewer busy processes during
-    # the sessions that measure the split
-    old = [(label, p, script) for label, ver, p, script in procs
-           if not (3, 11) <= ver[:2] <= (3, 13)]
-    r, header, stacks, log = py.profile([p.pid for _, p, _ in old], "--python-mode", "cpu",
-                                        "--python-async-aware", duration=1, freq=50)
-    for label, p, script in old:
-        results[label] = [raw for _, _, raw in py.stacks_in(stacks, script)]
-        u.kill(p)
     for attempt in range(3):
         live = [(label, ver, p, script) for label, ver, p, script in procs if label in pending]
         before = {label: spent(script) for label, _, _, script in live}
@@ -126,12 +115,7 @@ try:
         print("note: attempt %d: not yet: %s (load %.0f)"
               % (attempt + 1, ", ".join(sorted(pending)), os.getloadavg()[0]))
     for label, ver, p, script in procs:
-        res = results[label]
-        if not (3, 11) <= ver[:2] <= (3, 13):
-            u.check(res and not any(f.startswith("<task: ") for raw in res for f in raw),
-                    "%s: sampled, plain stacks (no task reader for this version)" % label)
-            continue
-        hot, warm, other, idle_running, share, measured, sample = res
+        hot, warm, other, idle_running, share, measured, sample = results[label]
         u.check(hot > 0 and warm > 0 and other == 0,
                 "%s: every spin under its chain: idle>hot %d, main>warm %d, other %d (%s)"
                 % (label, hot, warm, other, sample))

@@ -6,7 +6,9 @@ Every 100 ms it writes "<seconds in hot's spin> <seconds in warm's spin>"
 (cumulative, perf_counter: time preempted counts, as it does for a
 sampler counting runnable threads) to STATUS_FILE.
 
-usage: async_chain.py SECONDS STATUS_FILE
+usage: async_chain.py SECONDS STATUS_FILE [subclass]
+  subclass: hot, warm and idle are instances of a Python class derived
+  from asyncio.Task (made by the loop's task factory); main stays a Task.
 """
 import asyncio
 import os
@@ -14,6 +16,7 @@ import sys
 import time
 
 seconds, status = float(sys.argv[1]), sys.argv[2]
+subclass = sys.argv[3:] == ["subclass"]
 end = time.time() + seconds
 spent = {"hot": 0.0, "warm": 0.0}
 last = [0.0]
@@ -54,8 +57,16 @@ async def idle_wait(task):
     await task  # IDLE_AWAIT
 
 
+class CountingTask(asyncio.Task):
+    """A task class written in Python: its instances are the C Task's."""
+    steps = 0
+
+
 async def main():
     asyncio.current_task().set_name("main")
+    if subclass:
+        asyncio.get_running_loop().set_task_factory(
+            lambda loop, coro, **kw: CountingTask(coro, loop=loop, **kw))
     hot = asyncio.create_task(hot_loop(), name="hot")
     warm = asyncio.create_task(warm_loop(), name="warm")
     idle = asyncio.create_task(idle_wait(hot), name="idle")

@@ -4,7 +4,8 @@ nested coroutine, or waiting in known functions.
 usage: async_tree.py run SECONDS    three computing tasks, each awaited
                                     by a parent task in a different way:
   "gparent" awaits gather(g1)            (g1 computes in gather_child)
-  "tparent" runs g TaskGroup with t1     (t1 computes in group_child)
+  "tparent" runs g TaskGroup with t1     (t1 computes in group_child;
+                                          3.11+: no TaskGroup before)
   "nparent" awaits nested_helper(n1), a coroutine that awaits n1
                                          (n1 computes in nested_child)
        async_tree.py wait SECONDS   nothing computes: "a1", "a2", "a3" sleep
@@ -76,8 +77,9 @@ async def main():
     asyncio.current_task().set_name("main")
     if mode == "run":
         parents = [asyncio.create_task(gather_parent(), name="gparent"),
-                   asyncio.create_task(group_parent(), name="tparent"),
                    asyncio.create_task(nested_parent(), name="nparent")]
+        if hasattr(asyncio, "TaskGroup"):
+            parents.append(asyncio.create_task(group_parent(), name="tparent"))
         await asyncio.sleep(0.05)
         print("ready")
         sys.stdout.flush()
