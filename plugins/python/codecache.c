@@ -112,7 +112,7 @@ int python_read_string(const struct py_proc *p, uint64_t addr, char *out, size_t
   if (cap == 0) return -EINVAL;
   out[0] = '\0';
   if (!plausible_ptr(addr)) return -EFAULT;
-  uint8_t hdr[80];
+  uint8_t hdr[96];
   if (p->off.str_kind == PY_STR_BYTES27) {
     /* PyStringObject: raw bytes, shown as they are (usually UTF-8) */
     int rc = pp_remote_read((pid_t)p->pid, addr, hdr, 40);
@@ -127,14 +127,26 @@ int python_read_string(const struct py_proc *p, uint64_t addr, char *out, size_t
     out[n] = '\0';
     return (int)n;
   }
-  size_t ascii_size = p->off.str_kind == PY_STR_UNICODE312 ? 40 : 48;
-  size_t compact_size = p->off.str_kind == PY_STR_UNICODE312 ? 56 : 72;
+  /* 3.14+: header positions from _Py_DebugOffsets (a free-threaded
+   * build's object header is 32 bytes, and its kind bits start at 8) */
+  const struct py_offsets *o = &p->off;
+  size_t ascii_size = o->str_ascii_hdr                   ? o->str_ascii_hdr
+                      : o->str_kind == PY_STR_UNICODE312 ? 40
+                                                         : 48;
+  size_t compact_size = o->str_compact_hdr                 ? o->str_compact_hdr
+                        : o->str_kind == PY_STR_UNICODE312 ? 56
+                                                           : 72;
+  size_t len_at = o->str_length ? o->str_length : 16, state_at = o->str_state ? o->str_state : 32;
+  unsigned shift = o->str_kind_shift ? o->str_kind_shift : 2;
+  if (compact_size + 8 > sizeof(hdr) || len_at + 8 > compact_size || state_at + 4 > ascii_size)
+    return -EINVAL;
   int rc = pp_remote_read((pid_t)p->pid, addr, hdr, compact_size + 8);
   if (rc < 0) return rc;
-  int64_t length = (int64_t)rd64(hdr, 16);
+  int64_t length = (int64_t)rd64(hdr, len_at);
   uint32_t state;
-  memcpy(&state, hdr + 32, 4);
-  unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
+  memcpy(&state, hdr + state_at, 4);
+  unsigned kind = (state >> shift) & 7, compact = (state >> (shift + 3)) & 1,
+           ascii = (state >> (shift + 4)) & 1;
   if (length < 0 || length > 1 << 20 || (kind != 1 && kind != 2 && kind != 4)) return -EINVAL;
   if (ascii && kind != 1) return -EINVAL;
   uint64_t data;
@@ -173,13 +185,16 @@ static int read_bytes(const struct py_proc *p, uint64_t addr, uint8_t **out, uin
   *out = NULL;
   *len = 0;
   if (!plausible_ptr(addr)) return -EFAULT;
-  uint8_t hdr[24];
-  int rc = pp_remote_read((pid_t)p->pid, addr, hdr, sizeof(hdr));
+  uint8_t hdr[8];
+  uint32_t size_at = p->off.bytes_ob_size ? p->off.bytes_ob_size : 16;
+  int rc = pp_remote_read((pid_t)p->pid, addr + size_at, hdr, sizeof(hdr));
   if (rc < 0) return rc;
-  int64_t size = (int64_t)rd64(hdr, 16);
+  int64_t size = (int64_t)rd64(hdr, 0);
   if (size < 0) return -EINVAL;
   if (size > PY_LINETABLE_MAX) return 0; /* absurd table: lines fall back to the first */
-  uint64_t sval = addr + (p->off.str_kind == PY_STR_BYTES27 ? 36 : 32);
+  uint64_t sval = addr + (p->off.bytes_sval                   ? p->off.bytes_sval
+                          : p->off.str_kind == PY_STR_BYTES27 ? 36
+                                                              : 32);
   uint8_t *b = malloc(size ? (size_t)size : 1);
   if (!b) return -ENOMEM;
   rc = pp_remote_read((pid_t)p->pid, sval, b, (size_t)size);
@@ -203,7 +218,7 @@ static int read_code_id(const struct py_proc *p, uint64_t addr, struct code_id *
   if (p->off.co_read > sizeof(buf)) return -EINVAL;
   int rc = pp_remote_read((pid_t)p->pid, addr, buf, p->off.co_read);
   if (rc < 0) return rc;
-  id->type = rd64(buf, 8);
+  id->type = rd64(buf, p->off.ob_type ? p->off.ob_type : 8);
   id->name = rd64(buf, p->off.co_name);
   id->file = rd64(buf, p->off.co_filename);
   id->qual = p->off.co_qualname ? rd64(buf, p->off.co_qualname) : 0;

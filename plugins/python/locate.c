@@ -12,7 +12,8 @@
  * reason, for the target's status.
  *
  * Version, first hit wins:
- *   1. _Py_DebugOffsets.version (3.13+), at the start of _PyRuntime
+ *   1. _Py_DebugOffsets.version (3.13+), at the start of _PyRuntime; from
+ *      3.14 every offset comes from that struct (debug_offsets.c)
  *   2. Py_Version (3.11+), a 4-byte PY_VERSION_HEX
  *   3. Py_GetVersion's static buffer ("version.0" / "version"), which holds
  *      sys.version once the interpreter has started
@@ -193,17 +194,17 @@ int python_setup_from_debug(struct py_proc *p, uint64_t runtime, const uint8_t *
     snprintf(why, whylen, "unsupported Python %d.%d", maj, min);
     return -ENOTSUP;
   }
-  /* The 3.14 layout known here is 3.14.0's; alphas and betas moved fields
-   * around, so they are refused instead of parsed with it. */
-  if (min >= 14 && (level == 0xa || level == 0xb)) {
+  /* 3.14's alphas and betas moved the struct's members around before
+   * 3.14.0 fixed them; later minors are in development as their layout
+   * here is taken, so their pre-releases are read (and checked) */
+  if (min == 14 && (level == 0xa || level == 0xb)) {
     snprintf(why, whylen, "unsupported Python %s (pre-release)", p->version);
     return -ENOTSUP;
   }
-  int rc = python_offsets_from_debug(dbg, len, &p->off);
+  char reason[160];
+  int rc = python_offsets_from_debug(dbg, len, &p->off, reason, sizeof(reason));
   if (rc < 0) {
-    snprintf(why, whylen, "unsupported Python %d.%d (%s)", maj, min,
-             rc == -ENOTSUP ? "free-threaded build: other object layouts"
-                            : "unexpected _Py_DebugOffsets");
+    snprintf(why, whylen, "unsupported Python %d.%d (_Py_DebugOffsets: %s)", maj, min, reason);
     return -ENOTSUP;
   }
   p->runtime = runtime;

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Struct layouts of CPython 2.7 and 3.6-3.14 on x86_64 / aarch64 (LP64),
- * release builds with the GIL. The numbers for 2.7-3.13 were measured from
- * the DWARF of real builds of each version and agree with py-spy's and
- * PyPerf's tables. From 3.13 the interpreter
- * publishes its own offsets (_Py_DebugOffsets at the start of _PyRuntime):
- * those win over the static table; 3.14 has no static table at all, every
- * offset comes from the target.
+ * Struct layouts of CPython 2.7 and 3.6-3.13 on x86_64 / aarch64 (LP64),
+ * release builds with the GIL. The numbers were measured from the DWARF of
+ * real builds of each version and agree with py-spy's and PyPerf's
+ * tables. From 3.13 the interpreter publishes its own offsets
+ * (_Py_DebugOffsets at the start of _PyRuntime, debug_offsets.c): those
+ * win over the static table; 3.14 and later have no static table at all,
+ * only the shape of their frames, every offset comes from the target.
  */
 #include <errno.h>
 #include <string.h>
@@ -21,14 +21,14 @@ static uint32_t max_u32(const uint32_t *v, size_t n) {
 }
 
 /* Read sizes cover the highest field used, so one read per struct suffices. */
-static void finish(struct py_offsets *o) {
+void python_offsets_finish(struct py_offsets *o) {
   uint32_t ts[] = {o->ts_next,       o->ts_interp, o->ts_frame, o->ts_cframe, o->ts_thread_id,
                    o->ts_native_tid, o->ts_chunk,  o->ts_top,   o->ts_curexc, o->ts_exc_info};
   o->ts_read = max_u32(ts, sizeof(ts) / sizeof(ts[0])) + 8;
-  uint32_t fr[] = {o->fr_back, o->fr_code, o->fr_lasti, o->fr_owner};
+  uint32_t fr[] = {o->fr_back, o->fr_code, o->fr_lasti, o->fr_owner, o->fr_tlbc_index};
   o->fr_read = max_u32(fr, sizeof(fr) / sizeof(fr[0])) + 8;
-  uint32_t co[] = {8 /* ob_type */, o->co_filename,    o->co_name,
-                   o->co_qualname,  o->co_firstlineno, o->co_linetable};
+  uint32_t co[] = {o->ob_type ? o->ob_type : 8, o->co_filename, o->co_name, o->co_qualname,
+                   o->co_firstlineno,           o->co_linetable};
   o->co_read = max_u32(co, sizeof(co) / sizeof(co[0])) + 8;
 }
 
@@ -48,11 +48,13 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
     o.co_filename = 80, o.co_name = 88, o.co_firstlineno = 96, o.co_linetable = 104;
     o.gc_kind = PY_GC_SYMBOL;
     o.ts_curexc = 72, o.ts_exc_info = 96, o.ts_exc_inline = true;
-    finish(&o);
+    python_offsets_finish(&o);
     *out = o;
     return 0;
   }
-  if (major != 3 || minor < 6 || minor > 14) return -ENOTSUP;
+  /* 3.15 and later have the shape of 3.14; whether their _Py_DebugOffsets
+   * can be read decides (debug_offsets.c) */
+  if (major != 3 || minor < 6) return -ENOTSUP;
 
   o.str_kind = minor >= 12 ? PY_STR_UNICODE312 : PY_STR_UNICODE33;
   o.is_next = 0;
@@ -88,7 +90,7 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
       /* 3.7.0-3.7.3 had a smaller _PyRuntimeState (py-spy's table) */
       o.rt_tstate_current = minor == 7 ? (micro <= 3 ? 1392 : 1480) : minor == 8 ? 1368 : 568;
     }
-    finish(&o);
+    python_offsets_finish(&o);
     *out = o;
     return 0;
   }
@@ -132,7 +134,7 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
     o.fr_code = 0, o.fr_back = 8, o.fr_owner = 70;
     o.co_firstlineno = 68, o.co_code_adaptive = 192;
     o.skip_owner3 = true;
-  } else if (minor == 14) {
+  } else if (minor >= 14) {
     /* Only the shape is known here; python_offsets_from_debug() fills in
      * every offset, and locate refuses a 3.14 without readable offsets. */
     o.walk = PY_WALK_CURFRAME;
@@ -156,206 +158,7 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
     o.co_firstlineno = 68, o.co_code_adaptive = 200;
     o.skip_owner3 = true;
   }
-  finish(&o);
-  *out = o;
-  return 0;
-}
-
-static uint64_t u64_at(const uint8_t *b, size_t pos) {
-  uint64_t v;
-  memcpy(&v, b + pos, sizeof(v));
-  return v;
-}
-
-/* Where each field we use sits inside _Py_DebugOffsets (every member is a
- * uint64, no padding). The struct itself changes between minors: 3.14
- * inserted threads_main, code_object_generation, tlbc_generation,
- * stackpointer, tlbc_index and co_tlbc, so every later position moved. The
- * version word (offset 8) picks the layout. 3.13 positions are from the
- * DWARF of 3.13.0; 3.14 positions are computed from py-spy's 3.14.0
- * bindings, as no 3.14 build exists here. */
-struct dbg_layout {
-  uint8_t minor;
-  uint16_t total; /* sizeof(_Py_DebugOffsets) */
-  uint16_t rt_size, rt_interp_head;
-  uint16_t is_size, is_next, is_threads_head, is_ceval_gil, is_gil_state, is_gil_locked,
-      is_gil_holder, is_code_gen; /* is_code_gen 0: none (3.13) */
-  uint16_t is_gc, gc_size, gc_collecting;
-  uint16_t ts_size, ts_next, ts_interp, ts_current_frame, ts_thread_id, ts_native_tid, ts_chunk;
-  uint16_t fr_size, fr_previous, fr_executable, fr_instr_ptr, fr_owner;
-  uint16_t co_size, co_filename, co_name, co_qualname, co_linetable, co_firstlineno, co_adaptive;
-  uint16_t ob_size, ob_type;
-  uint16_t bytes_ob_size, bytes_ob_sval;
-  uint16_t uni_state, uni_length, uni_ascii_size;
-  uint8_t frame_size; /* sizeof(_PyInterpreterFrame) this minor must report */
-};
-
-static const struct dbg_layout dbg_layouts[] = {
-    {.minor = 13,
-     .total = 584,
-     .rt_size = 24,
-     .rt_interp_head = 40,
-     .is_size = 48,
-     .is_next = 64,
-     .is_threads_head = 72,
-     .is_ceval_gil = 112,
-     .is_gil_state = 120,
-     .is_gil_locked = 136,
-     .is_gil_holder = 144,
-     .is_gc = 80,
-     .gc_size = 568,
-     .gc_collecting = 576,
-     .ts_size = 152,
-     .ts_next = 168,
-     .ts_interp = 176,
-     .ts_current_frame = 184,
-     .ts_thread_id = 192,
-     .ts_native_tid = 200,
-     .ts_chunk = 208,
-     .fr_size = 224,
-     .fr_previous = 232,
-     .fr_executable = 240,
-     .fr_instr_ptr = 248,
-     .fr_owner = 264,
-     .co_size = 272,
-     .co_filename = 280,
-     .co_name = 288,
-     .co_qualname = 296,
-     .co_linetable = 304,
-     .co_firstlineno = 312,
-     .co_adaptive = 344,
-     .ob_size = 352,
-     .ob_type = 360,
-     .bytes_ob_size = 520,
-     .bytes_ob_sval = 528,
-     .uni_state = 544,
-     .uni_length = 552,
-     .uni_ascii_size = 560,
-     .frame_size = 80},
-    {.minor = 14,
-     .total = 760,
-     .rt_size = 24,
-     .rt_interp_head = 40,
-     .is_size = 48,
-     .is_next = 64,
-     .is_threads_head = 72,
-     .is_ceval_gil = 120,
-     .is_gil_state = 128,
-     .is_gil_locked = 144,
-     .is_gil_holder = 152,
-     .is_code_gen = 160,
-     .is_gc = 88,
-     .gc_size = 648,
-     .gc_collecting = 656,
-     .ts_size = 176,
-     .ts_next = 192,
-     .ts_interp = 200,
-     .ts_current_frame = 208,
-     .ts_thread_id = 216,
-     .ts_native_tid = 224,
-     .ts_chunk = 232,
-     .fr_size = 248,
-     .fr_previous = 256,
-     .fr_executable = 264,
-     .fr_instr_ptr = 272,
-     .fr_owner = 288,
-     .co_size = 312,
-     .co_filename = 320,
-     .co_name = 328,
-     .co_qualname = 336,
-     .co_linetable = 344,
-     .co_firstlineno = 352,
-     .co_adaptive = 384,
-     .ob_size = 400,
-     .ob_type = 408,
-     .bytes_ob_size = 600,
-     .bytes_ob_sval = 608,
-     .uni_state = 624,
-     .uni_length = 632,
-     .uni_ascii_size = 640,
-     .frame_size = 88},
-};
-
-#define STRUCT_SIZE_MAX (16u << 20) /* no CPython struct we read is larger */
-
-/* A field of width w at offset off lies inside a struct of size size. */
-static bool inside(uint64_t off, uint64_t w, uint64_t size) {
-  return size <= STRUCT_SIZE_MAX && off <= size && w <= size - off;
-}
-
-int python_offsets_from_debug(const uint8_t *dbg, size_t len, struct py_offsets *out) {
-  if (len < 24 || memcmp(dbg, "xdebugpy", 8) != 0) return -EINVAL;
-  uint64_t version = u64_at(dbg, 8);
-  if ((version >> 24) != 3) return -EINVAL;
-  const struct dbg_layout *L = NULL;
-  for (size_t i = 0; i < sizeof(dbg_layouts) / sizeof(dbg_layouts[0]); i++)
-    if (dbg_layouts[i].minor == ((version >> 16) & 0xff)) L = &dbg_layouts[i];
-  if (!L) return -EINVAL;
-  if (u64_at(dbg, 16) != 0) return -ENOTSUP; /* free-threaded: other object headers */
-  if (len < L->total) return -EINVAL;
-#define F(field) u64_at(dbg, L->field)
-  /* A layout read at the wrong positions gives sizes and offsets that do
-   * not fit together; these are the facts every reader below relies on. */
-  uint64_t rt = F(rt_size), is = F(is_size), ts = F(ts_size), fr = F(fr_size), co = F(co_size);
-  if (fr != L->frame_size || F(ob_size) != 16 || F(ob_type) != 8) return -EINVAL;
-  if (F(bytes_ob_size) != 16 || F(bytes_ob_sval) != 32) return -EINVAL;
-  if (F(uni_state) != 32 || F(uni_length) != 16 || F(uni_ascii_size) != 40) return -EINVAL;
-  if (!inside(F(rt_interp_head), 8, rt) || !inside(F(is_next), 8, is) ||
-      !inside(F(is_threads_head), 8, is) || !inside(F(is_ceval_gil), 8, is) ||
-      (L->is_code_gen && !inside(F(is_code_gen), 8, is)))
-    return -EINVAL;
-  if (!inside(F(ts_next), 8, ts) || !inside(F(ts_interp), 8, ts) ||
-      !inside(F(ts_current_frame), 8, ts) || !inside(F(ts_thread_id), 8, ts) ||
-      !inside(F(ts_native_tid), 8, ts) || !inside(F(ts_chunk), 16, ts))
-    return -EINVAL;
-  if (!inside(F(fr_previous), 8, fr) || !inside(F(fr_executable), 8, fr) ||
-      !inside(F(fr_instr_ptr), 8, fr) || !inside(F(fr_owner), 1, fr))
-    return -EINVAL;
-  if (!inside(F(co_filename), 8, co) || !inside(F(co_name), 8, co) ||
-      !inside(F(co_qualname), 8, co) || !inside(F(co_linetable), 8, co) ||
-      !inside(F(co_firstlineno), 4, co) || !inside(F(co_adaptive), 0, co))
-    return -EINVAL;
-  uint64_t gil_state = F(is_gil_state), holder = F(is_gil_holder), locked = F(is_gil_locked);
-  if (holder < gil_state || locked < gil_state || holder - gil_state > 256 ||
-      locked - gil_state > 256)
-    return -EINVAL;
-
-  struct py_offsets o = *out;
-  o.rt_interp_head = (uint32_t)F(rt_interp_head);
-  o.is_next = (uint32_t)F(is_next);
-  o.is_tstate_head = (uint32_t)F(is_threads_head);
-  o.is_gil_ptr = (uint32_t)F(is_ceval_gil);
-  o.is_code_gen = L->is_code_gen ? (uint32_t)F(is_code_gen) : 0;
-  o.gil_holder = (uint32_t)(holder - gil_state);
-  o.gil_locked = (uint32_t)(locked - gil_state);
-  o.ts_next = (uint32_t)F(ts_next);
-  o.ts_interp = (uint32_t)F(ts_interp);
-  o.ts_frame = (uint32_t)F(ts_current_frame);
-  o.ts_thread_id = (uint32_t)F(ts_thread_id);
-  o.ts_native_tid = (uint32_t)F(ts_native_tid);
-  o.ts_chunk = (uint32_t)F(ts_chunk);
-  o.ts_top = o.ts_chunk + 8; /* datastack_top follows datastack_chunk */
-  o.fr_back = (uint32_t)F(fr_previous);
-  o.fr_code = (uint32_t)F(fr_executable);
-  o.fr_lasti = (uint32_t)F(fr_instr_ptr);
-  o.fr_owner = (uint32_t)F(fr_owner);
-  o.co_filename = (uint32_t)F(co_filename);
-  o.co_name = (uint32_t)F(co_name);
-  o.co_qualname = (uint32_t)F(co_qualname);
-  o.co_linetable = (uint32_t)F(co_linetable);
-  o.co_firstlineno = (uint32_t)F(co_firstlineno);
-  o.co_code_adaptive = (uint32_t)F(co_adaptive);
-  /* the collector's flag: optional, a struct that does not fit only
-   * loses the <GC> frames */
-  uint64_t gc = F(is_gc), gcs = F(gc_size), gcc = F(gc_collecting);
-  o.gc_kind = PY_GC_INTERP;
-  o.gc_collecting = inside(gcc, 4, gcs) && inside(gc, gcs, is) ? (uint32_t)(gc + gcc) : 0;
-#undef F
-  finish(&o);
-  /* the walker reads each struct into a fixed buffer */
-  if (o.ts_read > PY_TSTATE_READ_MAX || o.fr_read > PY_FRAME_READ_MAX ||
-      o.co_read > PY_CODE_READ_MAX)
-    return -EINVAL;
+  python_offsets_finish(&o);
   *out = o;
   return 0;
 }

@@ -11,7 +11,8 @@
  *                target leaves for the snapshot (version, counts, exec log)
  *   sampler.c    the sampling loop: schedule, thread filter (modes),
  *                blocking mode, stacks into the kit's stack table
- *   offsets.c    per-version struct layouts, and 3.13+ _Py_DebugOffsets
+ *   offsets.c    per-version struct layouts (<= 3.13)
+ *   debug_offsets.c  3.13+: every offset from the target's _Py_DebugOffsets
  *   identity.c   what tells an exec'd image from the one we located
  *   locate.c     finding the interpreter: module, version, anchors
  *   linetable.c  every line-table format (2.7 .. 3.14)
@@ -120,16 +121,33 @@ struct py_offsets {
   bool code_tagged;         /* 3.14+: f_executable is a tagged _PyStackRef */
   bool needs_debug_offsets; /* 3.14+: no static table, _Py_DebugOffsets only */
   uint8_t owner_max;        /* 3.11+: highest frame owner value that exists */
+  /* From _Py_DebugOffsets (0: the version's fixed layout): where a
+   * PyObject's type, a bytes object's size and data, and a str's length,
+   * state word and data (compact ASCII / compact) sit. A free-threaded
+   * build has a 32-byte object header and keeps `interned` in a byte of
+   * its own, so the str kind bits start at bit 8 instead of 2. */
+  bool free_threaded;
+  uint8_t str_kind_shift;
+  uint16_t ob_type, bytes_ob_size, bytes_sval, str_length, str_state;
+  uint16_t str_ascii_hdr, str_compact_hdr;
+  /* free-threaded 3.14+: a frame runs its thread's copy of the bytecode,
+   * co_tlbc->entries[frame->tlbc_index] (0: none) */
+  uint32_t fr_tlbc_index, co_tlbc;
 };
 
 /* Offsets for a version; 0 or -ENOTSUP. */
 int python_offsets_for(int major, int minor, int micro, struct py_offsets *out);
-/* 3.13+: overrides *out from the target's _Py_DebugOffsets (first bytes of
- * _PyRuntime), parsed with the layout of the minor it names. 0; -ENOTSUP
- * for a free-threaded build; -EINVAL if the struct does not look right
- * (unknown minor, sizes that do not fit the offsets, len too short). */
-int python_offsets_from_debug(const uint8_t *dbg, size_t len, struct py_offsets *out);
-#define PY_DEBUG_OFFSETS_READ 760 /* the largest layout known (3.14) */
+/* Sets the read sizes (ts_read, fr_read, co_read) from the offsets. */
+void python_offsets_finish(struct py_offsets *o);
+/* debug_offsets.c: 3.13+, overrides *out from the target's
+ * _Py_DebugOffsets (first bytes of _PyRuntime), parsed with the layout of
+ * the minor it names (a newer minor: the newest layout known, if what it
+ * declares fits). 0; -EINVAL with why naming the culprit (no cookie, a
+ * field beyond the size its struct declares, object headers that are
+ * neither a default nor a free-threaded build's, len too short). */
+int python_offsets_from_debug(const uint8_t *dbg, size_t len, struct py_offsets *out, char *why,
+                              size_t whylen);
+#define PY_DEBUG_OFFSETS_READ 888 /* the largest layout known (3.15) */
 /* Fixed buffers the walker reads one struct into. */
 #define PY_TSTATE_READ_MAX 512
 #define PY_FRAME_READ_MAX 128
@@ -227,6 +245,11 @@ struct py_code *python_code_get(struct py_codecache *c, const struct py_proc *p,
 int python_code_line(struct py_code *e, int fmt, int64_t addrq);
 void python_codecache_stats(struct py_codecache *c, uint64_t *hits, uint64_t *misses,
                             uint64_t *evictions);
+/* debug_offsets.c: free-threaded 3.14+, where the bytecode a frame (its
+ * copy fb) runs starts: co_tlbc->entries[tlbc_index] of its code object
+ * when the thread has a copy of its own, else `adaptive`. */
+uint64_t python_tlbc_start(const struct py_proc *p, uint64_t code, const uint8_t *fb,
+                           uint64_t adaptive);
 /* Reads a str object (or 2.7 str) as UTF-8, bounded. Length or -errno. */
 int python_read_string(const struct py_proc *p, uint64_t addr, char *out, size_t cap);
 

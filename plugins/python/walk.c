@@ -203,6 +203,8 @@ static int gil_holder(struct py_proc *p, uint64_t interp, uint64_t *holder) {
       if (locked) *holder = walk_rd64(g, p->off.gil_holder);
       return 0;
     }
+    case PY_GIL_NONE: /* free-threaded: there is no GIL, nobody holds it */
+      return 0;
     default:
       return -ENOTSUP;
   }
@@ -340,6 +342,7 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
       addrq = o->lasti_is_index && lasti >= 0 ? (int64_t)lasti * 2 : lasti;
     } else {
       uint64_t ip = walk_rd64(fb, o->fr_lasti), start = code + o->co_code_adaptive;
+      if (o->fr_tlbc_index) start = python_tlbc_start(p, code, fb, start);
       addrq = ip >= start ? (int64_t)((ip - start) / 2) : -1;
       if (addrq > (1 << 24)) addrq = -1;
       if (n == 0) w->leaf_ip = addrq >= 0 ? ip : 0;

@@ -12,9 +12,11 @@
  * objects, str and bytes objects and 3.11+ location tables.
  *
  * Where each field of _Py_DebugOffsets sits is this file's own
- * transcription of CPython's own definition of the struct (3.13.0, and
- * 3.14.0 as py-spy's bindings give it), kept apart from the plugin's so that a wrong position on
- * either side shows. Included (not linked) by the test, like the plugin sources.
+ * transcription of CPython's own definition of the struct (3.13.0, the
+ * 3.14 branch, and the main branch for 3.15), kept apart from the
+ * plugin's so that a wrong position on either side shows; free-threaded
+ * builds publish the same struct with other values (img_free_threaded). Included (not linked) by
+ * the test, like the plugin sources.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,6 +27,7 @@
 struct img_positions {
   int minor;
   size_t total;
+  uint64_t free_threaded; /* values only: the flag the image publishes */
   size_t rt_size, rt_finalizing, rt_interp_head;
   size_t is_size, is_id, is_next, is_threads_head, is_threads_main, is_gc, is_modules, is_sysdict,
       is_builtins, is_ceval_gil, is_gil_state, is_gil_enabled, is_gil_locked, is_gil_holder,
@@ -161,6 +164,74 @@ static const struct img_positions IMG_POS_314 = {
     .gc_collecting = 656,
 };
 
+/* CPython main (3.15): the thread state gained base_frame,
+ * last_profiled_frame(_seq) before thread_id and holds_gil, gil_requested,
+ * current_exception, exc_state after status; err_stackitem follows it;
+ * type_object grew two fields and heap_type_object, unicode_object's
+ * compact size and gc's frame and stats were added. */
+static const struct img_positions IMG_POS_315 = {
+    .minor = 15,
+    .total = 888,
+    .rt_size = 24,
+    .rt_finalizing = 32,
+    .rt_interp_head = 40,
+    .is_size = 48,
+    .is_id = 56,
+    .is_next = 64,
+    .is_threads_head = 72,
+    .is_threads_main = 80,
+    .is_gc = 88,
+    .is_modules = 96,
+    .is_sysdict = 104,
+    .is_builtins = 112,
+    .is_ceval_gil = 120,
+    .is_gil_state = 128,
+    .is_gil_enabled = 136,
+    .is_gil_locked = 144,
+    .is_gil_holder = 152,
+    .is_code_gen = 160,
+    .is_tlbc_gen = 168,
+    .ts_size = 176,
+    .ts_prev = 184,
+    .ts_next = 192,
+    .ts_interp = 200,
+    .ts_current_frame = 208,
+    .ts_thread_id = 240,
+    .ts_native_tid = 248,
+    .ts_chunk = 256,
+    .ts_status = 264,
+    .fr_size = 312,
+    .fr_previous = 320,
+    .fr_executable = 328,
+    .fr_instr_ptr = 336,
+    .fr_localsplus = 344,
+    .fr_owner = 352,
+    .fr_stackpointer = 360,
+    .fr_tlbc_index = 368,
+    .co_size = 376,
+    .co_filename = 384,
+    .co_name = 392,
+    .co_qualname = 400,
+    .co_linetable = 408,
+    .co_firstlineno = 416,
+    .co_argcount = 424,
+    .co_localsplusnames = 432,
+    .co_localspluskinds = 440,
+    .co_adaptive = 448,
+    .co_tlbc = 456,
+    .ob_size = 464,
+    .ob_type = 472,
+    .bytes_size = 688,
+    .bytes_ob_size = 696,
+    .bytes_ob_sval = 704,
+    .uni_size = 712,
+    .uni_state = 720,
+    .uni_length = 728,
+    .uni_ascii_size = 736,
+    .gc_size = 752,
+    .gc_collecting = 760,
+};
+
 /* The values the image's debug offsets publish (struct sizes and field
  * offsets of the synthetic interpreter), same shape as the positions. */
 typedef struct img_positions img_values;
@@ -286,6 +357,94 @@ static const img_values IMG_VAL_314 = {
     .gc_collecting = 224,
 };
 
+/* A 3.15 image: made-up interpreter, thread and code offsets, moved away
+ * from the 3.14 image's so that reading 3.15 at 3.14 positions shows. */
+static const img_values IMG_VAL_315 = {
+    .rt_size = 310000,
+    .rt_finalizing = 904, /* past the 888 bytes of _Py_DebugOffsets */
+    .rt_interp_head = 928,
+    .is_size = 205000,
+    .is_id = 7320,
+    .is_next = 7312,
+    .is_threads_head = 7392,
+    .is_threads_main = 7400,
+    .is_gc = 7456,
+    .is_modules = 7712,
+    .is_sysdict = 7696,
+    .is_builtins = 7704,
+    .is_ceval_gil = 24,
+    .is_gil_state = 7808,
+    .is_gil_enabled = 0,
+    .is_gil_locked = 7824,
+    .is_gil_holder = 7816,
+    .is_code_gen = 7936,
+    .is_tlbc_gen = 0,
+    .ts_size = 360,
+    .ts_prev = 0,
+    .ts_next = 8,
+    .ts_interp = 16,
+    .ts_current_frame = 80,
+    .ts_thread_id = 176,
+    .ts_native_tid = 184,
+    .ts_chunk = 264,
+    .ts_status = 32,
+    .fr_size = 88,
+    .fr_previous = 8,
+    .fr_executable = 0,
+    .fr_instr_ptr = 56,
+    .fr_localsplus = 80,
+    .fr_owner = 74,
+    .fr_stackpointer = 64,
+    .fr_tlbc_index = 0,
+    .co_size = 232,
+    .co_filename = 120,
+    .co_name = 128,
+    .co_qualname = 136,
+    .co_linetable = 144,
+    .co_firstlineno = 68,
+    .co_argcount = 52,
+    .co_localsplusnames = 104,
+    .co_localspluskinds = 112,
+    .co_adaptive = 224,
+    .co_tlbc = 0,
+    .ob_size = 16,
+    .ob_type = 8,
+    .bytes_size = 40,
+    .bytes_ob_size = 16,
+    .bytes_ob_sval = 32,
+    .uni_size = 64,
+    .uni_state = 32,
+    .uni_length = 16,
+    .uni_ascii_size = 40,
+    .gc_size = 280,
+    .gc_collecting = 232,
+};
+
+/* The free-threaded build of the same version: a 32-byte PyObject
+ * (ob_tid, ob_flags, ob_mutex, ob_gc_bits, ob_ref_local, ob_ref_shared,
+ * then ob_type at 24), so every object's fields move by 16; the code
+ * object has co_tlbc (its threads' bytecode copies) before
+ * co_code_adaptive, the frame a tlbc_index after stackpointer (owner
+ * moves by 4), bytes keep ob_shash (ob_sval at 48), and a str's
+ * header is 56 bytes (72 compact). */
+static img_values img_free_threaded(const img_values *v) {
+  img_values f = *v;
+  f.free_threaded = 1;
+  f.ob_size = 32, f.ob_type = 24;
+  f.bytes_size = 56, f.bytes_ob_size = 32, f.bytes_ob_sval = 48;
+  f.uni_size = v->uni_size + 16, f.uni_state = 48, f.uni_length = 32, f.uni_ascii_size = 56;
+  f.co_filename += 16, f.co_name += 16, f.co_qualname += 16, f.co_linetable += 16;
+  f.co_firstlineno += 16, f.co_argcount += 16, f.co_localsplusnames += 16;
+  f.co_localspluskinds += 16;
+  f.co_tlbc = v->co_adaptive + 16;
+  f.co_adaptive = v->co_adaptive + 24;
+  f.co_size = v->co_size + 24;
+  f.fr_tlbc_index = v->fr_stackpointer + 8;
+  f.fr_owner = v->fr_owner + 4;
+  f.is_tlbc_gen = v->is_code_gen + 8;
+  return f;
+}
+
 /* Fields the plugin reads, as (name, offset of the member in the struct):
  * used to copy values out of a real target's debug offsets and to write
  * them into an image, by position. */
@@ -356,7 +515,11 @@ static uint64_t img_str(struct img *m, const void *data, size_t len, unsigned ki
   size_t hdr = ascii ? m->val.uni_ascii_size : m->val.uni_ascii_size + 16;
   uint8_t *o = img_alloc(m, hdr + (len + 1) * kind);
   img_put64(o, m->val.uni_length, len);
-  img_put32(o, m->val.uni_state, (kind << 2) | (1u << 5) | ((unsigned)ascii << 6));
+  /* free-threaded: `interned` is a byte of its own, the bit fields follow */
+  unsigned shift = m->val.free_threaded ? 8 : 2;
+  img_put32(o, m->val.uni_state,
+            (kind << shift) | (1u << (shift + 3)) | ((unsigned)ascii << (shift + 4)) |
+                (m->val.free_threaded ? 1u : 0u) /* interned */);
   memcpy(o + hdr, data, len * kind);
   return img_addr(o);
 }
@@ -436,7 +599,7 @@ static void img_init(struct img *m, const struct img_positions *pos, const img_v
   m->runtime = img_addr(rt);
   memcpy(rt, "xdebugpy", 8);
   img_put64(rt, 8, version);
-  img_put64(rt, 16, 0); /* free_threaded */
+  img_put64(rt, 16, val->free_threaded);
 #define WRITE_FIELD(f) \
   if (pos->f) img_put64(rt, pos->f, val->f);
   IMG_FIELDS(WRITE_FIELD)

@@ -15,6 +15,7 @@
 #include "../../plugins/python/asyncio_objects.c"
 #include "../../plugins/python/asyncio_waiting.c"
 #include "../../plugins/python/codecache.c"
+#include "../../plugins/python/debug_offsets.c"
 #include "../../plugins/python/linetable.c"
 #include "../../plugins/python/offsets.c"
 #include "../../plugins/python/opcodes.c"
@@ -186,11 +187,11 @@ static void cycles(void) {
 /* Versions and builds that must be refused rather than guessed. */
 static void refusals(void) {
   struct py_offsets o;
-  CHECK_EQ_INT(python_offsets_for(3, 15, 0, &o), -ENOTSUP);
   CHECK_EQ_INT(python_offsets_for(3, 5, 0, &o), -ENOTSUP);
   CHECK_EQ_INT(python_offsets_for(2, 6, 0, &o), -ENOTSUP);
   CHECK_EQ_INT(python_offsets_for(4, 0, 0, &o), -ENOTSUP);
-  for (int m = 6; m <= 14; m++)
+  /* 3.14+: the shape only, whether _Py_DebugOffsets fit decides */
+  for (int m = 6; m <= 16; m++)
     CHECK_EQ_INT(python_offsets_for(3, m, 0, &o), 0);
   /* _Py_DebugOffsets: CPython 3.13.0's values, then broken copies */
   uint8_t d[PY_DEBUG_OFFSETS_READ];
@@ -230,15 +231,18 @@ static void refusals(void) {
                                 {272, 208},
                                 {352, 16},
                                 {360, 8},
+                                {512, 40},
                                 {520, 16},
                                 {528, 32},
+                                {536, 64},
                                 {544, 32},
                                 {552, 16}};
   for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
     memcpy(d + fields[i][0], &fields[i][1], 8);
   python_offsets_for(3, 13, 0, &o);
   struct py_offsets fromdbg = o;
-  CHECK_EQ_INT(python_offsets_from_debug(d, sizeof(d), &fromdbg), 0);
+  char why[160];
+  CHECK_EQ_INT(python_offsets_from_debug(d, sizeof(d), &fromdbg, why, sizeof(why)), 0);
   CHECK_EQ_INT(fromdbg.is_tstate_head, o.is_tstate_head); /* agrees with the static table */
   CHECK_EQ_INT(fromdbg.ts_frame, o.ts_frame);
   CHECK_EQ_INT(fromdbg.co_code_adaptive, o.co_code_adaptive);
@@ -247,22 +251,25 @@ static void refusals(void) {
   uint64_t one = 1, huge = 1ull << 40, v14 = 0x030E00F0;
   uint8_t bad[PY_DEBUG_OFFSETS_READ];
   memcpy(bad, d, sizeof(bad));
-  memcpy(bad + 16, &one, 8); /* free-threaded */
-  CHECK_EQ_INT(python_offsets_from_debug(bad, sizeof(bad), &fromdbg), -ENOTSUP);
+  memcpy(bad + 16, &one, 8); /* free-threaded, with a default build's headers */
+  CHECK_EQ_INT(python_offsets_from_debug(bad, sizeof(bad), &fromdbg, why, sizeof(why)), -EINVAL);
+  CHECK(strstr(why, "pyobject.size 16") != NULL);
   memcpy(bad, d, sizeof(bad));
   memcpy(bad + 8, &v14, 8); /* 3.14 layout differs */
-  CHECK_EQ_INT(python_offsets_from_debug(bad, sizeof(bad), &fromdbg), -EINVAL);
+  CHECK_EQ_INT(python_offsets_from_debug(bad, sizeof(bad), &fromdbg, why, sizeof(why)), -EINVAL);
   memcpy(bad, d, sizeof(bad));
   memcpy(bad + 184, &huge, 8); /* absurd offset */
-  CHECK_EQ_INT(python_offsets_from_debug(bad, sizeof(bad), &fromdbg), -EINVAL);
+  CHECK_EQ_INT(python_offsets_from_debug(bad, sizeof(bad), &fromdbg, why, sizeof(why)), -EINVAL);
+  CHECK(strstr(why, "thread_state.current_frame") != NULL);
   memcpy(bad, d, sizeof(bad));
   bad[0] = 'X'; /* cookie */
-  CHECK_EQ_INT(python_offsets_from_debug(bad, sizeof(bad), &fromdbg), -EINVAL);
-  CHECK_EQ_INT(python_offsets_from_debug(d, 100, &fromdbg), -EINVAL); /* short */
+  CHECK_EQ_INT(python_offsets_from_debug(bad, sizeof(bad), &fromdbg, why, sizeof(why)), -EINVAL);
+  CHECK_EQ_INT(python_offsets_from_debug(d, 100, &fromdbg, why, sizeof(why)), -EINVAL); /* short */
   memcpy(bad, d, sizeof(bad));
   uint64_t small = 100;
   memcpy(bad + 152, &small, 8); /* thread_state.size below its fields */
-  CHECK_EQ_INT(python_offsets_from_debug(bad, sizeof(bad), &fromdbg), -EINVAL);
+  CHECK_EQ_INT(python_offsets_from_debug(bad, sizeof(bad), &fromdbg, why, sizeof(why)), -EINVAL);
+  CHECK(strstr(why, "thread_state.thread_id (152) beyond") != NULL);
 }
 
 int main(void) {

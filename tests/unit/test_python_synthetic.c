@@ -32,6 +32,7 @@
 #include "../../plugins/python/asyncio_objects.c"
 #include "../../plugins/python/asyncio_waiting.c"
 #include "../../plugins/python/codecache.c"
+#include "../../plugins/python/debug_offsets.c"
 #include "../../plugins/python/linetable.c"
 #include "../../plugins/python/locate.c"
 #include "../../plugins/python/offsets.c"
@@ -103,6 +104,19 @@ static int attach_image(struct img *m, struct py_proc *p, char *why, size_t whyl
   if (rc < 0) return rc;
   p->pycode_type = m->code_type; /* locate takes it from the ELF symbol */
   return python_validate(p);
+}
+
+/* PP_PY_DEBUG_SEEDS=DIR: each image's _Py_DebugOffsets is written to
+ * DIR/LABEL.bin, the python_debug_offsets fuzzer's seeds. */
+static void dump_seed(const char *label, uint64_t runtime, size_t len) {
+  const char *dir = getenv("PP_PY_DEBUG_SEEDS");
+  if (!dir) return;
+  char path[4096];
+  snprintf(path, sizeof(path), "%s/%s.bin", dir, label);
+  FILE *f = fopen(path, "wb");
+  if (!f) return;
+  fwrite((const void *)(uintptr_t)runtime, 1, len, f);
+  fclose(f);
 }
 
 /* Frames of one synthetic stack, leaf first. */
@@ -269,6 +283,109 @@ static void image_314(void) {
   free(m.arena);
 }
 
+/* ---- 3.14t, 3.15, 3.15t and later: the same walk, other layouts ------- */
+
+/* Thread-local bytecode (free-threaded 3.14+): the leaf frame runs its
+ * thread's copy of the code, co_tlbc->entries[1], at the same unit as in
+ * co_code_adaptive; its line must come from the copy. */
+static void use_tlbc_copy(struct img *m, uint8_t *ts, uint64_t leaf_code) {
+  uint8_t *copy = img_alloc(m, 16 * 8 * 2);
+  uint8_t *arr = img_alloc(m, 24); /* _PyCodeArray {size, entries[2]} */
+  img_put64(arr, 0, 2);
+  img_put64(arr, 8, leaf_code + m->val.co_adaptive);
+  img_put64(arr, 16, img_addr(copy));
+  img_put64((uint8_t *)(uintptr_t)leaf_code, m->val.co_tlbc, img_addr(arr));
+  uint64_t leaf;
+  memcpy(&leaf, ts + m->val.ts_current_frame, 8);
+  uint8_t *f = (uint8_t *)(uintptr_t)leaf;
+  uint64_t ip;
+  memcpy(&ip, f + m->val.fr_instr_ptr, 8);
+  img_put64(f, m->val.fr_instr_ptr, img_addr(copy) + (ip - leaf_code - m->val.co_adaptive));
+  img_put32(f, m->val.fr_tlbc_index, 1);
+}
+
+/* One image of a given layout, values and version: located, its stack
+ * read back exactly (names, files, lines, tid), in every mode. */
+static void image_variant(const char *label, const struct img_positions *pos, const img_values *val,
+                          uint64_t version, const char *want_version, uint64_t tag) {
+  printf("image %s\n", label);
+  struct img m;
+  img_init(&m, pos, val, version, 4u << 20);
+  uint8_t *main_ts = img_thread(&m, 5150);
+  uint8_t *idle_ts = img_thread(&m, 5151);
+  uint64_t codes[N314];
+  build_stack(&m, main_ts, STACK_314, N314, tag, codes);
+  static const uint8_t latin1[] = "Klass.m\xe9thode";
+  img_put64((uint8_t *)(uintptr_t)codes[0], m.val.co_qualname,
+            img_str(&m, latin1, sizeof(latin1) - 1, 1));
+  struct py_proc p;
+  char why[160] = "";
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), 0);
+  if (why[0]) printf("  refused: %s\n", why);
+  CHECK_EQ_STR(p.version, want_version);
+  CHECK_EQ_INT(p.off.free_threaded, val->free_threaded == 1);
+  CHECK_EQ_INT(p.off.ts_native_tid, val->ts_native_tid);
+  CHECK_EQ_INT(p.off.co_code_adaptive, val->co_adaptive);
+  CHECK_EQ_INT(p.off.ob_type, val->ob_type);
+  CHECK(p.off.code_tagged);
+
+  struct py_codecache *cc = python_codecache_new(64);
+  struct collected c;
+  struct py_sample_result res;
+  CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+  CHECK_EQ_INT(res.threads, 2);
+  CHECK_EQ_INT(res.failed, 0);
+  CHECK_EQ_INT(c.stacks, 1);
+  CHECK_EQ_INT(c.tids[0], 5150);
+  check_stack(&c, STACK_314, N314);
+
+  uint8_t *is = img_interp(&m);
+  img_put64(is, m.val.is_gil_holder, img_addr(main_ts));
+  img_put32(is, m.val.is_gil_locked, 1);
+  img_put32(is, m.val.is_gc + m.val.gc_collecting, 1);
+  if (val->free_threaded) {
+    /* no GIL: gil mode has no thread to show, and nobody is known to
+     * run the collector (no <GC>); cpu mode is the kernel's view */
+    CHECK_EQ_INT(p.off.gil_kind, PY_GIL_NONE);
+    CHECK_EQ_INT(sample(&p, cc, PY_GIL_THREAD, &c, &res), 0);
+    CHECK_EQ_INT(res.err, 0);
+    CHECK_EQ_INT(c.stacks, 0);
+    CHECK_EQ_INT(sample_gc(&p, cc, PY_ALL_THREADS, true, &c, &res), 0);
+    CHECK_EQ_INT(c.n, N314);
+    /* the leaf runs a thread-local copy of its bytecode */
+    CHECK_EQ_INT(p.off.fr_tlbc_index, val->fr_tlbc_index);
+    CHECK_EQ_INT(p.off.co_tlbc, val->co_tlbc);
+    use_tlbc_copy(&m, main_ts, codes[0]);
+    CHECK_EQ_INT(sample(&p, cc, PY_ALL_THREADS, &c, &res), 0);
+    check_stack(&c, STACK_314, N314);
+  } else {
+    CHECK_EQ_INT(sample(&p, cc, PY_GIL_THREAD, &c, &res), 0);
+    CHECK_EQ_INT(c.stacks, 1);
+    CHECK_EQ_INT(c.tids[0], 5150);
+    img_put64(is, m.val.is_gil_holder, img_addr(idle_ts));
+    CHECK_EQ_INT(sample(&p, cc, PY_GIL_THREAD, &c, &res), 0);
+    CHECK_EQ_INT(c.stacks, 0);
+    img_put64(is, m.val.is_gil_holder, img_addr(main_ts));
+    CHECK_EQ_INT(sample_gc(&p, cc, PY_ALL_THREADS, true, &c, &res), 0);
+    CHECK_EQ_INT(c.n, N314 + 1);
+    CHECK_EQ_STR(c.f[0].name, "<GC>");
+  }
+  dump_seed(label, m.runtime, pos->total);
+  python_codecache_free(cc);
+  free(m.arena);
+}
+
+static void images_other_layouts(void) {
+  img_values v314t = img_free_threaded(&IMG_VAL_314);
+  img_values v315t = img_free_threaded(&IMG_VAL_315);
+  image_variant("3.14", &IMG_POS_314, &IMG_VAL_314, 0x030E00F0, "3.14.0", 1);
+  image_variant("3.14t", &IMG_POS_314, &v314t, 0x030E02F0, "3.14.2", 1);
+  image_variant("3.15", &IMG_POS_315, &IMG_VAL_315, 0x030F00A2, "3.15.0a2", 3);
+  image_variant("3.15t", &IMG_POS_315, &v315t, 0x030F00A2, "3.15.0a2", 1);
+  /* a version newer than any layout known, whose struct fits the newest */
+  image_variant("3.16", &IMG_POS_315, &IMG_VAL_315, 0x031000A1, "3.16.0a1", 3);
+}
+
 /* The prefetch reads, in one system call, what the last sample found at
  * the addresses it found it (walk.c). A stack that grew in place past the
  * part of the chunk that was prefetched must be read again, not cut at the
@@ -345,7 +462,7 @@ static void prefetch_grown_stack(void) {
   free(m.arena);
 }
 
-/* 3.14 builds that must be refused, each with its reason. */
+/* Structs that must be refused, each with its reason naming the culprit. */
 static void refusals_314(void) {
   struct img m;
   struct py_proc p;
@@ -354,15 +471,15 @@ static void refusals_314(void) {
   img_thread(&m, 1);
   uint8_t *rt = (uint8_t *)(uintptr_t)m.runtime;
 
-  img_put64(rt, 16, 1); /* free-threaded (3.14t) */
+  img_put64(rt, 16, 1); /* free-threaded flag, default build's object headers */
   CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), -ENOTSUP);
-  CHECK_CONTAINS(why, "free-threaded");
+  CHECK_CONTAINS(why, "pyobject.size 16 / ob_type 8, a free-threaded build has 32 / 24");
   img_put64(rt, 16, 0);
 
   img_put64(rt, 8, 0x030E00A5); /* 3.14.0a5 */
   CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), -ENOTSUP);
   CHECK_CONTAINS(why, "pre-release");
-  img_put64(rt, 8, 0x030F00F0); /* 3.15: layout unknown */
+  img_put64(rt, 8, 0x030F00F0); /* 3.15 read at 3.15's positions: no fit */
   CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), -ENOTSUP);
   CHECK_CONTAINS(why, "3.15");
   img_put64(rt, 8, 0x030E01C1); /* 3.14.1rc1 is accepted */
@@ -370,13 +487,33 @@ static void refusals_314(void) {
   CHECK_EQ_STR(p.version, "3.14.1rc1");
   img_put64(rt, 8, 0x030E00F0);
 
-  img_put64(rt, IMG_POS_314.fr_size, 80); /* a 3.13-sized frame */
+  img_put64(rt, IMG_POS_314.fr_size, 72); /* a frame too small for its owner */
   CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), -ENOTSUP);
-  CHECK_CONTAINS(why, "unexpected _Py_DebugOffsets");
+  CHECK_CONTAINS(why, "_Py_DebugOffsets: interpreter_frame.owner (74) beyond");
   img_put64(rt, IMG_POS_314.fr_size, 88);
   img_put64(rt, IMG_POS_314.ts_native_tid, 400); /* beyond thread_state.size */
   CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), -ENOTSUP);
+  CHECK_CONTAINS(why, "thread_state.native_thread_id (400) beyond the struct's declared size 312");
   img_put64(rt, IMG_POS_314.ts_native_tid, 160);
+  img_put64(rt, IMG_POS_314.uni_state, 36); /* str state not after length and hash */
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), -ENOTSUP);
+  CHECK_CONTAINS(why, "bytes/str headers");
+  img_put64(rt, IMG_POS_314.uni_state, 32);
+  img_put64(rt, IMG_POS_314.co_size, 1ull << 40); /* absurd struct size */
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), -ENOTSUP);
+  CHECK_CONTAINS(why, "code_object.size");
+  img_put64(rt, IMG_POS_314.co_size, 216);
+  img_put64(rt, 16, 2); /* free_threaded neither 0 nor 1 */
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), -ENOTSUP);
+  CHECK_CONTAINS(why, "free_threaded is 2");
+  img_put64(rt, 16, 0);
+  img_put64(rt, 8, 0x031000A1); /* 3.16, whose struct is not the newest known layout */
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), -ENOTSUP);
+  CHECK_CONTAINS(why, "unsupported Python 3.16 (_Py_DebugOffsets: ");
+  img_put64(rt, 8, 0x030E00F0);
+  rt[0] = 'X'; /* no cookie: not 3.13+ at all */
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), -EINVAL);
+  rt[0] = 'x';
   CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), 0);
 
   /* a 3.13-shaped struct claiming to be 3.14 */
@@ -461,6 +598,7 @@ static void real_vs_image_313(void) {
     return;
   }
 
+  dump_seed("3.13.0-real", (uint64_t)(uintptr_t)blob, IMG_POS_313.total);
   /* The real debug offsets at the builder's 3.13 positions hold the
    * CPython 3.13.0's values: positions and values are right for 3.13. */
   img_values real_vals = img_values_from_blob(&IMG_POS_313, blob);
@@ -544,6 +682,7 @@ static void real_vs_image_313(void) {
 
 int main(void) {
   image_314();
+  images_other_layouts();
   prefetch_grown_stack();
   refusals_314();
   real_vs_image_313();
