@@ -6,12 +6,24 @@ runs its `bench` mode (fixed work units on BENCH_THREADS threads, counted after 
 warm-up so attach costs are excluded), one process per configuration, all
 at the same time, in several rounds:
   baseline      no profiler
-  pp-11         polyprof, dotnet-trace mode, default rate (11 Hz), default
-                sampling (continuous)
-  pp-100        the same at 100 Hz
-  pp-11-bursts, pp-100-bursts  the same with --dotnet-sampling bursts
+  unprofiled-2  a second process without profiler: its ratio to the
+                baseline is the noise of the measure (the same work side by
+                side on a shared host)
+  auto-11       polyprof's default .NET mode (`--dotnet-mode auto`: perf
+                samples, the runtime writes its perf map) at the default
+                rate (11 Hz)
+  auto-100      the same at 100 Hz
+  bursts-11, bursts-100  `--dotnet-mode dotnet-trace --dotnet-sampling
+                bursts --no-perf`: what auto falls back to without perf
+  continuous-11, continuous-100  `--dotnet-mode dotnet-trace` (the
+                sampler on throughout; only with BENCH_EXTRA=continuous)
   dotnet-trace  Microsoft's `dotnet-trace collect` (default profile), installed
                 as a .NET tool from the NuGet feed into <build>/dotnet-tools
+Each polyprof is an agent of its own with --pids; with perf, as root, it
+samples every CPU and keeps that pid's samples, so its sampling interrupts
+land on the baseline process too (a few microseconds each, at most
+2 x rate a second per CPU here): what sets auto apart is what only its
+target pays, the perf map the runtime writes.
 The processes of a round run side by side, so the load of a shared
 machine hits all of them alike (timed one after the other, the load
 swings between runs moved the ratios by +-15 %). Printed per major
@@ -20,7 +32,8 @@ threads) and, per round, its ratio to that round's baseline, with the
 median and the spread (min..max) of those ratios.
 
 Env: BENCH_SECONDS (20), BENCH_ROUNDS (3), BENCH_MAJORS ("8,9,10"),
-BENCH_EXTRA ("bursts": the bursts rows; "" leaves them out),
+BENCH_EXTRA ("bursts": the bursts rows; "continuous" adds those; "" only
+the baseline, auto and dotnet-trace rows),
 BENCH_THREADS (1: worker threads per target; with two, the
 shared counter's cache line moves between cores or not depending on the
 scheduling, which moved units/cpu-s by +-30 % between processes),
@@ -84,12 +97,12 @@ def run_together(exe, attaches):
     return res
 
 
-def polyprof(hz, *extra):
+def polyprof(hz, mode, *extra):
     def attach(pid):
         d = tempfile.mkdtemp(prefix="ppbench-dotnet-")
         cmd = [os.path.join(BUILD, "polyprof"), "-o", d, "-f", str(hz),
-               "--plugin-dir", os.path.join(BUILD, "plugins"), "--dotnet-mode", "dotnet-trace",
-               "--pids", str(pid), "--config", os.path.join(SRC, "tests", "integration", "empty.yaml"),
+               "--plugin-dir", os.path.join(BUILD, "plugins"), "--dotnet-mode", mode,
+               "--no-python", "--no-ruby", "--no-java", "--pids", str(pid), "--config", os.path.join(SRC, "tests", "integration", "empty.yaml"),
                "--pid-file", os.path.join(d, "pp.pid"), "--log-file", os.path.join(d, "pp.log"),
                "--no-flamegraph"] + list(extra)
         return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -122,23 +135,31 @@ def main():
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 stdin=subprocess.DEVNULL, env=build_workload.dotnet_env())
 
-    configs = [("baseline", None), ("pp-11", polyprof(11)), ("pp-100", polyprof(100))]
+    configs = [("baseline", None), ("unprofiled-2", None), ("auto-11", polyprof(11, "auto")),
+               ("auto-100", polyprof(100, "auto"))]
+    trace = ("dotnet-trace", "--no-perf")
     if "bursts" in EXTRA:
-        configs += [("pp-11-bursts", polyprof(11, "--dotnet-sampling", "bursts")),
-                    ("pp-100-bursts", polyprof(100, "--dotnet-sampling", "bursts"))]
+        configs += [("bursts-11", polyprof(11, *trace, "--dotnet-sampling", "bursts")),
+                    ("bursts-100", polyprof(100, *trace, "--dotnet-sampling", "bursts"))]
+    if "continuous" in EXTRA:
+        configs += [("continuous-11", polyprof(11, *trace)),
+                    ("continuous-100", polyprof(100, *trace))]
     if dt:
         configs.append(("dotnet-trace", dotnet_trace))
     res = {m: {k: [] for k, _ in configs} for m in MAJORS}
     load0 = open("/proc/loadavg").read().split()[0]
     t0 = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    loads = []
     for _ in range(ROUNDS):
         for m in MAJORS:
+            loads.append(float(open("/proc/loadavg").read().split()[0]))
             for (k, _), v in zip(configs, run_together(exes[m], [a for _, a in configs])):
                 res[m][k].append(v)
+    loads.append(float(open("/proc/loadavg").read().split()[0]))
     print("dotnet bench per version: %d rounds x %d s (%d s warm-up), %d worker thread(s), %d CPUs, "
-          "%s UTC, loadavg %s -> %s%s" % (ROUNDS, SECONDS, WARMUP, THREADS, os.cpu_count(), t0, load0,
-                                          open("/proc/loadavg").read().split()[0],
-                                          "" if dt else ", dotnet-trace not installable"))
+          "%s UTC, loadavg %s at the start, %.2f..%.2f during the run%s"
+          % (ROUNDS, SECONDS, WARMUP, THREADS, os.cpu_count(), t0, load0, min(loads), max(loads),
+             "" if dt else ", dotnet-trace not installable"))
     print("  units/cpu-s = work units per CPU-second of the target (all its threads); ratio per "
           "round against that round's baseline")
     for m in MAJORS:
@@ -146,7 +167,7 @@ def main():
         for k, _ in configs:
             runs = res[m][k]
             ratios = [r / b for r, b in zip(runs, base)]
-            print(".NET %-3s %-13s units/cpu-s %8.3f  ratio median %.3f (cost %+.1f%%) spread "
+            print(".NET %-3s %-14s units/cpu-s %8.3f  ratio median %.3f (cost %+.1f%%) spread "
                   "%.3f..%.3f  runs %s" % (m, k, statistics.median(runs), statistics.median(ratios),
                                            (1 - statistics.median(ratios)) * 100, min(ratios),
                                            max(ratios), " ".join("%.2f" % x for x in runs)))

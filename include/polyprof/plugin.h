@@ -272,7 +272,7 @@ struct pp_session {
   uint64_t tick_interval_ns;
 };
 #define PP_SESSION_CONTINUOUS (1u << 0)
-#define PP_SESSION_PERFLESS (1u << 1) /* no system-wide plugin is running */
+#define PP_SESSION_PERFLESS (1u << 1) /* no system-wide plugin samples (none or refused) */
 /* Profile types the session asks for (ABI 1.3). CPU is asked for unless
  * PP_SESSION_NO_CPU is set, so a host before 1.3 (no bits) means CPU only.
  * A plugin produces what it can of these and ignores the rest; the host
