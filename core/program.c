@@ -23,6 +23,8 @@
 #include "output/formats.h"
 #include "output/html.h"
 #include "polyprof/kit/proc.h"
+#include "profile_marker.h"
+#include "profile_mode.h"
 #include "rootless.h"
 
 #define PROGRAM_SCAN_MS 100   /* children and execs are seen this fast */
@@ -330,6 +332,16 @@ static uint64_t counter(const struct pp_profile *p, const char *name) {
   return v;
 }
 
+/* A snapshot's counts by profile type: only the types counted in samples
+ * make a rate (an allocation profile counts bytes). */
+static void totals_by_type(const struct pp_profile *p, uint64_t by_type[PP_PROFILE_TYPE_COUNT]) {
+  memset(by_type, 0, PP_PROFILE_TYPE_COUNT * sizeof(*by_type));
+  for (size_t k = 0; k < pp_profile_stack_count(p); k++) {
+    const struct pp_stack_rec *s = pp_profile_stack(p, k);
+    by_type[pp_type_of_stack(p, s)] += s->count;
+  }
+}
+
 /* The closing lines on stderr: what was asked, what each plugin achieved,
  * what was missed. */
 static void print_rates(struct pp_agent *a, const struct session_times *t, int hz) {
@@ -342,11 +354,20 @@ static void print_rates(struct pp_agent *a, const struct session_times *t, int h
       fprintf(stderr, " %s failed (%s);", ap->info->desc.name, ap->snap_err);
       continue;
     }
-    uint64_t samples = pp_profile_total(ap->snap);
-    if (!samples) continue;
+    uint64_t by_type[PP_PROFILE_TYPE_COUNT], samples = 0;
+    totals_by_type(ap->snap, by_type);
     missed += counter(ap->snap, "lost_samples") + counter(ap->snap, "missed_samples");
-    fprintf(stderr, " %s %llu samples = %.0f Hz;", ap->info->desc.name, (unsigned long long)samples,
-            (double)samples / dur);
+    for (unsigned ty = 0; ty < PP_PROFILE_TYPE_COUNT; ty++) {
+      const char *unit = pp_profile_type(ty)->unit;
+      if (!strcmp(unit, "samples"))
+        samples += by_type[ty];
+      else if (by_type[ty])
+        fprintf(stderr, " %s %llu %s (%s);", ap->info->desc.name, (unsigned long long)by_type[ty],
+                unit, pp_profile_type(ty)->name);
+    }
+    if (samples)
+      fprintf(stderr, " %s %llu samples = %.0f Hz;", ap->info->desc.name,
+              (unsigned long long)samples, (double)samples / dur);
   }
   fprintf(stderr, " missed samples: %llu\n", (unsigned long long)missed);
 }
@@ -357,6 +378,7 @@ static void hook_session(void *ctx, struct pp_agent *a, const struct session_tim
   int rc;
   uint32_t only = pr->follow_children ? 0 : (uint32_t)pr->root;
   pr->table.duration_s = t->duration_s;
+  pr->table.unit = pp_profile_type(pp_agent_merged_type(a))->unit;
   if (pr->format == PP_PROGRAM_DUMP || pr->format == PP_PROGRAM_DUMP_JSON) {
     pp_dump_session(pr->dump, pr->out, a->merged, pr->root, pr->format == PP_PROGRAM_DUMP_JSON);
     rc = ferror(pr->out) ? -EIO : 0;

@@ -56,5 +56,8 @@ struct pp_agent_hooks {
   int forward_pidfd;
 };
 int pp_agent_run_hooked(struct pp_config *cfg, const struct pp_agent_hooks *hooks);
+/* The profile type (PP_PROFILE_*) the session hook finds in the merged
+ * profile: the last one written, cpu whenever it is asked for. */
+unsigned pp_agent_merged_type(const struct pp_agent *a);
 
 #endif

@@ -214,26 +214,41 @@ static void write_type(struct pp_agent *a, const struct type_args *ta, unsigned 
 /* Several types, or one that is not cpu: each plugin's snapshot is cut
  * into its types first; every type is then merged and written like the
  * cpu profile. cpu goes last so a->merged holds it for the session log. */
+static const unsigned type_order[] = {PP_PROFILE_WALL, PP_PROFILE_OFFCPU, PP_PROFILE_ALLOC,
+                                      PP_PROFILE_CPU};
+
+/* A type asked for and given by an enabled plugin: one that none gives was
+ * refused at start and writes no empty files. */
+static bool type_written(const struct pp_agent *a, unsigned type) {
+  const struct pp_config *cfg = a->cfg;
+  if (!(cfg->profile_types & PP_TYPE_BIT(type))) return false;
+  bool given = false;
+  for (size_t i = 0; i < a->nplugins; i++)
+    given |=
+        (pp_profile_types_of(cfg, a->plugins[i].info->desc.name, a->plugins[i].system_wide).gives &
+         PP_TYPE_BIT(type)) != 0;
+  return given;
+}
+
+unsigned pp_agent_merged_type(const struct pp_agent *a) {
+  if (a->cfg->profile_types == PP_TYPES_CPU_ONLY) return PP_PROFILE_CPU;
+  unsigned last = PP_PROFILE_CPU;
+  for (size_t o = 0; o < sizeof(type_order) / sizeof(type_order[0]); o++)
+    if (type_written(a, type_order[o])) last = type_order[o];
+  return last;
+}
+
 static void write_types(struct pp_agent *a, const struct type_args *ta,
                         const struct pp_profile *base, const struct pp_merge_source *srcs,
                         size_t nsrc, bool wrote[PP_OUTPUT_FORMAT_COUNT]) {
-  static const unsigned order[] = {PP_PROFILE_WALL, PP_PROFILE_OFFCPU, PP_PROFILE_ALLOC,
-                                   PP_PROFILE_CPU};
   const struct pp_config *cfg = a->cfg;
   struct pp_profile *tbase = pp_profile_new(), *tsrc[PP_TARGETS_MAX_PLUGINS] = {NULL};
   bool ok = tbase != NULL;
   for (size_t i = 0; i < nsrc; i++)
     ok &= (tsrc[i] = pp_profile_new()) != NULL;
-  for (size_t o = 0; ok && o < sizeof(order) / sizeof(order[0]); o++) {
-    unsigned type = order[o];
-    if (!(cfg->profile_types & PP_TYPE_BIT(type))) continue;
-    /* a type no enabled plugin gives was refused at start: no empty files */
-    bool given = false;
-    for (size_t i = 0; i < a->nplugins; i++)
-      given |= (pp_profile_types_of(cfg, a->plugins[i].info->desc.name, a->plugins[i].system_wide)
-                    .gives &
-                PP_TYPE_BIT(type)) != 0;
-    if (!given) continue;
+  for (size_t o = 0; ok && o < sizeof(type_order) / sizeof(type_order[0]); o++) {
+    unsigned type = type_order[o];
+    if (!type_written(a, type)) continue;
     /* the system-wide plugin gives cpu and offcpu; wall and alloc come
      * from runtime plugins alone (perf-less merge) */
     const struct pp_profile *b = NULL;

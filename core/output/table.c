@@ -161,17 +161,25 @@ int pp_table_write(FILE *f, const struct pp_profile *p, const struct pp_table_op
   }
   size_t rows = o->limit && o->limit < t.n ? o->limit : t.n;
   char text[1024];
+  const char *unit = o->unit ? o->unit : "samples";
+  /* a share of the session's time only where every count is a sample */
+  bool samples = !strcmp(unit, "samples");
+  double duration = samples ? o->duration_s : 0;
   if (rc == 0) {
-    fprintf(f, "%llu samples%s, %zu functions%s\n", (unsigned long long)all,
-            o->duration_s > 0 ? "" : " (no duration: no times)", t.n,
-            rows < t.n ? " (the first rows shown; --limit 0 for all)" : "");
+    fprintf(f, "%llu %s%s, %zu functions%s\n", (unsigned long long)all, unit,
+            !samples       ? " (no times)"
+            : duration > 0 ? ""
+                           : " (no duration: no times)",
+            t.n, rows < t.n ? " (the first rows shown; --limit 0 for all)" : "");
     fprintf(f, "%10s %7s %10s %7s %9s  %s\n", "self", "self%", "total", "total%", "self-s",
             "function (file:line) [runtime]");
     for (size_t i = 0; i < rows; i++) {
       const struct fn *fn = &t.fns[i];
       fn_text(p, fn, text, sizeof(text));
-      double secs = all ? o->duration_s * (double)fn->self / (double)all : 0.0;
-      fprintf(f, "%10llu %6.2f%% %10llu %6.2f%% %9.3f  %s\n", (unsigned long long)fn->self,
+      char secs[32] = "-";
+      if (samples)
+        snprintf(secs, sizeof(secs), "%.3f", all ? duration * (double)fn->self / (double)all : 0.0);
+      fprintf(f, "%10llu %6.2f%% %10llu %6.2f%% %9s  %s\n", (unsigned long long)fn->self,
               pct(fn->self, all), (unsigned long long)fn->total, pct(fn->total, all), secs, text);
     }
     /* hot spots: the largest self shares, whatever the sort */

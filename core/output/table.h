@@ -6,7 +6,9 @@
  *   pstats: self and total samples with their shares of all samples and the
  *   time they stand for at the sampling rate, sorted, limited, then the hot
  *   spots in one line. A row's time is its share of the session (all
- *   samples stand for the whole of it, however they were scaled). Rows are "SELF SELF% TOTAL TOTAL%
+ *   samples stand for the whole of it, however they were scaled); counts
+ *   of another unit (bytes of an allocation profile, microseconds off the
+ *   CPU) are named by it and have no time column of shares. Rows are "SELF SELF% TOTAL TOTAL%
  * SECONDS  FUNCTION" so a script can split the first five columns off.
  * - collapsed: "comm;root;...;leaf count" lines, nothing else (no header, no
  *   index, container or appid prefix), for flamegraph.pl and speedscope.
@@ -26,6 +28,7 @@ struct pp_table_opts {
   enum pp_table_sort sort;
   size_t limit;      /* rows; 0: all */
   double duration_s; /* the time column: a row's share of it; 0: no times */
+  const char *unit;  /* what the counts are (the profile type's unit); NULL: "samples" */
 };
 
 /* "self", "total", "name" -> 0 and *out; -1 for anything else. */

@@ -11,7 +11,8 @@ after the agent is placing its probes:
   the allocator function is the leaf, the totals are plausible, the cpu
   profile keeps the plain names, pprof says alloc_space/bytes;
 - `polyprof run --mode alloc` finds the allocator of a program that has
-  only just started (its libraries are mapped after the exec);
+  only just started (its libraries are mapped after the exec), and its
+  table and closing line count bytes, not samples;
 - without --pids: one line says native allocations need --pids, and no
   alloc file is written;
 - jemalloc preloaded: its own malloc is probed, same split;
@@ -143,4 +144,17 @@ print("run: alloc_big %d, alloc_small %d, share %.3f" % (big, small, share))
 check(r.returncode == 0, "run exits with the program's status 0")
 check(big > 0 and small > 0 and abs(share - 0.75) <= 0.05,
       "run --mode alloc: alloc_big share %.3f within 5 points" % share)
+check(" bytes (alloc);" in r.stderr and "perf %d samples" % (big + small) not in r.stderr,
+      "run --mode alloc: the closing line counts perf's bytes as bytes, with no rate")
+
+# run's table names the unit of the profile type: bytes, and no times
+r = subprocess.run([pputil.AGENT, "run", "--plugin-dir", plugins, "--mode", "alloc",
+                    "--perf-alloc-duty", "100", "--", allocator, "2"],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+print(r.stdout[:600])
+first = r.stdout.splitlines()[0] if r.stdout else ""
+check(r.returncode == 0 and first.split()[1:2] == ["bytes"] and "samples" not in first,
+      "run --mode alloc: the table counts bytes (%r)" % first)
+rows = [ln.split() for ln in r.stdout.splitlines()[2:] if "alloc_big" in ln]
+check(rows and rows[0][4] == "-", "run --mode alloc: no self-s times for bytes (%s)" % rows[:1])
 pputil.finish()
