@@ -42,7 +42,7 @@ enum pa_kind {
   PA_TASKGROUP,  /* asyncio.taskgroups.TaskGroup */
   PA_WEAKSET,    /* _weakrefset.WeakSet */
   PA_SET,        /* set */
-  PA_WEAKREF,    /* weakref.ReferenceType */
+  PA_WEAKREF,    /* weakref.ReferenceType (3.8/3.9: weakref) */
   PA_MODULE,     /* module */
   PA_DICT,       /* dict */
   PA_WAKEUP,     /* 3.8/3.9: TaskWakeupMethWrapper, a task's wakeup (ww_task at 16) */

@@ -111,6 +111,7 @@ static const struct {
     {"WeakSet", PA_WEAKSET},
     {"set", PA_SET},
     {"weakref.ReferenceType", PA_WEAKREF},
+    {"weakref", PA_WEAKREF}, /* its name before 3.10 */
     {"module", PA_MODULE},
     {"TaskWakeupMethWrapper", PA_WAKEUP},
     {"dict", PA_DICT},

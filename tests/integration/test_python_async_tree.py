@@ -16,7 +16,8 @@ tests/workloads/python/async_tree.py on pyenv 3.8 to 3.13 and Debian's
    (3.8-3.10: `_run_once`, no qualified names) and wait_a:wait_b must be
    3:1 (75 % within 5 points). Debian's 3.11
    ships a stripped _asyncio (no all_tasks symbol): its registry is found
-   from the main task's weak references instead.
+   from the main task's weak references instead, as it is for a pyenv 3.9
+   given a stripped copy of its _asyncio (PYTHONPATH).
 3. `polyprof attach PID` (one program) turns async-aware stacks on by
    itself: the same waiting tasks show without --python-async-aware.
 """
@@ -62,13 +63,25 @@ def task_part(raw):
     return out
 
 
-def start(exe, mode, seconds):
+def start(exe, mode, seconds, env=None):
     d = u.tempdir("ppatree-")
     script = os.path.join(d, "async_tree.py")
     shutil.copy(WORKLOAD, script)
     p = subprocess.Popen([exe, script, mode, str(seconds)], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, cwd=d, text=True)
+                         stderr=subprocess.DEVNULL, cwd=d, text=True, env=env)
     return p, script
+
+
+def stripped_asyncio(exe):
+    """A directory holding a copy of exe's _asyncio stripped of its symbols
+    (no all_tasks): on PYTHONPATH it is imported instead of lib-dynload's."""
+    r = subprocess.run([exe, "-c", "import _asyncio; print(_asyncio.__file__)"],
+                       stdout=subprocess.PIPE, text=True, check=True)
+    so = r.stdout.strip()
+    d = u.tempdir("ppstrip-")
+    subprocess.run(["strip", "--strip-all", "-o", os.path.join(d, os.path.basename(so)), so],
+                   check=True)
+    return d
 
 
 main_run = ["<task: main>", "main:%d" % line_of("RUN_AWAIT")]
@@ -145,13 +158,20 @@ try:
         u.kill(p)
     procs = []
 
-    # 2. wall mode: tasks that no thread runs, 3 in wait_a, 1 in wait_b
+    # 2. wall mode: tasks that no thread runs, 3 in wait_a, 1 in wait_b;
+    # and pyenv 3.9 with a stripped _asyncio: the registry from a task
     for label, exe, ver in found:
         p, script = start(exe, "wait", 60)
         procs.append((label, p, script))
+    exe39 = next(exe for label, exe, ver in pyenv if ver[:2] == (3, 9))
+    strip_dir = stripped_asyncio(exe39)
+    p, script = start(exe39, "wait", 60, env=dict(os.environ, PYTHONPATH=strip_dir))
+    procs.append(("pyenv 3.9 stripped _asyncio", p, script))
     for _, p, _ in procs:
         p.stdout.readline()
     time.sleep(0.3)
+    with open("/proc/%d/maps" % p.pid) as f:
+        u.check(strip_dir in f.read(), "pyenv 3.9 runs the stripped _asyncio copy")
     r, header, stacks, log = py.profile([p.pid for _, p, _ in procs], "--python-mode", "wall",
                                         "--python-async-aware", duration=3, freq=50)
     u.check(r.returncode == 0 and header is not None, "agent ran (rc %d)" % r.returncode)
