@@ -48,6 +48,7 @@ struct pp_agent {
   uint64_t events_quiet_until_ms;     /* the socket is not polled before this */
   uint64_t events_last_wake_ms;       /* the last time the socket had data */
   uint64_t last_update_ms;            /* the last scan_targets() */
+  uint64_t young_due_ms;              /* the next look at young processes (0: none young) */
   struct pp_enricher *enricher;
   struct pp_metrics *metrics;
   json_t *system_metadata;

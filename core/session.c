@@ -286,10 +286,20 @@ static void flush_targets(struct pp_agent *a) {
       continue;
     }
     char err[256] = "";
-    if (pp_worker_add_targets(ap->worker, ap->pending, ap->npending, err, sizeof(err)) < 0)
+    if (pp_worker_add_targets(ap->worker, ap->pending, ap->npending, err, sizeof(err)) < 0) {
       pp_log(PP_LOG_WARNING, "polyprof", "%s: add_targets failed: %s", ap->info->desc.name, err);
-    else
-      pp_log(PP_LOG_DEBUG, "polyprof", "%s: %zu new target(s)", ap->info->desc.name, ap->npending);
+    } else {
+      /* the first few pids: when each process reached its plugin */
+      char pids[128] = "";
+      size_t at = 0;
+      for (size_t k = 0; k < ap->npending && k < 8 && at < sizeof(pids); k++) {
+        int w = snprintf(pids + at, sizeof(pids) - at, "%s%u", k ? " " : "", ap->pending[k].pid);
+        if (w < 0) break;
+        at += (size_t)w;
+      }
+      pp_log(PP_LOG_DEBUG, "polyprof", "%s: %zu new target(s): pid %s%s", ap->info->desc.name,
+             ap->npending, pids, ap->npending > 8 ? " ..." : "");
+    }
     ap->npending = 0;
   }
 }
@@ -322,6 +332,18 @@ static void scan_targets(struct pp_agent *a, bool recheck) {
   if (listing) rc = pp_targets_scan(a->targets, recheck, queue_target, a);
   if (rc < 0) pp_log(PP_LOG_WARNING, "polyprof", "/proc scan failed: %s", strerror(-rc));
   flush_targets(a);
+  a->young_due_ms = pp_targets_young(a->targets) ? a->last_update_ms + PP_TARGETS_YOUNG_TICK_MS : 0;
+}
+
+/* Between scans, a process that started (or exec'd) moments ago and is no
+ * runtime yet is looked at again every tick: its runtime library may be
+ * mapped any millisecond now (targets.h). The loop wakes for it only while
+ * there is such a process. */
+static void recheck_young(struct pp_agent *a) {
+  uint64_t now = mono_ms();
+  size_t left = pp_targets_recheck_young(a->targets, queue_target, a);
+  flush_targets(a);
+  a->young_due_ms = left ? now + PP_TARGETS_YOUNG_TICK_MS : 0;
 }
 
 /* The kernel's process events, when it will give them (see proc_events.h). */
@@ -723,6 +745,8 @@ static int agent_run(struct pp_config *cfg, pp_config_loader reload, void *reloa
       uint64_t until = next_scan < deadline ? next_scan : deadline;
       uint64_t ev_wake = events_wake_ms(a, now);
       if (ev_wake < until) until = ev_wake > now ? ev_wake : now;
+      if (a->young_due_ms && a->young_due_ms < until)
+        until = a->young_due_ms > now ? a->young_due_ms : now;
       wait_and_service(a, (int)(until - now));
       now = mono_ms();
       if (now >= next_scan) {
@@ -732,6 +756,8 @@ static int agent_run(struct pp_config *cfg, pp_config_loader reload, void *reloa
         next_scan = now + scan_ms;
       } else if (a->events_due_ms && now >= a->events_due_ms) {
         scan_targets(a, false); /* an exec: its plugin hears of it now */
+      } else if (a->young_due_ms && now >= a->young_due_ms) {
+        recheck_young(a);
       }
       if (hooks && hooks->poll(hooks->ctx, a)) {
         program_done = true;

@@ -74,7 +74,11 @@ pid_t pp_worker_pid(const struct pp_worker *w); /* 0 inline or not running */
 /* Spawn (if needed), init and start. The session is remembered for restarts. */
 int pp_worker_start(struct pp_worker *w, const struct pp_session *session, char *err,
                     size_t errlen);
-/* Targets are remembered for restarts. */
+/* Targets are remembered for restarts. Sent without waiting for the
+ * plugin's answer (a plugin may attach inside add_targets for seconds, and
+ * the core must keep announcing new processes to the others meanwhile);
+ * a failure the plugin answers later is logged when it arrives. Waits
+ * only when the worker's request queue is full. */
 int pp_worker_add_targets(struct pp_worker *w, const struct pp_target *t, size_t n, char *err,
                           size_t errlen);
 

@@ -6,7 +6,10 @@
  * processes it has not seen before. Unmatched processes get their maps
  * re-read with exponential backoff (1 s, 2 s, 4 s ... 10 min), because a
  * runtime loaded after start usually shows up early in a process's life.
- * That keeps a host with thousands of idle processes cheap.
+ * That keeps a host with thousands of idle processes cheap. Young unmatched
+ * processes (see targets.h) are the exception: their maps are re-read every
+ * tick for their first PP_TARGETS_YOUNG_MS, a bounded number per tick; a
+ * process that exits ends its turn at its first failed look.
  */
 #include "targets.h"
 
@@ -31,10 +34,12 @@ struct proc_ent {
   uint32_t pid;
   uint32_t recheck_s; /* current backoff interval */
   uint64_t start_time;
-  uint64_t exe_id;   /* identity of /proc/PID/exe: an exec keeps pid and start time */
-  uint64_t matched;  /* bit per plugin */
-  uint64_t reported; /* bits already handed to on_new */
-  time_t next_check; /* monotonic seconds; 0 = never again */
+  uint64_t exe_id;         /* identity of /proc/PID/exe: an exec keeps pid and start time */
+  uint64_t matched;        /* bit per plugin */
+  uint64_t reported;       /* bits already handed to on_new */
+  time_t next_check;       /* monotonic seconds; 0 = never again */
+  uint64_t young_until_ms; /* monotonic ms: re-read every tick until then while
+                              unmatched; 0 = not young */
 };
 
 struct pp_targets {
@@ -60,6 +65,9 @@ struct pp_targets {
   size_t per_count[PP_TARGETS_MAX_PLUGINS];
   size_t per_cap[PP_TARGETS_MAX_PLUGINS];
   size_t live;
+  size_t nyoung;       /* young unmatched entries */
+  size_t young_cursor; /* round robin when more are young than the budget */
+  long clk_tck;
 };
 
 static time_t mono_s(void) {
@@ -68,11 +76,30 @@ static time_t mono_s(void) {
   return ts.tv_sec;
 }
 
+static uint64_t clock_ms(clockid_t id) {
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Until when (monotonic ms) a process that started at start_ticks (clock
+ * ticks since boot, which CLOCK_BOOTTIME counts) is young; 0: already old. */
+static uint64_t young_until(const struct pp_targets *t, uint64_t start_ticks, uint64_t now_ms) {
+  if (t->clk_tck <= 0) return 0;
+  uint64_t started_ms = start_ticks * 1000 / (uint64_t)t->clk_tck;
+  uint64_t boot_ms = clock_ms(CLOCK_BOOTTIME);
+  if (started_ms + PP_TARGETS_YOUNG_MS <= boot_ms) return 0;
+  uint64_t left = started_ms + PP_TARGETS_YOUNG_MS - boot_ms;
+  /* a start time ahead of the clock is not to be believed for long */
+  return now_ms + (left < PP_TARGETS_YOUNG_MS ? left : PP_TARGETS_YOUNG_MS);
+}
+
 struct pp_targets *pp_targets_new(const struct pp_plugin *const *descs, size_t n) {
   if (n > PP_TARGETS_MAX_PLUGINS) return NULL;
   struct pp_targets *t = calloc(1, sizeof(*t));
   if (!t) return NULL;
   t->n = n;
+  t->clk_tck = sysconf(_SC_CLK_TCK);
   for (size_t i = 0; i < n; i++) {
     const struct pp_plugin *d = descs[i];
     if (!d || (d->capabilities & PP_CAP_SYSTEM_WIDE)) continue;
@@ -357,6 +384,7 @@ static int rebuild(struct pp_targets *t, struct pid_source *src, bool recheck,
   struct proc_ent *nents = NULL;
   size_t nn = 0, ncap = 0;
   time_t now = mono_s();
+  uint64_t now_ms = clock_ms(CLOCK_MONOTONIC);
   uint32_t pid;
   while ((pid = next_pid(t, src))) {
     if (is_filtered_out(t, pid)) continue;
@@ -389,6 +417,7 @@ static int rebuild(struct pp_targets *t, struct pid_source *src, bool recheck,
           e.matched = e.reported = 0;
           e.recheck_s = RECHECK_MIN_S;
           e.next_check = now;
+          e.young_until_ms = now_ms + PP_TARGETS_YOUNG_MS;
         }
       } else {
         memset(&e, 0, sizeof(e));
@@ -397,8 +426,10 @@ static int rebuild(struct pp_targets *t, struct pid_source *src, bool recheck,
         e.exe_id = pp_proc_exe_id(pid);
         e.recheck_s = RECHECK_MIN_S;
         e.next_check = now; /* classify right away */
+        e.young_until_ms = young_until(t, st, now_ms);
       }
     }
+    if (e.young_until_ms && now_ms >= e.young_until_ms) e.young_until_ms = 0;
     if (e.next_check && now >= e.next_check) {
       e.matched |= classify(t, pid, e.matched);
       if (t->observer) t->observer(t->observer_ctx, pid, e.start_time);
@@ -438,9 +469,11 @@ static int rebuild(struct pp_targets *t, struct pid_source *src, bool recheck,
   for (size_t p = 0; p < t->n; p++)
     t->per_count[p] = 0;
   t->live = 0;
+  t->nyoung = 0;
   for (size_t i = 0; i < nn; i++) {
     struct proc_ent *e = &t->ents[i];
     if (e->matched) t->live++;
+    if (e->young_until_ms && !e->matched) t->nyoung++;
     for (size_t p = 0; p < t->n; p++) {
       uint64_t bit = 1ull << p;
       if (!(e->matched & bit)) continue;
@@ -455,6 +488,76 @@ static int rebuild(struct pp_targets *t, struct pid_source *src, bool recheck,
     }
   }
   return (int)nn;
+}
+
+/* Hands every plugin e newly matches to on_new, as rebuild does. */
+static void report_new(struct pp_targets *t, struct proc_ent *e, pp_target_cb on_new, void *ctx) {
+  for (size_t p = 0; p < t->n; p++) {
+    uint64_t bit = 1ull << p;
+    if (!(e->matched & bit) || (e->reported & bit)) continue;
+    /* without room in its list the plugin still hears of it; the list is
+     * rebuilt whole at the next scan */
+    (void)add_target(t, p, e);
+    e->reported |= bit;
+    if (on_new) {
+      struct pp_target tg = {.pid = e->pid, .start_time = e->start_time};
+      on_new(ctx, p, &tg);
+    }
+  }
+}
+
+size_t pp_targets_recheck_young(struct pp_targets *t, pp_target_cb on_new, void *ctx) {
+  if (!t->nyoung || !t->nents || !(t->maps_plugins | t->exe_plugins)) {
+    t->nyoung = 0;
+    return 0;
+  }
+  uint64_t now_ms = clock_ms(CLOCK_MONOTONIC);
+  size_t budget = PP_TARGETS_YOUNG_BUDGET, left = 0;
+  size_t start = t->young_cursor % t->nents;
+  for (size_t k = 0; k < t->nents; k++) {
+    size_t i = (start + k) % t->nents;
+    struct proc_ent *e = &t->ents[i];
+    if (!e->young_until_ms || e->matched) continue;
+    if (now_ms >= e->young_until_ms) {
+      e->young_until_ms = 0;
+      continue;
+    }
+    if (!budget) {
+      left++;
+      continue;
+    }
+    budget--;
+    t->young_cursor = i + 1;
+    uint64_t id = pp_proc_exe_id(e->pid);
+    if (id == 0) { /* gone or exiting: the next scan or update drops it */
+      e->young_until_ms = 0;
+      continue;
+    }
+    if (id != e->exe_id) {
+      /* exec'd (no process events, or not applied yet): a new program,
+       * classified afresh as an update would */
+      e->exe_id = id;
+      e->reported = 0;
+      e->young_until_ms = now_ms + PP_TARGETS_YOUNG_MS;
+      e->matched = classify(t, e->pid, 0);
+      if (t->observer) t->observer(t->observer_ctx, e->pid, e->start_time);
+    } else if (t->maps_plugins) {
+      /* same image: only a library mapped since can have changed */
+      e->matched = scan_maps(t, e->pid, t->maps_plugins);
+    }
+    if (e->matched) {
+      t->live++;
+      report_new(t, e, on_new, ctx);
+    } else {
+      left++;
+    }
+  }
+  t->nyoung = left;
+  return left;
+}
+
+size_t pp_targets_young(const struct pp_targets *t) {
+  return t->nyoung;
 }
 
 size_t pp_targets_of(const struct pp_targets *t, size_t plugin, const struct pp_target **out) {

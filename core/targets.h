@@ -10,6 +10,14 @@
  * boundaries (pp_targets_scan with recheck), which catches runtimes loaded
  * later (embedded interpreters, late dlopen) without reading every process's
  * maps every second.
+ *
+ * A runtime maps its library some milliseconds after exec (a JVM's launcher
+ * loads libjvm.so, a dotnet host libcoreclr.so once it has resolved the
+ * framework), so a process first seen right after exec usually matches
+ * nothing yet. Processes younger than PP_TARGETS_YOUNG_MS (by start time,
+ * or since their exec) that match nothing are looked at again much more
+ * often than the scan runs (pp_targets_recheck_young), so a short build
+ * step or cron job is handed to its plugin from its first moments.
  */
 #ifndef PP_TARGETS_H
 #define PP_TARGETS_H
@@ -22,6 +30,15 @@
 #include "polyprof/plugin.h"
 
 #define PP_TARGETS_MAX_PLUGINS 64
+/* How long after its start (or exec) an unmatched process is young. */
+#define PP_TARGETS_YOUNG_MS 2000
+/* How often the caller should call pp_targets_recheck_young while there
+ * are young processes: a runtime reaches its plugin within about this much
+ * of its library being mapped. */
+#define PP_TARGETS_YOUNG_TICK_MS 100
+/* Processes re-read per pp_targets_recheck_young call (round robin beyond):
+ * a fork storm costs a bounded number of /proc reads per tick. */
+#define PP_TARGETS_YOUNG_BUDGET 32
 
 struct pp_targets;
 
@@ -61,7 +78,19 @@ int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, voi
 int pp_targets_update(struct pp_targets *t, const uint32_t *changed, size_t nchanged,
                       const uint32_t *gone, size_t ngone, pp_target_cb on_new, void *ctx);
 
-/* Live pids currently matched by `plugin` (valid until the next scan). */
+/* Re-reads /proc/PID/maps of the young processes no plugin matched yet (one
+ * stat of /proc/PID/exe first: an exec'd one is classified afresh, as by an
+ * update), at most PP_TARGETS_YOUNG_BUDGET of them, and calls on_new for
+ * every match found. No /proc listing, no allocation beyond the per-plugin
+ * lists' growth. Returns how many young unmatched processes remain: 0 means
+ * no need to call it again before the next scan or update. */
+size_t pp_targets_recheck_young(struct pp_targets *t, pp_target_cb on_new, void *ctx);
+
+/* Young unmatched processes as of the last scan, update or recheck. */
+size_t pp_targets_young(const struct pp_targets *t);
+
+/* Live pids currently matched by `plugin` (valid until the next scan or
+ * young recheck). */
 size_t pp_targets_of(const struct pp_targets *t, size_t plugin, const struct pp_target **out);
 
 /* Processes matched by any plugin / seen at all in the last scan. */

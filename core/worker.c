@@ -381,8 +381,10 @@ static int on_msg(void *arg, uint32_t type, const uint8_t *p, uint32_t len) {
                  w->last_msg[0] ? w->last_msg : "init failed");
         return 1;
       }
+      /* nobody waits for this answer (pp_worker_add_targets) */
       if (rc && front == PP_MSG_ADD_TARGETS)
-        pp_log(PP_LOG_DEBUG, w->tag, "add_targets: %s", w->last_msg);
+        pp_log(PP_LOG_WARNING, "polyprof", "%s: add_targets failed: %s", w->name,
+               w->last_msg[0] ? w->last_msg : strerror(rc < 0 ? -rc : rc));
       if (front == PP_MSG_EXIT) {
         /* From here on, end of file is the expected goodbye. */
         w->exit_acked = true;
@@ -748,13 +750,12 @@ int pp_worker_add_targets(struct pp_worker *w, const struct pp_target *t, size_t
   if (n > (PP_IPC_MAX_MSG - 4) / sizeof(*t))
     return set_err(err, errlen, "too many targets"), -E2BIG;
   int rc = send_targets(w, t, n);
-  if (!rc) rc = wait_for(w, UNTIL_IDLE);
-  if (rc) {
-    set_err(err, errlen, w->reason);
-    return rc;
+  if (rc == -EBUSY) { /* the queue is full: let the worker catch up first */
+    rc = wait_for(w, UNTIL_IDLE);
+    if (!rc) rc = send_targets(w, t, n);
   }
-  if (w->last_rc) set_err(err, errlen, w->last_msg);
-  return w->last_rc;
+  if (rc) set_err(err, errlen, w->reason);
+  return rc;
 }
 
 /* A snapshot or a dump: the reply is a PROFILE either way, collected by

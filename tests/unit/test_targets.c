@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Target discovery: pattern matching and real /proc scans of real children. */
+#include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -174,10 +177,154 @@ static void test_exec_reclassified(void) {
   pp_targets_free(t);
 }
 
+static bool maps_has(pid_t pid, const char *needle) {
+  char path[64], buf[65536];
+  snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return false;
+  ssize_t n = read(fd, buf, sizeof(buf) - 1);
+  close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  return strstr(buf, needle) != NULL;
+}
+
+/* A child that maps `lib` once told to (one byte on go), then waits. */
+static pid_t start_mapper(const char *lib, int go[2]) {
+  if (pipe(go) != 0) return -1;
+  pid_t child = fork();
+  if (child == 0) {
+    char c;
+    close(go[1]);
+    if (read(go[0], &c, 1) == 1) {
+      int fd = open(lib, O_RDONLY);
+      if (fd >= 0) (void)mmap(NULL, 4096, PROT_READ, MAP_PRIVATE, fd, 0);
+    }
+    pause();
+    _exit(0);
+  }
+  close(go[0]);
+  return child;
+}
+
+static void map_now(pid_t child, int go[2], const char *name) {
+  CHECK(write(go[1], "x", 1) == 1);
+  close(go[1]);
+  for (int i = 0; i < 200 && !maps_has(child, name); i++)
+    usleep(5000);
+  CHECK(maps_has(child, name));
+}
+
+/* A runtime maps its library a moment after it starts: a process first
+ * seen without it is looked at again by the young recheck (no scan), and
+ * handed to its plugin once; a process older than PP_TARGETS_YOUNG_MS is
+ * left to the scan's backoff. */
+static void test_young_recheck(void) {
+  char dir[] = "/tmp/pptest-young-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  char lib[128];
+  snprintf(lib, sizeof(lib), "%s/libppyoung.so", dir);
+  int fd = open(lib, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  CHECK(fd >= 0);
+  CHECK(ftruncate(fd, 4096) == 0);
+  close(fd);
+
+  const char *const young_lib[] = {"libppyoung.so", NULL};
+  struct pp_plugin by_maps = {.name = "m", .match_maps = young_lib};
+  const struct pp_plugin *descs[] = {&by_maps};
+
+  int go[2];
+  pid_t child = start_mapper(lib, go);
+  CHECK(child > 0);
+  struct pp_targets *t = pp_targets_new(descs, 1);
+  uint32_t only = (uint32_t)child;
+  pp_targets_set_filter(t, &only, 1);
+  struct seen s = {0};
+  pp_targets_scan(t, false, on_new, &s);
+  CHECK_EQ_INT(s.n, 0);
+  CHECK_EQ_INT(pp_targets_young(t), 1);
+  CHECK_EQ_INT(pp_targets_recheck_young(t, on_new, &s), 1); /* still nothing mapped */
+  CHECK_EQ_INT(s.n, 0);
+  map_now(child, go, "libppyoung.so");
+  CHECK_EQ_INT(pp_targets_recheck_young(t, on_new, &s), 0);
+  CHECK_EQ_INT(count_pid(&s, only, 0), 1);
+  const struct pp_target *list;
+  CHECK_EQ_INT(pp_targets_of(t, 0, &list), 1);
+  CHECK(list && list[0].pid == only);
+  /* matched: neither the recheck nor the next scan announces it again */
+  CHECK_EQ_INT(pp_targets_recheck_young(t, on_new, &s), 0);
+  pp_targets_scan(t, false, on_new, &s);
+  CHECK_EQ_INT(s.n, 1);
+  CHECK_EQ_INT(pp_targets_of(t, 0, &list), 1);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  /* gone: its turn ends at the first look */
+  pp_targets_free(t);
+
+  /* old: seen young, mapped only once past the young window */
+  child = start_mapper(lib, go);
+  CHECK(child > 0);
+  t = pp_targets_new(descs, 1);
+  only = (uint32_t)child;
+  pp_targets_set_filter(t, &only, 1);
+  s.n = 0;
+  pp_targets_scan(t, false, on_new, &s);
+  CHECK_EQ_INT(pp_targets_young(t), 1);
+  usleep((PP_TARGETS_YOUNG_MS + 100) * 1000);
+  map_now(child, go, "libppyoung.so");
+  CHECK_EQ_INT(pp_targets_recheck_young(t, on_new, &s), 0);
+  CHECK_EQ_INT(s.n, 0);
+  CHECK_EQ_INT(pp_targets_young(t), 0);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  pp_targets_free(t);
+  unlink(lib);
+  rmdir(dir);
+}
+
+/* An exec seen by the young recheck alone (no process events, no scan):
+ * the new image is classified at once, by its executable too. */
+static void test_young_exec(void) {
+  int go[2];
+  CHECK(pipe(go) == 0);
+  pid_t child = fork();
+  if (child == 0) {
+    char c;
+    close(go[1]);
+    if (read(go[0], &c, 1) == 1) execlp("sleep", "sleep", "30", (char *)NULL);
+    _exit(127);
+  }
+  close(go[0]);
+  const char *const sleep_exe[] = {"sleep", NULL};
+  struct pp_plugin by_exe = {.name = "a", .match_exe = sleep_exe};
+  const struct pp_plugin *descs[] = {&by_exe};
+  struct pp_targets *t = pp_targets_new(descs, 1);
+  uint32_t only = (uint32_t)child;
+  pp_targets_set_filter(t, &only, 1);
+  struct seen s = {0};
+  pp_targets_scan(t, false, on_new, &s);
+  CHECK_EQ_INT(s.n, 0);
+  CHECK_EQ_INT(pp_targets_young(t), 1);
+  CHECK(write(go[1], "x", 1) == 1);
+  close(go[1]);
+  char exe[4096] = "";
+  for (int i = 0; i < 200 && !strstr(exe, "sleep"); i++) {
+    usleep(5000);
+    pp_proc_exe(only, exe, sizeof(exe));
+  }
+  CHECK_EQ_INT(pp_targets_recheck_young(t, on_new, &s), 0);
+  CHECK_EQ_INT(count_pid(&s, only, 0), 1);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+  pp_targets_free(t);
+}
+
 int main(void) {
   test_patterns();
   test_real_scan();
   test_exec_reclassified();
+  test_young_recheck();
+  test_young_exec();
   test_whole_machine_scan();
   return pp_test_finish("test_targets");
 }
