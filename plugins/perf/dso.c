@@ -29,11 +29,14 @@
 #include "perf.h"
 #include "polyprof/kit/log.h"
 #include "polyprof/kit/maps.h"
+#include "polyprof/kit/pe_r2r.h"
 #include "polyprof/kit/target_files.h"
 
 #define UNWIND_SECTION_MAX (64u << 20) /* refuse absurd .eh_frame sizes */
 #define VDSO_KEY 0xfffffffffffffff1ull
-#define NAME_FILES_MAX 512 /* descriptors held for symbol names */
+#define NAME_FILES_MAX 512        /* descriptors held for symbol names */
+#define R2R_TABLES_MAX 64         /* .NET images with a ReadyToRun table at once */
+#define R2R_READ_MAX (128u << 20) /* read from one image to build its table */
 
 static uint64_t path_hash(const char *s) {
   uint64_t h = 1469598103934665603ull;
@@ -67,6 +70,12 @@ static void dso_drop_heavy(struct perf_dsos *d, struct perf_dso *dso) {
   if (dso->symtab) pp_elf_symtab_free(dso->symtab);
   dso->symtab = NULL;
   if (dso->sym_state == 1) dso->sym_state = 0;
+  if (dso->r2r) {
+    pp_r2r_free(dso->r2r);
+    dso->r2r = NULL;
+    d->r2r_tables--;
+  }
+  if (dso->r2r_state == 1) dso->r2r_state = 0;
   if (dso->unw_state == 1) {
     /* the vDSO's tables point into our own image */
     if (dso->key != VDSO_KEY) {
@@ -259,6 +268,8 @@ int perf_dso_need_info(struct perf_dsos *d, struct perf_dso *dso, const struct p
       return fd;
     }
     rc = pp_elf_load(fd, 0, &dso->info, NULL);
+    /* a .NET assembly: the runtime maps its sections from the file */
+    if (rc == -ENOEXEC && pp_r2r_probe(fd) == 0) dso->is_pe = true;
     close(fd);
   }
   dso->info_state = rc < 0 ? rc : 1;
@@ -429,6 +440,56 @@ int perf_dso_need_unwind(struct perf_dsos *d, struct perf_dso *dso, const struct
   dso->bytes += b;
   d->bytes += b;
   dso->unw_state = 1;
+  return 0;
+}
+
+/* The table that names a .NET image's precompiled methods, built from
+ * the file once (System.Private.CoreLib: about 2 MiB, 0.1 s) and counted
+ * against the budget like a symbol table; at most R2R_TABLES_MAX images
+ * hold one, the least recently used gives its table up first. */
+int perf_dso_need_r2r(struct perf_dsos *d, struct perf_dso *dso, const struct perf_proc *p,
+                      const struct perf_map *m) {
+  dso->lru = d->clock;
+  if (dso->r2r_state == 1) return 0;
+  if (dso->r2r_state < 0) return dso->r2r_state;
+  if (!dso->is_pe) return -ENOEXEC;
+  while (d->r2r_tables >= R2R_TABLES_MAX) {
+    struct perf_dso *victim = NULL;
+    for (size_t i = 0; i < d->map.cap; i++) {
+      struct perf_dso *x = d->map.slots[i].val;
+      if (x && x->r2r && (!victim || x->lru < victim->lru)) victim = x;
+    }
+    if (!victim) break;
+    dso_drop_heavy(d, victim);
+    d->evictions++;
+  }
+  int fd = dso_open(d, dso, p, m);
+  if (fd < 0) {
+    d->open_errors++;
+    if (!(p && p->exited)) dso->r2r_state = fd;
+    return fd;
+  }
+  char why[256];
+  struct pp_r2r *t = NULL;
+  int rc = pp_r2r_load(fd, R2R_READ_MAX, &t, why, sizeof(why));
+  close(fd);
+  if (rc < 0) {
+    dso->r2r_state = rc;
+    if (d->host)
+      PP_DEBUG(d->host, "%s: its precompiled .NET code stays unnamed: %s", dso->path,
+               why[0] ? why : strerror(-rc));
+    return rc;
+  }
+  dso->r2r = t;
+  dso->r2r_state = 1;
+  d->r2r_tables++;
+  size_t b = pp_r2r_bytes(t);
+  dso->bytes += b;
+  d->bytes += b;
+  d->loads++;
+  if (d->host)
+    PP_DEBUG(d->host, "ReadyToRun table of %s loaded: %zu of %zu code blocks named, %zu KiB",
+             dso->path, pp_r2r_count(t), pp_r2r_blocks(t), b / 1024);
   return 0;
 }
 

@@ -22,6 +22,7 @@
  *   alloc.c      native allocation profile: uprobes on the allocator of
  *                the given pids, sampled, weighted by bytes
  *   alloc_probes.c the allocator libraries a process maps, their functions
+ *   follow.c     the pids sampled: the ones given, and the processes they start
  *   idmap.h      the integer-keyed hash map of processes, threads, objects
  */
 #ifndef PERF_PLUGIN_H
@@ -127,6 +128,22 @@ void perf_events_close(struct perf_events *ev);
  * timestamp across CPUs), and frees the ring space. Returns records read. */
 size_t perf_events_drain(struct perf_events *ev, perf_record_fn fn, void *arg);
 
+/* ---------------- follow.c ---------------- */
+
+struct perf_state;
+/* After perf.pids is read: sorts it and remembers it as the pids given;
+ * follow_children (with pids) makes their descendants wanted too. 0 or
+ * -ENOMEM. */
+int perf_follow_init(struct perf_state *st, bool follow_children);
+/* Adds the descendants /proc shows now (follow_children only). */
+void perf_follow_scan(struct perf_state *st);
+/* FORK and EXIT records: a process started by a wanted one is wanted; a
+ * followed one that exits is not any more. */
+void perf_follow_fork(struct perf_state *st, uint32_t pid, uint32_t ppid);
+void perf_follow_exit(struct perf_state *st, uint32_t pid, uint32_t tid);
+/* Samples of pid are kept: no pids given, or pid is one of the set. */
+bool perf_pid_wanted(const struct perf_state *st, uint32_t pid);
+
 /* ---------------- unwind tables (the kit's debug_frame.h) ---------------- */
 
 #include "polyprof/kit/debug_frame.h"
@@ -155,6 +172,11 @@ struct perf_dso {
   size_t bytes;                /* symtab + unwind data, counted against the budget */
   uint64_t lru;                /* clock of last use */
   char *build_id_hex;
+  /* a .NET (PE) image: its precompiled (ReadyToRun) code is named from
+   * its own tables, held and evicted as symbol tables are */
+  bool is_pe;
+  int r2r_state; /* 0 untried, 1 loaded, <0 none/failed */
+  struct pp_r2r *r2r;
   bool logged;      /* a failure was logged */
   bool logged_open; /* a refused open was logged */
 };
@@ -169,6 +191,7 @@ struct perf_dsos {
   uint64_t loads;                    /* symbol tables read since the last snapshot */
   size_t name_files, max_name_files; /* tables reading names from their file: held fds */
   uint64_t dropped;           /* objects whose tables went with the last process mapping them */
+  size_t r2r_tables;          /* ReadyToRun tables held (capped apart from the byte budget) */
   const struct pp_host *host; /* for debug lines: each table loaded and dropped */
   struct pp_elf_info vdso_info;
   struct pp_elf_symtab *vdso_symtab;
@@ -190,6 +213,9 @@ int perf_dso_need_symbols(struct perf_dsos *d, struct perf_dso *dso, const struc
                           const struct perf_map *m);
 int perf_dso_need_unwind(struct perf_dsos *d, struct perf_dso *dso, const struct perf_proc *p,
                          const struct perf_map *m);
+/* Loads the ReadyToRun table of a .NET image (dso->is_pe). 0 if available. */
+int perf_dso_need_r2r(struct perf_dsos *d, struct perf_dso *dso, const struct perf_proc *p,
+                      const struct perf_map *m);
 /* Frees symbol and unwind data of the least recently used objects until the
  * budget holds. */
 void perf_dsos_trim(struct perf_dsos *d);
@@ -459,8 +485,13 @@ struct perf_state {
   uint64_t event_period;
   bool kernel;
   uint32_t max_depth;
+  /* the processes sampled (none: all), sorted, with the children followed
+   * beyond the ones given (follow.c) */
   uint32_t *pids;
-  size_t npids;
+  size_t npids, pids_cap;
+  uint32_t *pids_given;
+  size_t npids_given;
+  bool follow_children, follow_full_logged;
   size_t perfmap_max_bytes;
   /* sampling */
   struct perf_events ev;
@@ -478,6 +509,8 @@ struct perf_state {
   /* counters since the last snapshot */
   uint64_t samples, lost, throttled, unthrottled, unwind_errors, filtered;
   uint64_t unwind_ns; /* time spent unwinding (DWARF cost per sample) */
+  /* frames in .NET images: named from their ReadyToRun tables, or not */
+  uint64_t r2r_frames, r2r_unnamed;
   /* profile types of the session (PP_SESSION_* bits) */
   bool cpu_on, offcpu_on;
   uint64_t offcpu_threshold_us;

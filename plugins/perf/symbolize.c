@@ -24,6 +24,7 @@
 #include "perf.h"
 #include "polyprof/kit/demangle.h"
 #include "polyprof/kit/log.h"
+#include "polyprof/kit/pe_r2r.h"
 #include "polyprof/kit/proc.h"
 #include "polyprof/kit/target_files.h"
 
@@ -349,6 +350,28 @@ static uint32_t unknown_in_dso(struct perf_state *st, struct perf_dso *dso) {
   return frames_add(&st->frames, dso->id, UINT64_MAX, name, dso->path, PP_FRAME_NATIVE, 0);
 }
 
+/* Precompiled (ReadyToRun) .NET code: the runtime maps the image's
+ * sections from the file, so the pc's file offset (through its mapping)
+ * gives its RVA (through the image's section table), and the image's own
+ * tables name the method. Code they do not name stays "(path)". */
+static uint32_t sym_r2r(struct perf_state *st, struct perf_proc *p, struct perf_map *m,
+                        uint64_t addr) {
+  struct perf_dso *dso = m->dso;
+  uint32_t rva = 0, start = 0;
+  const char *name = NULL;
+  if (perf_dso_need_r2r(&st->dsos, dso, p, m) == 0 &&
+      pp_r2r_offset_to_rva(dso->r2r, addr - m->start + m->pgoff, &rva) == 0)
+    name = pp_r2r_lookup(dso->r2r, rva, &start);
+  if (!name) {
+    st->r2r_unnamed++;
+    return unknown_in_dso(st, dso);
+  }
+  st->r2r_frames++;
+  uint32_t id = frames_find(&st->frames, dso->id, start);
+  if (id != UINT32_MAX) return id;
+  return frames_add(&st->frames, dso->id, start, name, dso->path, PP_FRAME_DOTNET, 0);
+}
+
 static int map_bias(struct perf_state *st, struct perf_proc *p, struct perf_map *m) {
   if (m->bias_ok) return m->bias_ok > 0 ? 0 : -1;
   uint64_t vaddr;
@@ -378,9 +401,13 @@ uint32_t perf_sym_user(struct perf_state *st, struct perf_proc *p, uint64_t addr
     if (!name) return m ? unnamed_jit(st, p, ka) : PERF_FRAME_ID_UNKNOWN;
     uint32_t id = frames_find(&st->frames, ka, start);
     if (id != UINT32_MAX) return id;
-    return frames_add(&st->frames, ka, start, name, file, PP_FRAME_NATIVE, 0);
+    /* the JIT of a .NET process names its code as the dotnet plugin does */
+    uint32_t kind = strcmp(jit_runtime(p), "dotnet") == 0 ? PP_FRAME_DOTNET : PP_FRAME_NATIVE;
+    return frames_add(&st->frames, ka, start, name, file, kind, 0);
   }
   struct perf_dso *dso = m->dso;
+  if (perf_dso_need_info(&st->dsos, dso, p, m) == -ENOEXEC && dso->is_pe)
+    return sym_r2r(st, p, m, a);
   int rc = perf_dso_need_symbols(&st->dsos, dso, p, m);
   if (rc < 0 || !dso->symtab || map_bias(st, p, m) < 0) {
     if (!dso->logged) {
