@@ -119,6 +119,8 @@ static const uint8_t schema[MD_KNOWN][MD_COLS] = {
     [0x2c] = {T(0x2a), K(K_TYPEDEFORREF)},                      /* GenericParamConstraint */
 };
 
+static int refuse(char *why, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int refuse(char *why, size_t cap, const char *fmt, ...) {
   if (why && cap) {
     va_list ap;

@@ -18,6 +18,8 @@
 #define PE_HEADERS_MAX (64u << 10) /* e_lfanew plus headers: far more than any linker writes */
 #define PE_DIR_CLI 14
 
+static int refuse(char *why, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int refuse(char *why, size_t cap, const char *fmt, ...) {
   if (why && cap) {
     va_list ap;

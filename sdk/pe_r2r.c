@@ -60,6 +60,8 @@ struct pp_r2r {
   struct pe_section sec[PE_MAX_SECTIONS];
 };
 
+static int fail(int rc, char *why, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 static int fail(int rc, char *why, size_t cap, const char *fmt, ...) {
   if (why && cap) {
     va_list ap;

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "polyprof/kit/pe_r2r.h"
@@ -104,19 +106,44 @@ static bool plausible(const char *name) {
   return true;
 }
 
+static double now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static long max_rss_kib(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss;
+}
+
 static void check_image(const char *path) {
-  struct image im = {0};
-  if (read_all(path, &im) < 0) {
-    printf("SKIPPED %s: cannot read it\n", path);
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) {
+    printf("SKIPPED %s: cannot open it\n", path);
     return;
   }
-  int fd = open(path, O_RDONLY);
   CHECK_EQ_INT(pp_r2r_probe(fd), 0);
   struct pp_r2r *t = NULL;
   char why[256];
+  /* the cost figures (docs/performance.md): the build's time and the
+   * process's peak growing with it (what it reads from the file, then the
+   * table), before this test reads the whole image for itself */
+  long rss0 = max_rss_kib();
+  double t0 = now_ms();
   int rc = pp_r2r_load(fd, 0, &t, why, sizeof(why));
+  double ms = now_ms() - t0;
+  long peak = max_rss_kib() - rss0;
   if (rc < 0) fprintf(stderr, "%s: %s\n", path, why);
   CHECK_EQ_INT(rc, 0);
+  struct image im = {0};
+  if (read_all(path, &im) < 0) {
+    printf("SKIPPED %s: cannot read it\n", path);
+    pp_r2r_free(t);
+    close(fd);
+    return;
+  }
   struct layout l;
   size_t n = 0;
   uint32_t *end = NULL;
@@ -155,8 +182,10 @@ static void check_image(const char *path) {
     if (!last || strcmp(last, name) != 0) inside_bad++;
     if (i + 1 < n && begin[i + 1] > end[i] && pp_r2r_lookup(t, end[i], NULL)) inside_bad++;
   }
-  printf("%s: %zu of %zu blocks named (%zu funclets), table %zu KiB\n", path, named, n, funclets,
-         pp_r2r_bytes(t) / 1024);
+  printf(
+      "%s: %zu of %zu blocks named (%zu funclets), table %zu KiB, built in %.1f ms, "
+      "peak RSS +%ld KiB\n",
+      path, named, n, funclets, pp_r2r_bytes(t) / 1024, ms, peak);
   CHECK(named >= n - n / 100); /* methods named in another module's metadata: few */
   CHECK_EQ_INT(bad, 0);
   CHECK_EQ_INT(inside_bad, 0);
