@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Who awaits a task (3.8-3.13). A task tells the futures waiting for it
+ * Who awaits a task (3.7-3.13). A task tells the futures waiting for it
  * through its first done-callback (fut_callback0):
  *   - `await child`: the parent's wakeup, a builtin method whose m_self is
- *     the parent (3.8/3.9: a TaskWakeupMethWrapper, ww_task); the future
+ *     the parent (3.7-3.9: a TaskWakeupMethWrapper, ww_task); the future
  *     the parent waits for is the child itself;
  *   - gather(): the gather's _done_callback, a closure; one of its cells
  *     holds the _GatheringFuture, whose own first callback is the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Objects the asyncio readers meet (3.8-3.13): what kind an object is,
+ * Objects the asyncio readers meet (3.7-3.13): what kind an object is,
  * an instance attribute of a Python class, a task's name, and the chain of
  * coroutines a coroutine awaits.
  *
@@ -35,25 +35,26 @@ uint64_t pa_rd64(const uint8_t *b, uint32_t off) {
   return v;
 }
 
-/* sizeof(TaskObj) (tp_basicsize of _asyncio.Task), 3.8 to 3.13 */
-static const uint16_t task_sizes[] = {144, 184, 192, 176, 176, 144};
+/* sizeof(TaskObj) (tp_basicsize of _asyncio.Task), 3.7 to 3.13 */
+static const uint16_t task_sizes[] = {136, 144, 184, 192, 176, 176, 144};
 
 bool pa_layout_for(const struct py_proc *p, struct pa_layout *l) {
-  if (p->major != 3 || p->minor < 8 || p->minor > 13) return false;
+  if (p->major != 3 || p->minor < 7 || p->minor > 13) return false;
   uint32_t minor = p->minor;
   *l = (struct pa_layout){
-      .fut_loop = 16, .fut_cb0 = 24, .task_size = task_sizes[minor - 8], .minor = (uint8_t)minor};
+      .fut_loop = 16, .fut_cb0 = 24, .task_size = task_sizes[minor - 7], .minor = (uint8_t)minor};
   if (minor <= 10) {
     /* TaskObj: fut_state, then (3.9+) the cancelled exception's state
-     * before fut_waiter, coro, name */
-    static const uint16_t state[] = {72, 80, 88}, weakrefs[] = {96, 104, 112},
-                          waiter[] = {104, 144, 152};
+     * before fut_waiter, coro, name (3.8+) */
+    static const uint16_t state[] = {72, 72, 80, 88}, weakrefs[] = {96, 96, 104, 112},
+                          waiter[] = {104, 104, 144, 152};
     l->frameobj = true;
-    l->fut_state = state[minor - 8];
-    l->fut_weakreflist = weakrefs[minor - 8];
-    l->task_waiter = waiter[minor - 8];
+    l->fut_state = state[minor - 7];
+    l->fut_weakreflist = weakrefs[minor - 7];
+    l->task_waiter = waiter[minor - 7];
     l->task_coro = l->task_waiter + 8;
-    l->task_name = l->task_waiter + 16;
+    l->task_name = minor == 7 ? 0 : l->task_waiter + 16;
+    l->coro_qualname = 56; /* 3.7: a task is named by its coroutine */
     l->gen_frame = 16;
     l->fr_locals = minor == 10 ? 352 : 360; /* PyFrameObject.f_localsplus */
     l->f_valuestack = 64;
@@ -275,7 +276,13 @@ int pa_attr(struct py_async_state *a, const struct py_proc *p, const struct pa_l
 
 void pa_task_name(struct py_async_state *a, const struct py_proc *p, const struct pa_layout *l,
                   const uint8_t *task, char *out, size_t cap) {
-  uint64_t name = pa_rd64(task, l->task_name);
+  uint64_t name = 0;
+  if (l->task_name) {
+    name = pa_rd64(task, l->task_name);
+  } else if (pp_remote_read((pid_t)p->pid, pa_rd64(task, l->task_coro) + l->coro_qualname, &name,
+                            8) < 0) {
+    name = 0; /* 3.7: the coroutine's __qualname__, as the task's repr shows */
+  }
   uint8_t hdr[32];
   /* a str already checked in this sample is the same text */
   for (uint32_t i = 0; i < a->nnames && pa_plausible(name); i++) {
@@ -399,15 +406,15 @@ uint32_t pa_coro_chain(struct py_async_state *a, const struct py_proc *p, struct
   return n;
 }
 
-/* 3.8-3.10 ---------------------------------------------------------------
+/* 3.7-3.10 ---------------------------------------------------------------
  *
- * Coroutines and instance attributes on 3.8-3.10, where a coroutine's
+ * Coroutines and instance attributes on 3.7-3.10, where a coroutine's
  * frame is a PyFrameObject of its own (cr_frame) and an instance keeps
  * its attributes in a real __dict__.
  *
  * A coroutine suspended in `await x` keeps x on top of its frame's value
  * stack, as CPython's _PyGen_yf reads it: f_valuestack[depth - 1], where
- * depth is f_stacktop - f_valuestack on 3.8/3.9 (f_stacktop is NULL
+ * depth is f_stacktop - f_valuestack on 3.7-3.9 (f_stacktop is NULL
  * while the frame runs) and f_stackdepth on 3.10 (f_state says
  * FRAME_SUSPENDED). A coroutine (async def) can only suspend in an await,
  * so only coroutines are followed: another generator may stop at a plain
@@ -486,7 +493,7 @@ uint32_t pa_coro_chain_fo(struct py_async_state *a, const struct py_proc *p,
   return n;
 }
 
-/* PyDictKeysObject (3.8-3.10): dk_size at 8, dk_nentries at 32, the
+/* PyDictKeysObject (3.7-3.10): dk_size at 8, dk_nentries at 32, the
  * index table from 40 (entries of 1, 2, 4 or 8 bytes by dk_size), then
  * the entries {hash, key, value}. */
 int pa_attr_fo(struct py_async_state *a, const struct py_proc *p, uint64_t obj, uint64_t type,

@@ -1,20 +1,21 @@
-"""--python-async-aware on 3.8-3.10 (a coroutine's frame is a PyFrameObject
+"""--python-async-aware on 3.7-3.10 (a coroutine's frame is a PyFrameObject
 of its own) and for Task subclasses written in Python.
 
 tests/workloads/python/async_chain.py (tasks "hot", "warm", "idle" in a
-3:1:0 CPU split; idle awaits hot, the main task awaits warm) on pyenv 3.8,
-3.9 and 3.10, plus the same program with hot, warm and idle made by the
+3:1:0 CPU split; idle awaits hot, the main task awaits warm) on pyenv 3.7,
+3.8, 3.9 and 3.10, plus the same program with hot, warm and idle made by the
 loop's task factory as instances of a class derived from asyncio.Task, on
 pyenv 3.10 and 3.12; all at once, one cpu-mode session. Each running
 task's stack shows, root first, the awaiting task at the line of its
 await, then the running task:
   ...;_run;<task: idle>;idle_wait (:IDLE_AWAIT);<task: hot>;hot_loop;spin
   ...;_run;<task: main>;main (:MAIN_AWAIT);<task: warm>;warm_loop;spin
-(3.8-3.10 name Handle._run `_run`: no qualified names). Every spin sample
-is under one of those, idle is never the running task, and the hot:warm
+(3.7-3.10 name Handle._run `_run`: no qualified names; 3.7's tasks have
+no names and are shown by their coroutines': <task: idle_wait>,
+<task: hot_loop>, <task: main>, <task: warm_loop>). Every spin sample is
+under one of those, idle is never the running task, and the hot:warm
 split of the samples is within 5 points of the split the program measures
-itself (as in test_python_async.py). 3.7, whose tasks have no names,
-keeps plain stacks.
+itself (as in test_python_async.py).
 """
 import os
 import shutil
@@ -29,25 +30,13 @@ import pyutil as py  # noqa: E402
 if not os.path.exists(py.PLUGIN):
     u.skip("python plugin not built: " + py.PLUGIN)
 pyenv = {f[2][:2]: f for f in py.interpreters() if f[0].startswith("pyenv ")}
-want = [(3, 8), (3, 9), (3, 10), (3, 12), (3, 7)]
+want = [(3, 7), (3, 8), (3, 9), (3, 10), (3, 12)]
 u.check(all(v in pyenv for v in want), "pyenv 3.7, 3.8, 3.9, 3.10, 3.12 present (%s)"
         % ", ".join(l for l, _, _ in pyenv.values()))
-RUNS = [(pyenv[v][0], pyenv[v][1], []) for v in [(3, 8), (3, 9), (3, 10)]]
+RUNS = [(pyenv[v][0], pyenv[v][1], []) for v in [(3, 7), (3, 8), (3, 9), (3, 10)]]
 RUNS += [(pyenv[v][0] + " subclass", pyenv[v][1], ["subclass"]) for v in [(3, 10), (3, 12)]]
 
 WORKLOAD = os.path.join(u.SRC, "tests", "workloads", "python", "async_chain.py")
-# 3.7: no task names (async_chain.py needs them); a loop that computes
-OLD_37 = """import asyncio, sys
-async def busy():
-    while True:
-        sum(i * i for i in range(20000))
-        await asyncio.sleep(0)
-async def main():
-    t = asyncio.ensure_future(busy())
-    print("ready"); sys.stdout.flush()
-    await t
-asyncio.get_event_loop().run_until_complete(main())
-"""
 
 
 def line_of(marker):
@@ -59,8 +48,15 @@ def line_of(marker):
 
 
 IDLE_AWAIT, MAIN_AWAIT = line_of("IDLE_AWAIT"), line_of("MAIN_AWAIT")
-HOT_KEY = ("<task: idle>", "idle_wait:%d" % IDLE_AWAIT, "<task: hot>")
-WARM_KEY = ("<task: main>", "main:%d" % MAIN_AWAIT, "<task: warm>")
+NAMES = {"idle": "idle", "hot": "hot", "main": "main", "warm": "warm"}
+NAMES_37 = {"idle": "idle_wait", "hot": "hot_loop", "main": "main", "warm": "warm_loop"}
+
+
+def keys(label):
+    n = NAMES_37 if label == pyenv[(3, 7)][0] else NAMES
+    return (("<task: %s>" % n["idle"], "idle_wait:%d" % IDLE_AWAIT, "<task: %s>" % n["hot"]),
+            ("<task: %s>" % n["main"], "main:%d" % MAIN_AWAIT, "<task: %s>" % n["warm"]),
+            "<task: %s>" % n["idle"])
 
 
 def task_part(raw):
@@ -89,26 +85,9 @@ try:
         p = subprocess.Popen([exe, script, "90", os.path.join(d, "status")] + extra,
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=d, text=True)
         procs.append((label, p, script))
-    d = u.tempdir("ppasyncold-")
-    script37 = os.path.join(d, "busy37.py")
-    with open(script37, "w") as f:
-        f.write(OLD_37)
-    p37 = subprocess.Popen([pyenv[(3, 7)][1], script37], stdout=subprocess.PIPE,
-                           stderr=subprocess.DEVNULL, cwd=d, text=True)
-    procs.append(("pyenv 3.7", p37, script37))
     for _, p, _ in procs:
         p.stdout.readline()
     time.sleep(0.5)
-
-    # 3.7 once, apart: fewer busy processes during the sessions that
-    # measure the split
-    r, header, stacks, log = py.profile([p37.pid], "--python-mode", "cpu", "--python-async-aware",
-                                        duration=1, freq=50)
-    mine37 = [raw for _, _, raw in py.stacks_in(stacks, script37)]
-    u.kill(p37)
-    procs.pop()
-    u.check(mine37 and not any(f.startswith("<task: ") for raw in mine37 for f in raw),
-            "pyenv 3.7: sampled (%d stacks), plain stacks (tasks without names)" % len(mine37))
 
     pending = {label for label, _, _ in procs}
     results = {}
@@ -130,14 +109,15 @@ try:
                 if part and part[-1].startswith("spin:"):
                     key = tuple(part[:-1])
                     chains[key] = chains.get(key, 0) + c
+            hot_key, warm_key, idle_task = keys(label)
             hot = sum(c for k, c in chains.items()
-                      if k[:3] == HOT_KEY and k[3].startswith("hot_loop:"))
+                      if k[:3] == hot_key and k[3].startswith("hot_loop:"))
             warm = sum(c for k, c in chains.items()
-                       if k[:3] == WARM_KEY and k[3].startswith("warm_loop:"))
+                       if k[:3] == warm_key and k[3].startswith("warm_loop:"))
             other = sum(chains.values()) - hot - warm
             idle_running = sum(c for fr, c, raw in mine
                                if [f for f in raw if f.startswith("<task: ")][-1:]
-                               == ["<task: idle>"])
+                               == [idle_task])
             share = 100.0 * hot / max(hot + warm, 1)
             results[label] = (hot, warm, other, idle_running, share, measured,
                               sorted(chains.items())[:4])

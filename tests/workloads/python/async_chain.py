@@ -6,6 +6,9 @@ Every 100 ms it writes "<seconds in hot's spin> <seconds in warm's spin>"
 (cumulative, perf_counter: time preempted counts, as it does for a
 sampler counting runnable threads) to STATUS_FILE.
 
+3.7 has no task names: its tasks are known by their coroutines (main,
+hot_loop, warm_loop, idle_wait).
+
 usage: async_chain.py SECONDS STATUS_FILE [subclass]
   subclass: hot, warm and idle are instances of a Python class derived
   from asyncio.Task (made by the loop's task factory); main stays a Task.
@@ -62,14 +65,21 @@ class CountingTask(asyncio.Task):
     steps = 0
 
 
+def named(coro, name):
+    if sys.version_info < (3, 8):
+        return asyncio.create_task(coro)
+    return asyncio.create_task(coro, name=name)
+
+
 async def main():
-    asyncio.current_task().set_name("main")
+    if sys.version_info >= (3, 8):
+        asyncio.current_task().set_name("main")
     if subclass:
         asyncio.get_running_loop().set_task_factory(
             lambda loop, coro, **kw: CountingTask(coro, loop=loop, **kw))
-    hot = asyncio.create_task(hot_loop(), name="hot")
-    warm = asyncio.create_task(warm_loop(), name="warm")
-    idle = asyncio.create_task(idle_wait(hot), name="idle")
+    hot = named(hot_loop(), "hot")
+    warm = named(warm_loop(), "warm")
+    idle = named(idle_wait(hot), "idle")
     print("ready")
     sys.stdout.flush()
     await warm  # MAIN_AWAIT
