@@ -3,9 +3,10 @@ MSBuild and the C# compiler run in-process, no build servers left behind),
 under the agent as shipped with .NET in its default mode (`auto`: perf
 samples, the runtime writes its perf map).
 
-A user looks for: every sample under its process name (`dotnet`, `csc`) with the
-appid the dotnet plugin gives; MSBuild's build engine (Microsoft.Build.*)
-in the stacks. perf samples every process from its first instruction, so
+A user looks for: the build's samples (under the process name `dotnet` or
+`csc`, or, as perf names them, under their thread's name) with the appid
+the dotnet plugin gives where there is one; MSBuild's build engine
+(Microsoft.Build.*) in the stacks. perf samples every process from its first instruction, so
 a build of two seconds on a fast machine is sampled throughout (under
 `dotnet-trace` the EventPipe session attached after MSBuild's work was
 done there: its only MSBuild samples were the runtime's EventSource
@@ -70,9 +71,13 @@ static class Program {
     u.check(rc == 0, "dotnet build succeeded (exit %d)" % rc)
 lines = run.lines()
 # the build's processes: the CLI, MSBuild and the C# compiler, all SDK code
-# (other .NET programs on the machine have appids of their own)
+# (other .NET programs on the machine have appids of their own). perf's
+# stacks carry the thread's name ("RequestBuilder", ".NET TP Worker"...),
+# and `dotnet build` has no appid: its threads are told by the SDK's
+# runtime in their frames.
 SDK = os.path.dirname(os.path.realpath(DOTNET))
-mine = [ln for ln in lines if (ln.appid and SDK in ln.appid) or (ln.comm in ("dotnet", "csc") and ln.appid is None)]
+mine = [ln for ln in lines if (ln.appid and SDK in ln.appid) or
+        (ln.appid is None and (ln.comm in ("dotnet", "csc") or any(SDK + "/" in f for f in ln.frames)))]
 print("appids: %s" % sorted({ln.appid for ln in mine if ln.appid})[:6])
 cu.dump_top(mine)
 cu.check_attribution(run, mine, "dotnet build")
