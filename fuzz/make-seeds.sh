@@ -6,7 +6,8 @@
 # real jitdump and a hand-made one); maps: real
 # /proc/PID/maps; kallsyms: the start of the real /proc/kallsyms; elf: a
 # small program compiled here (with .symtab), real shared objects;
-# nettrace: the recorded .NET 10 stream of the unit tests; debug_frame:
+# nettrace: the recorded .NET 10 stream of the unit tests; pe_r2r: the
+# committed framework images and small ones of the installed runtime; debug_frame:
 # sections of programs compiled here; unwind: samples of a program compiled
 # here (seed_unwind.c) with its unwind sections, and real objects' sections
 # under a synthetic stack (seed_unwind_synth.py); appid/container: this host's
@@ -46,6 +47,14 @@ case "$t" in
     rm -rf "$tmp"
     for so in /usr/lib/x86_64-linux-gnu/libdl.so.2 /usr/lib/x86_64-linux-gnu/libutil.so.1; do
       [ -f "$so" ] && cp -n "$so" "$out/" || true
+    done
+    ;;
+  pe_r2r)
+    # real ReadyToRun images of the installed runtime, if there is one:
+    # small ones with generic instantiations (instance entry points)
+    for f in /usr/share/dotnet/shared/Microsoft.NETCore.App/*/System.ObjectModel.dll \
+      /usr/share/dotnet/shared/Microsoft.NETCore.App/*/System.Net.ServerSentEvents.dll; do
+      [ -f "$f" ] && cp -n "$f" "$out/" || true
     done
     ;;
   nettrace)
