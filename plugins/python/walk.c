@@ -248,6 +248,13 @@ static int read_frame(struct py_walker *w, const struct py_proc *p, const uint8_
   return read_paged(w, (pid_t)p->pid, addr, out, n);
 }
 
+/* The code of 3.12's C-stack entry frames ("<interpreter trampoline>" in
+ * "<shim>"); no Python function can have either name. */
+static bool is_trampoline(const struct py_code *e) {
+  return e->name[0] == '<' && strcmp(e->name, "<interpreter trampoline>") == 0 &&
+         strcmp(e->file, "<shim>") == 0;
+}
+
 /* Walks one thread's frames into w->frames. Returns the frame count or
  * -errno; *truncated when max_depth stopped it. */
 static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecache *cc,
@@ -335,6 +342,17 @@ static int walk_thread(struct py_walker *w, struct py_proc *p, struct py_codecac
     int err = 0;
     struct py_code *e = python_code_get(cc, p, code, &err);
     if (!e) return err ? err : -EINVAL;
+    /* 3.12's entry frame lives on the C stack, and CPython links a new
+     * _PyCFrame (tstate->cframe) before it fills in the frame, so a read
+     * racing a call from C (the collector calling gc.callbacks, over and
+     * over from the same C depth) can find an owner byte left there by an
+     * earlier call. Its code object says what it is: the interpreter's
+     * trampoline is only ever an entry frame's. */
+    if (o->skip_owner3 && is_trampoline(e)) {
+      if (n) w->frames[n - 1].entry = true;
+      frame = back;
+      continue;
+    }
     int64_t addrq;
     if (o->walk == PY_WALK_FRAMEOBJ) {
       int32_t lasti;
