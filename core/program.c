@@ -6,7 +6,6 @@
  */
 #include "program.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -23,13 +22,13 @@
 #include "output/formats.h"
 #include "output/html.h"
 #include "polyprof/kit/proc.h"
+#include "polyprof/kit/proc_tree.h"
 #include "profile_marker.h"
 #include "profile_mode.h"
 #include "rootless.h"
 
 #define PROGRAM_SCAN_MS 100   /* children and execs are seen this fast */
 #define PROGRAM_MAX_PIDS 4096 /* processes of one program followed at once */
-#define PROGRAM_MAX_PROCS 1048576
 
 static bool parse_long_in(const char *s, long lo, long hi, long *out) {
   if (!s || !*s) return false;
@@ -179,69 +178,6 @@ int pp_program_setup(struct pp_program *pr, const struct pp_cli *cli, struct pp_
   return open_output(pr, command);
 }
 
-/* --- the process tree --------------------------------------------------- */
-
-struct proc_link {
-  uint32_t pid, ppid;
-};
-
-static int by_ppid(const void *x, const void *y) {
-  const struct proc_link *a = x, *b = y;
-  return a->ppid < b->ppid ? -1 : a->ppid > b->ppid;
-}
-
-size_t pp_program_descendants(pid_t root, uint32_t *out, size_t cap) {
-  DIR *d = opendir("/proc");
-  if (!d) return 0;
-  struct proc_link *links = NULL;
-  size_t n = 0, lcap = 0;
-  struct dirent *de;
-  while ((de = readdir(d)) && n < PROGRAM_MAX_PROCS) {
-    long pid;
-    if (!parse_long_in(de->d_name, 1, 0x7fffffff, &pid)) continue;
-    char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    if (pp_read_file(path, buf, sizeof(buf), NULL) < 0) continue;
-    /* "pid (comm) S ppid": the comm may hold ')' and spaces */
-    const char *p = strrchr(buf, ')');
-    long ppid;
-    if (!p || sscanf(p + 1, " %*c %ld", &ppid) != 1 || ppid <= 0) continue;
-    if (n == lcap) {
-      size_t nc = lcap ? lcap * 2 : 1024;
-      struct proc_link *g = realloc(links, nc * sizeof(*g));
-      if (!g) break;
-      links = g;
-      lcap = nc;
-    }
-    links[n++] = (struct proc_link){(uint32_t)pid, (uint32_t)ppid};
-  }
-  closedir(d);
-  if (!n) {
-    free(links);
-    return 0;
-  }
-  qsort(links, n, sizeof(*links), by_ppid);
-  /* breadth first from root: out[] is its own queue */
-  size_t got = 0, next = 0;
-  uint32_t parent = (uint32_t)root;
-  for (;;) {
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-      size_t mid = (lo + hi) / 2;
-      if (links[mid].ppid < parent)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
-    for (size_t i = lo; i < n && links[i].ppid == parent && got < cap; i++)
-      out[got++] = links[i].pid;
-    if (next == got) break;
-    parent = out[next++];
-  }
-  free(links);
-  return got;
-}
-
 int pp_program_check_pid(long pid, char *err, size_t cap) {
   char path[64], comm[64] = "?";
   struct stat st;
@@ -314,7 +250,7 @@ static bool hook_poll(void *ctx, struct pp_agent *a) {
   uint64_t now = now_ms();
   if (!pr->follow_children || now < hs->next_tree_ms) return false;
   hs->pids[0] = (uint32_t)pr->root;
-  size_t n = 1 + pp_program_descendants(pr->root, hs->pids + 1, PROGRAM_MAX_PIDS - 1);
+  size_t n = 1 + pp_proc_descendants((uint32_t)pr->root, hs->pids + 1, PROGRAM_MAX_PIDS - 1);
   /* the walk reads every process's stat: on a host with many processes it
    * is done less often, so that it costs at most ~5% of one CPU */
   uint64_t spent = now_ms() - now, gap = spent * 20;
@@ -448,6 +384,9 @@ int pp_program_profile(struct pp_program *pr, struct pp_config *cfg) {
     return 1;
   }
   hs->pr = pr;
+  /* perf keeps its samples of the subprocesses too, from their first
+   * moments: the descendant walk of hook_poll is for the runtime plugins */
+  if (pr->follow_children) pp_config_add_flag(cfg, "--perf-follow-children", NULL, false);
   pids[0] = (uint32_t)pr->root;
   free(cfg->pids);
   cfg->pids = pids;

@@ -66,9 +66,6 @@ void pp_program_discard(struct pp_program *pr);
  * naming the pid ("no process 123", "pid 1 belongs to root, not to you"). */
 int pp_program_check_pid(long pid, char *err, size_t cap);
 
-/* Descendants of root (not root), at most cap; how many were stored. */
-size_t pp_program_descendants(pid_t root, uint32_t *out, size_t cap);
-
 /* The single PID operand of attach and dump, checked as above; -1 with the
  * reason on stderr. */
 long pp_program_pid_operand(const struct pp_cli *cli, const char *command);

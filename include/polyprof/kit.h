@@ -28,6 +28,7 @@
 #include "polyprof/kit/options.h"      /* option values, defaults from the options table */
 #include "polyprof/kit/perfmap.h"      /* perf maps (perf-PID.map) */
 #include "polyprof/kit/proc.h"         /* small bounded /proc readers */
+#include "polyprof/kit/proc_tree.h"    /* the processes below one process */
 #include "polyprof/kit/remote.h"       /* reading another process's memory, its modules */
 #include "polyprof/kit/stack_table.h"  /* (pid, tid, comm, frames) -> count, emitted at once */
 #include "polyprof/kit/target_files.h" /* the one safe way into a target's files */

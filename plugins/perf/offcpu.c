@@ -239,12 +239,7 @@ static void on_switch_out_sample(struct perf_state *st, struct perf_offcpu *o, c
   uint32_t pid = pt[0], tid = pt[1];
   o->switches++;
   if (!tid || pid == st->self_pid) return; /* the idle task; ourselves */
-  if (st->npids) {
-    bool want = false;
-    for (size_t i = 0; i < st->npids && !want; i++)
-      want = st->pids[i] == pid;
-    if (!want) return;
-  }
+  if (!perf_pid_wanted(st, pid)) return;
   struct offcpu_entry *e = find(o, tid);
   if (!e) {
     if (!o->nfree || o->n >= o->max) {

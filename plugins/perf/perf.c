@@ -71,6 +71,11 @@ static const struct pp_option options[] = {
      .type = PP_OPT_LIST,
      .default_value = NULL,
      .help = "only keep samples of these processes (host pids); empty: every process"},
+    {.key = "follow_children",
+     .type = PP_OPT_BOOL,
+     .default_value = "false",
+     .help = "with pids: keep the samples of every process they start too, however deep "
+             "(set by polyprof run, and attach --subprocesses)"},
     {.key = "kernel",
      .type = PP_OPT_BOOL,
      .default_value = "true",
@@ -244,6 +249,11 @@ static int perf_init(const struct pp_host *host, void **out) {
       st->pids[st->npids++] = (uint32_t)v;
     }
   }
+  if (perf_follow_init(st, OPT_BOOL(host, "follow_children")) < 0) {
+    free(st->pids);
+    free(st);
+    return -ENOMEM;
+  }
   perf_procs_init(&st->procs, (size_t)OPT_INT(host, "max_processes"),
                   (size_t)OPT_INT(host, "max_maps"));
   perf_dsos_init(&st->dsos, (size_t)OPT_INT(host, "symbol_cache_mb") << 20,
@@ -364,6 +374,8 @@ static int perf_start(void *state, struct pp_session *session) {
       .max_stack = (uint16_t)st->max_depth,
   };
   if (st->mode != PERF_MODE_FP && !st->unwind && perf_unwind_init(&st->unwind) < 0) return -ENOMEM;
+  /* the children started before now: per-task events open on them too */
+  perf_follow_scan(st);
   cfg.pids = st->pids;
   cfg.npids = st->npids;
   char err[512];
@@ -392,6 +404,7 @@ static int perf_start(void *state, struct pp_session *session) {
    * would otherwise spend ~100 ms on /proc/kallsyms while the rings fill. */
   if (st->kernel && !st->ev.kernel_refused) perf_sym_kernel(st, 0);
   perf_events_enable(&st->ev);
+  perf_follow_scan(st); /* the ones forked before the events saw FORK records */
   st->running = true;
   /* profile types (ABI 1.3): a host before it sends no bits, meaning cpu */
   st->cpu_on = !(session->flags & PP_SESSION_NO_CPU);
@@ -542,6 +555,7 @@ static void perf_fini(void *state) {
   perf_offcpu_fini(&st->offcpu);
   perf_unwind_fini(st->unwind);
   free(st->pids);
+  free(st->pids_given);
   free(st);
 }
 

@@ -22,6 +22,7 @@
  *   alloc.c      native allocation profile: uprobes on the allocator of
  *                the given pids, sampled, weighted by bytes
  *   alloc_probes.c the allocator libraries a process maps, their functions
+ *   follow.c     the pids sampled: the ones given, and the processes they start
  *   idmap.h      the integer-keyed hash map of processes, threads, objects
  */
 #ifndef PERF_PLUGIN_H
@@ -126,6 +127,22 @@ void perf_events_close(struct perf_events *ev);
 /* Hands every complete record of all rings to fn, oldest first (by
  * timestamp across CPUs), and frees the ring space. Returns records read. */
 size_t perf_events_drain(struct perf_events *ev, perf_record_fn fn, void *arg);
+
+/* ---------------- follow.c ---------------- */
+
+struct perf_state;
+/* After perf.pids is read: sorts it and remembers it as the pids given;
+ * follow_children (with pids) makes their descendants wanted too. 0 or
+ * -ENOMEM. */
+int perf_follow_init(struct perf_state *st, bool follow_children);
+/* Adds the descendants /proc shows now (follow_children only). */
+void perf_follow_scan(struct perf_state *st);
+/* FORK and EXIT records: a process started by a wanted one is wanted; a
+ * followed one that exits is not any more. */
+void perf_follow_fork(struct perf_state *st, uint32_t pid, uint32_t ppid);
+void perf_follow_exit(struct perf_state *st, uint32_t pid, uint32_t tid);
+/* Samples of pid are kept: no pids given, or pid is one of the set. */
+bool perf_pid_wanted(const struct perf_state *st, uint32_t pid);
 
 /* ---------------- unwind tables (the kit's debug_frame.h) ---------------- */
 
@@ -468,8 +485,13 @@ struct perf_state {
   uint64_t event_period;
   bool kernel;
   uint32_t max_depth;
+  /* the processes sampled (none: all), sorted, with the children followed
+   * beyond the ones given (follow.c) */
   uint32_t *pids;
-  size_t npids;
+  size_t npids, pids_cap;
+  uint32_t *pids_given;
+  size_t npids_given;
+  bool follow_children, follow_full_logged;
   size_t perfmap_max_bytes;
   /* sampling */
   struct perf_events ev;

@@ -13,13 +13,6 @@
 
 #include "perf.h"
 
-static bool pid_wanted(const struct perf_state *st, uint32_t pid) {
-  if (!st->npids) return true;
-  for (size_t i = 0; i < st->npids; i++)
-    if (st->pids[i] == pid) return true;
-  return false;
-}
-
 /* ---- records ---- */
 
 struct sample_view {
@@ -108,7 +101,7 @@ static void handle_sample(struct perf_state *st, const uint8_t *rec, size_t size
     st->ev.malformed++;
     return;
   }
-  if (!pid_wanted(st, v.pid)) {
+  if (!perf_pid_wanted(st, v.pid)) {
     st->filtered++;
     return;
   }
@@ -244,10 +237,13 @@ static void on_record(void *arg, const struct perf_event_header *h, const uint8_
       uint32_t v[4]; /* pid, ppid, tid, ptid */
       memcpy(v, rec + hs, 16);
       if (v[0] == 0) break; /* task outside our pid namespace */
-      if (h->type == PERF_RECORD_FORK)
+      if (h->type == PERF_RECORD_FORK) {
+        perf_follow_fork(st, v[0], v[1]);
         perf_proc_on_fork(st, v[0], v[1], v[2], v[3]);
-      else
+      } else {
+        perf_follow_exit(st, v[0], v[2]);
         perf_proc_on_exit(st, v[0], v[2]);
+      }
       break;
     }
     case PERF_RECORD_LOST: {

@@ -1,13 +1,14 @@
 """polyprof run -- CMD on real programs: the known 3:1 split of Python,
 Ruby, PHP, Java, Node.js and a native C program (perf's symbols) printed as
 a table (parsed back), children followed (a program started through
-`timeout`), --no-subprocesses, the program's exit status kept, --format
+`timeout`, perf's samples of it included), --no-subprocesses, the program's exit status kept, --format
 collapsed plain, --output replaced whole, Ctrl-C still prints, SIGTERM,
 SIGHUP, SIGQUIT and a SIGINT sent to polyprof alone passed on to the program
 (a Ctrl-C on its terminal not doubled), and a run as an unprivileged
 user on its own program."""
 import fcntl
 import os
+import re
 import resource
 import shutil
 import signal
@@ -115,6 +116,32 @@ rows = cmdutil.parse_table(r.stdout)
 check(r.returncode == 0 and any(x["function"] == "main" and x["where"] == hot and x["runtime"] == "native" for x in rows),
       "native program: main, in the binary, [native]")
 cmdutil.check_split(rows, "hot_a", "hot_b", "native (perf)", key="self")
+
+
+def perf_samples(stderr):
+    m = re.search(r" perf (\d+) samples = ", stderr)
+    return int(m.group(1)) if m else 0
+
+
+# through `timeout` the program is polyprof's grandchild, started before perf
+# looks or just after: perf keeps its samples all the same (native and the
+# native side of Python), but not with --no-subprocesses
+r = cmdutil.polyprof("run", "--", "timeout", "3", hot, "10")
+print(r.stdout[-600:], r.stderr[-400:])
+rows = cmdutil.parse_table(r.stdout)
+mine = sum(x["self"] for x in rows if x["function"] in ("hot_a", "hot_b") and x["where"] == hot)
+check(r.returncode == 124 and mine >= 0.5 * perf_samples(r.stderr) and mine >= 300,
+      "timeout 3 native: perf's samples are the grandchild's (hot_a + hot_b %d of %d)"
+      % (mine, perf_samples(r.stderr)))
+cmdutil.check_split(rows, "hot_a", "hot_b", "native under timeout (perf)", key="self")
+r = cmdutil.polyprof("run", "--", "timeout", "3", sys.executable, "-c", "while 1: pass")
+print(r.stdout[-400:], r.stderr[-400:])
+check(r.returncode == 124 and perf_samples(r.stderr) >= 300,
+      "timeout 3 python: perf samples the grandchild too (%d)" % perf_samples(r.stderr))
+r = cmdutil.polyprof("run", "--no-subprocesses", "--", "timeout", "2", hot, "10")
+print(r.stderr[-300:])
+check(r.returncode == 124 and not any(x["function"] == "hot_a" for x in cmdutil.parse_table(r.stdout)),
+      "--no-subprocesses: timeout's child is not sampled")
 
 # -d shorter than the program: the table when -d runs out, then the program's status
 t0 = time.time()
