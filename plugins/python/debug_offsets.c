@@ -44,6 +44,7 @@ struct dbg_layout {
   uint16_t is_size, is_next, is_threads_head, is_gc, is_ceval_gil, is_gil_state, is_gil_locked,
       is_gil_holder, is_code_gen;
   uint16_t ts_size, ts_next, ts_interp, ts_current_frame, ts_thread_id, ts_native_tid, ts_chunk;
+  uint16_t ts_current_exception, ts_exc_state, err_exc_value; /* 3.15+ */
   uint16_t fr_size, fr_previous, fr_executable, fr_instr_ptr, fr_localsplus, fr_owner,
       fr_tlbc_index;
   uint16_t co_size, co_filename, co_name, co_qualname, co_linetable, co_firstlineno, co_adaptive,
@@ -167,6 +168,9 @@ static const struct dbg_layout dbg_layouts[] = {
      .ts_thread_id = 240,
      .ts_native_tid = 248,
      .ts_chunk = 256,
+     .ts_current_exception = 288,
+     .ts_exc_state = 296,
+     .err_exc_value = 304,
      .fr_size = 312,
      .fr_previous = 320,
      .fr_executable = 328,
@@ -365,6 +369,20 @@ int python_offsets_from_debug(const uint8_t *dbg, size_t len, struct py_offsets 
     o.gil_holder = holder - gil_state;
     o.gil_locked = locked - gil_state;
     o.fr_tlbc_index = o.co_tlbc = 0;
+  }
+  /* exception mode (3.15+): the exception being raised, and the one the
+   * thread's own stack item holds (sys.exc_info() outside generators) */
+  if (L->ts_current_exception) {
+    uint32_t cur = field(&ps, L->ts_current_exception, 8, ts, "thread_state", "current_exception");
+    uint32_t st = field(&ps, L->ts_exc_state, 8, ts, "thread_state", "exc_state");
+    uint64_t ev = u64_at(dbg, L->err_exc_value);
+    if (!ps.bad && (ev > 64 || st + ev + 8 > ts)) {
+      snprintf(why, whylen, "err_stackitem.exc_value (%" PRIu64 ") beyond thread_state.size", ev);
+      return -EINVAL;
+    }
+    o.ts_curexc = cur;
+    o.ts_exc_info = st + (uint32_t)ev;
+    o.ts_exc_inline = true;
   }
   if (ps.bad) return -EINVAL;
   /* asyncio reads frames' locals and a coroutine's frame inside its

@@ -34,6 +34,7 @@ struct img_positions {
       is_code_gen, is_tlbc_gen;
   size_t ts_size, ts_prev, ts_next, ts_interp, ts_current_frame, ts_thread_id, ts_native_tid,
       ts_chunk, ts_status;
+  size_t ts_current_exception, ts_exc_state, err_exc_value; /* 3.15+ */
   size_t fr_size, fr_previous, fr_executable, fr_instr_ptr, fr_localsplus, fr_owner,
       fr_stackpointer, fr_tlbc_index;
   size_t co_size, co_filename, co_name, co_qualname, co_linetable, co_firstlineno, co_argcount,
@@ -200,6 +201,9 @@ static const struct img_positions IMG_POS_315 = {
     .ts_native_tid = 248,
     .ts_chunk = 256,
     .ts_status = 264,
+    .ts_current_exception = 288,
+    .ts_exc_state = 296,
+    .err_exc_value = 304,
     .fr_size = 312,
     .fr_previous = 320,
     .fr_executable = 328,
@@ -388,6 +392,9 @@ static const img_values IMG_VAL_315 = {
     .ts_native_tid = 184,
     .ts_chunk = 264,
     .ts_status = 32,
+    .ts_current_exception = 120,
+    .ts_exc_state = 136,
+    .err_exc_value = 0,
     .fr_size = 88,
     .fr_previous = 8,
     .fr_executable = 0,
@@ -456,7 +463,7 @@ static img_values img_free_threaded(const img_values *v) {
   X(is_builtins) X(is_ceval_gil) X(is_gil_state) X(is_gil_enabled) X(is_gil_locked)                \
   X(is_gil_holder) X(is_code_gen) X(is_tlbc_gen) X(ts_size) X(ts_prev) X(ts_next)                  \
   X(ts_interp) X(ts_current_frame) X(ts_thread_id) X(ts_native_tid) X(ts_chunk)                    \
-  X(ts_status) X(fr_size) X(fr_previous) X(fr_executable) X(fr_instr_ptr)                          \
+  X(ts_status) X(ts_current_exception) X(ts_exc_state) X(err_exc_value) X(fr_size) X(fr_previous) X(fr_executable) X(fr_instr_ptr)                          \
   X(fr_localsplus) X(fr_owner) X(fr_stackpointer) X(fr_tlbc_index) X(co_size)                      \
   X(co_filename) X(co_name) X(co_qualname) X(co_linetable) X(co_firstlineno)                       \
   X(co_argcount) X(co_localsplusnames) X(co_localspluskinds) X(co_adaptive) X(co_tlbc)             \

@@ -102,7 +102,8 @@ static int attach_image(struct img *m, struct py_proc *p, char *why, size_t whyl
   if (rc < 0) return rc;
   rc = python_setup_from_debug(p, m->runtime, dbg, sizeof(dbg), why, whylen);
   if (rc < 0) return rc;
-  p->pycode_type = m->code_type; /* locate takes it from the ELF symbol */
+  p->pycode_type = m->code_type; /* locate takes these from ELF symbols */
+  p->none_addr = m->none;
   return python_validate(p);
 }
 
@@ -304,6 +305,51 @@ static void use_tlbc_copy(struct img *m, uint8_t *ts, uint64_t leaf_code) {
   img_put32(f, m->val.fr_tlbc_index, 1);
 }
 
+/* The same image read from another process: a forked child holds a copy
+ * of it at the same addresses, and p is pointed at the child's pid, so
+ * every read crosses processes as it does on a real target. */
+static void from_child(struct py_proc *p, struct img *m, uint32_t tid) {
+  int ready[2];
+  if (pipe(ready) < 0) return;
+  pid_t child = fork();
+  if (child == 0) {
+    close(ready[0]);
+    (void)!write(ready[1], "r", 1);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char b;
+  CHECK(child > 0 && read(ready[0], &b, 1) == 1);
+  close(ready[0]);
+  if (child <= 0) return;
+  /* scribble on our own copy: the names must come from the child's */
+  uint64_t runtime_cookie;
+  memcpy(&runtime_cookie, (void *)(uintptr_t)m->runtime, 8);
+  memset((void *)(uintptr_t)m->runtime, 0, 8);
+  struct py_proc q;
+  char why[160] = "";
+  uint8_t dbg[PY_DEBUG_OFFSETS_READ];
+  memset(&q, 0, sizeof(q));
+  q.pid = q.ns_pid = (uint32_t)child;
+  q.pthread_tid_off = -1;
+  CHECK_EQ_INT(pp_remote_read(child, m->runtime, dbg, sizeof(dbg)), 0);
+  CHECK_EQ_INT(python_setup_from_debug(&q, m->runtime, dbg, sizeof(dbg), why, sizeof(why)), 0);
+  q.pycode_type = p->pycode_type;
+  CHECK_EQ_INT(python_validate(&q), 0);
+  struct py_codecache *cc = python_codecache_new(64);
+  struct collected c;
+  struct py_sample_result res;
+  CHECK_EQ_INT(sample(&q, cc, PY_ALL_THREADS, &c, &res), 0);
+  CHECK_EQ_INT(c.stacks, 1);
+  CHECK_EQ_INT(c.tids[0], tid);
+  check_stack(&c, STACK_314, N314);
+  python_codecache_free(cc);
+  memcpy((void *)(uintptr_t)m->runtime, &runtime_cookie, 8);
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+}
+
 /* One image of a given layout, values and version: located, its stack
  * read back exactly (names, files, lines, tid), in every mode. */
 static void image_variant(const char *label, const struct img_positions *pos, const img_values *val,
@@ -338,6 +384,7 @@ static void image_variant(const char *label, const struct img_positions *pos, co
   CHECK_EQ_INT(c.stacks, 1);
   CHECK_EQ_INT(c.tids[0], 5150);
   check_stack(&c, STACK_314, N314);
+  from_child(&p, &m, 5150);
 
   uint8_t *is = img_interp(&m);
   img_put64(is, m.val.is_gil_holder, img_addr(main_ts));
@@ -369,6 +416,24 @@ static void image_variant(const char *label, const struct img_positions *pos, co
     CHECK_EQ_INT(sample_gc(&p, cc, PY_ALL_THREADS, true, &c, &res), 0);
     CHECK_EQ_INT(c.n, N314 + 1);
     CHECK_EQ_STR(c.f[0].name, "<GC>");
+  }
+  if (pos->ts_current_exception) {
+    /* exception mode (3.15+): raising, or handling in a plain frame */
+    uint64_t exc = img_addr(img_alloc(&m, 64));
+    CHECK_EQ_INT(sample(&p, cc, PY_EXCEPTION_THREADS, &c, &res), 0);
+    CHECK_EQ_INT(c.stacks, 0);
+    img_put64(main_ts, m.val.ts_current_exception, exc);
+    CHECK_EQ_INT(sample(&p, cc, PY_EXCEPTION_THREADS, &c, &res), 0);
+    CHECK_EQ_INT(c.stacks, 1);
+    CHECK_EQ_INT(c.tids[0], 5150);
+    img_put64(main_ts, m.val.ts_current_exception, 0);
+    img_put64(main_ts, m.val.ts_exc_state + m.val.err_exc_value, exc);
+    CHECK_EQ_INT(sample(&p, cc, PY_EXCEPTION_THREADS, &c, &res), 0);
+    CHECK_EQ_INT(c.stacks, 1);
+    check_stack(&c, STACK_314, N314);
+    img_put64(main_ts, m.val.ts_exc_state + m.val.err_exc_value, m.none);
+    CHECK_EQ_INT(sample(&p, cc, PY_EXCEPTION_THREADS, &c, &res), 0);
+    CHECK_EQ_INT(c.stacks, 0); /* None: not handling one */
   }
   dump_seed(label, m.runtime, pos->total);
   python_codecache_free(cc);
