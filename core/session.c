@@ -332,7 +332,12 @@ static void scan_targets(struct pp_agent *a, bool recheck) {
   if (listing) rc = pp_targets_scan(a->targets, recheck, queue_target, a);
   if (rc < 0) pp_log(PP_LOG_WARNING, "polyprof", "/proc scan failed: %s", strerror(-rc));
   flush_targets(a);
-  a->young_due_ms = pp_targets_young(a->targets) ? a->last_update_ms + PP_TARGETS_YOUNG_TICK_MS : 0;
+  /* an update classifies only the processes that changed: the young ones
+   * keep their own schedule, which a stream of execs must not push back */
+  if (!pp_targets_young(a->targets))
+    a->young_due_ms = 0;
+  else if (!a->young_due_ms)
+    a->young_due_ms = a->last_update_ms + PP_TARGETS_YOUNG_TICK_MS;
 }
 
 /* Between scans, a process that started (or exec'd) moments ago and is no
@@ -756,9 +761,8 @@ static int agent_run(struct pp_config *cfg, pp_config_loader reload, void *reloa
         next_scan = now + scan_ms;
       } else if (a->events_due_ms && now >= a->events_due_ms) {
         scan_targets(a, false); /* an exec: its plugin hears of it now */
-      } else if (a->young_due_ms && now >= a->young_due_ms) {
-        recheck_young(a);
       }
+      if (a->young_due_ms && now >= a->young_due_ms) recheck_young(a);
       if (hooks && hooks->poll(hooks->ctx, a)) {
         program_done = true;
         break;
