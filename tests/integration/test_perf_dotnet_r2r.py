@@ -11,9 +11,10 @@ and sorting in framework code) framework-dependent on the installed
 runtime, and self-contained on .NET 8, 9 and 10 (scripts/install-deps.sh
 test), with tiered compilation off so that the framework's precompiled
 code is what runs (tiering would soon replace the hottest of it with JIT
-code, which the perf map names). One agent session in perfmap mode: perf
-samples, the runtime writes its perf map for the workload's own (JIT)
-methods. Per target: framework methods named under the workload's
+code, which the perf map names). A first session with perf alone (the
+dotnet plugin off): the framework's methods named, no perf map written.
+Then one session in perfmap mode: perf samples, the runtime writes its
+perf map for the workload's own (JIT) methods. Per target: framework methods named under the workload's
 JIT-named frames, with the .NET suffix; almost no frame left as a .dll
 path; perf's counters say so.
 """
@@ -60,6 +61,24 @@ def main():
     try:
         for p in targets.values():
             p.stdout.readline()
+        # perf alone first (the dotnet plugin off): the framework is named
+        # from the files, the targets asked nothing (no perf map appears)
+        alone = pputil.tempdir("ppperf-r2r-alone-")
+        p = pputil.run_agent(alone, pputil.PLUGIN_DIR, "--no-dotnet", "-f", "99", "--no-python",
+                             "--no-ruby", "--no-java", "--pids",
+                             ",".join(str(t.pid) for t in targets.values()), duration=3,
+                             timeout=120)
+        check(p.returncode == 0, "perf alone: agent exits 0 (rc=%s)" % p.returncode)
+        maps = [t.pid for t in targets.values() if os.path.exists("/tmp/perf-%d.map" % t.pid)]
+        check(not maps, "perf alone: no target wrote a perf map (%s)" % maps)
+        alone_names = set()
+        for c in os.listdir(alone):
+            if c.startswith("profile_") and c.endswith(".col"):
+                for frames, _ in pputil.parse_col(os.path.join(alone, c))[1]:
+                    alone_names.update(f for f in frames if f.endswith("_[net]"))
+        for ns in SPACES:
+            check(any(f.startswith(ns) for f in alone_names),
+                  "perf alone: %s* methods named from the images" % ns)
         outdir = pputil.tempdir("ppperf-r2r-")
         p = pputil.run_agent(outdir, pputil.PLUGIN_DIR, "--dotnet-mode", "perfmap", "-f", "99",
                              "--no-python", "--no-ruby", "--no-java", "--pids",
@@ -69,6 +88,8 @@ def main():
     finally:
         for t in targets.values():
             pputil.kill(t)
+            if os.path.exists("/tmp/perf-%d.map" % t.pid):
+                os.unlink("/tmp/perf-%d.map" % t.pid)
     cols = sorted(f for f in os.listdir(outdir) if f.startswith("profile_") and f.endswith(".col"))
     check(len(cols) >= 1, "a profile written")
     if not cols:
