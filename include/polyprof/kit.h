@@ -26,6 +26,7 @@
 #include "polyprof/kit/log.h"          /* PP_LOG and friends, the clock */
 #include "polyprof/kit/maps.h"         /* /proc/PID/maps */
 #include "polyprof/kit/options.h"      /* option values, defaults from the options table */
+#include "polyprof/kit/pe_r2r.h"       /* names of precompiled .NET code (ReadyToRun images) */
 #include "polyprof/kit/perfmap.h"      /* perf maps (perf-PID.map) */
 #include "polyprof/kit/proc.h"         /* small bounded /proc readers */
 #include "polyprof/kit/proc_tree.h"    /* the processes below one process */
