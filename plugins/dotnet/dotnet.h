@@ -75,11 +75,12 @@ struct dotnet_state {
 
 /* What the perf map costs a target and how perf samples it (perfmap). */
 struct dotnet_perfmap_cost {
-  uint64_t first_ns, since_ns;    /* enabled; last report */
-  uint64_t cpu_ns0, diag_cpu_ns0; /* process and diagnostics-thread CPU at since_ns */
-  uint64_t map_offset, map_lines; /* the map counted so far (bytes, lines) */
-  uint64_t lines_reported;
-  bool reported; /* the first report (at info) was made */
+  uint64_t first_ns, since_ns;           /* enabled; last report */
+  uint64_t cpu_ns0, diag_cpu_ns0;        /* process and diagnostics-thread CPU at since_ns */
+  uint64_t map_offset, map_lines;        /* the map counted so far (bytes, lines) */
+  uint64_t lines_reported;               /* at the last log line */
+  uint64_t lines_counted, bytes_counted; /* at the last snapshot's counters */
+  bool reported;                         /* the first report (at info) was made */
 };
 
 /* What the target table holds for an attached process (t->data). */
@@ -115,8 +116,9 @@ struct pp_target_entry;
  * retry, PP_ATTACH_FAIL for a runtime before .NET 8). */
 int dotnet_perfmap_enable(struct dotnet_state *st, struct pp_target_entry *e,
                           struct dotnet_target *t);
-/* At a snapshot: counters, and the achieved rate and the target's cost
- * logged (at info once after a few seconds, then at debug). */
+/* The achieved rate and the target's cost logged: from tick() (sink
+ * NULL) once, at info, when it has run a few seconds; at each snapshot at
+ * debug level, with the counters. */
 void dotnet_perfmap_report(struct dotnet_state *st, struct dotnet_target *t, struct pp_sink *sink,
                            bool exited);
 /* DisablePerfMap (the process still runs). */

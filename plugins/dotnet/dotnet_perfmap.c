@@ -142,10 +142,16 @@ void dotnet_perfmap_report(struct dotnet_state *st, struct dotnet_target *t, str
   struct dotnet_perfmap_cost *c = &t->pm;
   if (!t->perfmap || !c->first_ns) return;
   uint64_t now = pp_clock_ns();
-  uint64_t lines0 = c->map_lines, bytes0 = c->map_offset;
+  /* from tick() (no sink): the first report, as soon as it is due, so a
+   * process shorter than a session has one too */
+  if (!sink && (c->reported || now - c->first_ns < REPORT_AFTER_NS)) return;
   count_map(t);
-  h->add_counter(sink, "perfmap_lines", c->map_lines - lines0);
-  h->add_counter(sink, "perfmap_bytes", c->map_offset - bytes0);
+  if (sink) {
+    h->add_counter(sink, "perfmap_lines", c->map_lines - c->lines_counted);
+    h->add_counter(sink, "perfmap_bytes", c->map_offset - c->bytes_counted);
+    c->lines_counted = c->map_lines;
+    c->bytes_counted = c->map_offset;
+  }
   if (exited || now <= c->since_ns) return; /* its /proc is gone: no CPU to read */
   uint64_t cpu = dotnet_process_cpu_ns(t->pid);
   uint64_t diag = dotnet_thread_cpu_ns(t->pid, ".NET EventPipe");

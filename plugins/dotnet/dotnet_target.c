@@ -259,6 +259,7 @@ void dotnet_targets_pump(struct dotnet_state *st) {
       continue;
     }
     if (d->exited) continue;
+    if (t->perfmap) dotnet_perfmap_report(st, t, NULL, false);
     if (t->cur && t->cur->fd >= 0 && dotnet_session_pump(t->cur, PUMP_BYTES_PER_TICK) &&
         !t->logged_eof) {
       t->logged_eof = true;
