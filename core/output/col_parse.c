@@ -267,6 +267,74 @@ static uint32_t intern_span(struct parser *ps, struct span s) {
   return pp_profile_intern(ps->out, s.s, s.n);
 }
 
+/* "FILE:LINE" at the end of s (LINE as pp_frame_format writes it: digits,
+ * no leading zero, not 0) -> file and line; false if it does not end so. */
+static bool split_line(struct span s, struct span *file, uint32_t *line) {
+  size_t i = s.n;
+  while (i > 0 && s.s[i - 1] >= '0' && s.s[i - 1] <= '9')
+    i--;
+  struct span digits = {s.s + i, s.n - i};
+  uint64_t v;
+  if (i < 2 || s.s[i - 1] != ':' || !digits.n || digits.s[0] == '0' ||
+      !parse_uint(digits, UINT32_MAX, &v))
+    return false;
+  *file = (struct span){s.s, i - 1};
+  *line = (uint32_t)v;
+  return true;
+}
+
+/* The last occurrence of sep in s, or SIZE_MAX. */
+static size_t last_of(struct span s, const char *sep) {
+  size_t n = strlen(sep);
+  for (size_t i = s.n >= n ? s.n - n + 1 : 0; i-- > 0;)
+    if (memcmp(s.s + i, sep, n) == 0) return i;
+  return SIZE_MAX;
+}
+
+/* The inverse of pp_frame_format's layouts, so that a converted profile has
+ * the name, file and line a live one has: "name (file:line)" or "name
+ * (file)" (Python, JavaScript), "name - file:line" (Ruby), "name file:line"
+ * (PHP). The text is cut at the separator the writer puts back, so a .col
+ * written again is the same text. False when f has no such location. */
+static bool split_location(struct span f, uint32_t kind, struct span *name, struct span *file,
+                           uint32_t *line) {
+  *line = 0;
+  size_t at;
+  if (kind == PP_FRAME_PYTHON || pp_frame_kind_is_js(kind)) {
+    if (!ends_with(f, ")", 1) || (at = last_of(f, " (")) == SIZE_MAX) return false;
+    struct span loc = {f.s + at + 2, f.n - at - 3};
+    if (!loc.n) return false;
+    if (!split_line(loc, file, line)) *file = loc;
+  } else if (kind == PP_FRAME_RUBY || kind == PP_FRAME_PHP) {
+    const char *sep = kind == PP_FRAME_RUBY ? " - " : " ";
+    if ((at = last_of(f, sep)) == SIZE_MAX) return false;
+    struct span loc = {f.s + at + strlen(sep), f.n - at - strlen(sep)};
+    /* Ruby's writer puts ":0" for an unknown line */
+    if (kind == PP_FRAME_RUBY && ends_with(loc, ":0", 2) && loc.n > 2) {
+      *file = (struct span){loc.s, loc.n - 2};
+    } else if (!split_line(loc, file, line)) {
+      return false;
+    }
+  } else {
+    return false;
+  }
+  if (!file->n || !at) return false;
+  *name = (struct span){f.s, at};
+  return true;
+}
+
+/* A frame without a suffix that ends in " (file:line)" is JavaScript: the
+ * writer gives V8's plain frames no suffix and that location, which no
+ * native symbol ends with. */
+static bool looks_js(struct span f) {
+  size_t at;
+  struct span file;
+  uint32_t line;
+  if (!ends_with(f, ")", 1) || (at = last_of(f, " (")) == SIZE_MAX || !at) return false;
+  struct span loc = {f.s + at + 2, f.n - at - 3};
+  return split_line(loc, &file, &line) && file.n && !memchr(file.s, ')', file.n);
+}
+
 static uint32_t frame_of(struct parser *ps, struct span f) {
   uint32_t kind = PP_FRAME_NATIVE;
   if ((starts_with(f, "[Profiling error: ") || starts_with(f, "[Profiling skipped: ")) &&
@@ -288,9 +356,16 @@ static uint32_t frame_of(struct parser *ps, struct span f) {
       kind = js_tier[kind - PP_FRAME_JAVA_JIT];
     }
   }
-  uint32_t name = intern_span(ps, f);
+  if (kind == PP_FRAME_NATIVE && looks_js(f)) kind = PP_FRAME_JS;
+  struct span fn = f, file = {NULL, 0};
+  uint32_t line = 0, file_id = PP_NO_STR;
+  if (split_location(f, kind, &fn, &file, &line)) {
+    file_id = intern_span(ps, file);
+    if (file_id == PP_NO_STR) return UINT32_MAX;
+  }
+  uint32_t name = intern_span(ps, fn);
   if (name == PP_NO_STR) return UINT32_MAX;
-  return pp_profile_intern_frame(ps->out, name, PP_NO_STR, 0, kind);
+  return pp_profile_intern_frame(ps->out, name, file_id, line, kind);
 }
 
 static uint32_t pid_for(struct parser *ps, const struct key *k) {

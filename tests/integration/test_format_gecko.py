@@ -60,9 +60,9 @@ def self_counts(t):
 
 
 py, py_cats = self_counts(threads["python3"])
-check(py == {"compute (calc.py:5)": 300, "render (tpl.py:8)": 150, "<GC>": 30},
+check(py == {"compute": 300, "render": 150, "<GC>": 30},
       "python3 self samples (%s)" % dict(py))
-check(py_cats["compute (calc.py:5)"][0] == "Python" and py_cats["<GC>"][0] == "GC",
+check(py_cats["compute"][0] == "Python" and py_cats["<GC>"][0] == "GC",
       "Python and GC categories (%s)" % py_cats)
 jv, jv_cats = self_counts(threads["java"])
 check(jv == {"com.acme.Worker.loop()V": 200}, "java self samples (%s)" % dict(jv))
@@ -71,7 +71,7 @@ check(jv_cats["com.acme.Worker.loop()V"][0] == "Java"
       and jcat["subcategories"][jv_cats["com.acme.Worker.loop()V"][1]] == "JIT",
       "Java JIT frame: Java/JIT (%s)" % jv_cats)
 rb, rb_cats = self_counts(threads["ruby"])
-check(rb_cats.get("work - app.rb:7", ("",))[0] == "Ruby", "Ruby category (%s)" % rb_cats)
+check(rb_cats.get("work", ("",))[0] == "Ruby", "Ruby category (%s)" % rb_cats)
 _, k_cats = self_counts(threads["swapper"])
 check(k_cats["do_idle"][0] == "Kernel", "kernel category (%s)" % k_cats)
 

@@ -145,6 +145,9 @@ check(len(doc["profiles"]) == 4, "one speedscope profile per process (%s)" % lis
 py = [x for n, x in prof.items() if n.startswith("python3")]
 check(py and sum(py[0]["weights"]) + sum(py[-1]["weights"]) >= 450, "python3 samples weighted")
 check(all(len(x["samples"]) == len(x["weights"]) for x in doc["profiles"]), "samples and weights line up")
-check("compute (calc.py:5)" in names and not any(n.endswith("_[p]") for n in names),
+check("compute" in names and not any(n.endswith("_[p]") for n in names),
       "frame names without .col suffixes")
+compute = [x for x in doc["shared"]["frames"] if x["name"] == "compute"]
+check(compute and compute[0].get("file") == "calc.py" and compute[0].get("line") == 5,
+      "a converted Python frame has its file and line apart (%s)" % compute[:1])
 pputil.finish()

@@ -4,7 +4,9 @@ test) bundles the profiler's import, upgrade and call-tree code and runs
 under Node.js 24. `polyprof run --format gecko` of a Python program with a
 known 3:1 split and a multi-runtime `convert --to gecko` are loaded in it;
 the profiler's own function table must give the split within 5 points and
-every thread's functions with the .col's self counts."""
+every thread's functions with the .col's self counts, by their names alone:
+the .col's runtime layouts ("name (file:line)", "name - file:line") come
+apart into name, file and line as in a live profile."""
 import json
 import os
 import subprocess
@@ -102,6 +104,24 @@ want = {"python3": {"compute": 300, "render": 150}, "java": {"com.acme.Worker.lo
 for thread, selfs in want.items():
     got = threads.get(thread, {})
     for fn, n in selfs.items():
-        s = [v[0] for k, v in got.items() if k == fn or k.startswith(fn + " ")]
-        check(s == [n], "thread %s: %s self %d in the profiler (got %s)" % (thread, fn, n, s))
+        s = [v[0] for k, v in got.items() if k == fn]
+        check(s == [n], "thread %s: %s self %d in the profiler, by its name alone (got %s)"
+              % (thread, fn, n, s))
+# the .col's "name (file:line)" and "name - file:line" come apart as in a live
+# profile: the function's name, its file, the frame's line
+with open(out) as f:
+    doc = json.load(f)
+located = {}
+for t in doc.get("threads", []):
+    strings = t.get("stringArray") or doc.get("shared", {}).get("stringArray", [])
+    ft, fr = t["funcTable"], t["frameTable"]
+    for func, line in zip(fr["func"], fr["line"]):
+        file_id = ft["fileName"][func]
+        located[(t["name"], strings[ft["name"][func]])] = (
+            strings[file_id] if file_id is not None else None, line)
+for key, where in {("python3", "compute"): ("calc.py", 5), ("python3", "main"): ("app.py", 10),
+                   ("ruby", "work"): ("app.rb", 7), ("ruby", "<main>"): ("app.rb", 3),
+                   ("node", "handle"): ("/srv/app.js", 20)}.items():
+    check(located.get(key) == where, "convert: %s %s is in %s at line %d (got %s)"
+          % (key[0], key[1], where[0], where[1], located.get(key)))
 pputil.finish()
