@@ -144,19 +144,25 @@ static int read_small(const char *path, char **out, size_t *len) {
   return 0;
 }
 
-int pp_k8s_meta_lookup(const char *root, const char *id, struct pp_k8s_meta *m) {
-  if (!id || !is_id(id)) return -EINVAL;
-  if (!root) root = "/proc/1/root";
-  /* bundle directory and the config.json path inside it, per runtime */
-  static const char *const dirs[][2] = {
-      {"/run/containerd/io.containerd.runtime.v2.task/k8s.io/", "/config.json"},
-      {"/run/containers/storage/overlay-containers/", "/userdata/config.json"},
-      {"/var/lib/containers/storage/overlay-containers/", "/userdata/config.json"},
-  };
+/* Bundle directories and the config.json path inside one, per runtime:
+ * containerd's first, then CRI-O's (which also holds pod sandboxes). */
+static const char *const bundle_dirs[][2] = {
+    {"/run/containerd/io.containerd.runtime.v2.task/k8s.io/", "/config.json"},
+    {"/run/containers/storage/overlay-containers/", "/userdata/config.json"},
+    {"/var/lib/containers/storage/overlay-containers/", "/userdata/config.json"},
+};
+#define CRIO_BUNDLE_DIRS 1 /* the first of CRI-O's in bundle_dirs */
+#define NBUNDLE_DIRS (sizeof(bundle_dirs) / sizeof(bundle_dirs[0]))
+
+/* The config.json of bundle `id` under root, from the first of dirs[from..]
+ * that has one `parse` accepts (0 from it); otherwise the last error, or
+ * -ENOENT when no bundle exists. */
+static int read_bundle_config(const char *root, size_t from, const char *id,
+                              int (*parse)(const char *text, size_t len, void *arg), void *arg) {
   int rc = -ENOENT;
-  for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+  for (size_t i = from; i < NBUNDLE_DIRS; i++) {
     char path[4096];
-    if (snprintf(path, sizeof(path), "%s%s%s%s", root, dirs[i][0], id, dirs[i][1]) >=
+    if (snprintf(path, sizeof(path), "%s%s%s%s", root, bundle_dirs[i][0], id, bundle_dirs[i][1]) >=
         (int)sizeof(path))
       return -ENAMETOOLONG;
     char *text = NULL;
@@ -167,12 +173,21 @@ int pp_k8s_meta_lookup(const char *root, const char *id, struct pp_k8s_meta *m) 
       rc = r;
       continue;
     }
-    r = pp_k8s_meta_parse(text, len, m);
+    r = parse(text, len, arg);
     free(text);
     if (r == 0) return 0;
     rc = r;
   }
   return rc;
+}
+
+static int parse_meta(const char *text, size_t len, void *m) {
+  return pp_k8s_meta_parse(text, len, m);
+}
+
+int pp_k8s_meta_lookup(const char *root, const char *id, struct pp_k8s_meta *m) {
+  if (!id || !is_id(id)) return -EINVAL;
+  return read_bundle_config(root ? root : "/proc/1/root", 0, id, parse_meta, m);
 }
 
 void pp_k8s_meta_name(const struct pp_k8s_meta *m, char *buf, size_t len) {
@@ -201,41 +216,27 @@ int pp_k8s_name_split(const char *name, const char **container, size_t *clen, co
   return 0;
 }
 
+/* A CRI-O sandbox's labels: a JSON object in a string annotation. */
+static int parse_sandbox_labels(const char *text, size_t len, void *arg) {
+  json_t **labels = arg;
+  json_error_t err;
+  json_t *cfg = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+  json_t *t = json_object_get(json_object_get(cfg, "annotations"), "io.kubernetes.cri-o.Labels");
+  json_t *l = json_is_string(t) ? json_loadb(json_string_value(t), json_string_length(t),
+                                             JSON_REJECT_DUPLICATES, &err)
+                                : NULL;
+  json_decref(cfg);
+  if (!json_is_object(l)) {
+    json_decref(l);
+    return -EPROTO;
+  }
+  *labels = l;
+  return 0;
+}
+
 int pp_k8s_sandbox_labels(const char *root, const char *sandbox_id, json_t **labels) {
   *labels = NULL;
   if (!sandbox_id || !is_id(sandbox_id)) return -EINVAL;
-  if (!root) root = "/proc/1/root";
-  static const char *const dirs[] = {"/run/containers/storage/overlay-containers/",
-                                     "/var/lib/containers/storage/overlay-containers/"};
-  int rc = -ENOENT;
-  for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && !*labels; i++) {
-    char path[4096];
-    if (snprintf(path, sizeof(path), "%s%s%s/userdata/config.json", root, dirs[i], sandbox_id) >=
-        (int)sizeof(path))
-      return -ENAMETOOLONG;
-    char *text = NULL;
-    size_t len = 0;
-    int r = read_small(path, &text, &len);
-    if (r == -ENOENT || r == -ENOTDIR) continue;
-    if (r < 0) {
-      rc = r;
-      continue;
-    }
-    json_error_t err;
-    json_t *cfg = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
-    free(text);
-    json_t *t = json_object_get(json_object_get(cfg, "annotations"), "io.kubernetes.cri-o.Labels");
-    json_t *l = json_is_string(t) ? json_loadb(json_string_value(t), json_string_length(t),
-                                               JSON_REJECT_DUPLICATES, &err)
-                                  : NULL;
-    json_decref(cfg);
-    if (json_is_object(l)) {
-      *labels = l;
-      rc = 0;
-    } else {
-      json_decref(l);
-      rc = -EPROTO;
-    }
-  }
-  return rc;
+  return read_bundle_config(root ? root : "/proc/1/root", CRIO_BUNDLE_DIRS, sandbox_id,
+                            parse_sandbox_labels, labels);
 }
