@@ -203,6 +203,9 @@ static const struct dbg_layout dbg_layouts[] = {
 #define NLAYOUTS (sizeof(dbg_layouts) / sizeof(dbg_layouts[0]))
 
 #define STRUCT_SIZE_MAX (16u << 20) /* no CPython struct we read is larger */
+/* A str header is 40 (56 free-threaded) bytes, a bytes one 32 (48): what
+ * codecache.c reads of a string in one go must hold them */
+#define STR_HEADER_MAX 64
 
 struct parse {
   const uint8_t *dbg;
@@ -338,7 +341,8 @@ int python_offsets_from_debug(const uint8_t *dbg, size_t len, struct py_offsets 
   }
   uint64_t ascii = u64_at(dbg, L->uni_ascii_size);
   if (o.bytes_ob_size != ob || o.str_length != ob || o.str_state != ob + 16 ||
-      ascii < (uint64_t)o.str_state + 4 || ascii > un || o.bytes_sval <= o.bytes_ob_size) {
+      ascii < (uint64_t)o.str_state + 4 || ascii > un || ascii > STR_HEADER_MAX ||
+      o.bytes_sval <= o.bytes_ob_size || o.bytes_sval > STR_HEADER_MAX) {
     snprintf(why, whylen,
              "bytes/str headers (ob_size %u, ob_sval %u, length %u, state %u, ascii size %" PRIu64
              ") do not follow a %" PRIu64 "-byte object header",
