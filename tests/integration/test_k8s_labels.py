@@ -38,14 +38,11 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import k8sutil  # noqa: E402
 import pputil  # noqa: E402
 from pputil import check  # noqa: E402
 
-CG = "/sys/fs/cgroup/pids"
-if os.geteuid() != 0:
-    pputil.skip("needs root (creates cgroups)")
-if not os.path.isdir(CG) or not os.access(CG, os.W_OK):
-    CG = "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") else "/sys/fs/cgroup"
+k8sutil.cgroup_root()
 for tool, pkg in (("protoc", "protobuf-compiler"), ("openssl", "openssl"), ("python3", "python3")):
     if not shutil.which(tool):
         pputil.skip("%s not installed (Debian package %s)" % (tool, pkg))
@@ -57,25 +54,17 @@ SANDBOX = "e7" * 32
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.test-token.sig"
 work = pputil.tempdir("ppk8slab-")
 root = os.path.join(work, "host")
-b1 = os.path.join(root, "run/containerd/io.containerd.runtime.v2.task/k8s.io", ID1)
-b2 = os.path.join(root, "run/containers/storage/overlay-containers", ID2, "userdata")
-bs = os.path.join(root, "run/containers/storage/overlay-containers", SANDBOX, "userdata")
-for d in (b1, b2, bs):
-    os.makedirs(d)
-with open(os.path.join(b1, "config.json"), "w") as f:
-    json.dump({"annotations": {
-        "io.kubernetes.cri.container-name": "api", "io.kubernetes.cri.container-type": "container",
-        "io.kubernetes.cri.sandbox-id": "9" * 64, "io.kubernetes.cri.sandbox-name": "web-7d9f8c-x2x4q",
-        "io.kubernetes.cri.sandbox-namespace": "prod", "io.kubernetes.cri.sandbox-uid": "uid-web"}}, f)
+k8sutil.containerd_bundle(root, ID1, {
+    "io.kubernetes.cri.container-name": "api", "io.kubernetes.cri.container-type": "container",
+    "io.kubernetes.cri.sandbox-id": "9" * 64, "io.kubernetes.cri.sandbox-name": "web-7d9f8c-x2x4q",
+    "io.kubernetes.cri.sandbox-namespace": "prod", "io.kubernetes.cri.sandbox-uid": "uid-web"})
 crio_labels = {"io.kubernetes.container.name": "redis", "io.kubernetes.pod.name": "cache-0",
                "io.kubernetes.pod.namespace": "data", "io.kubernetes.pod.uid": "uid-cache"}
-with open(os.path.join(b2, "config.json"), "w") as f:
-    json.dump({"annotations": {"io.kubernetes.cri-o.SandboxID": SANDBOX,
-                               "io.kubernetes.cri-o.Labels": json.dumps(crio_labels)}}, f)
-with open(os.path.join(bs, "config.json"), "w") as f:
-    json.dump({"annotations": {"io.kubernetes.cri-o.Labels": json.dumps(
-        {"app": "redis", "team": "storage", "io.kubernetes.pod.name": "cache-0",
-         "io.kubernetes.pod.namespace": "data"})}}, f)
+k8sutil.crio_bundle(root, ID2, {"io.kubernetes.cri-o.SandboxID": SANDBOX,
+                                "io.kubernetes.cri-o.Labels": json.dumps(crio_labels)})
+k8sutil.crio_bundle(root, SANDBOX, {"io.kubernetes.cri-o.Labels": json.dumps(
+    {"app": "redis", "team": "storage", "io.kubernetes.pod.name": "cache-0",
+     "io.kubernetes.pod.namespace": "data"})})
 NAME1 = "k8s_api_web-7d9f8c-x2x4q_prod_uid-web_0"
 NAME2 = "k8s_redis_cache-0_data_uid-cache_0"
 
@@ -182,18 +171,10 @@ p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
 check(p.returncode == 2 and "--k8s-labels: 'bad key' is not a Kubernetes label key" in p.stderr,
       "a bad label key is refused at start (%d, %s)" % (p.returncode, p.stderr.strip()[-200:]))
 
-cgroups, procs = [], []
+containers = k8sutil.Containers("polyprof-test-labels")
 try:
     def in_container(cid, argv):
-        d = os.path.join(CG, "polyprof-test-labels", cid)
-        os.makedirs(d, exist_ok=True)
-        if d not in cgroups:
-            cgroups.append(d)
-        p = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
-        procs.append(p)
-        with open(os.path.join(d, "cgroup.procs"), "w") as f:
-            f.write(str(p.pid))
-        return p
+        return containers.start(cid, argv, stdout=subprocess.PIPE, text=True)
 
     sh1 = in_container(ID1, ["sh", "-c", "while :; do :; done"])
     sh2 = in_container(ID2, ["sh", "-c", "while :; do :; done"])
@@ -213,14 +194,8 @@ try:
     header, stacks = pputil.parse_col(cols[0]) if cols else ({}, [])
     conts = {fr[1] for fr, _ in stacks if len(fr) > 2 and fr[2] == "sh"}
     check(conts == {NAME1, NAME2}, "the .col container field is still the CRI name (%s)" % sorted(conts))
-    res = {}
-    if rx.requests:
-        req = otlp_receiver.decode(rx.requests[0][2])
-        for rp in req.get("resource_profiles", []):
-            attrs = {a["key"][0]: a["value"][0].get("string_value", [None])[0]
-                     for a in rp["resource"][0].get("attributes", [])}
-            res[attrs.get("k8s.pod.name")] = attrs
-    a1, a2 = res.get("web-7d9f8c-x2x4q", {}), res.get("cache-0", {})
+    res = k8sutil.otlp_resources(rx)
+    a1, a2 = res.get("web-7d9f8c-x2x4q", ({}, 0))[0], res.get("cache-0", ({}, 0))[0]
     check(a1.get("k8s.pod.label.app") == "web" and a1.get("k8s.pod.label.team") == "checkout" and
           a1.get("k8s.container.name") == "api" and a1.get("k8s.namespace.name") == "prod" and
           "k8s.pod.label.secret-ish" not in a1,
@@ -302,16 +277,5 @@ try:
 finally:
     httpd.shutdown()
     pyro.shutdown()
-    for q in procs:
-        pputil.kill(q)
-    time.sleep(0.1)
-    for d in cgroups:
-        try:
-            os.rmdir(d)
-        except OSError:
-            pass
-    try:
-        os.rmdir(os.path.join(CG, "polyprof-test-labels"))
-    except OSError:
-        pass
+    containers.stop()
 pputil.finish()

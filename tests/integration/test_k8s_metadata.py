@@ -18,18 +18,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import k8sutil  # noqa: E402
 import pputil  # noqa: E402
 from pputil import check  # noqa: E402
 
-CG = "/sys/fs/cgroup/pids"
-if os.geteuid() != 0:
-    pputil.skip("needs root (creates cgroups)")
-if not os.path.isdir(CG) or not os.access(CG, os.W_OK):
-    # cgroup v2 only: any controller-less directory works the same
-    CG = "/sys/fs/cgroup/unified" if os.path.isdir("/sys/fs/cgroup/unified") else "/sys/fs/cgroup"
+k8sutil.cgroup_root()
 if not shutil.which("protoc"):
     pputil.skip("protoc not installed (Debian package protobuf-compiler)")
 import otlp_receiver  # noqa: E402
@@ -38,37 +33,25 @@ ID1 = "5a" * 32
 ID2 = "c3" * 32
 work = pputil.tempdir("ppk8s-")
 root = os.path.join(work, "host")
-b1 = os.path.join(root, "run/containerd/io.containerd.runtime.v2.task/k8s.io", ID1)
-b2 = os.path.join(root, "run/containers/storage/overlay-containers", ID2, "userdata")
-os.makedirs(b1)
-os.makedirs(b2)
-with open(os.path.join(b1, "config.json"), "w") as f:
-    json.dump({"ociVersion": "1.1.0", "process": {"args": ["sh"]}, "annotations": {
-        "io.kubernetes.cri.container-name": "api",
-        "io.kubernetes.cri.container-type": "container",
-        "io.kubernetes.cri.sandbox-id": "9" * 64,
-        "io.kubernetes.cri.sandbox-name": "web-7d9f8c-x2x4q",
-        "io.kubernetes.cri.sandbox-namespace": "prod",
-        "io.kubernetes.cri.sandbox-uid": "5f0c1c6e-1b2a-4c3d-9e8f-0a1b2c3d4e5f"}}, f)
-with open(os.path.join(b2, "config.json"), "w") as f:
-    json.dump({"annotations": {
-        "io.kubernetes.cri-o.Labels": json.dumps({
-            "io.kubernetes.container.name": "redis", "io.kubernetes.pod.name": "cache-0",
-            "io.kubernetes.pod.namespace": "data", "io.kubernetes.pod.uid": "u-1"}),
-        "io.kubernetes.cri-o.Annotations": json.dumps({"io.kubernetes.container.restartCount": "3"})}}, f)
+k8sutil.containerd_bundle(root, ID1, {
+    "io.kubernetes.cri.container-name": "api",
+    "io.kubernetes.cri.container-type": "container",
+    "io.kubernetes.cri.sandbox-id": "9" * 64,
+    "io.kubernetes.cri.sandbox-name": "web-7d9f8c-x2x4q",
+    "io.kubernetes.cri.sandbox-namespace": "prod",
+    "io.kubernetes.cri.sandbox-uid": "5f0c1c6e-1b2a-4c3d-9e8f-0a1b2c3d4e5f"},
+    ociVersion="1.1.0", process={"args": ["sh"]})
+k8sutil.crio_bundle(root, ID2, {
+    "io.kubernetes.cri-o.Labels": json.dumps({
+        "io.kubernetes.container.name": "redis", "io.kubernetes.pod.name": "cache-0",
+        "io.kubernetes.pod.namespace": "data", "io.kubernetes.pod.uid": "u-1"}),
+    "io.kubernetes.cri-o.Annotations": json.dumps({"io.kubernetes.container.restartCount": "3"})})
 NAME1 = "k8s_api_web-7d9f8c-x2x4q_prod_5f0c1c6e-1b2a-4c3d-9e8f-0a1b2c3d4e5f_0"
 NAME2 = "k8s_redis_cache-0_data_u-1_3"
 
-cgroups, procs = [], []
+containers = k8sutil.Containers("polyprof-test")
 try:
-    for cid in (ID1, ID2):
-        d = os.path.join(CG, "polyprof-test", cid)
-        os.makedirs(d, exist_ok=True)
-        cgroups.append(d)
-        p = subprocess.Popen(["sh", "-c", "while :; do :; done"])
-        procs.append(p)
-        with open(os.path.join(d, "cgroup.procs"), "w") as f:
-            f.write(str(p.pid))
+    procs = [containers.start(cid, ["sh", "-c", "while :; do :; done"]) for cid in (ID1, ID2)]
     with open("/proc/%d/cgroup" % procs[0].pid) as f:
         check(ID1 in f.read(), "the busy process is in the container's cgroup")
     yaml = os.path.join(work, "k8s.yaml")
@@ -88,15 +71,7 @@ try:
           "the .col container field is the CRI name for both runtimes (%s)" % sorted(conts))
     check(NAME1 in header.get("containers", []) and NAME2 in header.get("containers", []),
           "the header's containers list has them (%s)" % header.get("containers"))
-    res = {}
-    if rx.requests:
-        req = otlp_receiver.decode(rx.requests[0][2])
-        for rp in req.get("resource_profiles", []):
-            attrs = {a["key"][0]: a["value"][0].get("string_value", [None])[0]
-                     for a in rp["resource"][0].get("attributes", [])}
-            nsamples = sum(len(pr.get("samples", [])) for sp in rp.get("scope_profiles", [])
-                           for pr in sp.get("profiles", []))
-            res[attrs.get("k8s.pod.name")] = (attrs, nsamples)
+    res = k8sutil.otlp_resources(rx)
     a1, n1 = res.get("web-7d9f8c-x2x4q", ({}, 0))
     a2, n2 = res.get("cache-0", ({}, 0))
     check(a1.get("container.name") == "api" and a1.get("k8s.namespace.name") == "prod" and n1 > 0,
@@ -117,16 +92,5 @@ try:
           % (sorted(conts), header.get("containers")))
     rx.stop()
 finally:
-    for p in procs:
-        pputil.kill(p)
-    time.sleep(0.1)
-    for d in cgroups:
-        try:
-            os.rmdir(d)
-        except OSError:
-            pass
-    try:
-        os.rmdir(os.path.join(CG, "polyprof-test"))
-    except OSError:
-        pass
+    containers.stop()
 pputil.finish()
