@@ -5,7 +5,7 @@
  *   seed_python_image OUTDIR PYTHON...
  * Each interpreter runs a small recursive program; once it is located,
  * what one validation and two samples read of its memory is kept, with
- * the locate results as the header (fuzz_memimage.h). 3.7-3.13 also run
+ * the locate results as the header (fuzz_memimage.h). 3.6-3.13 also run
  * an asyncio program (cpython-VERSION-asyncio.img): a running task (of a
  * class derived from asyncio.Task) awaited through a helper coroutine,
  * tasks waiting in a TaskGroup (3.11+; a gather() before) and a gather();
@@ -45,6 +45,9 @@ static const char program[] =
 static const char async_program[] =
     "import asyncio, sys, time\n"
     "def named(n): return {'name': n} if sys.version_info >= (3, 8) else {}\n"
+    "def run(c):\n"
+    "    if hasattr(asyncio, 'run'): return asyncio.run(c)\n"
+    "    return asyncio.get_event_loop().run_until_complete(c)\n"
     "async def spin():\n"
     "    await asyncio.sleep(0.05)\n" /* every other task starts first */
     "    end = time.time() + 30\n"
@@ -57,10 +60,10 @@ static const char async_program[] =
     "async def sleeper(): await asyncio.sleep(30)\n"
     "async def group():\n"
     "    if not hasattr(asyncio, 'TaskGroup'):\n"
-    "        return await asyncio.gather(asyncio.create_task(sleeper(), **named('s1')))\n"
+    "        return await asyncio.gather(asyncio.ensure_future(sleeper()))\n"
     "    async with asyncio.TaskGroup() as tg: tg.create_task(sleeper(), name='s1')\n"
     "async def main(): await asyncio.gather(nested(), group(), sleeper())\n"
-    "asyncio.run(main())\n";
+    "run(main())\n";
 
 static int record(const char *outdir, const char *exe, bool async) {
   pid_t pid = fork();
@@ -121,10 +124,10 @@ int main(int argc, char **argv) {
   int failed = 0;
   for (int i = 2; i < argc; i++) {
     failed |= record(argv[1], argv[i], false) != 0;
-    /* asyncio images where the task readers apply (3.7-3.13) */
-    if (strstr(argv[i], "3.7") || strstr(argv[i], "3.8") || strstr(argv[i], "3.9") ||
-        strstr(argv[i], "3.10") || strstr(argv[i], "3.11") || strstr(argv[i], "3.12") ||
-        strstr(argv[i], "3.13"))
+    /* asyncio images where the task readers apply (3.6-3.13) */
+    if (strstr(argv[i], "3.6") || strstr(argv[i], "3.7") || strstr(argv[i], "3.8") ||
+        strstr(argv[i], "3.9") || strstr(argv[i], "3.10") || strstr(argv[i], "3.11") ||
+        strstr(argv[i], "3.12") || strstr(argv[i], "3.13"))
       failed |= record(argv[1], argv[i], true) != 0;
   }
   return failed;

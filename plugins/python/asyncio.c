@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * asyncio task chains (3.7-3.13, the C Task of _asynciomodule.c).
+ * asyncio task chains (3.6-3.13, the C Task of _asynciomodule.c).
  *
  * A thread running a task shows the event loop's Handle._run frame with the
  * task's coroutine frames above it. Handle._run's `self` (its first local)
  * is the Handle, whose _callback (the first slot after _args: CPython sorts
  * __slots__) is the task's step wrapper (TaskStepMethWrapper.sw_task) or
- * its wakeup (3.7-3.9 TaskWakeupMethWrapper.ww_task, then
+ * its wakeup (3.6-3.9 TaskWakeupMethWrapper.ww_task, then
  * PyCFunctionObject.m_self). That candidate is the running task only if
  * its coroutine's frame (3.11+: inside the coroutine object, at
  * gi_iframe; before: the PyFrameObject at cr_frame) is the very frame
- * above Handle._run (3.7-3.10 name it `_run`: no qualified names).
+ * above Handle._run (3.6-3.10 name it `_run`: no qualified names).
  *
  * Above it come the tasks awaiting it, found and checked as
  * asyncio_awaiter.c says (`await task`, gather(), TaskGroup), each with the

@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Who awaits a task (3.7-3.13). A task tells the futures waiting for it
+ * Who awaits a task (3.6-3.13). A task tells the futures waiting for it
  * through its first done-callback (fut_callback0):
  *   - `await child`: the parent's wakeup, a builtin method whose m_self is
- *     the parent (3.7-3.9: a TaskWakeupMethWrapper, ww_task); the future
+ *     the parent (3.6-3.9: a TaskWakeupMethWrapper, ww_task); the future
  *     the parent waits for is the child itself;
- *   - gather(): the gather's _done_callback, a closure; one of its cells
+ *   - gather(): the gather's _done_callback, a closure (3.6: bound to
+ *     the child's index by functools.partial, fn at 16); one of its cells
  *     holds the _GatheringFuture, whose own first callback is the
  *     parent's wakeup; the parent waits for that future;
  *   - TaskGroup: the group's bound _on_task_done; the group's
@@ -69,7 +70,8 @@ static int gather_parent(struct py_async_state *a, const struct py_proc *p,
       continue;
     /* the gather future's first callback: the awaiting task's wakeup */
     uint64_t up = 0;
-    if (wakeup_task(read_callable(a, p, pa_rd64(f, l->fut_cb0), cb), cb, &up) < 0) return -ENOENT;
+    if (wakeup_task(read_callable(a, p, pa_first_callback(p, l, f), cb), cb, &up) < 0)
+      return -ENOENT;
     *fut = ref;
     *parent = up;
     return 0;
@@ -91,8 +93,11 @@ static int find_awaiter(struct py_async_state *a, const struct py_proc *p, struc
       wakeup_task(kind, cb, &up);
       fut = child;
       break;
-    case PA_FUNC: /* gather() */
-      if (gather_parent(a, p, l, pa_rd64(cb, l->func_closure), &fut, &up) < 0) return -ENOENT;
+    case PA_PARTIAL: /* 3.6's gather(): partial(_done_callback, i) */
+    case PA_FUNC:    /* gather() */
+      if ((kind == PA_PARTIAL && read_callable(a, p, pa_rd64(cb, 16), cb) != PA_FUNC) ||
+          gather_parent(a, p, l, pa_rd64(cb, l->func_closure), &fut, &up) < 0)
+        return -ENOENT;
       break;
     case PA_METHOD: { /* TaskGroup._on_task_done: im_self is the group */
       uint64_t group = pa_rd64(cb, 24);
@@ -120,7 +125,7 @@ static int find_awaiter(struct py_async_state *a, const struct py_proc *p, struc
 int pa_awaiter(struct py_async_state *a, const struct py_proc *p, struct py_codecache *cc,
                const struct pa_layout *l, uint64_t child, const uint8_t *cbytes, uint64_t *parent,
                uint8_t *pbytes, struct py_frame_ref *chain, uint32_t cap, uint32_t *nchain) {
-  uint64_t callback = pa_rd64(cbytes, l->fut_cb0);
+  uint64_t callback = pa_first_callback(p, l, cbytes);
   if (!pa_plausible(callback)) return -ENOENT;
   /* the tasks of one gather() or TaskGroup share one done-callback: what
    * it led to in this sample, found or not, is not looked for again */

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * What the asyncio readers share (3.7-3.13): the layouts they need, the
+ * What the asyncio readers share (3.6-3.13): the layouts they need, the
  * kinds of object they tell apart (by their type's tp_name, read once per
  * type), and the per-walker state that bounds and caches their work.
  *   asyncio.c          the running task and the chain of tasks awaiting it
  *   asyncio_objects.c  object kinds, instance attributes, coroutine chains
- *                      (3.7-3.10: a coroutine's frame is a PyFrameObject
+ *                      (3.6-3.10: a coroutine's frame is a PyFrameObject
  *                      of its own, cr_frame; attributes in a __dict__)
  *   asyncio_awaiter.c  who awaits a task: await, gather(), TaskGroup
  *   asyncio_waiting.c  wall mode: the tasks no thread runs, from the
@@ -42,35 +42,39 @@ enum pa_kind {
   PA_TASKGROUP,  /* asyncio.taskgroups.TaskGroup */
   PA_WEAKSET,    /* _weakrefset.WeakSet */
   PA_SET,        /* set */
-  PA_WEAKREF,    /* weakref.ReferenceType (3.7-3.9: weakref) */
+  PA_WEAKREF,    /* weakref.ReferenceType (3.6-3.9: weakref) */
   PA_MODULE,     /* module */
   PA_DICT,       /* dict */
-  PA_WAKEUP,     /* 3.7-3.9: TaskWakeupMethWrapper, a task's wakeup (ww_task at 16) */
+  PA_GENERATOR,  /* generator: 3.6-3.10, followed in a yield from */
+  PA_PARTIAL,    /* functools.partial: 3.6's gather() callback (fn at 16) */
+  PA_WAKEUP,     /* 3.6-3.9: TaskWakeupMethWrapper, a task's wakeup (ww_task at 16) */
 };
 
-/* Layout facts of one minor (DWARF of pyenv's 3.7.16, 3.8.18, 3.9.18, 3.10.13,
+/* Layout facts of one minor (DWARF of pyenv's 3.6.15, 3.7.16, 3.8.18, 3.9.18, 3.10.13,
  * 3.11.7, 3.12.1, 3.13.0; docs/python.md). */
 struct pa_layout {
-  uint32_t task_waiter, task_coro, task_name; /* TaskObj fields (task_name 0: 3.7) */
-  uint32_t coro_qualname;                     /* 3.7: PyCoroObject.cr_qualname */
+  uint32_t task_waiter, task_coro, task_name; /* TaskObj fields (task_name 0: 3.6, 3.7) */
+  uint32_t coro_qualname;                     /* 3.6, 3.7: PyCoroObject.cr_qualname */
+  uint32_t co_code;                           /* 3.6-3.10: PyCodeObject.co_code */
   uint32_t task_size;                         /* sizeof(TaskObj): tp_basicsize of _asyncio.Task */
   uint32_t gen_state;                         /* 3.11+: PyGenObject.gi_frame_state (int8) */
   uint32_t gen_iframe;                        /* 3.11+: the frame inside the coroutine */
   uint32_t fr_stacktop; /* 3.11+: _PyInterpreterFrame.stacktop (int, in localsplus slots) */
   uint32_t fr_locals;   /* a frame's first local (self): _PyInterpreterFrame or PyFrameObject */
   uint32_t fut_loop, fut_cb0, fut_state, fut_weakreflist;
+  bool cb_list; /* 3.6: fut_cb0 is the list of done-callbacks (no callback0) */
   uint32_t func_closure, func_defaults; /* PyFunctionObject */
   uint32_t type_keys, type_module;      /* PyHeapTypeObject.ht_cached_keys, ht_module */
   uint32_t mod_state;                   /* PyModuleObject.md_state */
   uint32_t st_scheduled, st_task_type;  /* 3.12+: asyncio_state.scheduled_tasks, TaskType */
-  /* 3.7-3.10: PyGenObject.gi_frame (a PyFrameObject) and the frame's
-   * value stack: f_stacktop (3.7-3.9, NULL while running) or
+  /* 3.6-3.10: PyGenObject.gi_frame (a PyFrameObject) and the frame's
+   * value stack: f_stacktop (3.6-3.9, NULL while running) or
    * f_stackdepth and f_state (3.10) */
   uint32_t gen_frame, f_valuestack, f_stacktop, f_stackdepth, f_state;
   int8_t st_await;               /* gi_frame_state of a coroutine suspended in an await */
   uint8_t resume_op, resume_op2; /* 3.11/3.12: the instruction after that await; 0: none */
   uint8_t minor;
-  bool frameobj; /* 3.7-3.10: frames are PyFrameObjects (asyncio_objects.c) */
+  bool frameobj; /* 3.6-3.10: frames are PyFrameObjects (asyncio_objects.c) */
 };
 bool pa_layout_for(const struct py_proc *p, struct pa_layout *l);
 
@@ -143,6 +147,8 @@ struct py_async_state {
 };
 
 bool pa_plausible(uint64_t v);
+/* The first done-callback of the future whose bytes are fut (0: none). */
+uint64_t pa_first_callback(const struct py_proc *p, const struct pa_layout *l, const uint8_t *fut);
 uint64_t pa_rd64(const uint8_t *b, uint32_t off);
 /* Kind of the object at obj (its type read, then its tp_name once);
  * *type (may be NULL) gets the type. PA_OTHER when unreadable. */
@@ -168,13 +174,13 @@ void pa_task_name(struct py_async_state *a, const struct py_proc *p, const struc
 uint32_t pa_coro_chain(struct py_async_state *a, const struct py_proc *p, struct py_codecache *cc,
                        const struct pa_layout *l, uint64_t coro, struct py_frame_ref *out,
                        uint32_t cap, uint64_t *awaited);
-/* The same for 3.7-3.10 (asyncio_objects.c). */
+/* The same for 3.6-3.10 (asyncio_objects.c). */
 uint32_t pa_coro_chain_fo(struct py_async_state *a, const struct py_proc *p,
                           struct py_codecache *cc, const struct pa_layout *l, uint64_t coro,
                           struct py_frame_ref *out, uint32_t cap, uint64_t *awaited);
-/* 3.7-3.10: the frame (a PyFrameObject) of coroutine coro; 0 if none. */
+/* 3.6-3.10: the frame (a PyFrameObject) of coroutine coro; 0 if none. */
 uint64_t pa_coro_frame_fo(const struct py_proc *p, const struct pa_layout *l, uint64_t coro);
-/* 3.7-3.10: an instance attribute kept in the instance's __dict__ (split
+/* 3.6-3.10: an instance attribute kept in the instance's __dict__ (split
  * or combined). 0 or -errno (-ENOENT: not set). */
 int pa_attr_fo(struct py_async_state *a, const struct py_proc *p, uint64_t obj, uint64_t type,
                const char *name, uint64_t *val);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Objects the asyncio readers meet (3.7-3.13): what kind an object is,
+ * Objects the asyncio readers meet (3.6-3.13): what kind an object is,
  * an instance attribute of a Python class, a task's name, and the chain of
  * coroutines a coroutine awaits.
  *
@@ -35,28 +35,43 @@ uint64_t pa_rd64(const uint8_t *b, uint32_t off) {
   return v;
 }
 
-/* sizeof(TaskObj) (tp_basicsize of _asyncio.Task), 3.7 to 3.13 */
-static const uint16_t task_sizes[] = {136, 144, 184, 192, 176, 176, 144};
+uint64_t pa_first_callback(const struct py_proc *p, const struct pa_layout *l, const uint8_t *fut) {
+  uint64_t cb = pa_rd64(fut, l->fut_cb0);
+  if (!l->cb_list) return cb;
+  /* PyListObject: ob_size 16, ob_item 24 */
+  uint64_t list[4], first = 0;
+  if (!pa_plausible(cb) || pp_remote_read((pid_t)p->pid, cb, list, sizeof(list)) < 0 ||
+      (int64_t)list[2] < 1 || !pa_plausible(list[3]) ||
+      pp_remote_read((pid_t)p->pid, list[3], &first, 8) < 0)
+    return 0;
+  return first;
+}
+
+/* sizeof(TaskObj) (tp_basicsize of _asyncio.Task), 3.6 to 3.13 */
+static const uint16_t task_sizes[] = {112, 136, 144, 184, 192, 176, 176, 144};
 
 bool pa_layout_for(const struct py_proc *p, struct pa_layout *l) {
-  if (p->major != 3 || p->minor < 7 || p->minor > 13) return false;
+  if (p->major != 3 || p->minor < 6 || p->minor > 13) return false;
   uint32_t minor = p->minor;
   *l = (struct pa_layout){
-      .fut_loop = 16, .fut_cb0 = 24, .task_size = task_sizes[minor - 7], .minor = (uint8_t)minor};
+      .fut_loop = 16, .fut_cb0 = 24, .task_size = task_sizes[minor - 6], .minor = (uint8_t)minor};
   if (minor <= 10) {
     /* TaskObj: fut_state, then (3.9+) the cancelled exception's state
-     * before fut_waiter, coro, name (3.8+) */
-    static const uint16_t state[] = {72, 72, 80, 88}, weakrefs[] = {96, 96, 104, 112},
-                          waiter[] = {104, 104, 144, 152};
+     * before fut_waiter, coro, name (3.8+); 3.6 has a list of callbacks
+     * where callback0 came later */
+    static const uint16_t state[] = {56, 72, 72, 80, 88}, weakrefs[] = {80, 96, 96, 104, 112},
+                          waiter[] = {88, 104, 104, 144, 152};
     l->frameobj = true;
-    l->fut_state = state[minor - 7];
-    l->fut_weakreflist = weakrefs[minor - 7];
-    l->task_waiter = waiter[minor - 7];
+    l->cb_list = minor == 6;
+    l->fut_state = state[minor - 6];
+    l->fut_weakreflist = weakrefs[minor - 6];
+    l->task_waiter = waiter[minor - 6];
     l->task_coro = l->task_waiter + 8;
-    l->task_name = minor == 7 ? 0 : l->task_waiter + 16;
-    l->coro_qualname = 56; /* 3.7: a task is named by its coroutine */
+    l->task_name = minor <= 7 ? 0 : l->task_waiter + 16;
+    l->coro_qualname = 56;             /* 3.6/3.7: a task is named by its coroutine */
+    l->co_code = minor <= 7 ? 40 : 48; /* PyCodeObject.co_code */
     l->gen_frame = 16;
-    l->fr_locals = minor == 10 ? 352 : 360; /* PyFrameObject.f_localsplus */
+    l->fr_locals = minor == 6 ? 376 : minor == 10 ? 352 : 360; /* PyFrameObject.f_localsplus */
     l->f_valuestack = 64;
     if (minor == 10) {
       l->f_stackdepth = 80;
@@ -116,6 +131,8 @@ static const struct {
     {"module", PA_MODULE},
     {"TaskWakeupMethWrapper", PA_WAKEUP},
     {"dict", PA_DICT},
+    {"generator", PA_GENERATOR},
+    {"functools.partial", PA_PARTIAL},
 };
 
 /* A type's bytes read to classify it: tp_name (24), tp_basicsize (32),
@@ -406,23 +423,40 @@ uint32_t pa_coro_chain(struct py_async_state *a, const struct py_proc *p, struct
   return n;
 }
 
-/* 3.7-3.10 ---------------------------------------------------------------
+/* 3.6-3.10 ---------------------------------------------------------------
  *
- * Coroutines and instance attributes on 3.7-3.10, where a coroutine's
+ * Coroutines and instance attributes on 3.6-3.10, where a coroutine's
  * frame is a PyFrameObject of its own (cr_frame) and an instance keeps
  * its attributes in a real __dict__.
  *
  * A coroutine suspended in `await x` keeps x on top of its frame's value
  * stack, as CPython's _PyGen_yf reads it: f_valuestack[depth - 1], where
- * depth is f_stacktop - f_valuestack on 3.7-3.9 (f_stacktop is NULL
+ * depth is f_stacktop - f_valuestack on 3.6-3.9 (f_stacktop is NULL
  * while the frame runs) and f_stackdepth on 3.10 (f_state says
- * FRAME_SUSPENDED). A coroutine (async def) can only suspend in an await,
- * so only coroutines are followed: another generator may stop at a plain
- * yield, and is shown without what it waits for.
+ * FRAME_SUSPENDED). A coroutine (async def) can only suspend in an await;
+ * a generator (a generator-based coroutine: asyncio.sleep on 3.6) may stop
+ * at a plain yield, so it is followed only if the instruction after the
+ * one it stopped at is YIELD_FROM, as _PyGen_yf checks.
  */
-#define FRAME_READ 112     /* every PyFrameObject field used is below */
+#define FRAME_READ 128     /* every PyFrameObject field used is below */
 #define FRAME_SUSPENDED -1 /* 3.10 PyFrameState */
 #define DICT_ENTRIES 16    /* the attributes looked for are set early */
+#define YIELD_FROM 72      /* its opcode, 3.6 to 3.10 */
+
+/* Is the generator whose frame (bytes f) runs code stopped in a yield
+ * from? */
+static bool in_yield_from(const struct py_proc *p, const struct pa_layout *l, uint64_t code,
+                          int32_t lasti) {
+  uint64_t bytes = 0;
+  uint8_t op = 0;
+  /* the next instruction: f_lasti counts bytes, on 3.10 instructions */
+  uint64_t at = p->off.lasti_is_index ? ((uint64_t)lasti + 1) * 2 : (uint64_t)lasti + 2;
+  if (lasti < 0 || lasti > (1 << 24) || !pa_plausible(code) ||
+      pp_remote_read((pid_t)p->pid, code + l->co_code, &bytes, 8) < 0 || !pa_plausible(bytes) ||
+      pp_remote_read((pid_t)p->pid, bytes + 32 + at, &op, 1) < 0) /* PyBytesObject.ob_sval */
+    return false;
+  return op == YIELD_FROM;
+}
 
 uint64_t pa_coro_frame_fo(const struct py_proc *p, const struct pa_layout *l, uint64_t coro) {
   uint64_t f = 0;
@@ -445,7 +479,7 @@ uint32_t pa_coro_chain_fo(struct py_async_state *a, const struct py_proc *p,
     return 0;
   uint8_t g[24], f[FRAME_READ];
   if (!pa_plausible(coro) || pp_remote_read(pid, coro, g, sizeof(g)) < 0) return 0;
-  bool is_coro = pa_kind_of_type(a, p, pa_rd64(g, 8)) == PA_CORO;
+  enum pa_kind kind = pa_kind_of_type(a, p, pa_rd64(g, 8));
   while (n < cap) {
     uint64_t frame = pa_rd64(g, l->gen_frame);
     if (!pa_plausible(frame) || pp_remote_read(pid, frame, f, sizeof(f)) < 0) break;
@@ -457,7 +491,8 @@ uint32_t pa_coro_chain_fo(struct py_async_state *a, const struct py_proc *p,
     memcpy(&lasti, f + o->fr_lasti, 4);
     int64_t addrq = o->lasti_is_index && lasti >= 0 ? (int64_t)lasti * 2 : lasti;
     out[n++] = (struct py_frame_ref){.code = e, .line = python_code_line(e, o->lt_format, addrq)};
-    if (!is_coro || lasti < 0) break; /* not started: awaits nothing yet */
+    if ((kind != PA_CORO && kind != PA_GENERATOR) || lasti < 0)
+      break; /* not started: awaits nothing yet */
     uint64_t vs = pa_rd64(f, l->f_valuestack);
     int64_t depth;
     if (l->f_stackdepth) {
@@ -471,6 +506,7 @@ uint32_t pa_coro_chain_fo(struct py_async_state *a, const struct py_proc *p,
       depth = (int64_t)((top - vs) / 8);
     }
     if (depth < 1 || depth > (1 << 16) || !pa_plausible(vs)) break;
+    if (kind == PA_GENERATOR && !in_yield_from(p, l, code, lasti)) break;
     uint64_t yf = 0;
     if (pp_remote_read(pid, vs + 8 * (uint64_t)(depth - 1), &yf, 8) < 0 || !pa_plausible(yf) ||
         yf == coro || pp_remote_read(pid, yf, g, sizeof(g)) < 0)
@@ -481,7 +517,8 @@ uint32_t pa_coro_chain_fo(struct py_async_state *a, const struct py_proc *p,
       if (pa_plausible(fut)) *awaited = fut;
       break;
     }
-    if (k != PA_CORO) break;
+    if (k != PA_CORO && k != PA_GENERATOR) break;
+    kind = k;
     coro = yf;
   }
   /* read outermost first: the leaf is the last one read */
@@ -493,7 +530,7 @@ uint32_t pa_coro_chain_fo(struct py_async_state *a, const struct py_proc *p,
   return n;
 }
 
-/* PyDictKeysObject (3.7-3.10): dk_size at 8, dk_nentries at 32, the
+/* PyDictKeysObject (3.6-3.10): dk_size at 8, dk_nentries at 32, the
  * index table from 40 (entries of 1, 2, 4 or 8 bytes by dk_size), then
  * the entries {hash, key, value}. */
 int pa_attr_fo(struct py_async_state *a, const struct py_proc *p, uint64_t obj, uint64_t type,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Wall mode: the asyncio tasks no thread runs (3.7-3.13).
+ * Wall mode: the asyncio tasks no thread runs (3.6-3.13).
  *
  * A task waiting for something is on no thread's stack, so the tasks are
  * read from asyncio's registry of all tasks, a WeakSet: its `data` set
@@ -8,7 +8,7 @@
  *   3.12, 3.13  the _asyncio module's state (scheduled_tasks), reached from
  *               a Task's type (a heap type: ht_module, md_state), and only
  *               believed if that state's TaskType is the very type;
- *   3.7-3.11    _asynciomodule.c's static all_tasks, from the .symtab of
+ *   3.6-3.11    _asynciomodule.c's static all_tasks, from the .symtab of
  *               the _asyncio extension the process maps; where that is
  *               stripped (Debian's) or built in, from a task's weak
  *               references (registry_from_task).
@@ -17,7 +17,7 @@
  * main task). The eager-task set is not read: a task is in it only while its
  * first step runs, and a running task is on its thread's stack.
  *
- * A thread running an event loop has BaseEventLoop._run_once (3.7-3.10:
+ * A thread running an event loop has BaseEventLoop._run_once (3.6-3.10:
  * _run_once, no qualified names) on its stack,
  * whose `self` is the loop. Every task of that loop that waits for a
  * future which is not another task or a gather (those tasks appear above
@@ -110,7 +110,7 @@ void python_async_note_loop(struct py_async_scratch *s, const struct py_proc *p,
   struct py_async_state *a = s->a;
   struct pa_layout l;
   if (!a || a->nloops >= PA_LOOPS || !pa_layout_for(p, &l)) return;
-  /* 3.7-3.10 have no qualified names */
+  /* 3.6-3.10 have no qualified names */
   const char *run_once = l.frameobj ? "_run_once" : "BaseEventLoop._run_once";
   const char *run_until = l.frameobj ? "run_until_complete" : "BaseEventLoop.run_until_complete";
   for (uint32_t k = 0; k < n; k++) {
@@ -149,7 +149,7 @@ static int registry_set(struct py_async_state *a, const struct py_proc *p,
   return 0;
 }
 
-/* 3.7-3.11 without symbols: a WeakSet holding a task holds a weak reference
+/* 3.6-3.11 without symbols: a WeakSet holding a task holds a weak reference
  * to it (on the task's list of weak references) whose callback is the
  * set's _remove function, whose default argument is a weak reference to
  * the set itself. Only a WeakSet reached that way, through a task asyncio
@@ -180,7 +180,7 @@ static int registry_from_task(struct py_async_state *a, const struct py_proc *p,
   return -ENOENT;
 }
 
-/* 3.7-3.11: the static all_tasks of the _asyncio extension */
+/* 3.6-3.11: the static all_tasks of the _asyncio extension */
 static int registry_static(struct py_async_state *a, const struct py_proc *p,
                            const struct pa_layout *l, struct pa_registry *r) {
   struct pp_module m;

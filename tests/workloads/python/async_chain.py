@@ -6,8 +6,8 @@ Every 100 ms it writes "<seconds in hot's spin> <seconds in warm's spin>"
 (cumulative, perf_counter: time preempted counts, as it does for a
 sampler counting runnable threads) to STATUS_FILE.
 
-3.7 has no task names: its tasks are known by their coroutines (main,
-hot_loop, warm_loop, idle_wait).
+3.6 and 3.7 have no task names: their tasks are known by their
+coroutines (main, hot_loop, warm_loop, idle_wait).
 
 usage: async_chain.py SECONDS STATUS_FILE [subclass]
   subclass: hot, warm and idle are instances of a Python class derived
@@ -66,6 +66,8 @@ class CountingTask(asyncio.Task):
 
 
 def named(coro, name):
+    if sys.version_info < (3, 7):
+        return asyncio.ensure_future(coro)
     if sys.version_info < (3, 8):
         return asyncio.create_task(coro)
     return asyncio.create_task(coro, name=name)
@@ -86,4 +88,7 @@ async def main():
     await idle
 
 
-asyncio.run(main())
+if hasattr(asyncio, "run"):
+    asyncio.run(main())
+else:  # 3.6
+    asyncio.get_event_loop().run_until_complete(main())
