@@ -280,6 +280,12 @@ int python_offsets_from_debug(const uint8_t *dbg, size_t len, struct py_offsets 
     snprintf(why, whylen, "free_threaded is %" PRIu64 ", not 0 or 1", ft);
     return -EINVAL;
   }
+  if (ft && L->minor == 13) {
+    /* 3.13t: whether its str state and frames are 3.14t's is not known
+     * from a published layout here */
+    snprintf(why, whylen, "free-threaded 3.13 is not read (its str and frame layouts are unknown)");
+    return -EINVAL;
+  }
   struct parse ps = {.dbg = dbg, .why = why, .whylen = whylen};
   struct py_offsets o = *out;
   uint64_t rt = size_of(&ps, L->rt_size, "runtime_state");
