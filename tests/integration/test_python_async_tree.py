@@ -1,8 +1,9 @@
 """--python-async-aware: awaits through gather(), TaskGroup and nested
 coroutines, and (wall mode) the tasks no thread runs.
 
-tests/workloads/python/async_tree.py on pyenv 3.8 to 3.13 and Debian's
-3.11, all at once:
+tests/workloads/python/async_tree.py on pyenv 3.6 to 3.13 and Debian's
+3.11, all at once (3.6 and 3.7 name a task by its coroutine: <task: main>,
+<task: gather_parent>, <task: wait_a>, ...):
 
 1. `run`, cpu mode: three computing tasks, each awaited differently; every
    sample in spin() must be under one of, root first,
@@ -13,7 +14,7 @@ tests/workloads/python/async_tree.py on pyenv 3.8 to 3.13 and Debian's
 2. `wait`, wall mode: "a1".."a3" sleep in wait_a, "b1" in wait_b, "main"
    awaits gather() of them; no thread runs any of them. Each must show as
      ...;BaseEventLoop._run_once;<task: main>;main:MAIN_AWAIT;<task: aN>;wait_a:WAIT_A;sleep
-   (3.8-3.10: `_run_once`, no qualified names) and wait_a:wait_b must be
+   (3.6-3.10: `_run_once`, no qualified names) and wait_a:wait_b must be
    3:1 (75 % within 5 points). Debian's 3.11
    ships a stripped _asyncio (no all_tasks symbol): its registry is found
    from the main task's weak references instead, as it is for a pyenv 3.9
@@ -34,10 +35,10 @@ import pyutil as py  # noqa: E402
 
 if not os.path.exists(py.PLUGIN):
     u.skip("python plugin not built: " + py.PLUGIN)
-found = [f for f in py.interpreters() if (3, 8) <= f[2][:2] <= (3, 13)]
+found = [f for f in py.interpreters() if (3, 6) <= f[2][:2] <= (3, 13)]
 pyenv = [f for f in found if f[0].startswith("pyenv ")]
-u.check(len(pyenv) >= 6, "pyenv 3.8 to 3.13 present (%s)" % ", ".join(l for l, _, _ in found))
-RUN_ONCE = ("BaseEventLoop._run_once", "_run_once")  # 3.8-3.10: no qualified names
+u.check(len(pyenv) >= 8, "pyenv 3.6 to 3.13 present (%s)" % ", ".join(l for l, _, _ in found))
+RUN_ONCE = ("BaseEventLoop._run_once", "_run_once")  # 3.6-3.10: no qualified names
 
 WORKLOAD = os.path.join(u.SRC, "tests", "workloads", "python", "async_tree.py")
 
@@ -84,26 +85,35 @@ def stripped_asyncio(exe):
     return d
 
 
-main_run = ["<task: main>", "main:%d" % line_of("RUN_AWAIT")]
-CHAINS = {
-    "gather": main_run + ["<task: gparent>", "gather_parent:%d" % line_of("GATHER_AWAIT"),
-                          "<task: g1>", "gather_child:"],
-    "group": main_run + ["<task: tparent>", "group_parent:%d" % line_of("GROUP_AWAIT"),
-                         "TaskGroup.__aexit__:", "<task: t1>", "group_child:"],
-    "nested": main_run + ["<task: nparent>", "nested_parent:%d" % line_of("NESTED_AWAIT"),
-                          "nested_helper:%d" % line_of("HELPER_AWAIT"), "<task: n1>",
-                          "nested_child:"],
-}
+# 3.6 and 3.7 have no task names: a task is shown by its coroutine
+CORO_OF = {"main": "main", "gparent": "gather_parent", "g1": "gather_child",
+           "nparent": "nested_parent", "n1": "nested_child", "a1": "wait_a", "a2": "wait_a",
+           "a3": "wait_a", "b1": "wait_b"}
 
 
-def chains_for(ver):
-    return [k for k in CHAINS if k != "group" or ver >= (3, 11)]
+def tname(ver, name):
+    return "<task: %s>" % (CORO_OF[name] if ver < (3, 8) else name)
 
 
-def chain_of(part):
+def chains(ver):
+    main_run = [tname(ver, "main"), "main:%d" % line_of("RUN_AWAIT")]
+    out = {
+        "gather": main_run + [tname(ver, "gparent"), "gather_parent:%d" % line_of("GATHER_AWAIT"),
+                              tname(ver, "g1"), "gather_child:"],
+        "nested": main_run + [tname(ver, "nparent"), "nested_parent:%d" % line_of("NESTED_AWAIT"),
+                              "nested_helper:%d" % line_of("HELPER_AWAIT"), tname(ver, "n1"),
+                              "nested_child:"],
+    }
+    if ver >= (3, 11):
+        out["group"] = main_run + ["<task: tparent>", "group_parent:%d" % line_of("GROUP_AWAIT"),
+                                   "TaskGroup.__aexit__:", "<task: t1>", "group_child:"]
+    return out
+
+
+def chain_of(part, ver):
     """Which expected chain the task frames follow (prefixes match; the
     group's TaskGroup frames may be one or two)."""
-    for name, want in CHAINS.items():
+    for name, want in chains(ver).items():
         got = [f for f in part if not (name == "group" and f.startswith("TaskGroup._aexit:"))]
         if len(got) >= len(want) and all(g == w or (w.endswith(":") and g.startswith(w))
                                          for g, w in zip(got, want)):
@@ -121,7 +131,8 @@ try:
         p.stdout.readline()
     time.sleep(0.3)
     pending = {label for label, _, _ in procs}
-    expected = {label: chains_for(ver) for label, _, ver in found}
+    vers = {label: ver for label, _, ver in found}
+    expected = {label: list(chains(ver)) for label, _, ver in found}
     results = {}
     for attempt in range(2):
         live = [(label, p, script) for label, p, script in procs if label in pending]
@@ -135,7 +146,7 @@ try:
                 part = task_part(raw)
                 if not (part and part[-1].startswith("spin:")):
                     continue
-                k = chain_of(part)
+                k = chain_of(part, vers[label])
                 seen[k] += c
                 if k is None and len(odd) < 3:
                     odd.append(part)
@@ -167,6 +178,7 @@ try:
     strip_dir = stripped_asyncio(exe39)
     p, script = start(exe39, "wait", 60, env=dict(os.environ, PYTHONPATH=strip_dir))
     procs.append(("pyenv 3.9 stripped _asyncio", p, script))
+    vers["pyenv 3.9 stripped _asyncio"] = (3, 9)
     for _, p, _ in procs:
         p.stdout.readline()
     time.sleep(0.3)
@@ -179,6 +191,8 @@ try:
     for label, p, script in procs:
         a = b = bad = 0
         names = set()
+        ver = vers[label]
+        a_names = {tname(ver, n) for n in ("a1", "a2", "a3")}
         for fr, c, raw in py.stacks_in(stacks, script):
             part = task_part(raw)
             if not part:
@@ -186,12 +200,11 @@ try:
             i = raw.index(part[0]) if part[0] in raw else 0
             below = py.FRAME_RE.match(raw[i - 1]) if i > 0 else None
             ok = (below is not None and below.group(1) in RUN_ONCE
-                  and part[:2] == ["<task: main>", "main:%d" % main_await] and len(part) >= 5
+                  and part[:2] == [tname(ver, "main"), "main:%d" % main_await] and len(part) >= 5
                   and part[4].startswith("sleep:"))
-            if ok and part[3] == "wait_a:%d" % wait_a and part[2] in (
-                    "<task: a1>", "<task: a2>", "<task: a3>"):
+            if ok and part[3] == "wait_a:%d" % wait_a and part[2] in a_names:
                 a += c
-            elif ok and part[3] == "wait_b:%d" % wait_b and part[2] == "<task: b1>":
+            elif ok and part[3] == "wait_b:%d" % wait_b and part[2] == tname(ver, "b1"):
                 b += c
             else:
                 bad += c
@@ -200,7 +213,7 @@ try:
         u.check(a + b >= 60 and abs(share - 75) <= 5,
                 "%s: waiting tasks in wall mode, wait_a:wait_b = %.1f%% of %d (75 +-5)"
                 % (label, share, a + b))
-        u.check(bad == 0 and names == {"<task: a1>", "<task: a2>", "<task: a3>", "<task: b1>"},
+        u.check(bad == 0 and names == a_names | {tname(ver, "b1")},
                 "%s: every waiting task on its loop's thread under main's gather (%d other; "
                 "tasks %s)" % (label, bad, sorted(names)))
 

@@ -11,7 +11,9 @@ usage: async_tree.py run SECONDS    three computing tasks, each awaited
        async_tree.py wait SECONDS   nothing computes: "a1", "a2", "a3" sleep
                                     in wait_a, "b1" in wait_b, and "main"
                                     awaits gather() of the four
-Prints "ready" once every task exists.
+Prints "ready" once every task exists. 3.6 and 3.7 have no task names:
+their tasks are known by their coroutines (gather_parent, gather_child,
+nested_parent, nested_child, wait_a, wait_b, main).
 """
 import asyncio
 import sys
@@ -19,6 +21,14 @@ import time
 
 mode, seconds = sys.argv[1], float(sys.argv[2])
 end = time.time() + seconds
+
+
+def named(coro, name):
+    if sys.version_info < (3, 7):
+        return asyncio.ensure_future(coro)
+    if sys.version_info < (3, 8):
+        return asyncio.create_task(coro)
+    return asyncio.create_task(coro, name=name)
 
 
 def spin():
@@ -47,7 +57,7 @@ async def nested_child():
 
 
 async def gather_parent():
-    g1 = asyncio.create_task(gather_child(), name="g1")
+    g1 = named(gather_child(), "g1")
     await asyncio.gather(g1)  # GATHER_AWAIT
 
 
@@ -61,7 +71,7 @@ async def nested_helper(task):
 
 
 async def nested_parent():
-    n1 = asyncio.create_task(nested_child(), name="n1")
+    n1 = named(nested_child(), "n1")
     await nested_helper(n1)  # NESTED_AWAIT
 
 
@@ -74,23 +84,27 @@ async def wait_b():
 
 
 async def main():
-    asyncio.current_task().set_name("main")
+    if sys.version_info >= (3, 8):
+        asyncio.current_task().set_name("main")
     if mode == "run":
-        parents = [asyncio.create_task(gather_parent(), name="gparent"),
-                   asyncio.create_task(nested_parent(), name="nparent")]
+        parents = [named(gather_parent(), "gparent"),
+                   named(nested_parent(), "nparent")]
         if hasattr(asyncio, "TaskGroup"):
-            parents.append(asyncio.create_task(group_parent(), name="tparent"))
+            parents.append(named(group_parent(), "tparent"))
         await asyncio.sleep(0.05)
         print("ready")
         sys.stdout.flush()
         await asyncio.gather(*parents)  # RUN_AWAIT
     else:
-        tasks = [asyncio.create_task(wait_a(), name="a%d" % i) for i in (1, 2, 3)]
-        tasks.append(asyncio.create_task(wait_b(), name="b1"))
+        tasks = [named(wait_a(), "a%d" % i) for i in (1, 2, 3)]
+        tasks.append(named(wait_b(), "b1"))
         await asyncio.sleep(0.05)
         print("ready")
         sys.stdout.flush()
         await asyncio.gather(*tasks)  # MAIN_AWAIT
 
 
-asyncio.run(main())
+if hasattr(asyncio, "run"):
+    asyncio.run(main())
+else:  # 3.6
+    asyncio.get_event_loop().run_until_complete(main())
