@@ -339,7 +339,7 @@ int python_offsets_from_debug(const uint8_t *dbg, size_t len, struct py_offsets 
   /* The object headers say which build this is and that the struct was
    * read at the right positions. */
   uint64_t want_ob = ft ? 32 : 16, want_type = ft ? 24 : 8;
-  if (ob != want_ob || (uint64_t)o.ob_type != want_type) {
+  if (ob != want_ob || o.ob_type != want_type) {
     snprintf(why, whylen,
              "pyobject.size %" PRIu64 " / ob_type %u, a %s build has %" PRIu64 " / %" PRIu64, ob,
              o.ob_type, ft ? "free-threaded" : "default", want_ob, want_type);

@@ -128,7 +128,7 @@ struct py_offsets {
    * its own, so the str kind bits start at bit 8 instead of 2. */
   bool free_threaded;
   uint8_t str_kind_shift;
-  uint16_t ob_type, bytes_ob_size, bytes_sval, str_length, str_state;
+  uint32_t ob_type, bytes_ob_size, bytes_sval, str_length, str_state;
   uint16_t str_ascii_hdr, str_compact_hdr;
   /* free-threaded 3.14+: a frame runs its thread's copy of the bytecode,
    * co_tlbc->entries[frame->tlbc_index] (0: none) */
