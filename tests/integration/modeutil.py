@@ -6,6 +6,7 @@ import os
 import subprocess
 import time
 
+import perfutil
 import pputil as u
 
 WORKLOADS = os.path.join(u.SRC, "tests", "workloads", "modes")
@@ -108,5 +109,38 @@ def check_offcpu_runtime(runtime_so, cmd, comm, sleeper, burner, mark, *extra):
         u.check(total > 0 and rt == total and marked > 0,
                 "offcpu: the runtime's stacks in place of perf's native ones")
         u.check(ws > 0 and wb <= 0.25 * ws, "offcpu: the sleeper, the burner far below it")
+    finally:
+        u.kill(p)
+
+
+def check_offcpu_split(plugin_so, cmd, script, suffix, runtime):
+    """--mode cpu,offcpu with perf and one runtime plugin on a workload
+    (block_3to1.<ext>) whose thread blocks 3:1 in wait_long and wait_short:
+    every off-CPU stack of the process carries the runtime's frames (the
+    plugin's stacks of blocked threads replace perf's native ones), and
+    wait_long holds 75 % (+-5 points) of the two functions' blocked time."""
+    p = start(cmd)
+    try:
+        out = u.tempdir("ppmode-off-")
+        r = u.run_agent(out, u.plugin_dir_with(perfutil.PLUGIN, plugin_so), "--mode", "cpu,offcpu",
+                        "-f", "97", duration=6, timeout=180)
+        print(r.stderr[-2000:])
+        u.check(r.returncode == 0, "agent exits 0")
+        col = os.path.join(out, "last_profile.offcpu.col")
+        u.check(os.path.exists(col), "offcpu profile written")
+        header, stacks = u.parse_col(col) if os.path.exists(col) else ({}, [])
+        mine = [(f, c) for f, c in stacks if f[2:3] == ["block3to1"]]
+        own = sum(c for f, c in mine if any(x.endswith(suffix) for x in f))
+        total = sum(c for f, c in mine)
+        print("block_3to1 off-CPU: %d us, %d us with %s frames" % (total, own, runtime))
+        u.check(total > 0 and own == total,
+                "every off-CPU stack of the process is %s's: perf's native ones replaced" % runtime)
+        lng = weight(mine, script, "wait_long")
+        sht = weight(mine, script, "wait_short")
+        share = 100.0 * lng / max(lng + sht, 1)
+        print("wait_long %d us, wait_short %d us: %.1f %%" % (lng, sht, share))
+        u.check(lng + sht > 0 and abs(share - 75) <= 5, "wait_long's share 75 +-5 (%.1f)" % share)
+        header, stacks = u.parse_col(os.path.join(out, "last_profile.col"))
+        u.check(header["profile_type"] == "cpu", "the cpu profile is still written")
     finally:
         u.kill(p)

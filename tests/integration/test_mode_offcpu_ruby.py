@@ -22,30 +22,5 @@ ruby = shutil.which("ruby")
 if not ruby:
     u.skip("ruby not installed")
 script = os.path.join(modeutil.WORKLOADS, "block_3to1.rb")
-p = modeutil.start([ruby, script, "60"])
-try:
-    out = u.tempdir("ppmode-offrb-")
-    r = u.run_agent(out, u.plugin_dir_with(perfutil.PLUGIN, plugin), "--mode", "cpu,offcpu",
-                    "-f", "97",
-                    duration=6, timeout=180)
-    print(r.stderr[-2000:])
-    u.check(r.returncode == 0, "agent exits 0")
-    col = os.path.join(out, "last_profile.offcpu.col")
-    u.check(os.path.exists(col), "offcpu profile written")
-    header, stacks = u.parse_col(col)
-    mine = [(f, c) for f, c in stacks if f[2:3] == ["block3to1"]]
-    rb_frames = sum(c for f, c in mine if any(x.endswith("_[rb]") for x in f))
-    total = sum(c for f, c in mine)
-    print("block_3to1 off-CPU: %d us, %d us with Ruby frames" % (total, rb_frames))
-    u.check(total > 0 and rb_frames == total,
-            "every off-CPU stack of the process is Ruby's: perf's native ones replaced")
-    lng = modeutil.weight(mine, "block_3to1.rb", "wait_long")
-    sht = modeutil.weight(mine, "block_3to1.rb", "wait_short")
-    share = 100.0 * lng / max(lng + sht, 1)
-    print("wait_long %d us, wait_short %d us: %.1f %%" % (lng, sht, share))
-    u.check(lng + sht > 0 and abs(share - 75) <= 5, "wait_long's share 75 +-5 (%.1f)" % share)
-    header, stacks = u.parse_col(os.path.join(out, "last_profile.col"))
-    u.check(header["profile_type"] == "cpu", "the cpu profile is still written")
-finally:
-    u.kill(p)
+modeutil.check_offcpu_split(plugin, [ruby, script, "60"], "block_3to1.rb", "_[rb]", "Ruby")
 u.finish()
