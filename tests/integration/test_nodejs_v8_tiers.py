@@ -10,17 +10,13 @@ tier of the code they run and C++ frames are named
 - --always-sparkplug and no optimizing compiler: baseline code (`_[1]`).
 """
 import os
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "workloads", "nodejs"))
-import nodetest as n  # noqa: E402
 import pputil as u  # noqa: E402
 import v8cases  # noqa: E402
-
-MAJORS = (18, 20, 22, 24)
+import v8multi  # noqa: E402
 
 
 def flags(major, variant):
@@ -79,54 +75,14 @@ def enough(result):
     return True
 
 
-def profile(variant, nodes):
-    """One agent and the four versions under one variant's flags (a dozen
-    busy targets at once would starve the attach on a small host)."""
-    scripts = {(m, variant): v8cases.copy_workload("tiers.js") for m in MAJORS}
-    out = u.tempdir("ppout-")
-    agent = n.Agent(out, n.plugin_dir(), "--nodejs-mode", "v8", duration=2, freq=100)
-    procs = []
-    result = {}
-    try:
-        for (m, v), script in sorted(scripts.items()):
-            procs.append(subprocess.Popen([nodes[m]] + flags(m, v) + [script],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        u.check(agent.wait_sessions(1, 60) >= 1, "%s: agent wrote its first session" % variant)
-        end = time.time() + 60
-        while time.time() < end and agent.p.poll() is None:
-            time.sleep(0.5)
-            if len(agent.profiles()) < 3:
-                continue
-            try:
-                _, stacks = n.stacks_of(agent.profiles()[1:])
-            except (OSError, ValueError):
-                continue
-            result = {k: (s, v8cases.of_script(stacks, s)) for k, s in scripts.items()}
-            if enough(result):
-                break
-        for p in procs:
-            u.check(p.poll() is None, "%s: target %d still running" % (variant, p.pid))
-        rc = agent.stop()
-        if not u.check(rc == 0, "%s: agent exits 0 (rc %s)" % (variant, rc)):
-            print(agent.stderr[-3000:])
-        header, _ = n.stacks_of(agent.profiles()[-1:])
-        print("%s: counters of the last session: %s"
-              % (variant, header.get("polyprof", {}).get("nodejs", {}).get("counters", {})))
-    finally:
-        for p in procs:
-            u.kill(p)
-        if agent.p.poll() is None:
-            agent.stop()
-    return result
-
-
 def main():
-    v8cases.require_plugin()
-    nodes = {m: v8cases.node_binary(m) for m in MAJORS}
     result = {}
     for variant in VARIANTS:
-        result.update(profile(variant, nodes))
-    u.check(len(result) == len(MAJORS) * len(VARIANTS),
+        # one agent and the four versions under one variant's flags (a dozen
+        # busy targets at once would starve the attach on a small host)
+        targets = {(m, variant): (m, flags(m, variant)) for m in v8multi.MAJORS}
+        result.update(v8multi.profile_targets("tiers.js", targets, enough, label=variant))
+    u.check(len(result) == len(v8multi.MAJORS) * len(VARIANTS),
             "profiles of every version and variant (%s)" % sorted(result))
 
     for (major, variant), (script, stacks) in sorted(result.items()):
