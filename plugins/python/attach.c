@@ -72,7 +72,13 @@ int python_attach(void *plugin, struct pp_target_entry *t) {
       PP_INFO(
           st->host, "pid %u: thread ids not found (pthread scan); %s", t->pid,
           st->filter == PY_RUNNING_THREADS ? "all threads counted as running" : "no thread names");
-    PP_INFO(st->host, "pid %u: Python %s in %s", t->pid, pt->proc.version, pt->proc.module);
+    PP_INFO(st->host, "pid %u: Python %s%s in %s", t->pid, pt->proc.version,
+            pt->proc.off.free_threaded ? " (free-threaded)" : "", pt->proc.module);
+    if (pt->proc.off.free_threaded && st->filter == PY_GIL_THREAD)
+      PP_WARNING(st->host,
+                 "pid %u: free-threaded build: no GIL, gil mode samples no thread (cpu "
+                 "mode: the threads on a CPU)",
+                 t->pid);
     t->data = pt;
     return 0;
   }
