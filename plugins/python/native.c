@@ -3,6 +3,7 @@
  * python.native (cpu mode): each thread of a target gets a perf cpu-clock
  * event (native_events.c); at every tick the plugin reads the samples the
  * kernel took since the last one, and for each:
+ *   0. names the kernel frames (the kernel's callchain, user part off);
  *   1. unwinds the copied user stack with DWARF (the kit's unwinder, the
  *      objects' tables from native_objects.c): the native frames;
  *   2. reads that thread's Python stack right away;
@@ -14,12 +15,17 @@
  *      py_frame_ref.entry); frames of the interpreter's own module between
  *      two runs are the interpreter's glue and dropped, any other (a C
  *      extension calling back into Python) kept; frames below the
- *      outermost run (main, the interpreter's startup) kept.
- * The Python stack is read a tick after the kernel's sample, so it may
- * have moved meanwhile: when the number of eval-loop frames is not the
- * number of runs the Python stack shows, no interleaving is guessed: the
+ *      outermost run (main, the interpreter's startup) kept; the kernel
+ *      frames go on top.
+ * The Python stack is read after the kernel's sample (within a
+ * tenth of the sampling interval on a host that lets the worker run), so it may have moved
+ * meanwhile: when the number of eval-loop frames is not the number of
+ * runs the Python stack shows, or the innermost Python frame is not
+ * witnessed in the stack copy (witnessed()), no interleaving is guessed: the
  * sample is the Python stack with the native leaf on top, and counted
- * (native_mismatches).
+ * (native_mismatches); so is a sample read more than PYN_STALE_NS after
+ * the kernel took it (native_stale: the worker was kept off the CPU),
+ * whatever the counts say.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,6 +34,7 @@
 #include <string.h>
 
 #include "native.h"
+#include "polyprof/kit/kallsyms.h"
 #include "polyprof/kit/log.h"
 
 #define SCRATCH_LEN (PYN_STACK_COPY + 4096u) /* one record: header, registers, stack copy */
@@ -57,14 +64,23 @@ struct py_native {
   } cls[PYN_MAX_NATIVE];
   char names[PYN_MAX_NATIVE][PYN_NAME_MAX];
   int nips;
+  /* kernel frames of the sample (named from /proc/kallsyms, read once
+   * when the first one shows up; kallsyms_state < 0: unreadable) */
+  char knames[PYN_MAX_KERNEL][PYN_NAME_MAX];
+  uint32_t nk;
+  struct pp_kallsyms *kallsyms;
+  int kallsyms_state;
   /* the sample being merged */
   struct py_state *st;
   struct pp_target_entry *t;
   struct pyn_target *nt;
   uint32_t want_tid;
-  bool delivered;
+  bool delivered, stale;
+  const uint8_t *stack; /* the sample's stack copy */
+  uint64_t stack_len;
   /* this session */
-  uint64_t samples, merged, mismatches, no_python, lost, bad, unwind_errors, open_errors;
+  uint64_t samples, merged, mismatches, stale_count, no_python, lost, bad, unwind_errors,
+      open_errors;
   int last_open_err;
   bool told_open;
 };
@@ -73,7 +89,7 @@ struct py_native *python_native_new(const struct pp_host *host, uint32_t max_dep
   struct py_native *n = calloc(1, sizeof(*n));
   if (!n) return NULL;
   n->host = host;
-  n->out_cap = max_depth + PY_EXTRA_FRAMES + PYN_MAX_NATIVE + 2;
+  n->out_cap = max_depth + PY_EXTRA_FRAMES + PYN_MAX_NATIVE + PYN_MAX_KERNEL + 2;
   n->out = calloc(n->out_cap, sizeof(*n->out));
   n->scratch = malloc(SCRATCH_LEN);
   n->objs = pyn_objects_new();
@@ -96,6 +112,7 @@ void python_native_free(struct py_native *n) {
   for (size_t i = 0; i < PYN_TARGETS; i++)
     if (n->targets[i]) target_close(n->targets[i]);
   pyn_objects_free(n->objs);
+  if (n->kallsyms) pp_kallsyms_free(n->kallsyms);
   if (n->unw) pp_unwinder_free(n->unw);
   free(n->out);
   free(n->scratch);
@@ -167,6 +184,28 @@ static void put(struct py_native *n, uint32_t *k, struct pp_frame f) {
   if (*k < n->out_cap) n->out[(*k)++] = f;
 }
 
+/* The kernel frames of a sample, innermost first, into n->knames. */
+static void name_kernel(struct py_native *n, const struct pyn_sample *s) {
+  n->nk = 0;
+  if (!s->nkips) return;
+  if (!n->kallsyms_state) {
+    int rc = pp_kallsyms_load(NULL, &n->kallsyms);
+    n->kallsyms_state = rc < 0 ? rc : 1;
+    if (rc < 0)
+      PP_INFO(n->host, "python.native: no kernel frames (/proc/kallsyms: %s)", strerror(-rc));
+  }
+  if (n->kallsyms_state < 0) return;
+  for (uint32_t i = 0; i < s->nkips && i < PYN_MAX_KERNEL; i++) {
+    const char *name = pp_kallsyms_lookup(n->kallsyms, s->kips[i], NULL, NULL);
+    snprintf(n->knames[n->nk++], PYN_NAME_MAX, "%s", name ? name : "[unknown]");
+  }
+}
+
+static void put_kernel(struct py_native *n, uint32_t *k) {
+  for (uint32_t i = 0; i < n->nk; i++)
+    put(n, k, (struct pp_frame){.name = n->knames[i], .kind = PP_FRAME_KERNEL});
+}
+
 static struct pp_frame native_frame(struct py_native *n, int i) {
   return (struct pp_frame){.name = n->names[i], .kind = PP_FRAME_PYTHON_NATIVE};
 }
@@ -176,6 +215,27 @@ static struct pp_frame python_frame(const struct py_frame_ref *f) {
                            .file = f->code->file,
                            .line = (uint32_t)f->line,
                            .kind = PP_FRAME_PYTHON};
+}
+
+/* Counts can agree on a stack that moved: a loop calling zlib, then
+ * another at the same depth calling memset, read after the switch. So
+ * the innermost Python frame must also be seen in the stack copy taken
+ * with the sample: the interpreter loop running it keeps its code
+ * object's address (<= 3.10, and often 3.12+) or a pointer into its
+ * bytecode near the instruction being run (3.11+) in its C frame, where
+ * the calls below it save them. */
+static bool witnessed(const struct py_native *n, const struct py_frame_ref *frames, uint32_t nf) {
+  const struct py_code *leaf = NULL;
+  for (uint32_t i = 0; i < nf && !leaf; i++)
+    leaf = frames[i].code;
+  if (!leaf) return false;
+  uint64_t ip = python_walker_leaf_ip(n->st->walker);
+  for (uint64_t o = 0; o + 8 <= n->stack_len; o += 8) {
+    uint64_t v;
+    memcpy(&v, n->stack + o, 8);
+    if (v == leaf->addr || (ip && v + PYN_IP_SLACK >= ip && v <= ip + PYN_IP_SLACK)) return true;
+  }
+  return false;
 }
 
 static void on_py_stack(void *ctx, uint32_t tid, const struct py_frame_ref *frames, uint32_t nf,
@@ -191,13 +251,14 @@ static void on_py_stack(void *ctx, uint32_t tid, const struct py_frame_ref *fram
     if (n->cls[i].eval) evals++;
   /* Python frames past the last run's entry frame would have no eval
    * frame to stand in */
+  put_kernel(n, &k);
   bool tail = false;
   for (uint32_t i = nf; i-- > 0;) {
     if (!frames[i].code) continue;
     tail = !frames[i].entry;
     break;
   }
-  if (evals == runs && evals > 0 && !tail) {
+  if (evals == runs && evals > 0 && !tail && !n->stale && witnessed(n, frames, nf)) {
     uint32_t pi = 0, ev = 0;
     for (int i = 0; i < n->nips; i++) {
       if (n->cls[i].eval) {
@@ -217,7 +278,10 @@ static void on_py_stack(void *ctx, uint32_t tid, const struct py_frame_ref *fram
     if (n->nips > 0) put(n, &k, native_frame(n, 0));
     for (uint32_t i = 0; i < nf; i++)
       if (frames[i].code) put(n, &k, python_frame(&frames[i]));
-    n->mismatches++;
+    if (n->stale)
+      n->stale_count++;
+    else
+      n->mismatches++;
   }
   if (truncated)
     put(n, &k, (struct pp_frame){.name = "[Truncated Stack]", .kind = PP_FRAME_PYTHON_ERROR});
@@ -255,8 +319,18 @@ static void on_sample(void *ctx, const struct pyn_sample *s) {
     n->cls[i].interp = ip >= p->map_lo && ip < p->map_hi;
     const char *name = pyn_name(&w, n->names[i], PYN_NAME_MAX);
     if (name != n->names[i]) snprintf(n->names[i], PYN_NAME_MAX, "%s", name);
+    /* a versioned name from a .symtab: "__libc_start_main@@GLIBC_2.34" */
+    char *at = strchr(n->names[i], '@');
+    if (at && at != n->names[i]) *at = '\0';
   }
+  name_kernel(n, s);
+  /* the Python stack is read now: long after the sample it says nothing
+   * of the thread at the time of the sample */
+  uint64_t now = pp_clock_ns();
+  n->stale = now > s->time && now - s->time > PYN_STALE_NS;
   n->want_tid = s->tid;
+  n->stack = s->stack;
+  n->stack_len = s->stack_len;
   n->delivered = false;
   struct py_sample_result res;
   int rc = python_sample(n->st->walker, &pt->proc, n->st->cc, PY_RUNNING_THREADS, pred_tid,
@@ -265,6 +339,7 @@ static void on_sample(void *ctx, const struct pyn_sample *s) {
   if (!n->delivered && rc >= 0 && !res.failed && n->nips > 0) {
     /* a thread that runs no Python now: its native stack alone */
     uint32_t k = 0;
+    put_kernel(n, &k);
     for (int i = 0; i < n->nips; i++)
       put(n, &k, native_frame(n, i));
     if (pp_stack_table_add(n->st->stacks, n->t->pid, 0, NULL, n->out, k, 1) == 0) pt->stacks++;
@@ -323,6 +398,7 @@ void python_native_report(struct py_native *n, struct pp_sink *sink) {
   h->add_counter(sink, "native_samples", n->samples);
   h->add_counter(sink, "native_merged", n->merged);
   h->add_counter(sink, "native_mismatches", n->mismatches);
+  h->add_counter(sink, "native_stale", n->stale_count);
   h->add_counter(sink, "native_no_python", n->no_python);
   h->add_counter(sink, "native_lost", n->lost);
   if (n->bad) h->add_counter(sink, "native_bad_records", n->bad);
@@ -331,6 +407,6 @@ void python_native_report(struct py_native *n, struct pp_sink *sink) {
   PP_DEBUG(h, "native: %llu samples, %llu merged, %llu mismatched, %zu KiB of object tables",
            (unsigned long long)n->samples, (unsigned long long)n->merged,
            (unsigned long long)n->mismatches, pyn_objects_bytes(n->objs) / 1024);
-  n->samples = n->merged = n->mismatches = n->no_python = n->lost = n->bad = 0;
+  n->samples = n->merged = n->mismatches = n->stale_count = n->no_python = n->lost = n->bad = 0;
   n->unwind_errors = n->open_errors = 0;
 }

@@ -24,12 +24,17 @@
 #include "python.h"
 
 #define PYN_STACK_COPY 16384u       /* bytes of user stack the kernel copies per sample */
-#define PYN_RING_PAGES 16u          /* data pages of each thread's ring (a power of 2) */
+#define PYN_RING_PAGES 32u          /* data pages of each thread's ring (a power of 2) */
 #define PYN_THREADS 64u             /* threads with an event, per target */
 #define PYN_TARGETS 64u             /* targets with events at once */
 #define PYN_OBJECTS 64u             /* objects with tables and symbols, all targets */
 #define PYN_MAX_NATIVE 128          /* native frames unwound per sample */
+#define PYN_MAX_KERNEL 64           /* kernel frames kept per sample */
 #define PYN_NAME_MAX 128            /* bytes of a native frame's name */
+#define PYN_READ_MIN_NS 1000000ull  /* rings read every tenth of a sampling interval, */
+#define PYN_READ_MAX_NS 10000000ull /* within these bounds */
+#define PYN_STALE_NS 20000000ull    /* a sample read later than this: no interleaving */
+#define PYN_IP_SLACK 64             /* bytes between a saved instruction pointer and the one read */
 #define PYN_RESCAN_NS 1000000000ull /* a target's thread list is read again this often */
 
 /* ---- native_events.c ---- */
@@ -50,6 +55,8 @@ void pyn_thread_close(struct pyn_thread *t);
 struct pyn_sample {
   uint32_t pid, tid;
   uint64_t time;
+  uint64_t kips[PYN_MAX_KERNEL]; /* kernel callchain, innermost first */
+  uint32_t nkips;
   uint64_t regs[PP_UNWIND_NREGS];
   bool have_regs;
   const uint8_t *stack;

@@ -16,6 +16,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "native.h"
@@ -31,10 +32,18 @@ int pyn_thread_open(struct pyn_thread *t, uint32_t tid, uint64_t period_ns) {
   a.type = PERF_TYPE_SOFTWARE;
   a.config = PERF_COUNT_SW_CPU_CLOCK;
   a.sample_period = period_ns;
-  a.sample_type =
-      PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+  a.sample_type = PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_CALLCHAIN |
+                  PERF_SAMPLE_REGS_USER | PERF_SAMPLE_STACK_USER;
+  /* the callchain gives the kernel frames only; user frames come from the
+   * stack copy */
+  a.exclude_callchain_user = 1;
+  a.sample_max_stack = PYN_MAX_KERNEL;
   a.sample_regs_user = pp_unwind_regs_mask();
   a.sample_stack_user = PYN_STACK_COPY;
+  /* sample times on the clock the plugin reads, to tell a sample read
+   * too late (the worker was descheduled) */
+  a.use_clockid = 1;
+  a.clockid = CLOCK_MONOTONIC;
   a.exclude_hv = 1;
   a.exclude_idle = 1;
   /* in a system call the sample still carries the user registers and
@@ -77,6 +86,16 @@ static bool parse_sample(const uint8_t *b, size_t len, struct pyn_sample *s) {
   s->pid = ids[0], s->tid = ids[1];
   s->time = rd64(b + 8);
   off = 16;
+  if (len - off < 8) return false;
+  uint64_t nr = rd64(b + off);
+  off += 8;
+  if (nr > (len - off) / 8) return false;
+  for (uint64_t i = 0; i < nr && s->nkips < PYN_MAX_KERNEL; i++) {
+    uint64_t ip = rd64(b + off + 8 * i);
+    if (ip >= (uint64_t)PERF_CONTEXT_MAX) continue; /* a context marker */
+    s->kips[s->nkips++] = ip;
+  }
+  off += 8 * (size_t)nr;
   if (len - off < 8) return false;
   uint64_t abi = rd64(b + off);
   off += 8;

@@ -152,7 +152,8 @@ static int py_init(const struct pp_host *host, void **out) {
       .max_stacks = stacks,
       .max_string_bytes = 16u << 20,
       .max_frame_refs = stacks * 64 < (8u << 20) ? stacks * 64 : (8u << 20),
-      .max_depth = st->max_depth + PY_EXTRA_FRAMES + 2 + (native ? PYN_MAX_NATIVE : 0),
+      .max_depth =
+          st->max_depth + PY_EXTRA_FRAMES + 2 + (native ? PYN_MAX_NATIVE + PYN_MAX_KERNEL : 0),
   };
   st->stacks = pp_stack_table_new(&lim);
   /* + <GC> and task frames + [Truncated Stack] + <thread: name> */
@@ -214,13 +215,23 @@ static int py_start(void *state, struct pp_session *session) {
    * process looked at that rarely stands for at most 16, which bounds how
    * much one look can weigh in a profile */
   uint64_t per_second = 1000000000ull / st->interval_ns;
-  if (st->native) python_native_start(st->native, per_second ? per_second : 1);
+  if (st->native) {
+    python_native_start(st->native, per_second ? per_second : 1);
+    /* the kernel takes the samples; a tick reads them and then each
+     * thread's Python stack, which the sooner it is read, the likelier is
+     * still the one the kernel saw */
+    uint64_t read_ns = st->interval_ns / 10;
+    read_ns = read_ns < PYN_READ_MIN_NS   ? PYN_READ_MIN_NS
+              : read_ns > PYN_READ_MAX_NS ? PYN_READ_MAX_NS
+                                          : read_ns;
+    if (session->tick_interval_ns > read_ns) session->tick_interval_ns = read_ns;
+  }
   st->max_asleep_span = per_second < 2 ? 2 : per_second > 16 ? 16 : (uint32_t)per_second;
   st->weight = 1;
   st->due_ns = 0;
   /* At kHz rates the default 50 us timer slack of the thread that calls
    * tick() (ours: start() runs on it) would eat a third of each interval. */
-  if (st->interval_ns < 2000000) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  if (session->tick_interval_ns < 2000000) prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   PP_INFO(st->host, "sampling Python processes at %.0f Hz (mode %s%s%s%s%s)",
           1e9 / (double)st->interval_ns, m,
           st->filter == PY_RUNNING_THREADS && strcmp(m, "cpu") ? " = cpu" : "",
@@ -295,9 +306,11 @@ static const struct pp_plugin descriptor = {
     .description =
         "CPython 2.7 and 3.6-3.13 stacks read from outside the process (3.14: "
         "from the 3.14 layout, tested on a synthetic image only)",
-    /* PERFMON: the per-CPU context switch records of cpu mode */
+    /* PERFMON: the per-CPU context switch records of cpu mode and
+     * python.native's per-thread events; SYSLOG: the names of
+     * python.native's kernel frames (/proc/kallsyms) */
     .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_PTRACE | PP_CAP_NEEDS_PERFMON |
-                    PP_CAP_ARCH_X86_64 | PP_CAP_ARCH_AARCH64,
+                    PP_CAP_NEEDS_SYSLOG | PP_CAP_ARCH_X86_64 | PP_CAP_ARCH_AARCH64,
     .match_exe = exe_patterns,
     .match_maps = map_patterns,
     .options = options,

@@ -277,6 +277,9 @@ void python_walker_free(struct py_walker *w);
  * a <GC> leaf frame (off by default: callers that do not ask never see a
  * pseudo frame). */
 void python_walker_set_gc(struct py_walker *w, bool on);
+/* 3.11+: the instruction pointer of the last walked thread's leaf frame,
+ * as read (0: none or <= 3.10). */
+uint64_t python_walker_leaf_ip(const struct py_walker *w);
 /* Only the main thread (the first interpreter's oldest thread). */
 void python_walker_set_main_only(struct py_walker *w, bool on);
 /* asyncio task chains in the stacks (asyncio.c). */

@@ -74,6 +74,10 @@ struct py_walker *python_walker_new(uint32_t max_depth) {
   return w;
 }
 
+uint64_t python_walker_leaf_ip(const struct py_walker *w) {
+  return w->leaf_ip;
+}
+
 void python_walker_set_gc(struct py_walker *w, bool on) {
   w->gc = on;
 }

@@ -1,12 +1,14 @@
 """python.native: native frames under, between and above Python frames.
 
 tests/workloads/python/native_hot.py spends its time in C called from
-Python: zlib.compress (deflate) from compress_loop and libc's memset
-through ctypes from memset_loop. Every CPython found runs it at once, one
+Python: zlib.compress (deflate) from compress_loop, libc's memset through
+ctypes from memset_loop, and libc's qsort from qsort_loop calling back the
+Python function compare. Every CPython found runs it at once, one
 cpu-mode session with --python-native; each must show deflate above
 compress_loop (file:line) and memset above memset_loop, as _[pn] frames
-right above the Python frames, under <module>; most samples must merge.
-Then the option is refused in wall mode with a message naming it.
+right above the Python frames, under <module>, and qsort's frames between
+qsort_loop and compare; most samples must merge. Then the option is
+refused in wall mode with a message naming it.
 """
 import os
 import re
@@ -37,7 +39,10 @@ def line_of(text):
 
 
 COMPRESS_LINE = line_of("zlib.compress(data, 9)")
-MEMSET_LINE = line_of("libc.memset(buf, 7, len(buf))")
+MEMSET_LINE = line_of("LIBC.memset(buf, 7, len(buf))")
+QSORT_LINE = line_of("LIBC.qsort(arr, len(arr)")
+COMPARE_FIRST = line_of("def compare(a, b):")
+COMPARE_LINE = line_of("return (x > y) - (x < y)")
 PY = re.compile(r"^(.*) \((.*):(\d+)\)_\[p\]$")
 
 procs = []
@@ -51,9 +56,21 @@ try:
         procs.append((label, ver, p, script))
     py.wait_ready([t[2] for t in procs])
     pids = [t[2].pid for t in procs]
-    r, header, stacks, log = py.profile(pids, "--python-native", duration=8, freq=97)
-    u.check(r.returncode == 0, "agent exits 0 (%s)" % r.stderr[-600:])
-    counters = (header or {}).get("polyprof", {}).get("python", {}).get("counters", {})
+    # a loaded host gives the targets little CPU, and samples follow CPU
+    # time: sessions until every target has enough samples (at most 4)
+    stacks, counters = [], {}
+    for attempt in range(4):
+        r, header, more, log = py.profile(pids, "--python-native", duration=8, freq=199)
+        u.check(r.returncode == 0, "agent exits 0 (%s)" % r.stderr[-600:])
+        stacks += more
+        for k, v in (header or {}).get("polyprof", {}).get("python", {}).get("counters",
+                                                                             {}).items():
+            counters[k] = counters.get(k, 0) + v
+        least = min(sum(c for f, c in stacks if any("(" + t[3] + ":" in x for x in f))
+                    for t in procs)
+        print("note: session %d, fewest samples of a target: %d" % (attempt + 1, least))
+        if least >= 150:
+            break
     for label, ver, p, script in procs:
         mine = [(f, c) for f, c in stacks if any("(" + script + ":" in x for x in f)]
         total = sum(c for _, c in mine)
@@ -86,13 +103,57 @@ try:
                 % (label, os.path.basename(script), COMPRESS_LINE, deflate, total))
         u.check(memset > 0, "%s: memset_[pn] above memset_loop (%s:%d) under <module> (%d of %d)"
                 % (label, os.path.basename(script), MEMSET_LINE, memset, total))
-        u.check(deflate + memset >= total * 0.5,
-                "%s: most samples are in deflate or memset under their caller (%d + %d of %d)"
-                % (label, deflate, memset, total))
+        # C between two Python frames: qsort_loop -> libc's qsort (its
+        # merge sort) -> ctypes' callback -> compare
+        between = 0
+        for frames, c in mine:
+            idx = [i for i, x in enumerate(frames) if PY.match(x)]
+            if len(idx) < 2 or PY.match(frames[idx[0]]).group(1) != "<module>":
+                continue
+            leaf, caller = PY.match(frames[idx[-1]]), PY.match(frames[idx[-2]])
+            if leaf.group(1).split(".")[-1] != "compare" or not (
+                    COMPARE_FIRST <= int(leaf.group(3)) <= COMPARE_LINE):
+                continue
+            if (caller.group(1).split(".")[-1], int(caller.group(3))) != ("qsort_loop", QSORT_LINE):
+                continue
+            mid = frames[idx[-2] + 1:idx[-1]]
+            if all(x.endswith("_[pn]") for x in mid) and any("sort" in x for x in mid):
+                between += c
+        u.check(between > 0, "%s: qsort's frames between qsort_loop (%s:%d) and compare (%d of %d)"
+                % (label, os.path.basename(script), QSORT_LINE, between, total))
+        # a loaded host reads samples late (those are not interleaved):
+        # judged on a share well below what an idle one gives (80-90 %)
+        u.check(deflate + memset + between >= total * 0.25,
+                "%s: 25 %% of the samples or more in deflate, memset or a qsort callback under "
+                "their caller (%d + %d + %d of %d)" % (label, deflate, memset, between, total))
+
+        # never a wrong interleaving: a merged stack (more than the native
+        # leaf above the Python leaf) of one loop with the other's C code
+        wrong = 0
+        for frames, c in mine:
+            idx = [i for i, x in enumerate(frames) if PY.match(x)]
+            if not idx:
+                continue
+            fn = PY.match(frames[idx[-1]]).group(1).split(".")[-1]
+            above = frames[idx[-1] + 1:]
+            if len(above) < 2:
+                continue
+            # compress_loop never goes through ctypes (zlib itself calls
+            # memset); memset_loop never through zlib
+            if fn == "compress_loop" and any(k in x for x in above
+                                             for k in ("ffi", "ctypes", "sort")):
+                wrong += c
+            if fn == "memset_loop" and any(k in x for x in above
+                                           for k in ("deflate", "zlib", "libz", "sort")):
+                wrong += c
+        u.check(wrong == 0, "%s: no merged stack puts one loop's C code under another (%d)"
+                % (label, wrong))
     merged = counters.get("native_merged", 0)
     mism = counters.get("native_mismatches", 0)
-    u.check(merged > 0 and mism <= merged * 0.2,
-            "most samples merged (%s merged, %s mismatched)" % (merged, mism))
+    stale = counters.get("native_stale", 0)
+    u.check(merged > 0 and mism <= merged * 0.5,
+            "samples read in time mostly merge (%s merged, %s mismatched; %s read late)"
+            % (merged, mism, stale))
     # any other mode refuses the option, naming it
     r, header, stacks, log = py.profile(pids[:1], "--python-native", "--python-mode", "wall",
                                         duration=2, freq=20)

@@ -44,7 +44,7 @@ PERFMON = "CAP_PERFMON" if LAST_CAP >= 38 else "CAP_SYS_ADMIN"
 READ = ["CAP_SYS_PTRACE", "CAP_DAC_READ_SEARCH"] + (["CAP_CHECKPOINT_RESTORE"] if LAST_CAP >= 40 else [])
 EXPECTED = {
     "perf": [PERFMON, "CAP_IPC_LOCK", "CAP_SYSLOG"] + READ,
-    "python": [PERFMON, "CAP_IPC_LOCK"] + READ,
+    "python": [PERFMON, "CAP_IPC_LOCK", "CAP_SYSLOG"] + READ,
     "php": READ,
     "ruby": [PERFMON, "CAP_IPC_LOCK"] + READ,
     "java": READ + ["CAP_KILL", "CAP_SETUID", "CAP_SETGID", "CAP_DAC_OVERRIDE"],
