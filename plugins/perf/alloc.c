@@ -32,7 +32,6 @@
  * one descriptor per probe), a fixed stack table; what does not fit is
  * counted.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -403,22 +402,6 @@ static void thread_drain(struct perf_state *st, struct alloc_thread *t) {
 
 /* ---- scans ---- */
 
-static int list_tids(uint32_t pid, uint32_t *tids, size_t cap, size_t *n) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%u/task", pid);
-  DIR *d = opendir(path);
-  if (!d) return -errno;
-  struct dirent *e;
-  *n = 0;
-  while ((e = readdir(d)) && *n < cap) {
-    char *end;
-    unsigned long v = strtoul(e->d_name, &end, 10);
-    if (end != e->d_name && !*end && v > 0 && v <= UINT32_MAX) tids[(*n)++] = (uint32_t)v;
-  }
-  closedir(d);
-  return 0;
-}
-
 /* Threads of p not seen in this scan have exited: their last samples are
  * read before their events go. */
 static void drop_unseen(struct perf_state *st, uint32_t pid) {
@@ -467,7 +450,7 @@ static bool proc_ready(struct perf_state *st, struct alloc_proc *p) {
 static void scan_proc(struct perf_state *st, struct alloc_proc *p, uint32_t *tids) {
   struct perf_alloc *a = &st->alloc;
   size_t n = 0;
-  if (list_tids(p->pid, tids, ALLOC_MAX_TIDS, &n) < 0) {
+  if (perf_list_threads(p->pid, tids, ALLOC_MAX_TIDS, &n) < 0) {
     p->gone = true;
     drop_unseen(st, p->pid);
     proc_close(a, p);

@@ -24,9 +24,7 @@
 #define MAX_TASK_FDS 8192
 #define MAX_CPUS 4096
 
-/* Thread ids of pid from /proc/PID/task, at most cap. -errno if the
- * process is gone. */
-static int list_threads(uint32_t pid, uint32_t *tids, size_t cap, size_t *n) {
+int perf_list_threads(uint32_t pid, uint32_t *tids, size_t cap, size_t *n) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/%u/task", pid);
   DIR *d = opendir(path);
@@ -91,7 +89,7 @@ static int open_all(struct perf_events *ev, struct perf_event_attr *a,
   *nthreads = 0;
   for (size_t p = 0; p < cfg->npids; p++) {
     size_t n = 0;
-    int rc = list_threads(cfg->pids[p], tids, sizeof(tids) / sizeof(tids[0]), &n);
+    int rc = perf_list_threads(cfg->pids[p], tids, sizeof(tids) / sizeof(tids[0]), &n);
     if (rc < 0) continue; /* exited: the other pids still count */
     for (size_t t = 0; t < n; t++) {
       if ((ev->ntask_fds + (size_t)ev->nrings + (size_t)ncpu) > MAX_TASK_FDS) {
