@@ -312,6 +312,23 @@ static const char *jit_runtime(const struct perf_proc *p) {
   return "unknown runtime";
 }
 
+/* The kind of a frame a process's perf map or jitdump names: the JIT of
+ * a .NET process names its code as the dotnet plugin does. Asked once per
+ * new frame; the answer for the last process asked is kept while its
+ * mappings stay the same in number (a JIT-heavy session asks thousands of
+ * times, and a .NET process maps hundreds of files). */
+static uint32_t jit_kind(const struct perf_proc *p) {
+  static uint32_t last_pid;
+  static size_t last_nmaps;
+  static uint32_t last_kind;
+  if (p->pid != last_pid || p->nmaps != last_nmaps || !last_pid) {
+    last_pid = p->pid;
+    last_nmaps = p->nmaps;
+    last_kind = strcmp(jit_runtime(p), "dotnet") == 0 ? PP_FRAME_DOTNET : PP_FRAME_NATIVE;
+  }
+  return last_kind;
+}
+
 /* Anonymous executable memory that no perf map or jitdump names. perf
  * calls it "/tmp/perf-<nspid>.map" whether or not that file exists, which
  * reads as a file; here it says whose JIT it is and why it has no name
@@ -401,9 +418,7 @@ uint32_t perf_sym_user(struct perf_state *st, struct perf_proc *p, uint64_t addr
     if (!name) return m ? unnamed_jit(st, p, ka) : PERF_FRAME_ID_UNKNOWN;
     uint32_t id = frames_find(&st->frames, ka, start);
     if (id != UINT32_MAX) return id;
-    /* the JIT of a .NET process names its code as the dotnet plugin does */
-    uint32_t kind = strcmp(jit_runtime(p), "dotnet") == 0 ? PP_FRAME_DOTNET : PP_FRAME_NATIVE;
-    return frames_add(&st->frames, ka, start, name, file, kind, 0);
+    return frames_add(&st->frames, ka, start, name, file, jit_kind(p), 0);
   }
   struct perf_dso *dso = m->dso;
   if (perf_dso_need_info(&st->dsos, dso, p, m) == -ENOEXEC && dso->is_pe)
