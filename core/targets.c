@@ -7,9 +7,12 @@
  * re-read with exponential backoff (1 s, 2 s, 4 s ... 10 min), because a
  * runtime loaded after start usually shows up early in a process's life.
  * That keeps a host with thousands of idle processes cheap. Young unmatched
- * processes (see targets.h) are the exception: their maps are re-read every
- * tick for their first PP_TARGETS_YOUNG_MS, a bounded number per tick; a
- * process that exits ends its turn at its first failed look.
+ * processes (see targets.h) are the exception: for their first
+ * PP_TARGETS_YOUNG_MS they are looked at every tick for half a second, then
+ * every fourth tick, a bounded number per tick. A look reads the process's
+ * size (statm) and goes on to its executable and maps only when the size
+ * changed (a library mapped, an exec); a process that exits ends its turn
+ * at its first failed look.
  */
 #include "targets.h"
 
@@ -38,8 +41,10 @@ struct proc_ent {
   uint64_t matched;        /* bit per plugin */
   uint64_t reported;       /* bits already handed to on_new */
   time_t next_check;       /* monotonic seconds; 0 = never again */
-  uint64_t young_until_ms; /* monotonic ms: re-read every tick until then while
+  uint64_t young_until_ms; /* monotonic ms: looked at again until then while
                               unmatched; 0 = not young */
+  uint64_t young_next_ms;  /* its next look (0: at the next recheck) */
+  uint64_t vm_pages;       /* its size at the last look (statm), 0 unknown */
 };
 
 struct pp_targets {
@@ -418,6 +423,7 @@ static int rebuild(struct pp_targets *t, struct pid_source *src, bool recheck,
           e.recheck_s = RECHECK_MIN_S;
           e.next_check = now;
           e.young_until_ms = now_ms + PP_TARGETS_YOUNG_MS;
+          e.young_next_ms = e.vm_pages = 0;
         }
       } else {
         memset(&e, 0, sizeof(e));
@@ -490,6 +496,26 @@ static int rebuild(struct pp_targets *t, struct pid_source *src, bool recheck,
   return (int)nn;
 }
 
+/* The process's size in pages (/proc/PID/statm), 0 if gone or exiting. A
+ * library mapped or an exec changes it; reading it costs a fraction of
+ * reading the maps. */
+static uint64_t vm_pages(uint32_t pid) {
+  char path[64], buf[128];
+  snprintf(path, sizeof(path), "/proc/%u/statm", pid);
+  size_t len = 0;
+  if (pp_read_file(path, buf, sizeof(buf), &len) < 0) return 0;
+  return strtoull(buf, NULL, 10);
+}
+
+/* How long until a young process's next look: every tick at first (a JVM
+ * maps libjvm.so within milliseconds, a .NET host libcoreclr.so within a
+ * few hundred), then less often. */
+static uint64_t young_interval_ms(const struct proc_ent *e, uint64_t now_ms) {
+  uint64_t since = now_ms + PP_TARGETS_YOUNG_MS - e->young_until_ms;
+  uint64_t ms = since < 500 ? PP_TARGETS_YOUNG_TICK_MS : 4 * PP_TARGETS_YOUNG_TICK_MS;
+  return ms - PP_TARGETS_YOUNG_TICK_MS / 5; /* slack: a tick that wakes a little early */
+}
+
 /* Hands every plugin e newly matches to on_new, as rebuild does. */
 static void report_new(struct pp_targets *t, struct proc_ent *e, pp_target_cb on_new, void *ctx) {
   for (size_t p = 0; p < t->n; p++) {
@@ -522,14 +548,25 @@ size_t pp_targets_recheck_young(struct pp_targets *t, pp_target_cb on_new, void 
       e->young_until_ms = 0;
       continue;
     }
-    if (!budget) {
+    if (!budget || now_ms < e->young_next_ms) {
       left++;
       continue;
     }
     budget--;
     t->young_cursor = i + 1;
+    uint64_t pages = vm_pages(e->pid);
+    if (pages == 0) { /* gone or exiting: the next scan or update drops it */
+      e->young_until_ms = 0;
+      continue;
+    }
+    e->young_next_ms = now_ms + young_interval_ms(e, now_ms);
+    if (pages == e->vm_pages) { /* nothing mapped, no exec since the last look */
+      left++;
+      continue;
+    }
+    e->vm_pages = pages;
     uint64_t id = pp_proc_exe_id(e->pid);
-    if (id == 0) { /* gone or exiting: the next scan or update drops it */
+    if (id == 0) {
       e->young_until_ms = 0;
       continue;
     }
@@ -539,6 +576,7 @@ size_t pp_targets_recheck_young(struct pp_targets *t, pp_target_cb on_new, void 
       e->exe_id = id;
       e->reported = 0;
       e->young_until_ms = now_ms + PP_TARGETS_YOUNG_MS;
+      e->young_next_ms = now_ms + PP_TARGETS_YOUNG_TICK_MS - PP_TARGETS_YOUNG_TICK_MS / 5;
       e->matched = classify(t, e->pid, 0);
       if (t->observer) t->observer(t->observer_ctx, e->pid, e->start_time);
     } else if (t->maps_plugins) {

@@ -38,7 +38,7 @@
 #define PP_TARGETS_YOUNG_TICK_MS 100
 /* Processes re-read per pp_targets_recheck_young call (round robin beyond):
  * a fork storm costs a bounded number of /proc reads per tick. */
-#define PP_TARGETS_YOUNG_BUDGET 32
+#define PP_TARGETS_YOUNG_BUDGET 16
 
 struct pp_targets;
 
@@ -78,12 +78,12 @@ int pp_targets_scan(struct pp_targets *t, bool recheck, pp_target_cb on_new, voi
 int pp_targets_update(struct pp_targets *t, const uint32_t *changed, size_t nchanged,
                       const uint32_t *gone, size_t ngone, pp_target_cb on_new, void *ctx);
 
-/* Re-reads /proc/PID/maps of the young processes no plugin matched yet (one
- * stat of /proc/PID/exe first: an exec'd one is classified afresh, as by an
- * update), at most PP_TARGETS_YOUNG_BUDGET of them, and calls on_new for
- * every match found. No /proc listing, no allocation beyond the per-plugin
- * lists' growth. Returns how many young unmatched processes remain: 0 means
- * no need to call it again before the next scan or update. */
+/* Looks again at the young processes no plugin matched yet whose turn it
+ * is, at most PP_TARGETS_YOUNG_BUDGET of them: their size (statm), and when
+ * it changed, their executable (an exec'd one is classified afresh, as by an
+ * update) and maps; calls on_new for every match found. No /proc listing, no allocation beyond the
+ * per-plugin lists' growth. Returns how many young unmatched processes remain: 0 means no need to
+ * call it again before the next scan or update. */
 size_t pp_targets_recheck_young(struct pp_targets *t, pp_target_cb on_new, void *ctx);
 
 /* Young unmatched processes as of the last scan, update or recheck. */

@@ -245,7 +245,9 @@ static void test_young_recheck(void) {
   CHECK_EQ_INT(pp_targets_young(t), 1);
   CHECK_EQ_INT(pp_targets_recheck_young(t, on_new, &s), 1); /* still nothing mapped */
   CHECK_EQ_INT(s.n, 0);
+  CHECK_EQ_INT(pp_targets_recheck_young(t, on_new, &s), 1); /* not its turn yet */
   map_now(child, go, "libppyoung.so");
+  usleep(PP_TARGETS_YOUNG_TICK_MS * 1000); /* its next turn */
   CHECK_EQ_INT(pp_targets_recheck_young(t, on_new, &s), 0);
   CHECK_EQ_INT(count_pid(&s, only, 0), 1);
   const struct pp_target *list;
