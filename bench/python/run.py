@@ -140,13 +140,18 @@ def main():
         async_aware(pys)
 
 
+# every CPython with a task reader (3.6-3.10: frame objects, 3.11+: frames
+# inside the coroutines)
+ASYNC_VERSIONS = ("3.6.15", "3.7.16", "3.8.18", "3.9.18", "3.10.13", "3.11.7", "3.12.1", "3.13.0")
+
+
 def async_aware(pys):
     # 5. --python-async-aware (and --python-opcodes): cost per sample on tests/workloads/python/
     # async_chain.py (three tasks, a running one with one awaiting it),
     # against plain wall mode and austin on the same target in one run
     hz = 1000
     script = os.path.join(SRC, "tests", "workloads", "python", "async_chain.py")
-    for v in ("3.11.7", "3.12.1", "3.13.0"):
+    for v in ASYNC_VERSIONS:
         if v not in pys:
             continue
         status = tempfile.mktemp(prefix="ppasync-")
@@ -179,7 +184,7 @@ def async_aware(pys):
     # registry): tests/workloads/python/async_tree.py wait, four tasks
     # sleeping under a gather(), and a program without an event loop
     tree = os.path.join(SRC, "tests", "workloads", "python", "async_tree.py")
-    for v in ("3.11.7", "3.12.1", "3.13.0"):
+    for v in ASYNC_VERSIONS:
         if v not in pys:
             continue
         for what, argv in (("4 waiting tasks", [pys[v], tree, "wait", "600"]),
