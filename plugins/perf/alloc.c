@@ -25,8 +25,10 @@
  * child's copy in the context of the forking target, where it cannot read
  * the probe's path, and fail the target's fork. Threads and allocator
  * libraries that appear later are found by a scan every tick, so a thread
- * is covered from at most one drain interval after it started; child
- * processes are not followed.
+ * is covered from at most one drain interval after it started. Child
+ * processes are probed when the pid set follows them (perf.follow_children:
+ * `polyprof run`, follow.c), from the first scan after their FORK record,
+ * and forgotten once they leave the set.
  *
  * Bounded: at most max_threads threads (each a ring of `pages` pages and
  * one descriptor per probe), a fixed stack table; what does not fit is
@@ -531,6 +533,19 @@ void perf_alloc_tick(struct perf_state *st) {
       }
     }
     if (proc_ready(st, p) && a->on) scan_proc(st, p, tids);
+  }
+  /* a followed process that left the pid set (it exited): its threads' last
+   * samples read (none was scanned in this tick), its probed files closed */
+  for (size_t i = 0; i < a->procs.cap;) {
+    struct alloc_proc *p = a->procs.slots[i].val;
+    if (!p || perf_pid_wanted(st, p->pid)) {
+      i++;
+      continue;
+    }
+    drop_unseen(st, p->pid);
+    proc_close(a, p);
+    perf_idmap_del(&a->procs, p->pid); /* shifts a later slot into i: look at i again */
+    free(p);
   }
   for (size_t i = 0; i < a->threads.cap; i++) {
     struct alloc_thread *t = a->threads.slots[i].val;

@@ -11,8 +11,9 @@ after the agent is placing its probes:
   the allocator function is the leaf, the totals are plausible, the cpu
   profile keeps the plain names, pprof says alloc_space/bytes;
 - `polyprof run --mode alloc` finds the allocator of a program that has
-  only just started (its libraries are mapped after the exec), and its
-  table and closing line count bytes, not samples;
+  only just started (its libraries are mapped after the exec), also as
+  the grandchild `timeout` starts, and its table and closing line count
+  bytes, not samples;
 - without --pids: one line says native allocations need --pids, and no
   alloc file is written;
 - jemalloc preloaded: its own malloc is probed, same split;
@@ -146,6 +147,20 @@ check(big > 0 and small > 0 and abs(share - 0.75) <= 0.05,
       "run --mode alloc: alloc_big share %.3f within 5 points" % share)
 check(" bytes (alloc);" in r.stderr and "perf %d samples" % (big + small) not in r.stderr,
       "run --mode alloc: the closing line counts perf's bytes as bytes, with no rate")
+
+# through `timeout` the program is a grandchild: followed, probed all the same
+r = subprocess.run([pputil.AGENT, "run", "--plugin-dir", plugins, "--mode", "alloc",
+                    "--perf-alloc-duty", "100", "--format", "collapsed", "--",
+                    "timeout", "30", allocator, "2"],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+print(r.stderr[-800:])
+lines = [ln.rpartition(" ") for ln in r.stdout.splitlines() if ln.strip()]
+big = sum(int(c) for s, _, c in lines if "alloc_big" in s)
+small = sum(int(c) for s, _, c in lines if "alloc_small" in s)
+share = big / float(big + small) if big + small else 0
+print("run under timeout: alloc_big %d, alloc_small %d, share %.3f" % (big, small, share))
+check(r.returncode == 0 and big > 0 and small > 0 and abs(share - 0.75) <= 0.05,
+      "run --mode alloc -- timeout: the grandchild's alloc_big share %.3f within 5 points" % share)
 
 # run's table names the unit of the profile type: bytes, and no times
 r = subprocess.run([pputil.AGENT, "run", "--plugin-dir", plugins, "--mode", "alloc",
