@@ -17,6 +17,7 @@
 static void probe(const struct pp_r2r *t, const uint8_t *data, size_t size) {
   if (pp_r2r_count(t) > pp_r2r_blocks(t)) abort();
   (void)pp_r2r_bytes(t);
+  (void)pp_r2r_skipped(t);
   for (size_t i = 0; i + 4 <= size && i < 2048; i += 4) {
     uint32_t v, rva = 0, start = 0;
     memcpy(&v, data + i, 4);

@@ -54,6 +54,7 @@ struct r2r_block {
 struct pp_r2r {
   struct r2r_block *b;
   size_t n, blocks;
+  size_t skipped; /* instance entries whose signature could not be read */
   char *arena;
   size_t arena_len;
   unsigned nsec;
@@ -365,6 +366,7 @@ int pp_r2r_load(int fd, size_t max_bytes, struct pp_r2r **out, char *why, size_t
   int rc = load(bd, fd, max_bytes ? max_bytes : R2R_DEFAULT_MAX_BYTES, why, why_cap);
   if (rc == 0) {
     t->blocks = bd->nblocks;
+    t->skipped = bd->inst_bad;
     t->nsec = bd->pe.nsec;
     memcpy(t->sec, bd->pe.sec, sizeof(t->sec[0]) * t->nsec);
     *out = t;
@@ -412,6 +414,9 @@ size_t pp_r2r_count(const struct pp_r2r *t) {
 }
 size_t pp_r2r_blocks(const struct pp_r2r *t) {
   return t ? t->blocks : 0;
+}
+size_t pp_r2r_skipped(const struct pp_r2r *t) {
+  return t ? t->skipped : 0;
 }
 size_t pp_r2r_bytes(const struct pp_r2r *t) {
   return t ? sizeof(*t) + t->n * sizeof(*t->b) + t->arena_len : 0;

@@ -488,8 +488,9 @@ int perf_dso_need_r2r(struct perf_dsos *d, struct perf_dso *dso, const struct pe
   d->bytes += b;
   d->loads++;
   if (d->host)
-    PP_DEBUG(d->host, "ReadyToRun table of %s loaded: %zu of %zu code blocks named, %zu KiB",
-             dso->path, pp_r2r_count(t), pp_r2r_blocks(t), b / 1024);
+    PP_DEBUG(d->host, "ReadyToRun table of %s loaded: %zu of %zu code blocks named, %zu KiB%s",
+             dso->path, pp_r2r_count(t), pp_r2r_blocks(t), b / 1024,
+             pp_r2r_skipped(t) ? " (some generic instantiations unread: names may be off)" : "");
   return 0;
 }
 

@@ -151,6 +151,8 @@ static void check_image(const char *path) {
   CHECK(begin && n > 10000);
   if (!t || !begin) goto out;
   CHECK_EQ_INT(pp_r2r_blocks(t), n);
+  /* every generic instantiation's signature decoded */
+  CHECK_EQ_INT(pp_r2r_skipped(t), 0);
   size_t named = 0, funclets = 0, bad = 0, inside_bad = 0, owner_bad = 0;
   unsigned found = 0;
   static const char *const known[] = {

@@ -61,5 +61,9 @@ const char *pp_r2r_lookup(const struct pp_r2r *t, uint32_t rva, uint32_t *start)
 size_t pp_r2r_count(const struct pp_r2r *t);
 size_t pp_r2r_blocks(const struct pp_r2r *t);
 size_t pp_r2r_bytes(const struct pp_r2r *t);
+/* Generic instantiations whose entry could not be read (a signature this
+ * reader does not decode, or a malformed table): their code reads as the
+ * method before it, so a non-zero count says names may be off. */
+size_t pp_r2r_skipped(const struct pp_r2r *t);
 
 #endif
