@@ -88,7 +88,8 @@ try:
                 m = PY.match(leaf)
                 if m.group(1).split(".")[-1] != fn or m.group(2) != script or int(m.group(3)) != line:
                     continue
-                above = frames[idx[-1] + 1:]
+                # native frames, then (the sample in the kernel) kernel frames
+                above = [x for x in frames[idx[-1] + 1:] if not x.endswith("_[k]")]
                 roots = [PY.match(frames[i]).group(1) for i in idx]
                 if roots[0] != "<module>" or not all(x.endswith("_[pn]") for x in above):
                     continue
@@ -135,7 +136,7 @@ try:
             if not idx:
                 continue
             fn = PY.match(frames[idx[-1]]).group(1).split(".")[-1]
-            above = frames[idx[-1] + 1:]
+            above = [x for x in frames[idx[-1] + 1:] if x.endswith("_[pn]")]
             if len(above) < 2:
                 continue
             # compress_loop never goes through ctypes (zlib itself calls
@@ -148,6 +149,13 @@ try:
                 wrong += c
         u.check(wrong == 0, "%s: no merged stack puts one loop's C code under another (%d)"
                 % (label, wrong))
+    # kernel frames (a sample taken in the kernel) only on top of the rest
+    misplaced = 0
+    for frames, c in stacks:
+        kinds = [x.endswith("_[k]") for x in frames]
+        if True in kinds and not all(kinds[kinds.index(True):]):
+            misplaced += c
+    u.check(misplaced == 0, "kernel frames only at the leaf end (%d misplaced)" % misplaced)
     merged = counters.get("native_merged", 0)
     mism = counters.get("native_mismatches", 0)
     stale = counters.get("native_stale", 0)
