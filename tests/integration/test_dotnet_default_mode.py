@@ -4,7 +4,8 @@ self-contained test workload of each major (scripts/install-deps.sh test,
 
 One agent run with perf over the three majors at once: per major a process
 running the split, and one running the generic, async and exceptions
-behaviours that exits in the middle of the third session. The plugin
+behaviours that exits in the middle of the third session (the split
+without tiered compilation). The plugin
 enables the runtime's perf map and perf samples: per major the 3:1 split
 within 5 points, the generic, async-state-machine and exception-throwing
 methods named from the map, the framework's precompiled frames named (perf
@@ -35,9 +36,9 @@ ROOT = "/opt/polyprof-test"
 NS = "Polyprof.Workload."
 
 
-def spawn(cmd):
-    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, env=build_workload.dotnet_env())
+def spawn(cmd, **env):
+    return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            text=True, env=dict(build_workload.dotnet_env(), **env))
 
 
 def cols_of(outdir):
@@ -84,7 +85,8 @@ def run_auto(longs, shorts):
     Returns (agent rc, [(col path, header, stacks)], log, exit time)."""
     outdir = pputil.tempdir("ppdotnet-auto-")
     pids = [str(p.pid) for p in list(longs.values()) + list(shorts.values())]
-    cmd = pputil.agent_cmd(outdir, pputil.PLUGIN_DIR, "--dotnet-mode", "auto", "-c", "-f", "100",
+    # 300 Hz: a few hundred split samples even when the host is loaded
+    cmd = pputil.agent_cmd(outdir, pputil.PLUGIN_DIR, "--dotnet-mode", "auto", "-c", "-f", "300",
                            "--no-python", "--no-ruby", "--no-java", "--no-php", "--no-nodejs",
                            "--pids", ",".join(pids), duration=3)
     agent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -141,16 +143,19 @@ def main():
              "(run scripts/install-deps.sh test)" % (", ".join(missing), ROOT))
     longs, shorts = {}, {}
     try:
-        longs = {m: spawn([exes[m], "60", "split"]) for m in MAJORS}
+        # the split without tiered compilation: its methods keep their
+        # precompiled code (named by perf from the image), the same code
+        # quality for both halves from the start (while one of them runs
+        # an instrumented JIT tier the split by work is not 3:1 in time);
+        # the short processes tier as usual (JIT code, named from the map)
+        longs = {m: spawn([exes[m], "60", "split"], DOTNET_TieredCompilation="0") for m in MAJORS}
         shorts = {m: spawn([exes[m], "60", "generic,async,exceptions,stdin-exit"]) for m in MAJORS}
         for p in list(longs.values()) + list(shorts.values()):
             line = p.stdout.readline()
             if not line.startswith("ready"):
                 raise RuntimeError("workload did not start: %r" % line)
-        # SpinA and SpinB reach their final JIT tier (an instrumented tier's
-        # loop runs slower: while one of them is there, the split by work
-        # is not 3:1 in time)
-        time.sleep(4)
+        # the short processes' hot methods reach a JIT tier
+        time.sleep(2)
         rc, cols, log, exited_at = run_auto(longs, shorts)
         fb_rc, fb_cols, fb_log = run_fallback(longs)
     finally:
@@ -197,6 +202,9 @@ def main():
               ".NET %s: async state machine named (<AsyncCompute>d__0::MoveNext)" % m)
         check(has_method(names, NS + "ExceptionWorker", "ThrowAndCatch"),
               ".NET %s: exceptions thrown in a loop: ThrowAndCatch named" % m)
+        jit = sorted(f for f in names if "[PolyprofWorkload] " + NS in f)
+        check(jit, ".NET %s: JIT-compiled workload methods named from the runtime's perf map (%d, e.g. %s)"
+              % (m, len(jit), jit[:1]))
         # the process that exited: its samples of that session kept, with
         # its thread names and its appid
         mine = [(fr, c) for fr, c in exit_stacks if major_of(fr) == m and fr[2] in ("generic", "exceptions")]
@@ -205,7 +213,7 @@ def main():
               ".NET %s: the process that exited mid-session kept its samples of that session, named, "
               "with its appid (%d)" % (m, sum(c for _, c in mine)))
         p = longs[m]
-        check(re.search(r"pid %d: \.NET %s\.\S+ sampled by perf at 100 Hz of its CPU time: [0-9.]+ CPUs "
+        check(re.search(r"pid %d: \.NET %s\.\S+ sampled by perf at 300 Hz of its CPU time: [0-9.]+ CPUs "
                         r"busy, so about [0-9.]+ samples/s; the target pays its perf map: [1-9][0-9]* lines"
                         % (p.pid, m), log),
               ".NET %s: the achieved rate and the target's cost logged" % m)
