@@ -17,7 +17,6 @@
  * session interval: the counts are time in stack x f, as in continuous
  * sampling.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +32,6 @@
 #define SWEEP_MAX_NS 100000000ull
 #define PUMP_BYTES (8u << 20)
 #define REPORT_AFTER_NS 2000000000ull
-#define MAX_TASKS 4096
 
 struct dotnet_bursts {
   const struct dotnet_cfg *cfg;
@@ -83,36 +81,11 @@ struct dotnet_session *dotnet_bursts_session(struct dotnet_bursts *b) {
 }
 
 /* CPU time (ns) of the target's threads named ".NET EventPipe" (the
- * sessions' streaming threads; the sampler thread has no name of its own
- * on current runtimes and is not counted): a part of what the sessions
+ * sessions' streaming threads) or ".NET Sample..." (the sampler, where the
+ * runtime names it; current runtimes do not): a part of what the sessions
  * cost the target besides the suspensions. */
 static uint64_t eventpipe_cpu_ns(uint32_t pid) {
-  char path[96];
-  snprintf(path, sizeof(path), "/proc/%u/task", pid);
-  DIR *d = opendir(path);
-  if (!d) return 0;
-  uint64_t sum = 0;
-  unsigned seen = 0;
-  struct dirent *de;
-  while ((de = readdir(d)) && seen++ < MAX_TASKS) {
-    if (de->d_name[0] < '0' || de->d_name[0] > '9') continue;
-    char comm[32] = "";
-    snprintf(path, sizeof(path), "/proc/%u/task/%.16s/comm", pid, de->d_name);
-    FILE *f = fopen(path, "re");
-    if (!f) continue;
-    bool ours = fgets(comm, sizeof(comm), f) &&
-                (strncmp(comm, ".NET EventPipe", 14) == 0 || strncmp(comm, ".NET Sample", 11) == 0);
-    fclose(f);
-    if (!ours) continue;
-    snprintf(path, sizeof(path), "/proc/%u/task/%.16s/schedstat", pid, de->d_name);
-    f = fopen(path, "re");
-    if (!f) continue;
-    unsigned long long run = 0;
-    if (fscanf(f, "%llu", &run) == 1) sum += run;
-    fclose(f);
-  }
-  closedir(d);
-  return sum;
+  return dotnet_thread_cpu_ns(pid, ".NET EventPipe") + dotnet_thread_cpu_ns(pid, ".NET Sample");
 }
 
 /* Burst length and cycle for the rate asked and the sweep period known. */
