@@ -178,14 +178,25 @@ static int dn_start(void *state, struct pp_session *session) {
   if (st->auto_mode) {
     /* perf names JIT code from the map and, from the image files,
      * precompiled code; without it the plugin samples, in bursts, the
-     * cheaper of its EventPipe ways */
+     * cheaper of its EventPipe ways. perf samples threads on a CPU only:
+     * wall time (managed threads whatever they do, `polyprof run`'s
+     * default) takes the runtime's sampler, as configured */
     bool perf = !(session->flags & PP_SESSION_PERFLESS);
-    mode = perf ? "perfmap" : "dotnet-trace";
-    if (!perf) st->cfg.bursts = true;
-    snprintf(st->mode_reason, sizeof(st->mode_reason), "%s",
-             perf ? "auto: perf samples, the runtime writes its perf map"
-                  : "auto: no system-wide plugin samples (perf disabled, refused by the kernel or "
-                    "not configured): dotnet-trace with the sampler in bursts");
+    const char *why;
+    if (st->cfg.wall) {
+      mode = "dotnet-trace";
+      why = "auto: wall time asked, which perf does not give: dotnet-trace";
+    } else if (perf) {
+      mode = "perfmap";
+      why = "auto: perf samples, the runtime writes its perf map";
+    } else {
+      mode = "dotnet-trace";
+      st->cfg.bursts = true;
+      why =
+          "auto: no system-wide plugin samples (perf disabled, refused by the kernel or not "
+          "configured): dotnet-trace with the sampler in bursts";
+    }
+    snprintf(st->mode_reason, sizeof(st->mode_reason), "%s", why);
     PP_INFO(st->host, "mode %s", st->mode_reason);
   }
   st->trace_mode = strcmp(mode, "dotnet-trace") == 0;

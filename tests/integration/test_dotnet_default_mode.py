@@ -14,7 +14,9 @@ thread names and appid in the session it exited in, the mode and why in the
 app metadata, and the achieved rate and the map's cost logged per process.
 Then the same processes with perf off (`--no-perf`, two sessions): auto falls back to
 dotnet-trace with the sampler in bursts by itself and says so (log,
-metadata), the split's frames named from EventPipe.
+metadata), the split's frames named from EventPipe. And one session asking
+for wall time (`--dotnet-wall`, `polyprof run`'s default): auto takes
+dotnet-trace, which has it, and says so.
 """
 import json
 import os
@@ -135,6 +137,19 @@ def run_fallback(longs):
     return agent.returncode, cols, log_of(cmd)
 
 
+def run_wall(longs):
+    """One session asking for wall time (`--dotnet-wall`, what `polyprof
+    run` asks by default): perf samples threads on a CPU only, so auto takes
+    the runtime's sampler."""
+    outdir = pputil.tempdir("ppdotnet-auto-wall-")
+    cmd = pputil.agent_cmd(outdir, pputil.PLUGIN_DIR, "--dotnet-mode", "auto", "--dotnet-wall", "-f", "100",
+                           "--no-python", "--no-ruby", "--no-java", "--no-php", "--no-nodejs",
+                           "--pids", ",".join(str(p.pid) for p in longs.values()), duration=3)
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+    cols = [pputil.parse_col(os.path.join(outdir, c)) for c in cols_of(outdir)]
+    return p.returncode, cols, log_of(cmd)
+
+
 def main():
     exes = {m: build_workload.published(ROOT, m) for m in MAJORS}
     missing = [m for m, e in exes.items() if not e]
@@ -158,6 +173,7 @@ def main():
         time.sleep(2)
         rc, cols, log, exited_at = run_auto(longs, shorts)
         fb_rc, fb_cols, fb_log = run_fallback(longs)
+        wall_rc, wall_cols, wall_log = run_wall(longs)
     finally:
         for p in list(longs.values()) + list(shorts.values()):
             pputil.kill(p)
@@ -252,6 +268,14 @@ def main():
         check(fb_split[m] > 0, ".NET %s without perf: the split named from EventPipe (%d)" % (m, fb_split[m]))
         check(re.search(r"pid %d: \.NET %s\.\S+ sampled in bursts" % (longs[m].pid, m), fb_log),
               ".NET %s without perf: the bursts' rate and cost logged" % m)
+    check(wall_rc == 0 and "mode auto: wall time asked, which perf does not give: dotnet-trace" in wall_log,
+          "auto with wall time asked: dotnet-trace, said in the log (rc=%s)" % wall_rc)
+    wall_meta = {}
+    for header, _ in wall_cols:
+        wall_meta.update(metadata_by_major(header))
+    check(all(wall_meta.get(m, {}).get("dotnet_mode") == "dotnet-trace" for m in MAJORS),
+          "auto with wall time asked: dotnet_mode dotnet-trace in every major's metadata (%s)"
+          % {m: wall_meta.get(m, {}).get("dotnet_mode") for m in MAJORS})
     if pputil.failures:
         for m in MAJORS:
             print(m, sorted(seen[m])[:40])
