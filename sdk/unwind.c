@@ -236,6 +236,14 @@ int pp_unwinder_new(struct pp_unwinder **out) {
   return 0;
 }
 
+void pp_unwinder_cache(struct pp_unwinder *u, int on) {
+  unw_set_caching_policy(u->as, on ? UNW_CACHE_GLOBAL : UNW_CACHE_NONE);
+}
+
+void pp_unwinder_flush(struct pp_unwinder *u) {
+  unw_flush_cache(u->as, 0, 0);
+}
+
 void pp_unwinder_free(struct pp_unwinder *u) {
   if (!u) return;
   unw_destroy_addr_space(u->as);

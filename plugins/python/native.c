@@ -54,7 +54,6 @@ struct py_native {
   uint64_t period_ns;
   struct pyn_target *targets[PYN_TARGETS];
   struct pyn_objects *objs;
-  struct pp_unwinder *unw;
   uint8_t *scratch;
   struct pp_frame *out;
   uint32_t out_cap;
@@ -93,7 +92,7 @@ struct py_native *python_native_new(const struct pp_host *host, uint32_t max_dep
   n->out = calloc(n->out_cap, sizeof(*n->out));
   n->scratch = malloc(SCRATCH_LEN);
   n->objs = pyn_objects_new();
-  if (!n->out || !n->scratch || !n->objs || pp_unwinder_new(&n->unw) < 0) {
+  if (!n->out || !n->scratch || !n->objs) {
     python_native_free(n);
     return NULL;
   }
@@ -104,6 +103,7 @@ static void target_close(struct pyn_target *nt) {
   for (uint32_t i = 0; i < nt->nth; i++)
     pyn_thread_close(&nt->th[i]);
   pyn_maps_clear(&nt->maps);
+  if (nt->maps.unw) pp_unwinder_free(nt->maps.unw);
   free(nt);
 }
 
@@ -113,7 +113,6 @@ void python_native_free(struct py_native *n) {
     if (n->targets[i]) target_close(n->targets[i]);
   pyn_objects_free(n->objs);
   if (n->kallsyms) pp_kallsyms_free(n->kallsyms);
-  if (n->unw) pp_unwinder_free(n->unw);
   free(n->out);
   free(n->scratch);
   free(n);
@@ -301,11 +300,11 @@ static void on_sample(void *ctx, const struct pyn_sample *s) {
   pt->samples++;
   pt->ran_since_check = true; /* it ran: the periodic exec check applies */
   n->nips = 0;
-  if (s->have_regs && s->stack) {
+  if (s->have_regs && s->stack && nt->maps.unw) {
     struct pyn_unwind_arg a = {.c = n->objs, .m = &nt->maps, .now_ns = n->st->now_ns};
     int failed = 0;
-    n->nips = pp_unwind_stack(n->unw, s->regs, s->stack, s->stack_len, pyn_find_object, &a, n->ips,
-                              PYN_MAX_NATIVE, &failed);
+    n->nips = pp_unwind_stack(nt->maps.unw, s->regs, s->stack, s->stack_len, pyn_find_object, &a,
+                              n->ips, PYN_MAX_NATIVE, &failed);
     if (failed) n->unwind_errors++;
   }
   const struct py_proc *p = &pt->proc;
@@ -363,6 +362,9 @@ static struct pyn_target *target_for(struct py_native *n, struct pp_target_entry
   nt->pid = t->pid;
   nt->owner = t->data;
   nt->maps.pid = t->pid;
+  /* one unwinder per process: libunwind may then remember per address
+   * what it worked out, most of the cost of an unwind */
+  if (pp_unwinder_new(&nt->maps.unw) == 0) pp_unwinder_cache(nt->maps.unw, 1);
   *free_slot = nt;
   return nt;
 }

@@ -76,12 +76,15 @@ void pyn_objects_free(struct pyn_objects *c);
 size_t pyn_objects_bytes(const struct pyn_objects *c);
 
 /* One target's executable mappings (re-read on a miss, at most every
- * 100 ms). */
+ * 100 ms) and its unwinder. */
 struct pyn_maps {
   uint32_t pid;
   struct pp_map *maps;
   size_t n;
   uint64_t read_ns;
+  /* the target's own unwinder, caching per address (flushed when the
+   * maps are read again) */
+  struct pp_unwinder *unw;
 };
 void pyn_maps_clear(struct pyn_maps *m);
 

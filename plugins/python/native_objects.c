@@ -139,6 +139,7 @@ int pyn_locate(struct pyn_objects *c, struct pyn_maps *mp, uint64_t ip, uint64_t
   long i = mp->maps ? pp_maps_find(mp->maps, mp->n, ip) : -1;
   if (i < 0 && (!mp->read_ns || now_ns - mp->read_ns >= MAPS_REREAD_NS)) {
     pyn_maps_clear(mp);
+    if (mp->unw) pp_unwinder_flush(mp->unw); /* an address may hold other code now */
     mp->read_ns = now_ns ? now_ns : 1;
     if (pp_maps_read(mp->pid, 1, MAPS_MAX, &mp->maps, &mp->n) < 0) {
       mp->maps = NULL;

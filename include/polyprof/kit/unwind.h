@@ -48,6 +48,13 @@ typedef int (*pp_unwind_find_fn)(void *arg, uint64_t ip, struct pp_unwind_object
 struct pp_unwinder;
 int pp_unwinder_new(struct pp_unwinder **out);
 void pp_unwinder_free(struct pp_unwinder *u);
+/* Lets libunwind remember what it worked out per address (the register
+ * rules of a code address: most of an unwind's cost). Only for an
+ * unwinder that serves a single process, which must call
+ * pp_unwinder_flush() whenever that process's mappings may have changed
+ * (an address can then hold other code). Off by default. */
+void pp_unwinder_cache(struct pp_unwinder *u, int on);
+void pp_unwinder_flush(struct pp_unwinder *u);
 
 /* Return addresses of the stack, innermost first (ips[0] = the sampled
  * IP); returns how many (at most max). *failed is set when libunwind
