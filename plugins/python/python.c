@@ -198,8 +198,10 @@ static int py_start(void *state, struct pp_session *session) {
     st->told_gprofiler_mode = true;
     PP_WARNING(st->host,
                "--python-mode %s: polyprof has no PyPerf; it reads Python stacks from outside "
-               "the process (cpu mode, like gProfiler's py-spy), with no native frames under them",
-               m);
+               "the process (cpu mode, like gProfiler's py-spy), %s",
+               m,
+               st->native ? "with the native frames of per-thread perf samples (--python-native)"
+                          : "with native frames under them only with --python-native");
   }
   if (st->native && (st->filter != PY_RUNNING_THREADS || st->offcpu || st->blocking)) {
     PP_ERROR(st->host,
