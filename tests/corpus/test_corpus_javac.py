@@ -1,6 +1,6 @@
 """Corpus: the JDK's Java compiler (Debian's openjdk-17) compiles a
 generated project of generic classes, then a small part of it (a JVM of
-about three seconds, as a build step's), each in its own JVM started as
+about a second and a half, as a build step's), each in its own JVM started as
 `java -m jdk.compiler/com.sun.tools.javac.Main` (as build tools run it;
 the `javac` launcher is the same code without an appid by gProfiler's
 rules), under the agent as shipped.
@@ -25,12 +25,12 @@ from corpusutil import u  # noqa: E402
 JAVA = "/usr/lib/jvm/java-17-openjdk-amd64/bin/java"
 if not os.path.exists(JAVA):
     JAVA = shutil.which("java") or JAVA
-CLASSES = 400
-# classes compiled by each JVM: ~8 s and ~3 s of CPU; the JVM is found by
-# the core's scan of mapped files (up to a second after it starts) and
-# attached once java.min_age_ms old, so a JVM shorter than ~2 s of wall
-# time may end before its agent is armed
-RUNS = (CLASSES, 60)
+CLASSES = 120
+# classes compiled by each JVM: ~4 s and ~1.5 s of CPU. The core hands a
+# JVM to the java plugin within a tick of libjvm.so being mapped (it looks
+# at young processes every tick), so even the short one is attached once
+# java.min_age_ms old and profiled for most of its life
+RUNS = (CLASSES, 12)
 # measured on the 2-core machine (docs/fidelity.md): 95-100 % since the agent retries
 # AsyncGetCallTrace from the caller and dumps a JVM's stacks as it ends (83-94 % before);
 # its JIT compiler threads' samples are [no_Java_frame]. Floor below, for load (another
