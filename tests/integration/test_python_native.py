@@ -7,7 +7,8 @@ Python function compare. Every CPython found runs it at once, one
 cpu-mode session with --python-native; each must show deflate above
 compress_loop (file:line) and memset above memset_loop, as _[pn] frames
 right above the Python frames, under <module>, and qsort's frames between
-qsort_loop and compare; most samples must merge. Then the option is
+qsort_loop and compare; most samples must merge. A thread started
+mid-session (2.7, 3.12, Debian's 3.11) is picked up. Then the option is
 refused in wall mode with a message naming it.
 """
 import os
@@ -162,6 +163,28 @@ try:
     u.check(merged > 0 and mism <= merged * 0.5,
             "samples read in time mostly merge (%s merged, %s mismatched; %s read late)"
             % (merged, mism, stale))
+    # a thread started after the session began gets its event when the
+    # plugin next reads the target's threads (every second)
+    late = []
+    for label, exe, ver in found:
+        if label.startswith("debian") or ver[:2] in ((2, 7), (3, 12)):
+            d = u.tempdir("ppnat-")
+            script = os.path.join(d, "native_hot.py")
+            shutil.copy(WORKLOAD, script)
+            p = subprocess.Popen([exe, script, "20", "late-thread"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.DEVNULL, cwd=d, text=True)
+            late.append((label, p, script))
+            procs.append((label, ver, p, script))
+    py.wait_ready([t[1] for t in late])
+    r, header, lstacks, log = py.profile([t[1].pid for t in late], "--python-native",
+                                         duration=5, freq=199)
+    for label, p, script in late:
+        hit = sum(c for f, c in lstacks
+                  if any("late_worker (" + script + ":" in x for x in f)
+                  and any(x.startswith("deflate") and x.endswith("_[pn]") for x in f))
+        u.check(hit > 0, "%s: a thread started mid-session shows deflate_[pn] under "
+                "late_worker (%d samples)" % (label, hit))
+
     # any other mode refuses the option, naming it
     r, header, stacks, log = py.profile(pids[:1], "--python-native", "--python-mode", "wall",
                                         duration=2, freq=20)

@@ -2,7 +2,8 @@
 # big buffer (deflate), ctypes calls of libc's memset, and libc's qsort
 # calling back into Python for every comparison (C between two Python
 # frames), each from its own function. Runs for argv[1] seconds (default
-# 30); works on 2.7 and 3.x.
+# 30); works on 2.7 and 3.x. With "late-thread" as argv[2]: only a thread
+# started a second in compresses.
 import ctypes
 import ctypes.util
 import sys
@@ -40,11 +41,30 @@ def qsort_loop(values, until):
         LIBC.qsort(arr, len(arr), ctypes.sizeof(ctypes.c_int), cmp)
 
 
+def late_thread(seconds, data):
+    """The main thread sleeps; a thread started a second after "ready"
+    compresses (a thread the sampler must pick up after it started)."""
+    import threading
+
+    def late_worker():
+        compress_loop(data, time.time() + seconds)
+
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    time.sleep(1.0)
+    t = threading.Thread(target=late_worker)
+    t.start()
+    t.join()
+
+
 def main():
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 30.0
     data = b"".join(b"%d polyprof native frames " % i for i in range(100000))
     buf = ctypes.create_string_buffer(8 << 20)
     values = [(i * 7919) % 2003 for i in range(2000)]
+    if len(sys.argv) > 2 and sys.argv[2] == "late-thread":
+        late_thread(seconds, data)
+        return
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     end = time.time() + seconds
