@@ -77,6 +77,11 @@ def run_together(exe, attaches):
     outs = [p.stdout.read() for p in procs]
     for p in procs:
         p.wait()
+        # the perf map a perf-based mode had the runtime write outlives it
+        try:
+            os.unlink("/tmp/perf-%d.map" % p.pid)
+        except FileNotFoundError:
+            pass
     for prof in profs:
         if prof and prof.poll() is None:
             prof.send_signal(signal.SIGINT)
