@@ -18,6 +18,7 @@ tests/integration/test_dotnet_r2r.py holds dotnet-trace's naming of a
 build (events) to a floor.
 """
 import os
+import re
 import shutil
 import sys
 
@@ -70,6 +71,16 @@ static class Program {
                   "-v:q", proj], cwd=proj, env=env, timeout=300)
     u.check(rc == 0, "dotnet build succeeded (exit %d)" % rc)
 lines = run.lines()
+# the perf maps the build's runtimes wrote (auto enabled them) outlive them
+for name in os.listdir("/tmp"):
+    m = re.match(r"perf-(\d+)\.map$", name)
+    path = os.path.join("/tmp", name)
+    if not m or os.path.exists("/proc/" + m.group(1)) or os.path.getmtime(path) < run.starts[0]:
+        continue
+    with open(path, errors="replace") as f:
+        head = f.read(1 << 20)
+    if "[Microsoft.Build" in head or "[csc]" in head or "[dotnet]" in head or "[Microsoft.CodeAnalysis" in head:
+        os.unlink(path)
 # the build's processes: the CLI, MSBuild and the C# compiler, all SDK code
 # (other .NET programs on the machine have appids of their own). perf's
 # stacks carry the thread's name ("RequestBuilder", ".NET TP Worker"...),
