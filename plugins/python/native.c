@@ -82,6 +82,13 @@ struct py_native {
       open_errors;
   int last_open_err;
   bool told_open;
+  uint64_t opened; /* events opened since start */
+  /* the kernel refuses the events (no CAP_PERFMON, perf_event_paranoid,
+   * a seccomp policy of a container): the plugin samples without native
+   * frames, at its own interval again */
+  bool refused;
+  struct pp_session *session;
+  uint64_t plain_tick_ns;
 };
 
 struct py_native *python_native_new(const struct pp_host *host, uint32_t max_depth) {
@@ -118,8 +125,24 @@ void python_native_free(struct py_native *n) {
   free(n);
 }
 
-void python_native_start(struct py_native *n, uint64_t frequency_hz) {
+void python_native_start(struct py_native *n, uint64_t frequency_hz, struct pp_session *session,
+                         uint64_t plain_tick_ns) {
   n->period_ns = frequency_hz ? 1000000000ull / frequency_hz : 10000000ull;
+  n->session = session;
+  n->plain_tick_ns = plain_tick_ns;
+}
+
+bool python_native_refused(const struct py_native *n) {
+  return n->refused;
+}
+
+static void refuse(struct py_native *n, int err) {
+  n->refused = true;
+  if (n->session) n->session->tick_interval_ns = n->plain_tick_ns;
+  PP_ERROR(n->host,
+           "python.native: perf_event_open refused (%s): no native frames; Python stacks are "
+           "sampled without them (needs CAP_PERFMON, or kernel.perf_event_paranoid <= 1)",
+           strerror(-err));
 }
 
 /* Opens an event on every thread of the target not watched yet, closes
@@ -148,6 +171,10 @@ static void rescan(struct py_native *n, struct pyn_target *nt, uint64_t now) {
       continue;
     }
     int rc = pyn_thread_open(&nt->th[nt->nth], tid, n->period_ns);
+    if (rc < 0 && !n->opened && (rc == -EACCES || rc == -EPERM || rc == -ENOSYS)) {
+      refuse(n, rc);
+      break;
+    }
     if (rc < 0) {
       n->open_errors++;
       n->last_open_err = rc;
@@ -158,6 +185,7 @@ static void rescan(struct py_native *n, struct pyn_target *nt, uint64_t now) {
       continue;
     }
     nt->th[nt->nth++].seen = true;
+    n->opened++;
   }
   closedir(d);
   for (uint32_t i = 0; i < nt->nth;) {
@@ -371,6 +399,7 @@ static struct pyn_target *target_for(struct py_native *n, struct pp_target_entry
 
 void python_native_tick(struct py_state *st, uint64_t now) {
   struct py_native *n = st->native;
+  if (n->refused) return;
   n->st = st;
   for (size_t i = 0; i < PYN_TARGETS; i++)
     if (n->targets[i]) n->targets[i]->seen = false;

@@ -114,7 +114,12 @@ bool pyn_is_eval(const struct pyn_where *w);
 
 struct py_native *python_native_new(const struct pp_host *host, uint32_t max_depth);
 void python_native_free(struct py_native *n);
-void python_native_start(struct py_native *n, uint64_t frequency_hz);
+/* plain_tick_ns: the tick interval to go back to when the kernel refuses
+ * the events (session kept until stop()). */
+void python_native_start(struct py_native *n, uint64_t frequency_hz, struct pp_session *session,
+                         uint64_t plain_tick_ns);
+/* The kernel refused the events: sample the plain way. */
+bool python_native_refused(const struct py_native *n);
 /* Reads every sample taken since the last tick, for every attached target
  * (events opened for new targets and threads, closed for gone ones). */
 void python_native_tick(struct py_state *st, uint64_t now);

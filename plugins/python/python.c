@@ -218,7 +218,8 @@ static int py_start(void *state, struct pp_session *session) {
    * much one look can weigh in a profile */
   uint64_t per_second = 1000000000ull / st->interval_ns;
   if (st->native) {
-    python_native_start(st->native, per_second ? per_second : 1);
+    python_native_start(st->native, per_second ? per_second : 1, session,
+                        session->tick_interval_ns);
     /* the kernel takes the samples; a tick reads them and then each
      * thread's Python stack, which the sooner it is read, the likelier is
      * still the one the kernel saw */

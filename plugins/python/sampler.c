@@ -407,9 +407,10 @@ int python_tick(struct py_state *st, uint64_t now) {
       python_check_identity(st, t);
     }
   }
-  if (st->native) { /* the kernel's samples drive it: no schedule of our own */
+  if (st->native && !python_native_refused(st->native)) {
+    /* the kernel's samples drive it: no schedule of our own */
     python_native_tick(st, now);
-    return 0;
+    if (!python_native_refused(st->native)) return 0;
   }
   use_switches(st);
   /* who is on a CPU now, for every target at once; a tick whose records
