@@ -24,13 +24,16 @@
 #define MAX_FOLLOWED 8192
 
 static bool in_sorted(const uint32_t *v, size_t n, uint32_t pid, size_t *at) {
-  size_t lo = 0, hi = n;
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (v[mid] < pid)
-      lo = mid + 1;
-    else
-      hi = mid;
+  /* the first element not below pid: halve the range that may hold it */
+  size_t lo = 0, len = n;
+  while (len) {
+    size_t half = len / 2;
+    if (v[lo + half] < pid) {
+      lo += half + 1;
+      len -= half + 1;
+    } else {
+      len = half;
+    }
   }
   *at = lo;
   return lo < n && v[lo] == pid;

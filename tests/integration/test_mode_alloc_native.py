@@ -131,17 +131,25 @@ try:
 finally:
     pputil.kill(proc)
 
+
+
+def run_collapsed(*program):
+    """`polyprof run --mode alloc --format collapsed -- program`: the result,
+    alloc_big's and alloc_small's bytes and alloc_big's share."""
+    r = subprocess.run([pputil.AGENT, "run", "--plugin-dir", plugins, "--mode", "alloc",
+                        "--perf-alloc-duty", "100", "--format", "collapsed", "--"] + list(program),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    print(r.stderr[-1500:])
+    lines = [ln.rpartition(" ") for ln in r.stdout.splitlines() if ln.strip()]
+    big = sum(int(c) for s, _, c in lines if "alloc_big" in s)
+    small = sum(int(c) for s, _, c in lines if "alloc_small" in s)
+    share = big / float(big + small) if big + small else 0
+    print("run %s: alloc_big %d, alloc_small %d, share %.3f" % (program[0], big, small, share))
+    return r, big, small, share
+
+
 # run: the program's allocator is found once its libraries are mapped
-r = subprocess.run([pputil.AGENT, "run", "--plugin-dir", plugins, "--mode", "alloc",
-                    "--perf-alloc-duty", "100", "--format", "collapsed", "--", allocator, "3"],
-                   stdout=subprocess.PIPE,
-                   stderr=subprocess.PIPE, text=True, timeout=120)
-print(r.stderr[-1500:])
-lines = [ln.rpartition(" ") for ln in r.stdout.splitlines() if ln.strip()]
-big = sum(int(c) for s, _, c in lines if "alloc_big" in s)
-small = sum(int(c) for s, _, c in lines if "alloc_small" in s)
-share = big / float(big + small) if big + small else 0
-print("run: alloc_big %d, alloc_small %d, share %.3f" % (big, small, share))
+r, big, small, share = run_collapsed(allocator, "3")
 check(r.returncode == 0, "run exits with the program's status 0")
 check(big > 0 and small > 0 and abs(share - 0.75) <= 0.05,
       "run --mode alloc: alloc_big share %.3f within 5 points" % share)
@@ -149,16 +157,7 @@ check(" bytes (alloc);" in r.stderr and "perf %d samples" % (big + small) not in
       "run --mode alloc: the closing line counts perf's bytes as bytes, with no rate")
 
 # through `timeout` the program is a grandchild: followed, probed all the same
-r = subprocess.run([pputil.AGENT, "run", "--plugin-dir", plugins, "--mode", "alloc",
-                    "--perf-alloc-duty", "100", "--format", "collapsed", "--",
-                    "timeout", "30", allocator, "2"],
-                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
-print(r.stderr[-800:])
-lines = [ln.rpartition(" ") for ln in r.stdout.splitlines() if ln.strip()]
-big = sum(int(c) for s, _, c in lines if "alloc_big" in s)
-small = sum(int(c) for s, _, c in lines if "alloc_small" in s)
-share = big / float(big + small) if big + small else 0
-print("run under timeout: alloc_big %d, alloc_small %d, share %.3f" % (big, small, share))
+r, big, small, share = run_collapsed("timeout", "30", allocator, "2")
 check(r.returncode == 0 and big > 0 and small > 0 and abs(share - 0.75) <= 0.05,
       "run --mode alloc -- timeout: the grandchild's alloc_big share %.3f within 5 points" % share)
 

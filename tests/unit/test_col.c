@@ -327,19 +327,28 @@ static void test_parse_locations(void) {
       "php;index /var/www/index.php:3_[php];main_[php] 1\n"
       "node;handle (/srv/app.js:20);run (/srv/app.js:3)_[j];f(int) (x);g (a:01) 1\n";
   CHECK_EQ_INT(parse(col, p, NULL, err), 0);
-  located(p, 0, 0, "main", "app.py", 10, PP_FRAME_PYTHON);
-  located(p, 0, 1, "f", "lib/x.py", 0, PP_FRAME_PYTHON);
-  located(p, 0, 2, "g", "x.py:0", 0, PP_FRAME_PYTHON);
-  located(p, 0, 3, "h ()", "", 0, PP_FRAME_PYTHON);
-  located(p, 1, 0, "work", "app.rb", 7, PP_FRAME_RUBY);
-  located(p, 1, 1, "blk", "app.rb", 0, PP_FRAME_RUBY);
-  located(p, 1, 2, "odd - app.rb", "", 0, PP_FRAME_RUBY);
-  located(p, 2, 0, "index", "/var/www/index.php", 3, PP_FRAME_PHP);
-  located(p, 2, 1, "main", "", 0, PP_FRAME_PHP);
-  located(p, 3, 0, "handle", "/srv/app.js", 20, PP_FRAME_JS);
-  located(p, 3, 1, "run", "/srv/app.js", 3, PP_FRAME_JS_OPTIMIZED);
-  located(p, 3, 2, "f(int) (x)", "", 0, PP_FRAME_NATIVE);
-  located(p, 3, 3, "g (a:01)", "", 0, PP_FRAME_NATIVE);
+  static const struct {
+    size_t stack;
+    uint32_t k;
+    const char *name, *file;
+    uint32_t line, kind;
+  } want[] = {
+      {0, 0, "main", "app.py", 10, PP_FRAME_PYTHON},
+      {0, 1, "f", "lib/x.py", 0, PP_FRAME_PYTHON},
+      {0, 2, "g", "x.py:0", 0, PP_FRAME_PYTHON},
+      {0, 3, "h ()", "", 0, PP_FRAME_PYTHON},
+      {1, 0, "work", "app.rb", 7, PP_FRAME_RUBY},
+      {1, 1, "blk", "app.rb", 0, PP_FRAME_RUBY},
+      {1, 2, "odd - app.rb", "", 0, PP_FRAME_RUBY},
+      {2, 0, "index", "/var/www/index.php", 3, PP_FRAME_PHP},
+      {2, 1, "main", "", 0, PP_FRAME_PHP},
+      {3, 0, "handle", "/srv/app.js", 20, PP_FRAME_JS},
+      {3, 1, "run", "/srv/app.js", 3, PP_FRAME_JS_OPTIMIZED},
+      {3, 2, "f(int) (x)", "", 0, PP_FRAME_NATIVE},
+      {3, 3, "g (a:01)", "", 0, PP_FRAME_NATIVE},
+  };
+  for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+    located(p, want[i].stack, want[i].k, want[i].name, want[i].file, want[i].line, want[i].kind);
   /* and the same text again */
   char *a = write_col(p, NULL, &(struct pp_col_opts){0});
   CHECK_CONTAINS(a, "python3;main (app.py:10)_[p];f (lib/x.py)_[p];g (x.py:0)_[p];h ()_[p] 1");
