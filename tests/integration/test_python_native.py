@@ -8,8 +8,9 @@ cpu-mode session with --python-native; each must show deflate above
 compress_loop (file:line) and memset above memset_loop, as _[pn] frames
 right above the Python frames, under <module>, and qsort's frames between
 qsort_loop and compare; most samples must merge. A thread started
-mid-session (2.7, 3.12, Debian's 3.11) is picked up. Then the option is
-refused in wall mode with a message naming it.
+mid-session (2.7, 3.12, Debian's 3.11) is picked up. An agent without
+CAP_PERFMON falls back to plain sampling with one error line. Then the
+option is refused in wall mode with a message naming it.
 """
 import os
 import re
@@ -184,6 +185,27 @@ try:
                   and any(x.startswith("deflate") and x.endswith("_[pn]") for x in f))
         u.check(hit > 0, "%s: a thread started mid-session shows deflate_[pn] under "
                 "late_worker (%d samples)" % (label, hit))
+
+    # an agent without CAP_PERFMON (and CAP_SYS_ADMIN, which would do
+    # instead): the kernel refuses the events; one error line, and the
+    # Python stacks are sampled the plain way at the asked rate
+    if shutil.which("setpriv"):
+        out = u.tempdir("ppout-")
+        cmd = ["setpriv", "--bounding-set=-sys_admin,-perfmon", "--inh-caps=-sys_admin,-perfmon",
+               "--"] + u.agent_cmd(out, u.plugin_dir_with(py.PLUGIN), "--pids", str(pids[0]),
+                                   "-f", "97", "--python-native", duration=3)
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           timeout=120)
+        with open(cmd[cmd.index("--log-file") + 1], errors="replace") as f:
+            log = f.read()
+        _, rstacks = u.parse_col(os.path.join(out, "last_profile.col"))
+        n = sum(c for f, c in rstacks if any("(" + procs[0][3] + ":" in x for x in f))
+        u.check(r.returncode == 0 and "perf_event_open refused" in log,
+                "without CAP_PERFMON: one error line says the events were refused")
+        u.check(n >= 97 * 3 * 0.5 and not any(x.endswith("_[pn]") for f, _ in rstacks for x in f),
+                "without CAP_PERFMON: plain Python stacks at the plain rate (%d samples)" % n)
+    else:
+        print("note: setpriv missing, the refusal part is not run")
 
     # any other mode refuses the option, naming it
     r, header, stacks, log = py.profile(pids[:1], "--python-native", "--python-mode", "wall",
