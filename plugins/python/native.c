@@ -22,7 +22,7 @@
  * meanwhile: when the number of eval-loop frames is not the number of
  * runs the Python stack shows, or the innermost Python frame is not
  * witnessed in the stack copy (witnessed()), no interleaving is guessed: the
- * sample is the Python stack with the native leaf on top, and counted
+ * sample is the Python stack alone (no native or kernel frame), and counted
  * (native_mismatches); so is a sample read more than PYN_STALE_NS after
  * the kernel took it (native_stale: the worker was kept off the CPU),
  * whatever the counts say.
@@ -278,7 +278,6 @@ static void on_py_stack(void *ctx, uint32_t tid, const struct py_frame_ref *fram
     if (n->cls[i].eval) evals++;
   /* Python frames past the last run's entry frame would have no eval
    * frame to stand in */
-  put_kernel(n, &k);
   bool tail = false;
   for (uint32_t i = nf; i-- > 0;) {
     if (!frames[i].code) continue;
@@ -286,6 +285,7 @@ static void on_py_stack(void *ctx, uint32_t tid, const struct py_frame_ref *fram
     break;
   }
   if (evals == runs && evals > 0 && !tail && !n->stale && witnessed(n, frames, nf)) {
+    put_kernel(n, &k);
     uint32_t pi = 0, ev = 0;
     for (int i = 0; i < n->nips; i++) {
       if (n->cls[i].eval) {
@@ -302,7 +302,10 @@ static void on_py_stack(void *ctx, uint32_t tid, const struct py_frame_ref *fram
     }
     n->merged++;
   } else {
-    if (n->nips > 0) put(n, &k, native_frame(n, 0));
+    /* the native and kernel frames belong to the moment of the sample,
+     * the Python stack to the read: with no proof that they meet, a
+     * native leaf could sit under the wrong Python frame, so the sample
+     * is the Python stack alone */
     for (uint32_t i = 0; i < nf; i++)
       if (frames[i].code) put(n, &k, python_frame(&frames[i]));
     if (n->stale)
