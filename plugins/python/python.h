@@ -111,9 +111,10 @@ struct py_offsets {
    * exc_item_field (exc_type <= 3.10, exc_value 3.11+) is set */
   uint32_t ts_curexc, ts_exc_info, exc_item_field;
   bool ts_exc_inline;
-  /* asyncio (3.11-3.13): _PyInterpreterFrame.localsplus, where a
+  /* asyncio on 3.11-3.13: _PyInterpreterFrame.localsplus, where a
    * coroutine's frame lives inside it (gi_iframe), and the C Task's
-   * fut_waiter, coro and name (_asynciomodule.c); 0: no async stacks */
+   * fut_waiter, coro and name (_asynciomodule.c); 3.6-3.10 take theirs
+   * from asyncio_objects.c's own table */
   uint32_t fr_localsplus, gen_iframe, task_fut_waiter, task_coro, task_name;
   uint8_t gc_kind;          /* enum py_gc_kind */
   bool lasti_is_index;      /* 3.10: f_lasti counts instructions (x2 = bytes) */
