@@ -28,6 +28,7 @@ core process alone, where the scan and the young processes' rechecks run.
 Needs root (the agent's plugins attach as the target's user).
 """
 import argparse
+import atexit
 import datetime
 import os
 import re
@@ -80,6 +81,8 @@ def start_agent(build, extra):
     out = tempfile.mkdtemp(prefix="ppfresh-out-")
     run = tempfile.mkdtemp(prefix="ppfresh-run-")
     plugins = tempfile.mkdtemp(prefix="ppfresh-plugins-")
+    for d in (out, run, plugins):
+        atexit.register(shutil.rmtree, d, True)
     os.chmod(plugins, 0o755)
     for name in ("java", "python", "dotnet"):
         so = os.path.join(build, "plugins", name + ".so")
