@@ -89,15 +89,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   dso.info.eh_frame_vaddr = h.eh_frame_vaddr;
   /* dso.c keeps an .eh_frame only if libunwind can take all of it */
   if (dso.eh_frame_hdr_size && dso.eh_frame_size &&
-      perf_eh_frame_ok(hdr, dso.eh_frame_hdr_size, h.eh_frame_hdr_vaddr, frame, dso.eh_frame_size,
-                       h.eh_frame_vaddr)) {
+      pp_eh_frame_ok(hdr, dso.eh_frame_hdr_size, h.eh_frame_hdr_vaddr, frame, dso.eh_frame_size,
+                     h.eh_frame_vaddr)) {
     dso.eh_hdr = hdr;
     dso.eh_frame = frame;
   }
   if (dbg_len && h.load_top) {
     /* where dso.c lays the converted table: a page past the last PT_LOAD */
     uint64_t base = ((h.load_top + 0xfff) & ~0xfffull) + 0x1000;
-    perf_debug_frame_convert(dbg, (size_t)dbg_len, base, &dso.dbg);
+    pp_debug_frame_convert(dbg, (size_t)dbg_len, base, &dso.dbg);
   }
   dso.unw_state = 1;
   the_map = (struct perf_map){

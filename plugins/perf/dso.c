@@ -31,8 +31,8 @@
 #include "polyprof/kit/maps.h"
 #include "polyprof/kit/pe_r2r.h"
 #include "polyprof/kit/target_files.h"
+#include "polyprof/kit/unwind.h"
 
-#define UNWIND_SECTION_MAX (64u << 20) /* refuse absurd .eh_frame sizes */
 #define VDSO_KEY 0xfffffffffffffff1ull
 #define NAME_FILES_MAX 512        /* descriptors held for symbol names */
 #define R2R_TABLES_MAX 64         /* .NET images with a ReadyToRun table at once */
@@ -338,42 +338,6 @@ int perf_dso_need_symbols(struct perf_dsos *d, struct perf_dso *dso, const struc
   return 0;
 }
 
-static int read_range(int fd, uint64_t off, uint64_t len, uint8_t **out) {
-  if (len == 0 || len > UNWIND_SECTION_MAX) return -EFBIG;
-  uint8_t *b = malloc((size_t)len);
-  if (!b) return -ENOMEM;
-  uint64_t got = 0;
-  while (got < len) {
-    ssize_t r = pread(fd, b + got, (size_t)(len - got), (off_t)(off + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      free(b);
-      return -EIO;
-    }
-    got += (uint64_t)r;
-  }
-  *out = b;
-  return 0;
-}
-
-/* Reads and converts the object's .debug_frame (dso->dbg stays empty if it
- * is unusable: that code then simply has no unwind info). The table is
- * placed at an address past the object's last segment, where nothing of
- * the object lives, within int32 reach of its code. */
-static void load_debug_frame(struct perf_dso *dso, int fd) {
-  const struct pp_elf_info *in = &dso->info;
-  uint64_t top = 0;
-  for (unsigned i = 0; i < in->nloads; i++)
-    if (in->loads[i].vaddr + in->loads[i].memsz > top)
-      top = in->loads[i].vaddr + in->loads[i].memsz;
-  if (top == 0) return;
-  uint64_t base = ((top + 0xfff) & ~0xfffull) + 0x1000;
-  uint8_t *df = NULL;
-  if (read_range(fd, in->debug_frame_offset, in->debug_frame_size, &df) < 0) return;
-  perf_debug_frame_convert(df, (size_t)in->debug_frame_size, base, &dso->dbg);
-  free(df);
-}
-
 int perf_dso_need_unwind(struct perf_dsos *d, struct perf_dso *dso, const struct perf_proc *p,
                          const struct perf_map *m) {
   dso->lru = d->clock;
@@ -406,36 +370,23 @@ int perf_dso_need_unwind(struct perf_dsos *d, struct perf_dso *dso, const struct
     d->open_errors++;
     return fd; /* retried with the next sample */
   }
-  uint8_t *hdr = NULL, *fr = NULL;
-  if (have_eh) {
-    rc = read_range(fd, in->eh_frame_hdr_offset, in->eh_frame_hdr_size, &hdr);
-    if (rc == 0) rc = read_range(fd, in->eh_frame_offset, in->eh_frame_size, &fr);
-    /* CFI that would make libunwind index its register table out of
-     * bounds, or a table pointing it at bytes that are no FDE */
-    if (rc == 0 && !perf_eh_frame_ok(hdr, (size_t)in->eh_frame_hdr_size, in->eh_frame_hdr_vaddr, fr,
-                                     (size_t)in->eh_frame_size, in->eh_frame_vaddr)) {
-      free(hdr);
-      free(fr);
-      hdr = fr = NULL;
-      have_eh = false;
-    }
-  }
-  /* Code built without unwind tables (-fno-asynchronous-unwind-tables)
-   * is described only in .debug_frame; the .eh_frame of such a binary
-   * covers just the C runtime's start files. Both are kept: unwind.c
-   * tries .eh_frame first. */
-  if (rc == 0 && in->debug_frame_size) load_debug_frame(dso, fd);
+  /* .eh_frame checked (CFI that would make libunwind index its register
+   * table out of bounds is refused), and .debug_frame converted: code
+   * built without unwind tables is described only there, while the
+   * .eh_frame of such a binary covers just the C runtime's start files.
+   * Both are kept: unwind.c tries .eh_frame first. */
+  struct pp_unwind_tables t;
+  rc = pp_unwind_tables_load(fd, in, &t);
   close(fd);
-  if (rc == 0 && !have_eh && !dso->dbg.data) rc = -ENOENT;
   if (rc < 0) {
-    free(hdr);
     dso->unw_state = rc;
     return rc;
   }
-  dso->eh_hdr = hdr;
-  dso->eh_frame = fr;
-  dso->eh_frame_hdr_size = have_eh ? in->eh_frame_hdr_size : 0;
-  dso->eh_frame_size = have_eh ? in->eh_frame_size : 0;
+  dso->eh_hdr = t.eh_hdr;
+  dso->eh_frame = t.eh_frame;
+  dso->eh_frame_hdr_size = t.eh_hdr_size;
+  dso->eh_frame_size = t.eh_frame_size;
+  dso->dbg = t.dbg;
   size_t b = (size_t)(dso->eh_frame_hdr_size + dso->eh_frame_size) + dso->dbg.size;
   dso->bytes += b;
   d->bytes += b;

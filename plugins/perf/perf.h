@@ -151,10 +151,6 @@ bool perf_pid_wanted(const struct perf_state *st, uint32_t pid);
 /* ---------------- unwind tables (the kit's debug_frame.h) ---------------- */
 
 #include "polyprof/kit/debug_frame.h"
-/* dso.c's names for the kit's tables */
-#define perf_debug_frame pp_debug_frame
-#define perf_debug_frame_convert pp_debug_frame_convert
-#define perf_eh_frame_ok pp_eh_frame_ok
 
 /* ---------------- dso.c ---------------- */
 
@@ -172,9 +168,9 @@ struct perf_dso {
   int unw_state;              /* 0 untried, 1 loaded, <0 none/failed */
   uint8_t *eh_hdr, *eh_frame; /* NULL if the object has no .eh_frame_hdr */
   uint64_t eh_frame_hdr_size, eh_frame_size;
-  struct perf_debug_frame dbg; /* from .debug_frame, if it has one */
-  size_t bytes;                /* symtab + unwind data, counted against the budget */
-  uint64_t lru;                /* clock of last use */
+  struct pp_debug_frame dbg; /* from .debug_frame, if it has one */
+  size_t bytes;              /* symtab + unwind data, counted against the budget */
+  uint64_t lru;              /* clock of last use */
   char *build_id_hex;
   /* a .NET (PE) image: its precompiled (ReadyToRun) code is named from
    * its own tables, held and evicted as symbol tables are */
