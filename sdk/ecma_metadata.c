@@ -15,7 +15,6 @@
 #include "ecma_metadata.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,18 +118,6 @@ static const uint8_t schema[MD_KNOWN][MD_COLS] = {
     [0x2c] = {T(0x2a), K(K_TYPEDEFORREF)},                      /* GenericParamConstraint */
 };
 
-static int refuse(char *why, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int refuse(char *why, size_t cap, const char *fmt, ...) {
-  if (why && cap) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, cap, fmt, ap);
-    va_end(ap);
-  }
-  return -ENOEXEC;
-}
-
 static unsigned col_size(uint8_t kind, const uint32_t *rows, uint8_t heap_sizes) {
   if (kind & 0x80) {
     unsigned k = kind & 0x7f;
@@ -158,17 +145,18 @@ static unsigned col_size(uint8_t kind, const uint32_t *rows, uint8_t heap_sizes)
 }
 
 static int open_tables(const uint8_t *s, size_t size, struct ecma_md *md, char *why, size_t cap) {
-  if (size < 24) return refuse(why, cap, "#~ stream of %zu bytes", size);
+  if (size < 24) return pe_fail(-ENOEXEC, why, cap, "#~ stream of %zu bytes", size);
   uint8_t heap_sizes = s[6];
   uint64_t valid = (uint64_t)pe_u32(s + 8) | ((uint64_t)pe_u32(s + 12) << 32);
   size_t off = 24;
   uint32_t rows[MD_TABLES] = {0};
   for (unsigned i = 0; i < MD_TABLES; i++) {
     if (!(valid & (1ull << i))) continue;
-    if (off + 4 > size) return refuse(why, cap, "#~ row counts past the stream");
+    if (off + 4 > size) return pe_fail(-ENOEXEC, why, cap, "#~ row counts past the stream");
     rows[i] = pe_u32(s + off);
     off += 4;
-    if (rows[i] > MD_ROWS_MAX) return refuse(why, cap, "table %#x has %u rows", i, rows[i]);
+    if (rows[i] > MD_ROWS_MAX)
+      return pe_fail(-ENOEXEC, why, cap, "table %#x has %u rows", i, rows[i]);
   }
   if (heap_sizes & 0x40) off += 4; /* an extra word after the counts */
   for (unsigned i = 0; i < MD_KNOWN; i++) {
@@ -184,7 +172,7 @@ static int open_tables(const uint8_t *s, size_t size, struct ecma_md *md, char *
     t->count = rows[i];
     uint64_t bytes = (uint64_t)rows[i] * rs;
     if (off + bytes > size)
-      return refuse(why, cap, "table %#x (%u rows) past the #~ stream", i, rows[i]);
+      return pe_fail(-ENOEXEC, why, cap, "table %#x (%u rows) past the #~ stream", i, rows[i]);
     t->rows = rows[i] ? s + off : NULL;
     off += (size_t)bytes;
   }
@@ -193,23 +181,25 @@ static int open_tables(const uint8_t *s, size_t size, struct ecma_md *md, char *
 
 int ecma_md_open(const uint8_t *b, size_t size, struct ecma_md *md, char *why, size_t cap) {
   memset(md, 0, sizeof(*md));
-  if (size < 20 || pe_u32(b) != 0x424a5342) return refuse(why, cap, "no metadata signature");
+  if (size < 20 || pe_u32(b) != 0x424a5342)
+    return pe_fail(-ENOEXEC, why, cap, "no metadata signature");
   uint32_t vlen = pe_u32(b + 12);
   if (vlen > 256 || 16 + (size_t)vlen + 4 > size)
-    return refuse(why, cap, "metadata version string of %u bytes", vlen);
+    return pe_fail(-ENOEXEC, why, cap, "metadata version string of %u bytes", vlen);
   size_t off = 16 + vlen + 2;
   unsigned nstreams = pe_u16(b + off);
   off += 2;
   const uint8_t *tables = NULL;
   size_t tables_size = 0;
   for (unsigned i = 0; i < nstreams && i < 16; i++) {
-    if (off + 8 > size) return refuse(why, cap, "stream header past the metadata");
+    if (off + 8 > size) return pe_fail(-ENOEXEC, why, cap, "stream header past the metadata");
     uint32_t so = pe_u32(b + off), ss = pe_u32(b + off + 4);
     const char *name = (const char *)b + off + 8;
     size_t room = size - off - 8, nl = strnlen(name, room < 32 ? room : 32);
-    if (nl == room || nl == 32) return refuse(why, cap, "stream name past the metadata");
+    if (nl == room || nl == 32) return pe_fail(-ENOEXEC, why, cap, "stream name past the metadata");
     off += 8 + ((nl + 4) & ~(size_t)3);
-    if ((uint64_t)so + ss > size) return refuse(why, cap, "stream %.32s past the metadata", name);
+    if ((uint64_t)so + ss > size)
+      return pe_fail(-ENOEXEC, why, cap, "stream %.32s past the metadata", name);
     if (strcmp(name, "#~") == 0 || strcmp(name, "#-") == 0) {
       tables = b + so;
       tables_size = ss;
@@ -218,8 +208,8 @@ int ecma_md_open(const uint8_t *b, size_t size, struct ecma_md *md, char *why, s
       md->strings_size = ss;
     }
   }
-  if (!tables) return refuse(why, cap, "no #~ stream");
-  if (!md->strings) return refuse(why, cap, "no #Strings heap");
+  if (!tables) return pe_fail(-ENOEXEC, why, cap, "no #~ stream");
+  if (!md->strings) return pe_fail(-ENOEXEC, why, cap, "no #Strings heap");
   return open_tables(tables, tables_size, md, why, cap);
 }
 

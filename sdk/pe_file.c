@@ -18,16 +18,14 @@
 #define PE_HEADERS_MAX (64u << 10) /* e_lfanew plus headers: far more than any linker writes */
 #define PE_DIR_CLI 14
 
-static int refuse(char *why, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int refuse(char *why, size_t cap, const char *fmt, ...) {
+int pe_fail(int rc, char *why, size_t cap, const char *fmt, ...) {
   if (why && cap) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(why, cap, fmt, ap);
     va_end(ap);
   }
-  return -ENOEXEC;
+  return rc;
 }
 
 int pe_pread_all(int fd, void *buf, size_t len, uint64_t off) {
@@ -46,29 +44,29 @@ int pe_file_open(int fd, struct pe_file *pe, char *why, size_t why_cap) {
   pe->fd = fd;
   struct stat sb;
   if (fstat(fd, &sb) < 0) return -EIO;
-  if (!S_ISREG(sb.st_mode)) return refuse(why, why_cap, "not a regular file");
+  if (!S_ISREG(sb.st_mode)) return pe_fail(-ENOEXEC, why, why_cap, "not a regular file");
   pe->file_size = (uint64_t)sb.st_size;
   uint8_t dos[64];
   if (pe->file_size < sizeof(dos) || pe_pread_all(fd, dos, sizeof(dos), 0) < 0)
-    return refuse(why, why_cap, "shorter than a DOS header");
-  if (dos[0] != 'M' || dos[1] != 'Z') return refuse(why, why_cap, "no MZ signature");
+    return pe_fail(-ENOEXEC, why, why_cap, "shorter than a DOS header");
+  if (dos[0] != 'M' || dos[1] != 'Z') return pe_fail(-ENOEXEC, why, why_cap, "no MZ signature");
   uint32_t lfanew = pe_u32(dos + 0x3c);
   if (lfanew < sizeof(dos) || lfanew > PE_HEADERS_MAX)
-    return refuse(why, why_cap, "PE header offset %u out of range", lfanew);
+    return pe_fail(-ENOEXEC, why, why_cap, "PE header offset %u out of range", lfanew);
   uint8_t coff[24];
   if ((uint64_t)lfanew + sizeof(coff) > pe->file_size ||
       pe_pread_all(fd, coff, sizeof(coff), lfanew) < 0)
-    return refuse(why, why_cap, "file ends in the PE header");
-  if (memcmp(coff, "PE\0\0", 4) != 0) return refuse(why, why_cap, "no PE signature");
+    return pe_fail(-ENOEXEC, why, why_cap, "file ends in the PE header");
+  if (memcmp(coff, "PE\0\0", 4) != 0) return pe_fail(-ENOEXEC, why, why_cap, "no PE signature");
   pe->machine = pe_u16(coff + 4);
   unsigned nsec = pe_u16(coff + 6);
   unsigned optsz = pe_u16(coff + 20);
   if (nsec == 0 || nsec > PE_MAX_SECTIONS)
-    return refuse(why, why_cap, "%u sections (1..%u)", nsec, PE_MAX_SECTIONS);
+    return pe_fail(-ENOEXEC, why, why_cap, "%u sections (1..%u)", nsec, PE_MAX_SECTIONS);
   size_t hdr_len = (size_t)optsz + 40u * nsec;
   uint64_t opt_off = (uint64_t)lfanew + sizeof(coff);
   if (opt_off + hdr_len > pe->file_size || opt_off + hdr_len > PE_HEADERS_MAX + 4096u)
-    return refuse(why, why_cap, "section table past the end of the headers");
+    return pe_fail(-ENOEXEC, why, why_cap, "section table past the end of the headers");
   uint8_t *h = malloc(hdr_len);
   if (!h) return -ENOMEM;
   if (pe_pread_all(fd, h, hdr_len, opt_off) < 0) {
@@ -79,8 +77,8 @@ int pe_file_open(int fd, struct pe_file *pe, char *why, size_t why_cap) {
   unsigned ndir_at = magic == 0x10b ? 92 : magic == 0x20b ? 108 : 0;
   if (!ndir_at || optsz < ndir_at + 4) {
     free(h);
-    return refuse(why, why_cap, "optional header magic %#x / size %u not PE32 or PE32+", magic,
-                  optsz);
+    return pe_fail(-ENOEXEC, why, why_cap, "optional header magic %#x / size %u not PE32 or PE32+",
+                   magic, optsz);
   }
   uint32_t ndir = pe_u32(h + ndir_at);
   size_t cli_at = ndir_at + 4 + 8u * PE_DIR_CLI;

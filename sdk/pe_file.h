@@ -41,6 +41,11 @@ int pe_offset_to_rva(const struct pe_section *sec, unsigned nsec, uint64_t off, 
  * -ERANGE (not in the file), -ENOMEM, -EIO. */
 int pe_read_rva(const struct pe_file *pe, uint32_t rva, uint32_t len, uint8_t **out);
 
+/* Writes the reason (printf-style) into why[cap] when why is given and
+ * returns rc: the image readers' one way to refuse with a reason. */
+int pe_fail(int rc, char *why, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* Reads exactly len bytes at off. 0 or -EIO. */
 int pe_pread_all(int fd, void *buf, size_t len, uint64_t off);
 

@@ -18,7 +18,6 @@
 #include "polyprof/kit/pe_r2r.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,18 +59,6 @@ struct pp_r2r {
   unsigned nsec;
   struct pe_section sec[PE_MAX_SECTIONS];
 };
-
-static int fail(int rc, char *why, size_t cap, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(int rc, char *why, size_t cap, const char *fmt, ...) {
-  if (why && cap) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, cap, fmt, ap);
-    va_end(ap);
-  }
-  return rc;
-}
 
 /* the architecture's RUNTIME_FUNCTION size: R2R images xor the machine
  * with a value per OS (none on Windows) */
@@ -160,18 +147,18 @@ static bool instance_entry(void *ctx, uint32_t off) {
 
 static int read_section(struct build *bd, uint32_t rva, uint32_t size, size_t *budget,
                         uint8_t **out, char *why, size_t cap, const char *what) {
-  if (size > *budget) return fail(-EFBIG, why, cap, "%s: %u bytes, over the cap", what, size);
+  if (size > *budget) return pe_fail(-EFBIG, why, cap, "%s: %u bytes, over the cap", what, size);
   *budget -= size;
   int rc = pe_read_rva(&bd->pe, rva, size, out);
   if (rc == -ERANGE)
-    return fail(-ENOEXEC, why, cap, "%s (RVA %#x, %u bytes) not in the file", what, rva, size);
+    return pe_fail(-ENOEXEC, why, cap, "%s (RVA %#x, %u bytes) not in the file", what, rva, size);
   return rc;
 }
 
 static int build_blocks(struct build *bd, const uint8_t *rf, uint32_t size, unsigned es, char *why,
                         size_t cap) {
   size_t n = size / es;
-  if (n == 0 || n > R2R_BLOCKS_MAX) return fail(-ENOEXEC, why, cap, "%zu code blocks", n);
+  if (n == 0 || n > R2R_BLOCKS_MAX) return pe_fail(-ENOEXEC, why, cap, "%zu code blocks", n);
   bd->nblocks = n;
   bd->begin = malloc(n * sizeof(uint32_t));
   bd->end = malloc(n * sizeof(uint32_t));
@@ -181,7 +168,7 @@ static int build_blocks(struct build *bd, const uint8_t *rf, uint32_t size, unsi
     bd->begin[i] = pe_u32(rf + i * es);
     bd->owner[i] = OWNER_NONE;
     if (i && bd->begin[i] < bd->begin[i - 1])
-      return fail(-ENOEXEC, why, cap, "code blocks not sorted (block %zu)", i);
+      return pe_fail(-ENOEXEC, why, cap, "code blocks not sorted (block %zu)", i);
   }
   for (size_t i = 0; i < n; i++) {
     uint32_t next = i + 1 < n ? bd->begin[i + 1]
@@ -254,7 +241,8 @@ static int load(struct build *bd, int fd, size_t budget, char *why, size_t cap) 
   int rc = pe_file_open(fd, &bd->pe, why, cap);
   if (rc < 0) return rc;
   struct pe_file *pe = &bd->pe;
-  if (!pe->cli_rva || pe->cli_size < 72) return fail(-ENOEXEC, why, cap, "no CLI header: not .NET");
+  if (!pe->cli_rva || pe->cli_size < 72)
+    return pe_fail(-ENOEXEC, why, cap, "no CLI header: not .NET");
   uint8_t *cli = NULL, *hdr = NULL;
   if ((rc = read_section(bd, pe->cli_rva, 72, &budget, &cli, why, cap, "CLI header")) < 0)
     return rc;
@@ -262,15 +250,16 @@ static int load(struct build *bd, int fd, size_t budget, char *why, size_t cap) 
   uint32_t rtr_rva = pe_u32(cli + 64), rtr_size = pe_u32(cli + 68);
   free(cli);
   if (!rtr_rva || rtr_size < 16)
-    return fail(-ENOTSUP, why, cap, "IL only: no ReadyToRun code in the image");
+    return pe_fail(-ENOTSUP, why, cap, "IL only: no ReadyToRun code in the image");
   if ((rc = read_section(bd, rtr_rva, 16, &budget, &hdr, why, cap, "ReadyToRun header")) < 0)
     return rc;
   uint32_t sig = pe_u32(hdr), flags = pe_u32(hdr + 8), nsections = pe_u32(hdr + 12);
   unsigned major = pe_u16(hdr + 4);
   free(hdr);
   if (sig != R2R_SIGNATURE)
-    return fail(-ENOTSUP, why, cap, "native header %#x is not ReadyToRun", sig);
-  if (nsections > R2R_SECTIONS_MAX) return fail(-ENOEXEC, why, cap, "%u R2R sections", nsections);
+    return pe_fail(-ENOTSUP, why, cap, "native header %#x is not ReadyToRun", sig);
+  if (nsections > R2R_SECTIONS_MAX)
+    return pe_fail(-ENOEXEC, why, cap, "%u R2R sections", nsections);
   if ((rc = read_section(bd, rtr_rva, 16 + 12 * nsections, &budget, &hdr, why, cap,
                          "ReadyToRun sections")) < 0)
     return rc;
@@ -295,20 +284,21 @@ static int load(struct build *bd, int fd, size_t budget, char *why, size_t cap) 
       owner[strnlen(owner, osz)] = '\0';
       free(o);
     }
-    return fail(-ENOTSUP, why, cap, "a component of composite image %s: its code is there", owner);
+    return pe_fail(-ENOTSUP, why, cap, "a component of composite image %s: its code is there",
+                   owner);
   }
   if (sec_size[W_COMPONENTS])
-    return fail(-ENOTSUP, why, cap, "a composite ReadyToRun image (not supported)");
+    return pe_fail(-ENOTSUP, why, cap, "a composite ReadyToRun image (not supported)");
   unsigned es = runtime_function_size(pe->machine);
-  if (!es) return fail(-ENOTSUP, why, cap, "machine %#x not known", pe->machine);
-  if (!sec_size[W_RF]) return fail(-ENOTSUP, why, cap, "no code blocks (R2R %u)", major);
+  if (!es) return pe_fail(-ENOTSUP, why, cap, "machine %#x not known", pe->machine);
+  if (!sec_size[W_RF]) return pe_fail(-ENOTSUP, why, cap, "no code blocks (R2R %u)", major);
 
   uint8_t *mdb = NULL, *rf = NULL, *mdep = NULL, *imep = NULL, *hc = NULL;
   uint32_t *start = NULL;
   rc = read_section(bd, md_rva, md_size, &budget, &mdb, why, cap, "metadata");
   if (rc == 0) rc = ecma_md_open(mdb, md_size, &bd->md, why, cap);
   if (rc == 0 && bd->md.t[0x05].count)
-    rc = fail(-ENOTSUP, why, cap, "uncompressed metadata (MethodPtr table)");
+    rc = pe_fail(-ENOTSUP, why, cap, "uncompressed metadata (MethodPtr table)");
   if (rc == 0)
     rc = read_section(bd, sec_rva[W_RF], sec_size[W_RF], &budget, &rf, why, cap, "code blocks");
   if (rc == 0) rc = build_blocks(bd, rf, sec_size[W_RF], es, why, cap);
