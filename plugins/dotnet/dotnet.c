@@ -22,9 +22,13 @@
 
 #include "dotnet.h"
 
-/* The table's retries: 1 s doubling to 60 s (a runtime may refuse a session
- * for a while, starting up or with too many sessions, and recover). */
-#define RETRY_FIRST_NS 1000000000ull
+/* The table's retries: 50 ms doubling to 60 s. A fresh runtime creates its
+ * diagnostics socket some tens of ms after libcoreclr is mapped, when the
+ * core hands it over: a short program (a build step) must be reached within
+ * its first ~100 ms, or auto mode's perf map misses its early JIT code. A
+ * runtime may also refuse a session for a while and recover: the doubling
+ * keeps those retries few. */
+#define RETRY_FIRST_NS 50000000ull
 #define RETRY_MAX_NS 60000000000ull
 #define RETRY_ATTEMPTS 12
 
@@ -121,7 +125,7 @@ static const struct pp_option options[] = {
 #define OPT_INT(h, key) pp_opt_int((h), PP_OPTIONS(options), (key))
 #define OPT_BOOL(h, key) pp_opt_bool((h), PP_OPTIONS(options), (key))
 
-/* attach() calls whose retry waits (1 s doubling) cover `seconds`. */
+/* attach() calls whose retry waits (doubling) cover `seconds`. */
 static uint32_t attempts_covering(uint32_t seconds) {
   uint32_t n = 1;
   uint64_t waited = 0, wait = RETRY_FIRST_NS;
