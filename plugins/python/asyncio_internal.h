@@ -14,11 +14,11 @@
 #ifndef POLYPROF_PYTHON_ASYNCIO_INTERNAL_H
 #define POLYPROF_PYTHON_ASYNCIO_INTERNAL_H
 
+#include "object_reader.h"
 #include "python.h"
 
 #define PA_TASK_READ 192 /* bytes of a TaskObj read: every field used is below */
 #define PA_TYPES 48      /* type -> kind entries */
-#define PA_ATTRS 16      /* (type, attribute) -> index in the type's shared keys */
 #define PA_NAMES 32      /* task names remembered (str objects, by address) */
 #define PA_AWAITERS 8    /* awaiters remembered within one sample */
 #define PA_LOOPS 4       /* threads running an event loop, per sample */
@@ -64,7 +64,7 @@ struct pa_layout {
   uint32_t fut_loop, fut_cb0, fut_state, fut_weakreflist;
   bool cb_list; /* 3.6: fut_cb0 is the list of done-callbacks (no callback0) */
   uint32_t func_closure, func_defaults; /* PyFunctionObject */
-  uint32_t type_keys, type_module;      /* PyHeapTypeObject.ht_cached_keys, ht_module */
+  uint32_t type_module;                 /* PyHeapTypeObject.ht_module */
   uint32_t mod_state;                   /* PyModuleObject.md_state */
   uint32_t st_scheduled, st_task_type;  /* 3.12+: asyncio_state.scheduled_tasks, TaskType */
   /* 3.6-3.10: PyGenObject.gi_frame (a PyFrameObject) and the frame's
@@ -99,12 +99,7 @@ struct py_async_state {
     uint64_t base; /* PA_TASK: the _asyncio.Task it derives from (or is) */
   } types[PA_TYPES];
   uint32_t ntypes, next_type;
-  struct {
-    uint32_t pid, index;
-    uint64_t type;
-    const char *name; /* a literal: compared by address */
-  } attrs[PA_ATTRS];
-  uint32_t nattrs, next_attr;
+  struct py_objreader reader; /* dicts and instance attributes */
   /* task names: a str is immutable, so its address, length and hash (as
    * read from its header at each use) name the same text */
   struct {
@@ -158,10 +153,9 @@ enum pa_kind pa_kind_of_type(struct py_async_state *a, const struct py_proc *p, 
 /* The _asyncio.Task a task type is or derives from; 0 if it is no task
  * type. */
 uint64_t pa_task_base(struct py_async_state *a, const struct py_proc *p, uint64_t type);
-/* An instance attribute kept in the managed dict of a Python class's
- * instance (shared keys + values, as CPython keeps them until someone
- * asks for __dict__). name must be a literal. 0 or -errno (-ENOENT: not
- * set, or the instance's dict was materialised: not read). */
+/* An instance attribute of a Python class's instance
+ * (python_obj_attr()). name must be a literal. 0 or -errno (-ENOENT: not
+ * set). */
 int pa_attr(struct py_async_state *a, const struct py_proc *p, const struct pa_layout *l,
             uint64_t obj, uint64_t type, const char *name, uint64_t *val);
 /* "<task: NAME>" of a task (its bytes) into out. */
@@ -180,10 +174,6 @@ uint32_t pa_coro_chain_fo(struct py_async_state *a, const struct py_proc *p,
                           struct py_frame_ref *out, uint32_t cap, uint64_t *awaited);
 /* 3.6-3.10: the frame (a PyFrameObject) of coroutine coro; 0 if none. */
 uint64_t pa_coro_frame_fo(const struct py_proc *p, const struct pa_layout *l, uint64_t coro);
-/* 3.6-3.10: an instance attribute kept in the instance's __dict__ (split
- * or combined). 0 or -errno (-ENOENT: not set). */
-int pa_attr_fo(struct py_async_state *a, const struct py_proc *p, uint64_t obj, uint64_t type,
-               const char *name, uint64_t *val);
 /* The task awaiting task `child` (its bytes): directly (`await child`),
  * through gather() or through a TaskGroup. Two independent pointers must
  * agree: the future `child` completes (itself, the gather future, the

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Objects the asyncio readers meet (3.6-3.13): what kind an object is,
- * an instance attribute of a Python class, a task's name, and the chain of
- * coroutines a coroutine awaits.
+ * an instance attribute of a Python class (object_reader.c), a task's
+ * name, and the chain of coroutines a coroutine awaits.
  *
  * Kinds come from the type's tp_name, read once per type and process (a
  * bounded table): nothing is taken to be a Task, a coroutine or a
@@ -95,7 +95,6 @@ bool pa_layout_for(const struct py_proc *p, struct pa_layout *l) {
   l->fut_weakreflist = minor == 13 ? 0 : 112;
   l->func_closure = 72;
   l->func_defaults = 56;
-  l->type_keys = minor == 11 ? 872 : 880;
   l->type_module = minor == 11 ? 0 : 888;
   l->mod_state = 32;
   l->st_task_type = 24;
@@ -222,73 +221,10 @@ enum pa_kind pa_kind_of(struct py_async_state *a, const struct py_proc *p, uint6
   return pa_kind_of_type(a, p, t);
 }
 
-/* Index of attribute `name` in the shared keys of type, or -ENOENT. */
-static int attr_index(struct py_async_state *a, const struct py_proc *p, const struct pa_layout *l,
-                      uint64_t type, const char *name) {
-  for (uint32_t i = 0; i < a->nattrs; i++)
-    if (a->attrs[i].type == type && a->attrs[i].name == name && a->attrs[i].pid == p->pid)
-      return (int)a->attrs[i].index;
-  pid_t pid = (pid_t)p->pid;
-  uint64_t keys = 0;
-  uint8_t hdr[32];
-  if (pp_remote_read(pid, type + l->type_keys, &keys, 8) < 0 || !pa_plausible(keys) ||
-      pp_remote_read(pid, keys, hdr, sizeof(hdr)) < 0)
-    return -EFAULT;
-  uint8_t log2_index_bytes = hdr[9], dk_kind = hdr[10];
-  int64_t nentries = (int64_t)pa_rd64(hdr, 24);
-  if (dk_kind != 2 || log2_index_bytes > 16 || nentries <= 0) return -ENOENT; /* not split */
-  if (nentries > 16) nentries = 16; /* the attributes looked for are set early */
-  uint64_t entries[32];
-  if (pp_remote_read(pid, keys + 32 + (1ull << log2_index_bytes), entries, (size_t)nentries * 16) <
-      0)
-    return -EFAULT;
-  for (int64_t i = 0; i < nentries; i++) {
-    char key[40];
-    if (python_read_string(p, entries[2 * i], key, sizeof(key)) < 0 || strcmp(key, name) != 0)
-      continue;
-    uint32_t slot = a->nattrs < PA_ATTRS ? a->nattrs++ : (a->next_attr++ % PA_ATTRS);
-    a->attrs[slot].pid = p->pid;
-    a->attrs[slot].type = type;
-    a->attrs[slot].name = name;
-    a->attrs[slot].index = (uint32_t)i;
-    return (int)i;
-  }
-  return -ENOENT;
-}
-
 int pa_attr(struct py_async_state *a, const struct py_proc *p, const struct pa_layout *l,
             uint64_t obj, uint64_t type, const char *name, uint64_t *val) {
-  *val = 0;
-  if (l->frameobj) return pa_attr_fo(a, p, obj, type, name, val);
-  int idx = attr_index(a, p, l, type, name);
-  if (idx < 0) return idx;
-  pid_t pid = (pid_t)p->pid;
-  uint64_t slot;
-  if (l->minor == 11) {
-    /* the values array sits four words before the object */
-    uint64_t values = 0;
-    if (pp_remote_read(pid, obj - 32, &values, 8) < 0) return -EFAULT;
-    if (!pa_plausible(values)) return -ENOENT;
-    slot = values + 8 * (uint64_t)idx;
-  } else if (l->minor == 12) {
-    /* three words before: the dict, or the values pointer minus one */
-    uint64_t dorv = 0;
-    if (pp_remote_read(pid, obj - 24, &dorv, 8) < 0) return -EFAULT;
-    if (!(dorv & 1) || !pa_plausible(dorv + 1)) return -ENOENT;
-    slot = dorv + 1 + 8 * (uint64_t)idx;
-  } else {
-    /* inline after the object's basic size, behind an 8-byte header */
-    uint8_t t[176];
-    if (pp_remote_read(pid, type, t, sizeof(t)) < 0) return -EFAULT;
-    uint64_t basicsize = pa_rd64(t, 32), flags = pa_rd64(t, 168);
-    if (!(flags & (1u << 2)) || basicsize < 16 || basicsize > 4096) return -ENOENT;
-    uint8_t vh[8];
-    if (pp_remote_read(pid, obj + basicsize, vh, sizeof(vh)) < 0) return -EFAULT;
-    if (!vh[3] || (uint32_t)idx >= vh[0]) return -ENOENT; /* valid, capacity */
-    slot = obj + basicsize + 8 + 8 * (uint64_t)idx;
-  }
-  if (pp_remote_read(pid, slot, val, 8) < 0) return -EFAULT;
-  return *val ? 0 : -ENOENT;
+  (void)l;
+  return python_obj_attr(&a->reader, p, obj, type, name, val);
 }
 
 void pa_task_name(struct py_async_state *a, const struct py_proc *p, const struct pa_layout *l,
@@ -425,9 +361,8 @@ uint32_t pa_coro_chain(struct py_async_state *a, const struct py_proc *p, struct
 
 /* 3.6-3.10 ---------------------------------------------------------------
  *
- * Coroutines and instance attributes on 3.6-3.10, where a coroutine's
- * frame is a PyFrameObject of its own (cr_frame) and an instance keeps
- * its attributes in a real __dict__.
+ * Coroutines on 3.6-3.10, where a coroutine's frame is a PyFrameObject
+ * of its own (cr_frame).
  *
  * A coroutine suspended in `await x` keeps x on top of its frame's value
  * stack, as CPython's _PyGen_yf reads it: f_valuestack[depth - 1], where
@@ -440,7 +375,6 @@ uint32_t pa_coro_chain(struct py_async_state *a, const struct py_proc *p, struct
  */
 #define FRAME_READ 128     /* every PyFrameObject field used is below */
 #define FRAME_SUSPENDED -1 /* 3.10 PyFrameState */
-#define DICT_ENTRIES 16    /* the attributes looked for are set early */
 #define YIELD_FROM 72      /* its opcode, 3.6 to 3.10 */
 
 /* Is the generator whose frame (bytes f) runs code stopped in a yield
@@ -528,43 +462,4 @@ uint32_t pa_coro_chain_fo(struct py_async_state *a, const struct py_proc *p,
     out[n - 1 - i] = t;
   }
   return n;
-}
-
-/* PyDictKeysObject (3.6-3.10): dk_size at 8, dk_nentries at 32, the
- * index table from 40 (entries of 1, 2, 4 or 8 bytes by dk_size), then
- * the entries {hash, key, value}. */
-int pa_attr_fo(struct py_async_state *a, const struct py_proc *p, uint64_t obj, uint64_t type,
-               const char *name, uint64_t *val) {
-  pid_t pid = (pid_t)p->pid;
-  int64_t dictoffset = 0;
-  uint64_t dict = 0, d[6], keys[5];
-  *val = 0;
-  /* tp_dictoffset (288): a class of instances with a __dict__ */
-  if (pp_remote_read(pid, type + 288, &dictoffset, 8) < 0) return -EFAULT;
-  if (dictoffset < 16 || dictoffset > 4096) return -ENOENT;
-  if (pp_remote_read(pid, obj + (uint64_t)dictoffset, &dict, 8) < 0) return -EFAULT;
-  if (!pa_plausible(dict) || pp_remote_read(pid, dict, d, sizeof(d)) < 0) return -ENOENT;
-  if (pa_kind_of_type(a, p, d[1]) != PA_DICT) return -ENOENT;
-  uint64_t k = d[4], values = d[5]; /* ma_keys, ma_values (split tables) */
-  if (!pa_plausible(k) || pp_remote_read(pid, k, keys, sizeof(keys)) < 0) return -EFAULT;
-  uint64_t size = keys[1];
-  int64_t nentries = (int64_t)keys[4];
-  if (size < 8 || size > (1u << 24) || (size & (size - 1)) || nentries <= 0) return -ENOENT;
-  if (nentries > DICT_ENTRIES) nentries = DICT_ENTRIES;
-  uint64_t width = size <= 0xff ? 1 : size <= 0xffff ? 2 : 4;
-  uint64_t ent[3 * DICT_ENTRIES];
-  if (pp_remote_read(pid, k + 40 + size * width, ent, (size_t)nentries * 24) < 0) return -EFAULT;
-  for (int64_t i = 0; i < nentries; i++) {
-    char key[40];
-    if (!pa_plausible(ent[3 * i + 1]) ||
-        python_read_string(p, ent[3 * i + 1], key, sizeof(key)) < 0 || strcmp(key, name) != 0)
-      continue;
-    if (!values) {
-      *val = ent[3 * i + 2];
-    } else if (!pa_plausible(values) || pp_remote_read(pid, values + 8 * (uint64_t)i, val, 8) < 0) {
-      return -EFAULT;
-    }
-    return *val ? 0 : -ENOENT;
-  }
-  return -ENOENT;
 }

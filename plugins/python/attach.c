@@ -207,7 +207,13 @@ void python_report_targets(struct py_state *st, struct pp_sink *sink, uint64_t *
     log_efficiency(st, t->pid, pt->samples, pt->failed, pt->missed, pt->stacks);
     st->asleep_skips += pt->skipped;
     pt->samples = pt->failed = pt->missed = pt->stacks = pt->idle = pt->skipped = 0;
+    if (pt->tnames_fallback)
+      PP_DEBUG(st->host,
+               "pid %u: threading's thread names unreadable %llu times (kernel names used)", t->pid,
+               (unsigned long long)pt->tnames_fallback);
+    pt->tnames_fallback = 0;
     pt->ntnames = 0; /* thread names are read again each session (they change) */
+    pt->tnames_read_ns = 0;
     pt->proc.ntids = 0;
     if (pt->cpu) pp_thread_cpu_sweep(pt->cpu);
   }

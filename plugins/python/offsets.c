@@ -42,7 +42,7 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
     o.lt_format = PY_LT_LNOTAB_U8;
     o.str_kind = PY_STR_BYTES27;
     o.gil_kind = PY_GIL_TSTATE_SYM;
-    o.is_next = 0, o.is_tstate_head = 8;
+    o.is_next = 0, o.is_tstate_head = 8, o.is_modules = 16;
     o.ts_next = 0, o.ts_interp = 8, o.ts_frame = 16, o.ts_thread_id = 144;
     o.fr_back = 24, o.fr_code = 32, o.fr_lasti = 120;
     o.co_filename = 80, o.co_name = 88, o.co_firstlineno = 96, o.co_linetable = 104;
@@ -62,6 +62,7 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
   if (minor <= 10) {
     o.walk = PY_WALK_FRAMEOBJ;
     o.is_tstate_head = 8;
+    o.is_modules = minor == 6 ? 16 : minor == 7 ? 40 : minor == 8 ? 56 : 856;
     o.ts_frame = 24;
     o.ts_thread_id = minor == 6 ? 152 : 176;
     o.fr_back = 24, o.fr_code = 32;
@@ -115,7 +116,7 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
     o.ts_curexc = 96, o.ts_exc_info = 120;
     o.walk = PY_WALK_CFRAME;
     o.rt_interp_head = 40;
-    o.is_tstate_head = 16;
+    o.is_tstate_head = 16, o.is_modules = 888;
     o.gil_kind = PY_GIL_RUNTIME;
     o.rt_tstate_current = 576;
     o.ts_cframe = 56, o.cf_current = 8;
@@ -125,7 +126,7 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
   } else if (minor == 12) {
     o.walk = PY_WALK_CFRAME;
     o.rt_interp_head = 40;
-    o.is_tstate_head = 72, o.is_gil_ptr = 384;
+    o.is_tstate_head = 72, o.is_gil_ptr = 384, o.is_modules = 944;
     o.gil_kind = PY_GIL_INTERP_PTR;
     o.gc_collecting = 312;
     o.ts_curexc = 96, o.ts_exc_info = 104;
@@ -148,7 +149,7 @@ int python_offsets_for(int major, int minor, int micro, struct py_offsets *out) 
   } else { /* 3.13.0, overridden by _Py_DebugOffsets when readable */
     o.walk = PY_WALK_CURFRAME;
     o.rt_interp_head = 632;
-    o.is_next = 7264, o.is_tstate_head = 7344, o.is_gil_ptr = 16;
+    o.is_next = 7264, o.is_tstate_head = 7344, o.is_gil_ptr = 16, o.is_modules = 7656;
     o.gc_collecting = 7600;
     o.ts_curexc = 112, o.ts_exc_info = 120;
     o.gil_kind = PY_GIL_INTERP_PTR;

@@ -14,6 +14,7 @@
 #include <sys/prctl.h>
 
 #include "native.h"
+#include "object_reader.h"
 #include "polyprof/kit/cpu_switches.h"
 #include "polyprof/kit/log.h"
 #include "polyprof/kit/options.h"
@@ -50,7 +51,8 @@ static const struct pp_option options[] = {
     {.key = "thread_names",
      .type = PP_OPT_BOOL,
      .default_value = "false",
-     .help = "a <thread: NAME> root frame on every stack (the kernel's thread name)"},
+     .help = "a <thread: NAME> root frame on every stack (threading.Thread.name, else the "
+             "kernel's thread name)"},
     {.key = "gc_frames",
      .cli_flag = "no-gc-frames",
      .type = PP_OPT_BOOL,
@@ -123,6 +125,7 @@ static int py_init(const struct pp_host *host, void **out) {
                                                           : depth);
   st->cc = python_codecache_new((size_t)(cache_size > 0 ? cache_size : 64));
   st->walker = python_walker_new(st->max_depth);
+  st->objs = python_objreader_new();
   if (st->walker) {
     python_walker_set_gc(st->walker, gc_frames);
     python_walker_set_main_only(st->walker, main_only);
@@ -167,7 +170,7 @@ static int py_init(const struct pp_host *host, void **out) {
     st->pre_tids = calloc(PY_MAX_FREEZE, sizeof(*st->pre_tids));
     st->pre_states = calloc(PY_MAX_FREEZE, 1);
   }
-  if (!st->cc || !st->walker || !st->stacks || !st->frames || !st->targets ||
+  if (!st->cc || !st->walker || !st->objs || !st->stacks || !st->frames || !st->targets ||
       (st->blocking && (!st->pre_tids || !st->pre_states))) {
     py_fini(st);
     return -ENOMEM;
@@ -294,6 +297,7 @@ static void py_fini(void *state) {
   pp_cpu_switches_close(st->switches);
   python_codecache_free(st->cc);
   python_walker_free(st->walker);
+  python_objreader_free(st->objs);
   pp_stack_table_free(st->stacks);
   free(st->frames);
   free(st->pre_tids);

@@ -21,6 +21,8 @@
  *   asyncio*.c   asyncio tasks: the running one, those awaiting it, and
  *                (wall mode) the waiting ones (asyncio_internal.h)
  *   opcodes.c    opcode names (3.11-3.13) for <op: NAME> leaves
+ *   object_reader.c  dicts, instance attributes, ints (object_reader.h)
+ *   thread_names.c   <thread: NAME>: threading.Thread.name or the kernel's
  *   native*.c    cpu mode with native frames: perf events per thread, their
  *                stack copies unwound and merged with the Python stack
  * Every byte read from the target is hostile: counts, lengths and pointers
@@ -95,6 +97,7 @@ struct py_offsets {
   uint32_t rt_interp_head;    /* _PyRuntime.interpreters.head; 0: interp_head symbol */
   uint32_t rt_tstate_current; /* PY_GIL_RUNTIME */
   uint32_t is_next, is_tstate_head, is_gil_ptr;
+  uint32_t is_modules; /* interp->modules (3.12+ imports.modules): sys.modules; 0: unknown */
   uint32_t gil_holder, gil_locked; /* inside _gil_runtime_state */
   uint32_t ts_next, ts_interp, ts_frame, ts_cframe, cf_current;
   uint32_t ts_thread_id, ts_native_tid; /* ts_native_tid 0: none (<= 3.10) */
@@ -365,6 +368,11 @@ int python_discover_tid_offset(struct py_proc *p);
 #define PY_LOCATE_ATTEMPTS 12
 #define PY_NS_MAP 256      /* namespace tids mapped per target */
 #define PY_THREAD_NAMES 32 /* thread names remembered per target and session */
+#define PY_THREAD_NAME_MAX 64
+/* threading's names are read again at most this often, and a thread not
+ * in the table waits at least PY_THREAD_NAMES_GAP_NS for a new read */
+#define PY_THREAD_NAMES_REFRESH_NS 5000000000ull
+#define PY_THREAD_NAMES_GAP_NS 1000000000ull
 
 /* What the plugin holds for an attached target (its entry's data). */
 struct py_target {
@@ -381,10 +389,13 @@ struct py_target {
   bool ran_since_check; /* sampled since the last identity check */
   bool exit_logged;
   struct {
-    uint32_t tid;
-    char name[16]; /* the kernel's comm of the thread (TASK_COMM_LEN) */
+    uint32_t tid; /* in the target's pid namespace */
+    char name[PY_THREAD_NAME_MAX];
   } tnames[PY_THREAD_NAMES];
   uint32_t ntnames;
+  uint64_t tnames_read_ns;       /* when threading's names were last read (0: never) */
+  uint64_t threading_mod;        /* the threading module as last found (0: look it up) */
+  uint64_t tnames_fallback;      /* reads of threading's names that failed (this session) */
   uint32_t ns_map[PY_NS_MAP][2]; /* pid namespace: ns tid -> host tid */
   uint32_t nns;
   uint64_t ns_rebuilt_ns;
@@ -401,6 +412,8 @@ struct py_released {
   bool exec_pending; /* still running when released: an exec, logged at its next attach */
 };
 
+struct py_objreader; /* object_reader.h */
+
 struct py_state {
   const struct pp_host *host;
   uint64_t asleep_skips;    /* samples not taken, every thread asleep (this session) */
@@ -414,8 +427,9 @@ struct py_state {
   bool offcpu;
   enum { PY_UNTAGGED_NONE, PY_UNTAGGED_RUNNING, PY_UNTAGGED_ALL } untagged;
   bool blocking;
-  bool thread_names;        /* a <thread: name> root frame on every stack */
-  bool told_gprofiler_mode; /* the pyperf/auto warning is given once per run */
+  bool thread_names;         /* a <thread: name> root frame on every stack */
+  struct py_objreader *objs; /* thread names: threading's dicts and objects */
+  bool told_gprofiler_mode;  /* the pyperf/auto warning is given once per run */
   int64_t frequency;
   uint32_t max_depth;
   uint64_t interval_ns, due_ns; /* due_ns: when the next sample is due */
@@ -452,6 +466,16 @@ void python_target_exited(struct py_state *st, struct pp_target_entry *t);
  * and released this session; counters reset for the next session. */
 void python_report_targets(struct py_state *st, struct pp_sink *sink, uint64_t *samples,
                            uint64_t *failed, uint64_t *missed);
+
+/* thread_names.c: the name of thread ns_tid of the current target:
+ * threading.Thread.name, or the kernel's name when it was set natively
+ * (prctl, pthread_setname_np) or threading's cannot be read. Remembered;
+ * threading's names are read at most every PY_THREAD_NAMES_REFRESH_NS.
+ * NULL if unknown. */
+const char *python_thread_name(struct py_state *st, uint32_t ns_tid);
+/* walk.c: <= 3.10, the kernel tid of a thread from its pthread_t (0:
+ * unknown). */
+uint32_t python_thread_tid(struct py_proc *p, uint64_t thread_id);
 
 /* sampler.c */
 int python_tick(struct py_state *st, uint64_t now);

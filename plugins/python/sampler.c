@@ -108,30 +108,6 @@ static bool thread_running(struct py_state *st, uint32_t ns_tid) {
   return s == 'R' || s == 0;
 }
 
-/* The kernel's name of a thread of the current target (what
- * pthread_setname_np, prctl(PR_SET_NAME) and, from 3.14, threading.Thread
- * set; else the process's comm), remembered per session. NULL if unknown. */
-static const char *thread_name(struct py_state *st, uint32_t ns_tid) {
-  struct py_target *pt = st->cur->data;
-  uint32_t tid = host_tid(st, pt, st->cur->pid, ns_tid);
-  if (!tid) return NULL;
-  for (uint32_t i = 0; i < pt->ntnames; i++)
-    if (pt->tnames[i].tid == tid) return pt->tnames[i].name;
-  /* a thread past the table's size is named at each sample (rare) */
-  uint32_t slot = pt->ntnames < PY_THREAD_NAMES ? pt->ntnames : PY_THREAD_NAMES - 1;
-  char path[64], buf[64];
-  snprintf(path, sizeof(path), "/proc/%u/task/%u/comm", st->cur->pid, tid);
-  size_t len = 0;
-  if (pp_read_file(path, buf, sizeof(buf), &len) < 0 || len == 0) return NULL;
-  size_t k = 0;
-  for (size_t i = 0; i < len && buf[i] != '\n' && k < sizeof(pt->tnames[0].name) - 1; i++)
-    pt->tnames[slot].name[k++] = buf[i] >= 32 && buf[i] < 127 && buf[i] != ';' ? buf[i] : '?';
-  pt->tnames[slot].name[k] = '\0';
-  pt->tnames[slot].tid = tid;
-  if (pt->ntnames < PY_THREAD_NAMES) pt->ntnames++;
-  return pt->tnames[slot].name;
-}
-
 static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *frames, uint32_t n,
                      bool truncated) {
   struct py_state *st = ctx;
@@ -150,15 +126,15 @@ static void on_stack(void *ctx, uint32_t tid, const struct py_frame_ref *frames,
     struct py_target *dpt = st->cur->data;
     struct pp_sample smp = {.pid = st->cur->pid,
                             .tid = host_tid(st, dpt, st->cur->pid, tid),
-                            .comm = thread_name(st, tid),
+                            .comm = python_thread_name(st, tid),
                             .frames = st->frames,
                             .nframes = n,
                             .count = 1};
     st->host->emit(st->dump_sink, &smp);
     return;
   }
-  char tframe[32];
-  const char *tname = st->thread_names ? thread_name(st, tid) : NULL;
+  char tframe[PY_THREAD_NAME_MAX + 16];
+  const char *tname = st->thread_names ? python_thread_name(st, tid) : NULL;
   if (tname) {
     snprintf(tframe, sizeof(tframe), "<thread: %s>", tname);
     st->frames[n++] = (struct pp_frame){.name = tframe, .kind = PP_FRAME_PSEUDO};

@@ -151,6 +151,10 @@ static uint32_t tid_of(struct py_proc *p, uint64_t thread_id) {
   return (uint32_t)tid;
 }
 
+uint32_t python_thread_tid(struct py_proc *p, uint64_t thread_id) {
+  return tid_of(p, thread_id);
+}
+
 int python_discover_tid_offset(struct py_proc *p) {
   if (p->off.ts_native_tid) return 0;
   uint64_t interp = 0, ts = 0;

@@ -17,6 +17,7 @@
 #include "../../plugins/python/codecache.c"
 #include "../../plugins/python/debug_offsets.c"
 #include "../../plugins/python/linetable.c"
+#include "../../plugins/python/object_reader.c"
 #include "../../plugins/python/offsets.c"
 #include "../../plugins/python/opcodes.c"
 #include "../../plugins/python/walk.c"
