@@ -352,6 +352,7 @@ static void use_switches(struct py_state *st) {
 
 int python_dump(struct py_state *st, struct pp_sink *sink) {
   st->dump_sink = sink;
+  st->now_ns = pp_clock_ns(); /* thread names are read once for the whole dump */
   struct pp_target_entry *t;
   PP_TARGETS_FOREACH(st->targets, t, PP_TARGET_ATTACHED) {
     st->cur = t;
