@@ -8,10 +8,12 @@
  *
  * The kernel's name (/proc/PID/task/TID/comm) stays the answer when it was
  * set natively (prctl, pthread_setname_np: it differs from the process's
- * own), for threads threading does not know, and when threading's names
- * cannot be read: on 3.14+ (where sys.modules is not among the published
- * debug offsets; threading.Thread sets the kernel's name itself there)
- * and when a read fails, which is counted and reported once per session.
+ * own) and threading's is one it made up (Thread-N), for threads
+ * threading does not know, and when threading's names cannot be read: on
+ * 3.14+ (its debug offsets locate sys.modules and a dict's keys, but not
+ * the key table's layout nor where a class keeps its instances' values;
+ * threading.Thread sets the kernel's name itself there) and when a read
+ * fails, which is counted and reported once per session.
  *
  * Names are remembered per target (PY_THREAD_NAMES of them) and read
  * again at most every PY_THREAD_NAMES_REFRESH_NS, a thread not in the
@@ -149,7 +151,21 @@ static int read_python_names(struct py_state *st, struct py_target *pt, struct n
   return (int)m;
 }
 
-/* The table afresh: threading's names (a name set natively wins). */
+/* Is name one threading makes up (MainThread, Thread-N, 3.10+
+ * "Thread-N (target)", Dummy-N for threads it did not start)? */
+static bool made_up(const char *name) {
+  if (strcmp(name, "MainThread") == 0) return true;
+  const char *d = strncmp(name, "Thread-", 7) == 0  ? name + 7
+                  : strncmp(name, "Dummy-", 6) == 0 ? name + 6
+                                                    : NULL;
+  if (!d || *d < '0' || *d > '9') return false;
+  while (*d >= '0' && *d <= '9')
+    d++;
+  return *d == '\0' || *d == ' ';
+}
+
+/* The table afresh: threading's names; a kernel name set natively wins
+ * over a name threading made up. */
 static void refresh(struct py_state *st, struct pp_target_entry *t) {
   struct py_target *pt = t->data;
   pt->tnames_read_ns = st->now_ns ? st->now_ns : 1;
@@ -167,8 +183,8 @@ static void refresh(struct py_state *st, struct pp_target_entry *t) {
   for (int i = 0; i < n; i++) {
     uint32_t host = python_host_tid(st, t, found[i].tid);
     pt->tnames[pt->ntnames].tid = found[i].tid;
-    if (host && proc_comm[0] && read_comm(t->pid, host, comm, sizeof(comm)) == 0 &&
-        strcmp(comm, proc_comm) != 0)
+    if (made_up(found[i].name) && host && proc_comm[0] &&
+        read_comm(t->pid, host, comm, sizeof(comm)) == 0 && strcmp(comm, proc_comm) != 0)
       snprintf(pt->tnames[pt->ntnames].name, PY_THREAD_NAME_MAX, "%s", comm);
     else
       memcpy(pt->tnames[pt->ntnames].name, found[i].name, PY_THREAD_NAME_MAX);

@@ -1,10 +1,13 @@
 """threading.Thread names as <thread: NAME> root frames, on every CPython
 found at once (pyenv 2.7, 3.6-3.13, Debian's python3).
 
-The program names its threads only with threading.Thread(name=...)
-("db-writer", "http-worker"; the main thread is "MainThread"), never
-natively, so the kernel calls every thread by the process's name on
-<= 3.13: the names can only come from threading's own objects.
+The program names its threads with threading.Thread(name=...)
+("db-writer", "http-worker"; the main thread is "MainThread"), not
+natively, so the kernel calls them by the process's name on <= 3.13: the
+names can only come from threading's own objects. A third thread
+("py-named") also names itself with prctl: the name given to threading
+still wins (the kernel's wins only over a made-up Thread-N, as
+test_python_threads.py checks).
 
   --python-mode wall --python-thread-names
       each worker's function sits under its own name, the main thread's
@@ -23,7 +26,7 @@ import pputil as u  # noqa: E402
 import pyutil as py  # noqa: E402
 
 PROGRAM = r'''
-import sys, threading, time
+import ctypes, sys, threading, time
 end = time.time() + float(sys.argv[1])
 
 
@@ -39,13 +42,22 @@ def http_worker_work():
         x += 1
 
 
+def renamed_work():
+    # named natively too: the name given to threading.Thread still wins
+    ctypes.CDLL(None).prctl(15, ctypes.c_char_p(b"native-name"), 0, 0, 0)  # PR_SET_NAME
+    x = 0
+    while time.time() < end:
+        x += 1
+
+
 def main_work():
     x = 0
     while time.time() < end:
         x += 1
 
 
-for fn, name in ((db_writer_work, "db-writer"), (http_worker_work, "http-worker")):
+for fn, name in ((db_writer_work, "db-writer"), (http_worker_work, "http-worker"),
+                 (renamed_work, "py-named")):
     t = threading.Thread(target=fn, name=name)
     t.daemon = True
     t.start()
@@ -57,6 +69,7 @@ main_work()
 # each thread's function and the name it must be under
 EXPECTED = {"db_writer_work": "<thread: db-writer>",
             "http_worker_work": "<thread: http-worker>",
+            "renamed_work": "<thread: py-named>",
             "main_work": "<thread: MainThread>"}
 
 if not os.path.exists(py.PLUGIN):
