@@ -22,12 +22,19 @@ static void print_caps(FILE *out, uint64_t caps) {
     uint64_t bit;
     const char *name;
   } names[] = {
-      {PP_CAP_SYSTEM_WIDE, "system-wide"},     {PP_CAP_RUNTIME, "runtime"},
-      {PP_CAP_PERFLESS, "perfless"},           {PP_CAP_NEEDS_ROOT, "needs-root"},
-      {PP_CAP_NEEDS_PERFMON, "needs-perfmon"}, {PP_CAP_NEEDS_PTRACE, "needs-ptrace"},
-      {PP_CAP_NEEDS_SYSLOG, "needs-syslog"},   {PP_CAP_NEEDS_KILL, "needs-kill"},
-      {PP_CAP_NEEDS_NOTHING, "needs-nothing"}, {PP_CAP_NEEDS_NSENTER, "needs-nsenter"},
-      {PP_CAP_NEEDS_SETID, "needs-setid"},     {PP_CAP_NEEDS_FILE_OVERRIDE, "needs-file-override"},
+      {PP_CAP_SYSTEM_WIDE, "system-wide"},
+      {PP_CAP_RUNTIME, "runtime"},
+      {PP_CAP_PERFLESS, "perfless"},
+      {PP_CAP_NEEDS_ROOT, "needs-root"},
+      {PP_CAP_NEEDS_PERFMON, "needs-perfmon"},
+      {PP_CAP_NEEDS_PTRACE, "needs-ptrace"},
+      {PP_CAP_NEEDS_SYSLOG, "needs-syslog"},
+      {PP_CAP_NEEDS_KILL, "needs-kill"},
+      {PP_CAP_NEEDS_NOTHING, "needs-nothing"},
+      {PP_CAP_NEEDS_NSENTER, "needs-nsenter"},
+      {PP_CAP_NEEDS_SETID, "needs-setid"},
+      {PP_CAP_NEEDS_FILE_OVERRIDE, "needs-file-override"},
+      {PP_CAP_NEEDS_FILE_OWNER, "needs-file-owner"},
   };
   const char *sep = "";
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {

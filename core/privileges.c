@@ -19,6 +19,7 @@
 enum {
   C_DAC_OVERRIDE = 1,
   C_DAC_READ_SEARCH = 2,
+  C_FOWNER = 3,
   C_KILL = 5,
   C_SETGID = 6,
   C_SETUID = 7,
@@ -121,6 +122,7 @@ uint64_t pp_priv_needed(uint64_t d) {
   if (d & PP_CAP_NEEDS_NSENTER) c |= CAP_BIT(C_SYS_ADMIN) | CAP_BIT(C_SYS_CHROOT);
   if (d & PP_CAP_NEEDS_SETID) c |= CAP_BIT(C_SETUID) | CAP_BIT(C_SETGID);
   if (d & PP_CAP_NEEDS_FILE_OVERRIDE) c |= CAP_BIT(C_DAC_OVERRIDE);
+  if (d & PP_CAP_NEEDS_FILE_OWNER) c |= CAP_BIT(C_FOWNER);
   int last = pp_priv_last_cap();
   if (last < 63) c &= (1ull << (last + 1)) - 1;
   return c;
@@ -141,6 +143,8 @@ uint64_t pp_priv_step_needed(uint64_t d) {
   if ((d & PP_CAP_STEP_KILL) && (d & PP_CAP_NEEDS_KILL)) steps |= PP_CAP_NEEDS_KILL;
   if ((d & PP_CAP_STEP_FILE_OVERRIDE) && (d & PP_CAP_NEEDS_FILE_OVERRIDE))
     steps |= PP_CAP_NEEDS_FILE_OVERRIDE;
+  if ((d & PP_CAP_STEP_FILE_OWNER) && (d & PP_CAP_NEEDS_FILE_OWNER))
+    steps |= PP_CAP_NEEDS_FILE_OWNER;
   if (!steps) return 0;
   /* A capability that another need also maps to (CAP_SYS_ADMIN for perf
    * events before 5.8) is needed all the time: it stays effective. */

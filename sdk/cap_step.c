@@ -27,6 +27,7 @@ struct step_cap_data {
 
 enum {
   STEP_DAC_OVERRIDE = 1,
+  STEP_FOWNER = 3,
   STEP_KILL = 5,
   STEP_SETGID = 6,
   STEP_SETUID = 7,
@@ -40,6 +41,7 @@ static uint64_t caps_of(uint64_t needs) {
   if (needs & PP_CAP_NEEDS_SETID) c |= (1ull << STEP_SETUID) | (1ull << STEP_SETGID);
   if (needs & PP_CAP_NEEDS_KILL) c |= 1ull << STEP_KILL;
   if (needs & PP_CAP_NEEDS_FILE_OVERRIDE) c |= 1ull << STEP_DAC_OVERRIDE;
+  if (needs & PP_CAP_NEEDS_FILE_OWNER) c |= 1ull << STEP_FOWNER;
   return c;
 }
 

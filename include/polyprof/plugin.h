@@ -34,7 +34,8 @@
  * PP_FRAME_JS otherwise; a host shows a kind it does not know as native),
  * and the step privileges PP_CAP_STEP_NSENTER and PP_CAP_STEP_SETID;
  * 1.5 added the optional dump() entry (every thread's stack, once) and
- * the step privileges PP_CAP_STEP_KILL and PP_CAP_STEP_FILE_OVERRIDE.
+ * the step privileges PP_CAP_STEP_KILL and PP_CAP_STEP_FILE_OVERRIDE;
+ * 1.6 added PP_CAP_NEEDS_FILE_OWNER and its step bit PP_CAP_STEP_FILE_OWNER.
  */
 #ifndef POLYPROF_PLUGIN_H
 #define POLYPROF_PLUGIN_H
@@ -47,7 +48,7 @@ extern "C" {
 #endif
 
 #define PP_ABI_MAJOR 1
-#define PP_ABI_MINOR 5
+#define PP_ABI_MINOR 6
 
 #define PP_PLUGIN_ENTRY_SYMBOL "polyprof_plugin_entry"
 
@@ -201,10 +202,13 @@ enum pp_log_level {
 /* ABI 1.2: opens or connects to a target's files and sockets whatever their
  * owner and mode (an owner-only diagnostics socket): CAP_DAC_OVERRIDE. */
 #define PP_CAP_NEEDS_FILE_OVERRIDE (1ull << 18)
+/* ABI 1.6: removes a file a target created from a sticky directory (its
+ * /tmp), where only the file's owner may unlink it: CAP_FOWNER. */
+#define PP_CAP_NEEDS_FILE_OWNER (1ull << 23)
 #define PP_CAP_NEEDS_ANY                                                                  \
   (PP_CAP_NEEDS_ROOT | PP_CAP_NEEDS_PERFMON | PP_CAP_NEEDS_PTRACE | PP_CAP_NEEDS_SYSLOG | \
    PP_CAP_NEEDS_KILL | PP_CAP_NEEDS_NOTHING | PP_CAP_NEEDS_NSENTER | PP_CAP_NEEDS_SETID | \
-   PP_CAP_NEEDS_FILE_OVERRIDE)
+   PP_CAP_NEEDS_FILE_OVERRIDE | PP_CAP_NEEDS_FILE_OWNER)
 /* ABI 1.4: step privileges. Beside its NEEDS bit, a plugin that needs
  * those capabilities only for single steps (entering a namespace; a forked
  * child taking a target's ids) sets the matching STEP bit: its worker then
@@ -220,6 +224,9 @@ enum pp_log_level {
  * hosts of 1.4 ignore these two bits and keep the capabilities effective. */
 #define PP_CAP_STEP_KILL (1ull << 21)
 #define PP_CAP_STEP_FILE_OVERRIDE (1ull << 22)
+/* ABI 1.6: removing a target's file (CAP_FOWNER) as a single step; a host
+ * of 1.5 or older does not know PP_CAP_NEEDS_FILE_OWNER and grants neither. */
+#define PP_CAP_STEP_FILE_OWNER (1ull << 24)
 #define PP_CAP_ARCH_X86_64 (1ull << 16)
 #define PP_CAP_ARCH_AARCH64 (1ull << 17) /* no arch bit set: any architecture */
 

@@ -39,7 +39,7 @@ static const char *const match_maps[] = {"libcoreclr.so", NULL};
 static const struct pp_option options[] = {
     {.key = "mode",
      .type = PP_OPT_ENUM,
-     .default_value = "disabled",
+     .default_value = "auto",
      .choices = mode_choices,
      .help = "auto: perfmap when perf samples, else dotnet-trace in bursts; dotnet-trace: "
              "EventPipe sampling in the agent (gProfiler's mode); perfmap: make the runtime write "
@@ -246,6 +246,9 @@ static int dn_stop(void *state) {
   dotnet_targets_stop(st);
   pp_target_table_free(st->targets);
   st->targets = NULL;
+  /* after DisablePerfMap, and after the last session's profile was
+   * written (perf named its frames): the maps polyprof caused go */
+  dotnet_mapfiles_sweep(st, true);
   return 0;
 }
 
@@ -253,6 +256,7 @@ static void dn_fini(void *state) {
   struct dotnet_state *st = state;
   if (!st) return;
   pp_target_table_free(st->targets);
+  dotnet_mapfiles_sweep(st, true);
   free(st);
 }
 
@@ -261,8 +265,13 @@ static const struct pp_plugin descriptor = {
     .name = "dotnet",
     .version = "0.1.0",
     .description = ".NET (CoreCLR): perf maps for perf, or managed stacks via EventPipe",
+    /* Every privilege but reading is a step: FILE_OVERRIDE around the
+     * connect to the runtime's owner-only socket, FILE_OWNER around the
+     * removal of the perf map the runtime wrote at our request in a
+     * sticky /tmp (dotnet_mapfiles.c) */
     .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_PTRACE |
-                    PP_CAP_NEEDS_FILE_OVERRIDE | PP_CAP_STEP_FILE_OVERRIDE,
+                    PP_CAP_NEEDS_FILE_OVERRIDE | PP_CAP_STEP_FILE_OVERRIDE |
+                    PP_CAP_NEEDS_FILE_OWNER | PP_CAP_STEP_FILE_OWNER,
     .match_exe = NULL,
     .match_maps = match_maps,
     .options = options,

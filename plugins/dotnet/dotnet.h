@@ -13,6 +13,8 @@
  *                     gives the rate asked
  *   dotnet_perfmap.c  the perf-based modes: the runtime's perf map enabled
  *                     and disabled, what it costs the target reported
+ *   dotnet_mapfiles.c the perf-map files the runtime wrote at our request,
+ *                     removed once perf needs them no more
  *   dotnet_stacks.c   sampled IP stacks in the kit's stack table, named at
  *                     snapshot from the method map
  *   dotnet_runshare.c whether sampled threads ran, where the runtime's
@@ -31,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "methods.h"
 #include "nettrace.h"
@@ -69,6 +72,11 @@ struct dotnet_state {
   uint32_t attach_timeout_s;
   uint32_t socket_attempts; /* attach() calls that cover attach_timeout_s */
   struct pp_target_table *targets;
+  /* perf-map files the runtime wrote at our request (dotnet_mapfiles.c):
+   * they outlive the targets, until removed */
+  struct dotnet_mapfiles **mapfiles;
+  size_t n_mapfiles;
+  uint64_t mapfiles_swept_ns;
   /* counters since the last snapshot */
   uint64_t truncated, parse_errors, unknown_frames;
 };
@@ -83,6 +91,29 @@ struct dotnet_perfmap_cost {
   bool reported;                         /* the first report (at info) was made */
 };
 
+/* One file the runtime writes in its /tmp at EnablePerfMap. */
+struct dotnet_mapfile {
+  bool ours; /* absent before EnablePerfMap: to be removed */
+  bool seen; /* looked at since it appeared: dev/ino recorded (if ours) */
+  dev_t dev;
+  ino_t ino;
+};
+
+/* perf-<nspid>.map and perfinfo-<nspid>.map */
+#define DOTNET_MAPFILES 2
+
+/* The perf-map files of one process that the plugin caused, and the way
+ * to remove them: its /tmp opened in its root while it lived. */
+struct dotnet_mapfiles {
+  int tmp;   /* the target's /tmp (O_DIRECTORY, in its root) */
+  uid_t uid; /* the target's effective uid: the files' owner */
+  uint32_t pid, nspid;
+  uint64_t start_time;
+  bool released;        /* the target was released (exited, exec'd, stopped) */
+  uint64_t released_ns; /* when */
+  struct dotnet_mapfile f[DOTNET_MAPFILES];
+};
+
 /* What the target table holds for an attached process (t->data). */
 struct dotnet_target {
   uint32_t pid, nspid;
@@ -91,6 +122,7 @@ struct dotnet_target {
   struct dotnet_methods *methods;
   bool perfmap;
   struct dotnet_perfmap_cost pm;
+  struct dotnet_mapfiles *mapfiles; /* owned by the state's list; NULL: none to remove */
   bool logged_eof;
   uint64_t last_rundown_ns;
   uint64_t rundown_resets; /* method-map clears already answered by a rundown */
@@ -123,6 +155,21 @@ void dotnet_perfmap_report(struct dotnet_state *st, struct dotnet_target *t, str
                            bool exited);
 /* DisablePerfMap (the process still runs). */
 void dotnet_perfmap_disable(struct dotnet_state *st, struct dotnet_target *t);
+/* ---- the perf-map files polyprof caused (dotnet_mapfiles.c) ---------- */
+
+/* Before EnablePerfMap: the record of what is there already, with the
+ * target's /tmp held open; NULL when nothing will be removed (its own
+ * PerfMapEnabled, /tmp not reachable). Attached again: the same record. */
+struct dotnet_mapfiles *dotnet_mapfiles_before_enable(struct dotnet_state *st, uint32_t pid,
+                                                      uint32_t nspid, uint64_t start_time);
+/* Records the files that appeared since (each checked once). */
+void dotnet_mapfiles_note(struct dotnet_state *st, struct dotnet_mapfiles *mf);
+/* The target was released: its files go once its process is gone. */
+void dotnet_mapfiles_release(struct dotnet_mapfiles *mf);
+/* Removes the files of released processes gone for a while; all: every
+ * record's files, now (the plugin stops). */
+void dotnet_mapfiles_sweep(struct dotnet_state *st, bool all);
+
 /* CPU time (ns) of a process, and of its threads named prefix... */
 uint64_t dotnet_process_cpu_ns(uint32_t pid);
 uint64_t dotnet_thread_cpu_ns(uint32_t pid, const char *prefix);

@@ -39,6 +39,9 @@ int dotnet_perfmap_enable(struct dotnet_state *st, struct pp_target_entry *e,
   struct dotnet_perfmap_cost *c = &t->pm;
   memset(c, 0, sizeof(*c));
   c->diag_cpu_ns0 = dotnet_thread_cpu_ns(t->pid, ".NET EventPipe");
+  /* what is in its /tmp before the runtime writes there for us */
+  if (!t->mapfiles)
+    t->mapfiles = dotnet_mapfiles_before_enable(st, t->pid, t->nspid, e->start_time);
   int rc = dotnet_ipc_call(t->pid, t->sock, DOTNET_IPC_SET_PROCESS, DOTNET_IPC_PROC_ENABLE_PERFMAP,
                            p, sizeof(p), NULL, 0, NULL, &hr, DOTNET_IPC_TIMEOUT_MS);
   if (rc == -EPROTO) {
@@ -53,6 +56,7 @@ int dotnet_perfmap_enable(struct dotnet_state *st, struct pp_target_entry *e,
     return rc;
   }
   t->perfmap = true;
+  dotnet_mapfiles_note(st, t->mapfiles); /* the runtime created the map before it answered */
   c->since_ns = c->first_ns = pp_clock_ns();
   c->cpu_ns0 = dotnet_process_cpu_ns(t->pid);
   PP_INFO(st->host, "pid %u: perf map enabled (/tmp/perf-%u.map in its mount namespace)", t->pid,

@@ -216,6 +216,7 @@ static void dn_release(void *plugin, struct pp_target_entry *e) {
   (void)plugin;
   struct dn_target *d = e->data;
   if (!d) return;
+  dotnet_mapfiles_release(d->t.mapfiles);
   dotnet_session_free(d->t.cur);
   dotnet_session_free(d->t.old);
   dotnet_bursts_free(d->t.bursts);
@@ -248,6 +249,7 @@ static void pump_stopped(struct dotnet_state *st, struct dotnet_target *t) {
 }
 
 void dotnet_targets_pump(struct dotnet_state *st) {
+  dotnet_mapfiles_sweep(st, false);
   if (!st->targets) return;
   pp_target_table_poll(st->targets, pp_clock_ns());
   struct pp_target_entry *e;
@@ -421,8 +423,10 @@ void dotnet_targets_snapshot(struct dotnet_state *st, struct pp_sink *sink) {
         if (t->cur->fd < 0) d->broken = true;
       }
     }
-    if (st->perfmap_mode)
+    if (st->perfmap_mode) {
       dotnet_perfmap_report(st, t, sink, !pp_proc_same_process(e->pid, e->start_time));
+      dotnet_mapfiles_note(st, t->mapfiles);
+    }
     emit_target_facts(st, t, sink);
     if (t->methods) methods += dotnet_methods_count(t->methods);
   }

@@ -7,7 +7,7 @@
    CapAmb hold all of them but those it needs for single steps only
    (nodejs: CAP_SYS_ADMIN, CAP_SYS_CHROOT, CAP_KILL and CAP_DAC_OVERRIDE,
    java: CAP_SETUID, CAP_SETGID, CAP_KILL and CAP_DAC_OVERRIDE, dotnet:
-   CAP_DAC_OVERRIDE), which it raises around each step. The expected sets are written out here on purpose:
+   CAP_DAC_OVERRIDE and CAP_FOWNER), which it raises around each step. The expected sets are written out here on purpose:
    a change of a plugin's privileges must change this test too.
 2. A plugin that makes a system call outside its allow-list (ta_syscall:
    personality(), once) has its worker stopped with the log line "worker
@@ -37,7 +37,7 @@ if os.geteuid() != 0:
 
 with open("/proc/sys/kernel/cap_last_cap") as f:
     LAST_CAP = int(f.read())
-CAP = {"CAP_DAC_OVERRIDE": 1, "CAP_DAC_READ_SEARCH": 2, "CAP_KILL": 5, "CAP_SETGID": 6,
+CAP = {"CAP_DAC_OVERRIDE": 1, "CAP_DAC_READ_SEARCH": 2, "CAP_FOWNER": 3, "CAP_KILL": 5, "CAP_SETGID": 6,
        "CAP_SETUID": 7, "CAP_IPC_LOCK": 14, "CAP_SYS_CHROOT": 18, "CAP_SYS_PTRACE": 19,
        "CAP_SYS_ADMIN": 21, "CAP_SYSLOG": 34, "CAP_PERFMON": 38, "CAP_CHECKPOINT_RESTORE": 40}
 PERFMON = "CAP_PERFMON" if LAST_CAP >= 38 else "CAP_SYS_ADMIN"
@@ -49,7 +49,7 @@ EXPECTED = {
     "ruby": [PERFMON, "CAP_IPC_LOCK"] + READ,
     "java": READ + ["CAP_KILL", "CAP_SETUID", "CAP_SETGID", "CAP_DAC_OVERRIDE"],
     "nodejs": [PERFMON, "CAP_IPC_LOCK"] + READ + ["CAP_KILL", "CAP_SYS_ADMIN", "CAP_SYS_CHROOT", "CAP_DAC_OVERRIDE"],
-    "dotnet": READ + ["CAP_DAC_OVERRIDE"],
+    "dotnet": READ + ["CAP_DAC_OVERRIDE", "CAP_FOWNER"],
     "example": READ,
 }
 # Permitted, raised only around the step that needs them. Before 5.8 perf
@@ -57,7 +57,7 @@ EXPECTED = {
 STEP = {
     "java": ["CAP_SETUID", "CAP_SETGID", "CAP_KILL", "CAP_DAC_OVERRIDE"],
     "nodejs": ["CAP_SYS_CHROOT", "CAP_KILL", "CAP_DAC_OVERRIDE"] + (["CAP_SYS_ADMIN"] if PERFMON != "CAP_SYS_ADMIN" else []),
-    "dotnet": ["CAP_DAC_OVERRIDE"],
+    "dotnet": ["CAP_DAC_OVERRIDE", "CAP_FOWNER"],
 }
 
 # perf's, when native allocations are asked (PP_CAP_NEEDS_NSENTER as a step)

@@ -62,7 +62,7 @@ extra_files = []  # files we put into package-owned directories
 
 
 # the capabilities `polyprof check` may name as step capabilities
-CAP_NUMBERS = {"CAP_DAC_OVERRIDE": 1, "CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7,
+CAP_NUMBERS = {"CAP_DAC_OVERRIDE": 1, "CAP_FOWNER": 3, "CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7,
                "CAP_SYS_CHROOT": 18, "CAP_SYS_ADMIN": 21}
 
 

@@ -81,7 +81,7 @@ static const struct pp_plugin fake = {
     .options = fake_opts, .option_count = sizeof(fake_opts) / sizeof(fake_opts[0])};
 /* no options: only enabled/disabled */
 static const struct pp_plugin other = {PP_PLUGIN_HEADER, .name = "other", .version = "0.1"};
-/* off unless asked for, like gProfiler's php and dotnet */
+/* off unless asked for, like gProfiler's php */
 static const char *const lazy_modes[] = {"spy", NULL};
 static const struct pp_option lazy_opts[] = {
     {.key = "mode", .type = PP_OPT_ENUM, .default_value = "disabled", .choices = lazy_modes}};

@@ -35,6 +35,10 @@ static void test_mapping(void) {
   CHECK(pp_priv_needed(PP_CAP_NEEDS_SETID) == ((1ull << 6) | (1ull << 7)));
   CHECK(pp_priv_needed(PP_CAP_NEEDS_KILL) == (1ull << 5));
   CHECK(pp_priv_needed(PP_CAP_NEEDS_FILE_OVERRIDE) == (1ull << 1));
+  CHECK(pp_priv_needed(PP_CAP_NEEDS_FILE_OWNER) == (1ull << 3)); /* CAP_FOWNER */
+  /* a step capability only when declared as one */
+  CHECK(pp_priv_step_needed(PP_CAP_NEEDS_FILE_OWNER) == 0);
+  CHECK(pp_priv_step_needed(PP_CAP_NEEDS_FILE_OWNER | PP_CAP_STEP_FILE_OWNER) == (1ull << 3));
   CHECK(pp_priv_needed(PP_CAP_NEEDS_NSENTER) == ((1ull << 21) | (1ull << 18)));
   char buf[256];
   pp_priv_format((1ull << 5) | (1ull << 19), buf, sizeof(buf));

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Capabilities for one step. A plugin that declares a need as a step
- * (PP_CAP_STEP_NSENTER, _SETID, _KILL, _FILE_OVERRIDE beside the NEEDS bit) runs with
+ * (PP_CAP_STEP_NSENTER, _SETID, _KILL, _FILE_OVERRIDE, _FILE_OWNER beside the NEEDS bit) runs with
  * those capabilities permitted but not effective: a bug elsewhere in the
  * plugin cannot use them by accident, and a file or socket opened on a
  * target's say-so is opened without them. Around the step that needs them
@@ -33,10 +33,10 @@ struct pp_cap_step {
 /* Raise the capabilities of the NEEDS bits in `needs` (PP_CAP_NEEDS_NSENTER:
  * CAP_SYS_ADMIN and CAP_SYS_CHROOT; PP_CAP_NEEDS_SETID: CAP_SETUID and
  * CAP_SETGID; PP_CAP_NEEDS_KILL: CAP_KILL; PP_CAP_NEEDS_FILE_OVERRIDE:
- * CAP_DAC_OVERRIDE) that the thread holds permitted into its effective set. One
- * it does not hold is left out: the step then fails with its own EPERM,
- * which names the real cause better. 0, or -errno if the sets could not be
- * read or written (the step may still work if they were effective). */
+ * CAP_DAC_OVERRIDE; PP_CAP_NEEDS_FILE_OWNER: CAP_FOWNER) that the thread holds permitted into its
+ * effective set. One it does not hold is left out: the step then fails with its own EPERM, which
+ * names the real cause better. 0, or -errno if the sets could not be read or written (the step may
+ * still work if they were effective). */
 int pp_cap_step_begin(struct pp_cap_step *s, uint64_t needs);
 
 /* The effective set as it was before pp_cap_step_begin(). Keeps errno. */
