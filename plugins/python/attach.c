@@ -137,6 +137,7 @@ void python_release(void *plugin, struct pp_target_entry *t) {
   }
   pp_thread_cpu_free(pt->cpu);
   python_codecache_forget_pid(st->cc, t->pid);
+  free(pt->tnames);
   free(pt);
   t->data = NULL;
 }

@@ -366,13 +366,18 @@ int python_discover_tid_offset(struct py_proc *p);
  * again every PY_LOCATE_RETRY_NS, PY_LOCATE_ATTEMPTS times (~3 s). */
 #define PY_LOCATE_RETRY_NS 250000000ull
 #define PY_LOCATE_ATTEMPTS 12
-#define PY_NS_MAP 256      /* namespace tids mapped per target */
-#define PY_THREAD_NAMES 32 /* thread names remembered per target and session */
+#define PY_NS_MAP 256       /* namespace tids mapped per target */
+#define PY_THREAD_NAMES 256 /* thread names remembered per target and session */
 #define PY_THREAD_NAME_MAX 64
 /* threading's names are read again at most this often, and a thread not
  * in the table waits at least PY_THREAD_NAMES_GAP_NS for a new read */
 #define PY_THREAD_NAMES_REFRESH_NS 5000000000ull
 #define PY_THREAD_NAMES_GAP_NS 1000000000ull
+
+struct py_thread_name {
+  uint32_t tid; /* in the target's pid namespace */
+  char name[PY_THREAD_NAME_MAX];
+};
 
 /* What the plugin holds for an attached target (its entry's data). */
 struct py_target {
@@ -388,10 +393,7 @@ struct py_target {
   bool tids_unknown;    /* a thread's host tid was not found: never skipped */
   bool ran_since_check; /* sampled since the last identity check */
   bool exit_logged;
-  struct {
-    uint32_t tid; /* in the target's pid namespace */
-    char name[PY_THREAD_NAME_MAX];
-  } tnames[PY_THREAD_NAMES];
+  struct py_thread_name *tnames; /* PY_THREAD_NAMES, allocated at the first name asked */
   uint32_t ntnames;
   uint64_t tnames_read_ns;       /* when threading's names were last read (0: never) */
   uint64_t threading_mod;        /* the threading module as last found (0: look it up) */

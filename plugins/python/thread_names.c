@@ -15,12 +15,15 @@
  * threading.Thread sets the kernel's name itself there) and when a read
  * fails, which is counted and reported once per session.
  *
- * Names are remembered per target (PY_THREAD_NAMES of them) and read
- * again at most every PY_THREAD_NAMES_REFRESH_NS, a thread not in the
- * table waiting at least PY_THREAD_NAMES_GAP_NS: never once per sample.
+ * Names are remembered per target (PY_THREAD_NAMES of them, a table
+ * allocated when the first is asked for) and read again at most every
+ * PY_THREAD_NAMES_REFRESH_NS, a thread not in the table waiting at least
+ * PY_THREAD_NAMES_GAP_NS (none once the table is full): never once per
+ * sample.
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "native.h"
@@ -32,11 +35,6 @@
 #define ACTIVE_MAX 256  /* threading._active entries read */
 #define TSTATES_MAX 256 /* thread states mapped (ident -> tid), 3.11+ */
 #define MD_DICT 16      /* PyModuleObject.md_dict */
-
-struct named {
-  uint32_t tid;
-  char name[PY_THREAD_NAME_MAX];
-};
 
 /* Copies len bytes of in as a frame name: control bytes and ';' (the
  * collapsed format's separator) become '?'. */
@@ -110,7 +108,7 @@ static int thread_ids(struct py_proc *p, uint64_t (*ids)[2], uint32_t cap) {
 
 /* threading's (tid, name) pairs of the current target into out. Count
  * or -errno. */
-static int read_python_names(struct py_state *st, struct py_target *pt, struct named *out,
+static int read_python_names(struct py_state *st, struct py_target *pt, struct py_thread_name *out,
                              uint32_t cap) {
   struct py_proc *p = &pt->proc;
   uint64_t dict = 0, active = 0;
@@ -171,24 +169,21 @@ static void refresh(struct py_state *st, struct pp_target_entry *t) {
   pt->tnames_read_ns = st->now_ns ? st->now_ns : 1;
   pt->ntnames = 0;
   if (!pt->proc.off.is_modules) return; /* 3.14+: the kernel's names */
-  struct named found[PY_THREAD_NAMES];
-  int n = read_python_names(st, pt, found, PY_THREAD_NAMES);
+  int n = read_python_names(st, pt, pt->tnames, PY_THREAD_NAMES);
   if (n < 0) {
     if (n != -ENOENT) pt->tnames_fallback++; /* -ENOENT: threading not imported */
     pt->threading_mod = 0;
     return;
   }
+  pt->ntnames = (uint32_t)n;
   char proc_comm[16] = "", comm[16];
-  if (read_comm(t->pid, 0, proc_comm, sizeof(proc_comm)) < 0) proc_comm[0] = '\0';
+  if (read_comm(t->pid, 0, proc_comm, sizeof(proc_comm)) < 0) return;
   for (int i = 0; i < n; i++) {
-    uint32_t host = python_host_tid(st, t, found[i].tid);
-    pt->tnames[pt->ntnames].tid = found[i].tid;
-    if (made_up(found[i].name) && host && proc_comm[0] &&
-        read_comm(t->pid, host, comm, sizeof(comm)) == 0 && strcmp(comm, proc_comm) != 0)
-      snprintf(pt->tnames[pt->ntnames].name, PY_THREAD_NAME_MAX, "%s", comm);
-    else
-      memcpy(pt->tnames[pt->ntnames].name, found[i].name, PY_THREAD_NAME_MAX);
-    pt->ntnames++;
+    struct py_thread_name *e = &pt->tnames[i];
+    if (!made_up(e->name)) continue;
+    uint32_t host = python_host_tid(st, t, e->tid);
+    if (host && read_comm(t->pid, host, comm, sizeof(comm)) == 0 && strcmp(comm, proc_comm) != 0)
+      snprintf(e->name, sizeof(e->name), "%s", comm);
   }
 }
 
@@ -202,12 +197,13 @@ const char *python_thread_name(struct py_state *st, uint32_t ns_tid) {
   struct pp_target_entry *t = st->cur;
   struct py_target *pt = t->data;
   if (!ns_tid) return NULL;
+  if (!pt->tnames && !(pt->tnames = calloc(PY_THREAD_NAMES, sizeof(*pt->tnames)))) return NULL;
   uint64_t age = st->now_ns - pt->tnames_read_ns;
   bool stale =
       !pt->tnames_read_ns || st->now_ns < pt->tnames_read_ns || age >= PY_THREAD_NAMES_REFRESH_NS;
   const char *name = stale ? NULL : lookup(pt, ns_tid);
   if (name) return name;
-  if (stale || age >= PY_THREAD_NAMES_GAP_NS) {
+  if (stale || (age >= PY_THREAD_NAMES_GAP_NS && pt->ntnames < PY_THREAD_NAMES)) {
     refresh(st, t);
     if ((name = lookup(pt, ns_tid))) return name;
   }
