@@ -32,9 +32,9 @@
  *    releases it at the end of the session in which it exited, and the
  *    files go REMOVE_GRACE_NS after that, when perf has drained and named
  *    that session's last samples (its snapshot runs beside ours);
- *  - when the plugin stops (agent stop, reload, worker restart) for a live
- *    process, after DisablePerfMap: the core stops plugins only after the
- *    last session's profile was written, so perf has named everything.
+ *  - when the plugin stops (agent stop, reload) for a live process, after
+ *    DisablePerfMap: the core stops plugins only after the last session's
+ *    profile was written, so perf has named everything.
  * A worker that is killed removes nothing: those files stay, as before.
  */
 #include <errno.h>
