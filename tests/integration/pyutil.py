@@ -41,6 +41,20 @@ def missing_versions(found):
     return [v for v in PYENV_EXPECTED if v not in have]
 
 
+def every_interpreter():
+    """interpreters(), after the checks every multi-version test makes: the
+    plugin is built (else SKIPPED), a CPython exists (else SKIPPED), and
+    every pyenv version is there (else a failed check)."""
+    if not os.path.exists(PLUGIN):
+        u.skip("python plugin not built: " + PLUGIN)
+    found = interpreters()
+    if not found:
+        u.skip("no CPython found")
+    missing = missing_versions(found)
+    u.check(not missing, "every pyenv CPython present (missing: %s)" % ", ".join(missing))
+    return found
+
+
 def marker_line(marker):
     with open(WORKLOAD) as f:
         for i, line in enumerate(f, 1):
