@@ -267,8 +267,8 @@ static const struct pp_plugin descriptor = {
     .description = ".NET (CoreCLR): perf maps for perf, or managed stacks via EventPipe",
     /* Every privilege but reading is a step: FILE_OVERRIDE around the
      * connect to the runtime's owner-only socket, FILE_OWNER around the
-     * removal of the perf map the runtime wrote at our request in a
-     * sticky /tmp (dotnet_mapfiles.c) */
+     * removal of the perf map the runtime wrote at our request from a
+     * sticky /tmp that is not root's (dotnet_mapfiles.c) */
     .capabilities = PP_CAP_RUNTIME | PP_CAP_PERFLESS | PP_CAP_NEEDS_PTRACE |
                     PP_CAP_NEEDS_FILE_OVERRIDE | PP_CAP_STEP_FILE_OVERRIDE |
                     PP_CAP_NEEDS_FILE_OWNER | PP_CAP_STEP_FILE_OWNER,

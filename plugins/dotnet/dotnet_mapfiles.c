@@ -19,9 +19,10 @@
  * looked at without following a link, before unlinkat removes the name.
  * A link or anything else planted at the name is left as it is, and a
  * link is never followed (unlinkat removes a name, never what it points
- * at). /tmp is sticky, so removing another user's file there needs
- * CAP_FOWNER: raised for the unlinkat alone (PP_CAP_STEP_FILE_OWNER), with
- * CAP_DAC_OVERRIDE too when the directory is one only its owner may write.
+ * at). /tmp is sticky: removing another user's file from a /tmp that root
+ * does not own (a container's) needs CAP_FOWNER, raised for the unlinkat
+ * alone (PP_CAP_STEP_FILE_OWNER), with CAP_DAC_OVERRIDE too when the
+ * directory is one only its owner may write; neither where not needed.
  *
  * When: perf names a process's JIT frames from the map, re-read whenever
  * an address is not in its copy, as it drains its ring buffers (every
@@ -171,13 +172,21 @@ void dotnet_mapfiles_note(struct dotnet_state *st, struct dotnet_mapfiles *mf) {
   }
 }
 
-/* Whether root without CAP_DAC_OVERRIDE may remove names in the directory
- * (write and search): a sticky world-writable /tmp, or one of root's. */
-static bool dir_writable_as_root(int dir) {
+/* The capabilities removing a name of `file_uid` from the directory takes
+ * (the kernel's rules, for our euid): write and search on the directory
+ * (CAP_DAC_OVERRIDE where its mode does not give them: a /tmp only its
+ * owner may write), and, the directory being sticky, owning the file or
+ * the directory (CAP_FOWNER otherwise: the host's /tmp is root's, a
+ * container's tmpfs /tmp is not). */
+static uint64_t removal_needs(int dir, uid_t file_uid) {
   struct stat sb;
-  if (fstat(dir, &sb) != 0) return false;
-  mode_t need = sb.st_uid == 0 ? S_IWUSR | S_IXUSR : S_IWOTH | S_IXOTH;
-  return (sb.st_mode & need) == need;
+  if (fstat(dir, &sb) != 0) return PP_CAP_NEEDS_FILE_OWNER | PP_CAP_NEEDS_FILE_OVERRIDE;
+  uid_t me = geteuid();
+  mode_t wx = sb.st_uid == me ? S_IWUSR | S_IXUSR : S_IWOTH | S_IXOTH;
+  uint64_t needs = 0;
+  if ((sb.st_mode & wx) != wx) needs |= PP_CAP_NEEDS_FILE_OVERRIDE;
+  if ((sb.st_mode & S_ISVTX) && sb.st_uid != me && file_uid != me) needs |= PP_CAP_NEEDS_FILE_OWNER;
+  return needs;
 }
 
 static void remove_files(struct dotnet_state *st, struct dotnet_mapfiles *mf) {
@@ -195,10 +204,8 @@ static void remove_files(struct dotnet_state *st, struct dotnet_mapfiles *mf) {
               mf->pid, name);
       continue;
     }
-    uint64_t needs = PP_CAP_NEEDS_FILE_OWNER;
-    if (!dir_writable_as_root(mf->tmp)) needs |= PP_CAP_NEEDS_FILE_OVERRIDE;
     struct pp_cap_step step;
-    pp_cap_step_begin(&step, needs);
+    pp_cap_step_begin(&step, removal_needs(mf->tmp, sb.st_uid));
     int rc = unlinkat(mf->tmp, name, 0);
     pp_cap_step_end(&step);
     if (rc == 0)

@@ -1,9 +1,8 @@
 """The perf maps the default mode (`auto` with perf, no --dotnet-mode given)
 makes the runtime write are removed, and only those.
 
-One agent run (2 s sessions) over five .NET 10 processes (the self-contained
-test workload) run as nobody, so that removing their files from the sticky
-/tmp takes the worker's CAP_FOWNER step:
+One agent run (2 s sessions) over six .NET 10 processes (the self-contained
+test workload) run as nobody:
 - one that exits mid-run: its map is gone within seconds of the session it
   exited in, while the agent still runs;
 - one that lives: its map is there while the agent runs (perf names its JIT
@@ -13,7 +12,11 @@ test workload) run as nobody, so that removing their files from the sticky
 - one whose map the test replaces, while the agent runs, by a link (owned by
   nobody) to a root-owned file elsewhere: the link stays, the file it
   points at is untouched;
-- one with a file at the map's path before the agent came: it stays.
+- one with a file at the map's path before the agent came: it stays;
+- one in its own user and mount namespaces with a /tmp of its own (a
+  tmpfs, as in a container): its map, seen only through its root, is gone
+  once the agent stopped. That /tmp is sticky and not root's: the removal
+  takes the worker's CAP_FOWNER step (the host's /tmp is root's).
 """
 import os
 import signal
@@ -23,6 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
+import hostile  # noqa: E402
 import pputil  # noqa: E402
 from pputil import check, finish, skip  # noqa: E402
 
@@ -47,8 +51,24 @@ def spawn(exe, behaviours, **env):
     return p
 
 
+def spawn_contained(exe):
+    """As nobody in new user and mount namespaces, with a tmpfs of its own
+    on /tmp (the shell execs the workload: same pid)."""
+    e = build_workload.dotnet_env()
+    e.pop("DOTNET_PerfMapEnabled", None)
+    return subprocess.Popen(hostile.unprivileged_prefix() +
+                            ["sh", "-c", 'mount -t tmpfs tmpfs /tmp && exec "$@"', "ct", exe, "60", "generic"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=e, cwd="/")
+
+
 def mapfile(p):
     return "/tmp/perf-%d.map" % p.pid
+
+
+def contained_map(p):
+    """Its map as it sees it, through its root (its pid namespace is the host's)."""
+    return "/proc/%d/root/tmp/perf-%d.map" % (p.pid, p.pid)
 
 
 def cols_of(outdir):
@@ -81,7 +101,8 @@ def main():
     try:
         procs = {"exits": spawn(exe, "generic,stdin-exit"), "lives": spawn(exe, "split", DOTNET_ReadyToRun="0"),
                  "own": spawn(exe, "generic", DOTNET_PerfMapEnabled="1"),
-                 "link": spawn(exe, "generic"), "before": spawn(exe, "generic")}
+                 "link": spawn(exe, "generic"), "before": spawn(exe, "generic"),
+                 "contained": spawn_contained(exe)}
         for p in procs.values():
             line = p.stdout.readline()
             if not line.startswith("ready"):
@@ -99,9 +120,12 @@ def main():
                                ",".join(str(p.pid) for p in procs.values()), duration=2)
         agent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         ok = wait_for(lambda: len(cols_of(outdir)) >= 1 and all(
-            os.path.exists(mapfile(procs[k])) for k in ("exits", "lives", "link")), 30)
+            os.path.exists(mapfile(procs[k])) for k in ("exits", "lives", "link")) and
+            os.path.exists(contained_map(procs["contained"])), 30)
         check(ok, "the runtimes wrote their perf maps (default mode: auto, perf samples)")
         lives_map = os.path.exists(mapfile(procs["lives"]))
+        contained = procs["contained"]
+        contained_before = os.path.exists(contained_map(contained)) and not os.path.lexists(mapfile(contained))
 
         # the target exits mid-run: its map goes while the agent runs on
         procs["exits"].stdin.close()
@@ -149,6 +173,9 @@ def main():
               "the planted link stays a link to the root-owned file")
         check(open(canary).read() == "root's own\n", "the file the link points at is untouched")
         check(os.path.isfile(mapfile(procs["before"])), "the file at the map's path before the agent stays")
+        check(contained_before and contained.poll() is None and not os.path.lexists(contained_map(contained)),
+              "the process with a /tmp of its own: its map there, in its root only, while the agent ran "
+              "(%s), removed after it stopped" % contained_before)
         perfinfo = [p.pid for p in procs.values() if os.path.lexists("/tmp/perfinfo-%d.map" % p.pid)
                     and p is not procs["own"]]
         check(not perfinfo, "no perfinfo file left by the processes the agent enabled (%s)" % perfinfo)
