@@ -228,13 +228,14 @@ void dotnet_mapfiles_sweep(struct dotnet_state *st, bool all) {
   st->mapfiles_swept_ns = now;
   for (size_t i = st->n_mapfiles; i-- > 0;) {
     struct dotnet_mapfiles *mf = st->mapfiles[i];
+    if (!all && (!mf->released || now - mf->released_ns < REMOVE_GRACE_NS)) continue;
     uint64_t start = 0;
     bool taken = pp_proc_start_time(mf->pid, &start) == 0;
     bool same = taken && start == mf->start_time;
     /* a process that lives on in another image may still be profiled by
      * perf from this map (an exec into another .NET program rewrites the
      * same file): kept until it exits or the plugin stops */
-    if (!all && (!mf->released || now - mf->released_ns < REMOVE_GRACE_NS || same)) continue;
+    if (!all && same) continue;
     if (taken && !same) {
       /* the pid went to another process, whose runtime may have opened
        * (and truncated, same inode) the name the first one used */
