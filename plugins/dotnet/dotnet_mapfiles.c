@@ -52,7 +52,10 @@
 
 #define REMOVE_GRACE_NS 2000000000ull
 #define SWEEP_EVERY_NS 500000000ull /* released processes looked at (a /proc read each) */
-#define MAX_RECORDS 4096            /* processes whose files wait for removal at once */
+/* processes whose files wait for removal at once: a busy build host's
+ * short processes of one session (each holds its /tmp open; the worker's
+ * descriptor limit is raised to the hard limit, up to 65536) */
+#define MAX_RECORDS 4096
 
 static const char *const map_prefixes[DOTNET_MAPFILES] = {"perf", "perfinfo"};
 
