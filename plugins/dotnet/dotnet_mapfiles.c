@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * The perf-map files a runtime writes because the plugin asked it to
- * (EnablePerfMap): /tmp/perf-<nspid>.map and, if the runtime writes one,
- * /tmp/perfinfo-<nspid>.map, in the target's root. The runtime removes
+ * (EnablePerfMap): /tmp/perf-<nspid>.map and, on .NET 8,
+ * /tmp/perfinfo-<nspid>.map (its image loads), in the target's root. The runtime removes
  * neither, at DisablePerfMap or at exit, so without this a host running
  * many short .NET processes would collect one file per process. Only the
  * files polyprof caused are removed: never those of a process started with

@@ -1,8 +1,8 @@
 """The perf maps the default mode (`auto` with perf, no --dotnet-mode given)
 makes the runtime write are removed, and only those.
 
-One agent run (2 s sessions) over six .NET 10 processes (the self-contained
-test workload) run as nobody:
+One agent run (2 s sessions) over six .NET 10 processes and one .NET 8
+process (the self-contained test workload) run as nobody:
 - one that exits mid-run: its map is gone within seconds of the session it
   exited in, while the agent still runs;
 - one that lives: its map is there while the agent runs (perf names its JIT
@@ -16,7 +16,9 @@ test workload) run as nobody:
 - one in its own user and mount namespaces with a /tmp of its own (a
   tmpfs, as in a container): its map, seen only through its root, is gone
   once the agent stopped. That /tmp is sticky and not root's: the removal
-  takes the worker's CAP_FOWNER step (the host's /tmp is root's).
+  takes the worker's CAP_FOWNER step (the host's /tmp is root's);
+- the .NET 8 one, whose runtime writes /tmp/perfinfo-PID.map beside its
+  map at EnablePerfMap (9 and 10 do not): both gone once the agent stopped.
 """
 import os
 import signal
@@ -66,6 +68,10 @@ def mapfile(p):
     return "/tmp/perf-%d.map" % p.pid
 
 
+def perfinfo(p):
+    return "/tmp/perfinfo-%d.map" % p.pid
+
+
 def contained_map(p):
     """Its map as it sees it, through its root (its pid namespace is the host's)."""
     return "/proc/%d/root/tmp/perf-%d.map" % (p.pid, p.pid)
@@ -88,8 +94,9 @@ def main():
     if os.geteuid() != 0:
         skip("needs root (targets run as nobody)")
     exe = build_workload.published("/opt/polyprof-test", "10")
-    if not exe:
-        skip("no up-to-date self-contained .NET 10 workload under /opt/polyprof-test "
+    exe8 = build_workload.published("/opt/polyprof-test", "8")
+    if not exe or not exe8:
+        skip("no up-to-date self-contained .NET 10 and 8 workloads under /opt/polyprof-test "
              "(run scripts/install-deps.sh test)")
     secret_dir = pputil.tempdir("ppdotnet-canary-")
     os.chmod(secret_dir, 0o700)
@@ -102,7 +109,7 @@ def main():
         procs = {"exits": spawn(exe, "generic,stdin-exit"), "lives": spawn(exe, "split", DOTNET_ReadyToRun="0"),
                  "own": spawn(exe, "generic", DOTNET_PerfMapEnabled="1"),
                  "link": spawn(exe, "generic"), "before": spawn(exe, "generic"),
-                 "contained": spawn_contained(exe)}
+                 "contained": spawn_contained(exe), "net8": spawn(exe8, "generic")}
         for p in procs.values():
             line = p.stdout.readline()
             if not line.startswith("ready"):
@@ -121,9 +128,11 @@ def main():
         agent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         ok = wait_for(lambda: len(cols_of(outdir)) >= 1 and all(
             os.path.exists(mapfile(procs[k])) for k in ("exits", "lives", "link")) and
-            os.path.exists(contained_map(procs["contained"])), 30)
+            os.path.exists(contained_map(procs["contained"])) and
+            os.path.exists(perfinfo(procs["net8"])), 30)
         check(ok, "the runtimes wrote their perf maps (default mode: auto, perf samples)")
         lives_map = os.path.exists(mapfile(procs["lives"]))
+        net8_files = os.path.exists(mapfile(procs["net8"])) and os.path.exists(perfinfo(procs["net8"]))
         contained = procs["contained"]
         contained_before = os.path.exists(contained_map(contained)) and not os.path.lexists(mapfile(contained))
 
@@ -176,16 +185,19 @@ def main():
         check(contained_before and contained.poll() is None and not os.path.lexists(contained_map(contained)),
               "the process with a /tmp of its own: its map there, in its root only, while the agent ran "
               "(%s), removed after it stopped" % contained_before)
-        perfinfo = [p.pid for p in procs.values() if os.path.lexists("/tmp/perfinfo-%d.map" % p.pid)
-                    and p is not procs["own"]]
-        check(not perfinfo, "no perfinfo file left by the processes the agent enabled (%s)" % perfinfo)
+        net8 = procs["net8"]
+        check(net8_files and not os.path.lexists(mapfile(net8)) and not os.path.lexists(perfinfo(net8)),
+              ".NET 8: its perf map and perfinfo file there while the agent ran (%s), both removed after "
+              "it stopped" % net8_files)
+        left = [p.pid for p in procs.values() if os.path.lexists(perfinfo(p)) and p is not procs["own"]]
+        check(not left, "no perfinfo file left by the processes the agent enabled (%s)" % left)
     finally:
         if agent:
             pputil.kill(agent)
         for p in procs.values():
             pputil.kill(p)
         for p in procs.values():
-            for f in (mapfile(p), "/tmp/perfinfo-%d.map" % p.pid):
+            for f in (mapfile(p), perfinfo(p)):
                 if os.path.lexists(f):
                     os.unlink(f)
     finish()
