@@ -165,6 +165,10 @@ int pp_program_setup(struct pp_program *pr, const struct pp_cli *cli, struct pp_
     pp_config_add_flag(cfg, "--php-mode", "phpspy", false);
   if (!pp_cli_flag_value(cli, "--dotnet-mode") && !pp_cli_flag_value(cli, "--no-dotnet"))
     pp_config_add_flag(cfg, "--dotnet-mode", "auto", false);
+  /* without perf, the daemon leaves .NET unsampled (EventPipe suspends the
+   * target); one program asked for is sampled in bursts */
+  if (!pp_cli_flag_value(cli, "--dotnet-perfless"))
+    pp_config_add_flag(cfg, "--dotnet-perfless", "bursts", false);
   pr->output = pp_cli_flag_value(cli, "--output");
   /* the program was started from here (run) or, most likely, by the user
    * from here (attach); --source-root says otherwise */

@@ -5,8 +5,11 @@
  *
  * Modes:
  *  - auto: perfmap while a system-wide plugin (perf) samples; without one
- *    (perf off, refused by the kernel, not configured) dotnet-trace with
- *    the sampler in bursts. The cheap way when it can, names either way.
+ *    (perf off, refused by the kernel, not configured) what `perfless`
+ *    says: nothing (the daemon's default: every EventPipe way suspends the
+ *    target at each sweep, more than a continuous profiler may cost it;
+ *    each .NET process says why it has no samples) or dotnet-trace with
+ *    the sampler in bursts (`polyprof run/attach`: one program, asked for).
  *  - dotnet-trace: an EventPipe session per target over the runtime's
  *    diagnostic socket (no tool in the target, no restart), with the
  *    SampleProfiler and the runtime provider's method events; the nettrace
@@ -34,6 +37,7 @@
 
 static const char *const mode_choices[] = {"auto", "dotnet-trace", "perfmap", NULL};
 static const char *const sampling_choices[] = {"bursts", "continuous", NULL};
+static const char *const perfless_choices[] = {"none", "bursts", NULL};
 static const char *const match_maps[] = {"libcoreclr.so", NULL};
 
 static const struct pp_option options[] = {
@@ -41,9 +45,17 @@ static const struct pp_option options[] = {
      .type = PP_OPT_ENUM,
      .default_value = "auto",
      .choices = mode_choices,
-     .help = "auto: perfmap when perf samples, else dotnet-trace in bursts; dotnet-trace: "
+     .help = "auto: perfmap when perf samples, else as `perfless` says; dotnet-trace: "
              "EventPipe sampling in the agent (gProfiler's mode); perfmap: make the runtime write "
              "/tmp/perf-PID.map for perf; disabled"},
+    {.key = "perfless",
+     .type = PP_OPT_ENUM,
+     .default_value = "none",
+     .choices = perfless_choices,
+     .help = "auto mode when no system-wide plugin samples (perf off or refused): none (no .NET "
+             "samples; each .NET process's status says why) or bursts (dotnet-trace with the "
+             "sampler in bursts, which suspends the target's managed threads at each sweep; "
+             "polyprof run/attach's default)"},
     {.key = "sampling",
      .type = PP_OPT_ENUM,
      .default_value = "continuous",
@@ -161,6 +173,8 @@ static int dn_init(const struct pp_host *host, void **out) {
   st->cfg.rundown_interval_s = (uint32_t)OPT_INT(host, "rundown_interval_s");
   const char *sampling = pp_opt_string(host, PP_OPTIONS(options), "sampling");
   st->bursts_opt = !sampling || strcmp(sampling, "continuous") != 0;
+  const char *perfless = pp_opt_string(host, PP_OPTIONS(options), "perfless");
+  st->perfless_bursts = perfless && strcmp(perfless, "bursts") == 0;
   st->cfg.max_duty_pct = (uint32_t)OPT_INT(host, "max_duty_pct");
   st->max_methods = (uint32_t)OPT_INT(host, "max_methods");
   st->attach_timeout_s = (uint32_t)OPT_INT(host, "attach_timeout_s");
@@ -179,6 +193,7 @@ static int dn_start(void *state, struct pp_session *session) {
   st->auto_mode = strcmp(mode, "auto") == 0;
   st->mode_reason[0] = '\0';
   st->cfg.bursts = st->bursts_opt;
+  st->perfless_skip = false;
   if (st->auto_mode) {
     /* perf names JIT code from the map and, from the image files,
      * precompiled code; without it the plugin samples, in bursts, the
@@ -193,21 +208,30 @@ static int dn_start(void *state, struct pp_session *session) {
     } else if (perf) {
       mode = "perfmap";
       why = "auto: perf samples, the runtime writes its perf map";
-    } else {
+    } else if (st->perfless_bursts) {
       mode = "dotnet-trace";
       st->cfg.bursts = true;
       why =
           "auto: no system-wide plugin samples (perf disabled, refused by the kernel or not "
           "configured): dotnet-trace with the sampler in bursts";
+    } else {
+      /* targets still matched, so that every .NET process carries the reason */
+      mode = "none";
+      st->perfless_skip = true;
+      why =
+          "auto: no system-wide plugin samples (perf disabled, refused by the kernel or not "
+          "configured), and EventPipe sampling suspends the target: .NET not sampled "
+          "(dotnet.perfless: bursts accepts that cost)";
     }
     snprintf(st->mode_reason, sizeof(st->mode_reason), "%s", why);
     PP_INFO(st->host, "mode %s", st->mode_reason);
   }
   st->trace_mode = strcmp(mode, "dotnet-trace") == 0;
   st->perfmap_mode = strcmp(mode, "perfmap") == 0;
-  st->mode_name = st->perfmap_mode ? "perfmap"
-                  : st->cfg.bursts ? "dotnet-trace (bursts)"
-                                   : "dotnet-trace";
+  st->mode_name = st->perfless_skip  ? "none (no perf)"
+                  : st->perfmap_mode ? "perfmap"
+                  : st->cfg.bursts   ? "dotnet-trace (bursts)"
+                                     : "dotnet-trace";
   st->cfg.frequency_hz = session->frequency_hz ? session->frequency_hz : 100;
   /* the stream is read from tick(): often enough that the runtime's buffer
    * never fills, rarely enough to cost nothing */

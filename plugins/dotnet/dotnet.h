@@ -66,8 +66,10 @@ struct dotnet_state {
    * to the log once and to each target's application metadata */
   bool auto_mode;
   bool bursts_opt;       /* sampling: bursts (auto falls back to bursts whatever it says) */
+  bool perfless_bursts;  /* perfless: bursts (auto without perf samples in bursts) */
+  bool perfless_skip;    /* this session: auto without perf, perfless none: targets skipped */
   const char *mode_name; /* "perfmap", "dotnet-trace" */
-  char mode_reason[160];
+  char mode_reason[256];
   uint32_t max_methods;
   uint32_t attach_timeout_s;
   uint32_t socket_attempts; /* attach() calls that cover attach_timeout_s */

@@ -205,6 +205,12 @@ static int dn_attach(void *plugin, struct pp_target_entry *e) {
            e->reason);
     return rc == -ESRCH ? -EIO : rc;
   }
+  if (st->perfless_skip) {
+    snprintf(e->reason, sizeof(e->reason),
+             "no perf to sample .NET with; EventPipe sampling suspends the target "
+             "(dotnet.perfless: bursts accepts that)");
+    return PP_ATTACH_SKIP;
+  }
   dotnet_appid(e->pid, t->appid, sizeof(t->appid));
   if (st->perfmap_mode) return dotnet_perfmap_enable(st, e, t);
   return start_tracing(st, e, t);

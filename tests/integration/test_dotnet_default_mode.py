@@ -13,8 +13,10 @@ reads the images), the short process's samples kept with its
 thread names and appid in the session it exited in, the mode and why in the
 app metadata, and the achieved rate and the map's cost logged per process.
 Then the same processes with perf off (`--no-perf`, two sessions): auto falls back to
-dotnet-trace with the sampler in bursts by itself and says so (log,
-metadata), the split's frames named from EventPipe. And one session asking
+dotnet-trace with the sampler in bursts when `perfless: bursts` says so
+(`polyprof run/attach`'s default) and says so (log, metadata), the split's
+frames named from EventPipe; with the daemon's defaults (`perfless: none`)
+.NET is left unsampled and each process's status says why. And one session asking
 for wall time (`--dotnet-wall`, `polyprof run`'s default): auto takes
 dotnet-trace, which has it, and says so.
 """
@@ -121,8 +123,8 @@ def run_fallback(longs):
     """Two 4 s sessions without perf (a loaded host may give a target few
     bursts in its first session, which starts with the attach rundown)."""
     outdir = pputil.tempdir("ppdotnet-auto-noperf-")
-    cmd = pputil.agent_cmd(outdir, pputil.PLUGIN_DIR, "--dotnet-mode", "auto", "--no-perf", "-c", "-f",
-                           "100", "--no-python", "--no-ruby", "--no-java", "--no-php", "--no-nodejs",
+    cmd = pputil.agent_cmd(outdir, pputil.PLUGIN_DIR, "--dotnet-mode", "auto", "--dotnet-perfless", "bursts",
+                           "--no-perf", "-c", "-f", "100", "--no-python", "--no-ruby", "--no-java", "--no-php", "--no-nodejs",
                            "--pids", ",".join(str(p.pid) for p in longs.values()), duration=4)
     agent = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -135,6 +137,19 @@ def run_fallback(longs):
         pputil.kill(agent)
     cols = [pputil.parse_col(os.path.join(outdir, c)) for c in cols_of(outdir)]
     return agent.returncode, cols, log_of(cmd)
+
+
+def run_perfless_default(longs):
+    """One session of the daemon's defaults (no --dotnet-mode) without perf:
+    .NET is not sampled (EventPipe would suspend the targets), and each
+    process's status says why."""
+    outdir = pputil.tempdir("ppdotnet-auto-perfless-")
+    cmd = pputil.agent_cmd(outdir, pputil.PLUGIN_DIR, "--no-perf", "-f", "100",
+                           "--no-python", "--no-ruby", "--no-java", "--no-php", "--no-nodejs",
+                           "--pids", ",".join(str(p.pid) for p in longs.values()), duration=2)
+    p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+    cols = [pputil.parse_col(os.path.join(outdir, c)) for c in cols_of(outdir)]
+    return p.returncode, cols, log_of(cmd)
 
 
 def run_wall(longs):
@@ -173,6 +188,7 @@ def main():
         time.sleep(2)
         rc, cols, log, exited_at = run_auto(longs, shorts)
         fb_rc, fb_cols, fb_log = run_fallback(longs)
+        pl_rc, pl_cols, pl_log = run_perfless_default(longs)
         wall_rc, wall_cols, wall_log = run_wall(longs)
     finally:
         for p in list(longs.values()) + list(shorts.values()):
@@ -268,6 +284,16 @@ def main():
         check(fb_split[m] > 0, ".NET %s without perf: the split named from EventPipe (%d)" % (m, fb_split[m]))
         check(re.search(r"pid %d: \.NET %s\.\S+ sampled in bursts" % (longs[m].pid, m), fb_log),
               ".NET %s without perf: the bursts' rate and cost logged" % m)
+    check(pl_rc == 0 and "EventPipe sampling suspends the target: .NET not sampled" in pl_log,
+          "daemon defaults without perf: .NET left unsampled, said in the log (rc=%s)" % pl_rc)
+    pl_net, pl_status = 0, 0
+    for _, stacks in pl_cols:
+        for frames, count in stacks:
+            pl_net += count if any(f.endswith("_[net]") for f in frames) else 0
+            pl_status += any(f.startswith("[Profiling skipped: no perf to sample .NET") for f in frames)
+    check(pl_net == 0, "daemon defaults without perf: no .NET sample taken (%d)" % pl_net)
+    check(pl_status >= len(MAJORS), "daemon defaults without perf: each .NET process's status says why "
+          "(%d stacks with '[Profiling skipped: no perf to sample .NET ...]')" % pl_status)
     check(wall_rc == 0 and "mode auto: wall time asked, which perf does not give: dotnet-trace" in wall_log,
           "auto with wall time asked: dotnet-trace, said in the log (rc=%s)" % wall_rc)
     wall_meta = {}
