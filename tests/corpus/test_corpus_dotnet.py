@@ -16,7 +16,8 @@ callbacks our session start caused). MSBuild's code is mostly precompiled
 which the dotnet plugin has the runtime write within a few ms of the
 hand-off (a map enabled late misses the build's early JIT code: those
 frames show as `[jit: dotnet, unnamed: no perf map]`). The named share is
-printed and held to a floor.
+printed and held to a floor. The maps the build's runtimes wrote at the
+plugin's request are gone from /tmp once the agent stopped.
 tests/integration/test_dotnet_r2r.py holds dotnet-trace's naming of a
 build (events) to a floor.
 """
@@ -76,16 +77,21 @@ static class Program {
                   "-v:q", proj], cwd=proj, env=env, timeout=300)
     u.check(rc == 0, "dotnet build succeeded (exit %d)" % rc)
 lines = run.lines()
-# the perf maps the build's runtimes wrote (auto enabled them) outlive them
+# the perf maps the build's runtimes wrote at the plugin's request are gone
+# once the agent stopped (it removes what it caused)
+left = []
 for name in os.listdir("/tmp"):
-    m = re.match(r"perf-(\d+)\.map$", name)
-    path = os.path.join("/tmp", name)
-    if not m or os.path.exists("/proc/" + m.group(1)) or os.path.getmtime(path) < run.starts[0]:
-        continue
-    with open(path, errors="replace") as f:
-        head = f.read(1 << 20)
-    if "[Microsoft.Build" in head or "[csc]" in head or "[dotnet]" in head or "[Microsoft.CodeAnalysis" in head:
-        os.unlink(path)
+    m = re.match(r"perf(info)?-(\d+)\.map$", name)
+    # a build's process (MSBuild's or the compiler's code in its map), dead
+    if m and not os.path.exists("/proc/" + m.group(2)) and \
+            os.path.getmtime(os.path.join("/tmp", name)) >= run.starts[0]:
+        with open(os.path.join("/tmp", name), errors="replace") as f:
+            head = f.read(1 << 20)
+        if any(k in head for k in ("[Microsoft.Build", "[csc]", "[Microsoft.CodeAnalysis")):
+            left.append(name)
+u.check(not left, "dotnet build: no perf map of the build's runtimes left in /tmp (%s)" % left)
+for name in left:
+    os.unlink(os.path.join("/tmp", name))
 # the build's processes: the CLI, MSBuild and the C# compiler, all SDK code
 # (other .NET programs on the machine have appids of their own). perf's
 # stacks carry the thread's name ("RequestBuilder", ".NET TP Worker"...),
