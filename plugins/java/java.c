@@ -61,7 +61,7 @@ static const struct pp_option options[] = {
      .help = "use Java thread names instead of the process name as the first frame"},
     {.key = "min_age_ms",
      .type = PP_OPT_INT,
-     .default_value = "500",
+     .default_value = "150",
      .min = 0,
      .max = 600000,
      .help = "leave JVMs younger than this alone: the attach would cost them more than their "
@@ -112,7 +112,7 @@ static int java_init(const struct pp_host *host, void **out) {
    * backoff, the first at the next tick (which is also when a JVM put off
    * by our one-attach-per-tick pacing is looked at again) */
   const struct pp_target_table_config cfg = {.liveness_ns = 1000000000ull,
-                                             .retry_first_ns = 200000000ull};
+                                             .retry_first_ns = 50000000ull};
   st->targets = pp_target_table_new(host, &ops, st, &cfg);
   if (!st->targets) {
     free(st);
@@ -129,7 +129,7 @@ static int java_start(void *state, struct pp_session *session) {
   st->offcpu = (session->flags & PP_SESSION_OFFCPU) && !st->perfmap;
   st->frequency = session->frequency_hz ? session->frequency_hz : 11;
   st->duration_s = session->duration_s ? session->duration_s : 60;
-  session->tick_interval_ns = 200000000ull; /* attach work only */
+  session->tick_interval_ns = 50000000ull; /* attach work only */
   if (!st->perfmap) {
     int rc = java_agent_host_path(st->agent_path_opt, st->agent_host, sizeof(st->agent_host));
     if (rc != 0) {
