@@ -191,17 +191,20 @@ static void write_json(FILE *f, const struct pp_profile *p, pid_t pid, const str
   json_decref(root);
 }
 
-/* The one-shot read's stack of thread tid: the first plugin's that has
- * one (a runtime plugin's; the system-wide one has no dump()). */
+/* The one-shot read's stack of thread tid: a runtime plugin's where one
+ * has it, else the system-wide plugin's native stack. */
 static const struct pp_stack_rec *dumped_stack(const struct pp_dump *d, pid_t pid, long tid,
                                                const struct pp_profile **from) {
-  for (size_t k = 0; k < d->n; k++) {
-    const struct pp_profile *p = d->profs[k];
-    for (size_t i = 0; p && i < pp_profile_stack_count(p); i++) {
-      const struct pp_stack_rec *s = pp_profile_stack(p, i);
-      if (s->pid == (uint32_t)pid && s->nframes > 1 && pp_dump_stack_tid(p, s) == (uint32_t)tid) {
-        *from = p;
-        return s;
+  for (int native = 0; native < 2; native++) {
+    for (size_t k = 0; k < d->n; k++) {
+      const struct pp_profile *p = d->profs[k];
+      if (!p || (d->system_wide && d->system_wide[k] != (native == 1))) continue;
+      for (size_t i = 0; i < pp_profile_stack_count(p); i++) {
+        const struct pp_stack_rec *s = pp_profile_stack(p, i);
+        if (s->pid == (uint32_t)pid && s->nframes > 1 && pp_dump_stack_tid(p, s) == (uint32_t)tid) {
+          *from = p;
+          return s;
+        }
       }
     }
   }
@@ -260,7 +263,7 @@ void pp_dump_session(struct pp_dump *d, FILE *f, const struct pp_profile *sessio
   static struct thread_info th[DUMP_MAX_THREADS];
   size_t nth = list_threads(pid, th, DUMP_MAX_THREADS);
   qsort(th, nth, sizeof(*th), by_tid);
-  if (d && d->read)
+  if (d && (d->read || d->native))
     (json ? write_now_json : write_now_text)(f, d, pid, th, nth);
   else if (json)
     write_json(f, session, pid, th, nth);

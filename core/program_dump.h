@@ -19,7 +19,10 @@ struct pp_dump {
   uint64_t next_ms;          /* the next attempt (monotonic ms; 0: not started) */
   struct pp_profile **profs; /* per enabled plugin, in the agent's order */
   size_t n;
-  bool read; /* a plugin gave stacks of pid */
+  bool *done;        /* per plugin: gave stacks of pid, not asked again */
+  bool *system_wide; /* per plugin: the native one (its stacks yield to a runtime's) */
+  bool read;         /* the stacks to print are in */
+  bool native;       /* the system-wide plugin gave native stacks of pid */
 };
 
 struct pp_dump *pp_dump_new(pid_t pid);

@@ -3,7 +3,9 @@
  * `polyprof dump`'s one-shot read (see program.h): the plugins that have
  * dump() (ABI 1.5) read every thread's stack of their targets at once;
  * each stack comes back under a "[tid N]" root frame, so the threads are
- * told apart by their ids, not by their names.
+ * told apart by their ids, not by their names. The system-wide plugin's
+ * dump() gives the native stack of every thread; a runtime plugin's, the
+ * runtime's stacks of the threads it knows.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -37,6 +39,8 @@ void pp_dump_free(struct pp_dump *d) {
   for (size_t i = 0; i < d->n; i++)
     pp_profile_free(d->profs[i]);
   free(d->profs);
+  free(d->done);
+  free(d->system_wide);
   free(d);
 }
 
@@ -59,6 +63,19 @@ static bool has_stack_of(const struct pp_profile *p, pid_t pid) {
   return false;
 }
 
+/* A runtime plugin (not the system-wide one) was handed pid: its dump,
+ * once it has attached, is the one that names the runtime's frames. */
+static bool runtime_targets(const struct pp_agent *a, size_t n, pid_t pid) {
+  for (size_t i = 0; i < n; i++) {
+    if (a->plugins[i].system_wide) continue;
+    const struct pp_target *t = NULL;
+    size_t nt = pp_targets_of(a->targets, i, &t);
+    for (size_t k = 0; t && k < nt; k++)
+      if (t[k].pid == (uint32_t)pid) return true;
+  }
+  return false;
+}
+
 bool pp_dump_poll(struct pp_dump *d, struct pp_agent *a) {
   if (d->read) return true;
   uint64_t now = mono_ms();
@@ -67,24 +84,34 @@ bool pp_dump_poll(struct pp_dump *d, struct pp_agent *a) {
   d->next_ms = now + DUMP_RETRY_MS;
   if (!d->profs) {
     d->profs = calloc(a->nplugins, sizeof(*d->profs));
-    if (!d->profs) return false;
+    d->done = calloc(a->nplugins ? a->nplugins : 1, sizeof(*d->done));
+    d->system_wide = calloc(a->nplugins ? a->nplugins : 1, sizeof(*d->system_wide));
+    if (!d->profs || !d->done || !d->system_wide) return false;
     d->n = a->nplugins;
-    for (size_t i = 0; i < d->n; i++)
+    for (size_t i = 0; i < d->n; i++) {
+      d->system_wide[i] = a->plugins[i].system_wide;
       if (!(d->profs[i] = pp_profile_new())) return false;
+    }
   }
   char err[256];
   int rc[PP_TARGETS_MAX_PLUGINS] = {0};
   size_t n = d->n < PP_TARGETS_MAX_PLUGINS ? d->n : PP_TARGETS_MAX_PLUGINS;
-  /* all asked first, then collected: the plugins read in parallel */
+  /* all asked first, then collected: the plugins read in parallel. A
+   * plugin that gave its stacks is not asked again: the system-wide one
+   * stops every thread for an instant to read it. */
   for (size_t i = 0; i < n; i++)
-    rc[i] = a->plugins[i].system_wide
-                ? -ENOTSUP
-                : pp_worker_dump_begin(a->plugins[i].worker, err, sizeof(err));
+    rc[i] = d->done[i] ? -EALREADY : pp_worker_dump_begin(a->plugins[i].worker, err, sizeof(err));
+  bool runtime = false;
   for (size_t i = 0; i < n; i++) {
     if (rc[i] == 0)
       rc[i] = pp_worker_snapshot_end(a->plugins[i].worker, d->profs[i], err, sizeof(err));
-    if (rc[i] == 0 && has_stack_of(d->profs[i], d->pid)) d->read = true;
-    if (rc[i] && rc[i] != -ENOTSUP) pp_profile_clear(d->profs[i]);
+    if (rc[i] == 0 && has_stack_of(d->profs[i], d->pid)) d->done[i] = true;
+    if (rc[i] && rc[i] != -ENOTSUP && rc[i] != -EALREADY) pp_profile_clear(d->profs[i]);
+    if (d->done[i] && !d->system_wide[i]) runtime = true;
+    if (d->done[i] && d->system_wide[i]) d->native = true;
   }
+  /* native stacks alone end the wait only where no runtime plugin is to
+   * give its own; otherwise they are shown if none came by the end */
+  d->read = runtime || (d->native && !runtime_targets(a, n, d->pid));
   return d->read;
 }

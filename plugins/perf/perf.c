@@ -559,6 +559,10 @@ static void perf_fini(void *state) {
   free(st);
 }
 
+static int perf_dump_now(void *state, struct pp_sink *sink) {
+  return perf_dump(state, sink);
+}
+
 static const struct pp_plugin descriptor = {
     PP_PLUGIN_HEADER,
     .name = "perf",
@@ -577,6 +581,7 @@ static const struct pp_plugin descriptor = {
     .snapshot = perf_snapshot,
     .stop = perf_stop,
     .fini = perf_fini,
+    .dump = perf_dump_now,
 };
 
 PP_EXPORT const struct pp_plugin *polyprof_plugin_entry(void) {

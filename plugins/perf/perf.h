@@ -22,6 +22,7 @@
  *   alloc.c      native allocation profile: uprobes on the allocator of
  *                the given pids, sampled, weighted by bytes
  *   alloc_probes.c the allocator libraries a process maps, their functions
+ *   dump.c       dump(): every thread's native stack now, blocked ones included
  *   follow.c     the pids sampled: the ones given, and the processes they start
  *   idmap.h      the integer-keyed hash map of processes, threads, objects
  */
@@ -342,6 +343,16 @@ void perf_unwind_fini(struct perf_unwind *u);
 int perf_unwind_user(struct perf_state *st, struct perf_proc *p, const uint64_t *regs,
                      unsigned nregs, const uint8_t *stack, uint64_t stack_len, uint64_t *ips,
                      int max);
+/* The same from registers already in the kit's layout (PP_UNWIND_NREGS,
+ * perf's numbering), as a thread snapshot gives them. */
+int perf_unwind_user_regs(struct perf_state *st, struct perf_proc *p, const uint64_t *regs,
+                          const uint8_t *stack, uint64_t stack_len, uint64_t *ips, int max);
+
+/* ---------------- dump.c ---------------- */
+
+/* dump(): one sample per thread of the given pids with the native stack it
+ * is in now (each thread held for an instant), or why it was not read. */
+int perf_dump(struct perf_state *st, struct pp_sink *sink);
 
 /* ---------------- records.c ---------------- */
 

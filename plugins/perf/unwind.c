@@ -73,6 +73,11 @@ int perf_unwind_user(struct perf_state *st, struct perf_proc *p, const uint64_t 
                      int max) {
   uint64_t r[PP_UNWIND_NREGS];
   pp_unwind_regs_unpack(st->ev.regs_mask, regs, nregs, r);
+  return perf_unwind_user_regs(st, p, r, stack, stack_len, ips, max);
+}
+
+int perf_unwind_user_regs(struct perf_state *st, struct perf_proc *p, const uint64_t *r,
+                          const uint8_t *stack, uint64_t stack_len, uint64_t *ips, int max) {
   struct find_ctx c = {.st = st, .p = p};
   int failed = 0;
   int n = pp_unwind_stack(st->unwind->u, r, stack, stack_len, find_object, &c, ips, max, &failed);
