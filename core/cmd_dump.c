@@ -3,10 +3,12 @@
  * `polyprof dump PID [--json]`: every thread of the process with its name
  * and state (from /proc), and the stack each thread is in, in every runtime
  * the process has. Plugins with dump() read every thread at once, by
- * thread id (program_dump_now.c); for the others the stacks come from a
- * short look (-d, default 1 s, at 100 Hz in wall mode where the runtime has
- * it): per thread name, the stack seen most often in it, which for a busy
- * or blocked thread is where it is.
+ * thread id (program_dump_now.c): the runtime's plugin its threads, the
+ * perf plugin every thread's native stack, shown where the runtime gave
+ * none. For a process of a runtime whose plugin has no dump() the stacks
+ * come from a short look (-d, default 1 s, at 100 Hz in wall mode where
+ * the runtime has it): per thread name, the stack seen most often in it,
+ * which for a busy or blocked thread is where it is.
  */
 #include <dirent.h>
 #include <jansson.h>
@@ -258,12 +260,22 @@ static void write_now_json(FILE *f, const struct pp_dump *d, pid_t pid,
   json_decref(root);
 }
 
+static bool session_has_stack(const struct pp_profile *p, pid_t pid) {
+  for (size_t i = 0; p && i < pp_profile_stack_count(p); i++) {
+    const struct pp_stack_rec *s = pp_profile_stack(p, i);
+    if (s->pid == (uint32_t)pid && s->nframes) return true;
+  }
+  return false;
+}
+
 void pp_dump_session(struct pp_dump *d, FILE *f, const struct pp_profile *session, pid_t pid,
                      bool json) {
   static struct thread_info th[DUMP_MAX_THREADS];
   size_t nth = list_threads(pid, th, DUMP_MAX_THREADS);
   qsort(th, nth, sizeof(*th), by_tid);
-  if (d && (d->read || d->native))
+  /* a runtime without dump(): its session frames, unless the session saw
+   * nothing (threads asleep throughout), where the native stacks still tell */
+  if (d && (d->read || (d->native && (!d->session || !session_has_stack(session, pid)))))
     (json ? write_now_json : write_now_text)(f, d, pid, th, nth);
   else if (json)
     write_json(f, session, pid, th, nth);

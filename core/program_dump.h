@@ -23,6 +23,7 @@ struct pp_dump {
   bool *system_wide; /* per plugin: the native one (its stacks yield to a runtime's) */
   bool read;         /* the stacks to print are in */
   bool native;       /* the system-wide plugin gave native stacks of pid */
+  bool session;      /* a runtime plugin without dump() has pid: its session frames are printed */
 };
 
 struct pp_dump *pp_dump_new(pid_t pid);

@@ -63,16 +63,12 @@ static bool has_stack_of(const struct pp_profile *p, pid_t pid) {
   return false;
 }
 
-/* A runtime plugin (not the system-wide one) was handed pid: its dump,
- * once it has attached, is the one that names the runtime's frames. */
-static bool runtime_targets(const struct pp_agent *a, size_t n, pid_t pid) {
-  for (size_t i = 0; i < n; i++) {
-    if (a->plugins[i].system_wide) continue;
-    const struct pp_target *t = NULL;
-    size_t nt = pp_targets_of(a->targets, i, &t);
-    for (size_t k = 0; t && k < nt; k++)
-      if (t[k].pid == (uint32_t)pid) return true;
-  }
+/* Plugin i was handed pid. */
+static bool targets_pid(const struct pp_agent *a, size_t i, pid_t pid) {
+  const struct pp_target *t = NULL;
+  size_t nt = pp_targets_of(a->targets, i, &t);
+  for (size_t k = 0; t && k < nt; k++)
+    if (t[k].pid == (uint32_t)pid) return true;
   return false;
 }
 
@@ -101,7 +97,7 @@ bool pp_dump_poll(struct pp_dump *d, struct pp_agent *a) {
    * stops every thread for an instant to read it. */
   for (size_t i = 0; i < n; i++)
     rc[i] = d->done[i] ? -EALREADY : pp_worker_dump_begin(a->plugins[i].worker, err, sizeof(err));
-  bool runtime = false;
+  bool runtime = false, runtime_due = false;
   for (size_t i = 0; i < n; i++) {
     if (rc[i] == 0)
       rc[i] = pp_worker_snapshot_end(a->plugins[i].worker, d->profs[i], err, sizeof(err));
@@ -109,9 +105,17 @@ bool pp_dump_poll(struct pp_dump *d, struct pp_agent *a) {
     if (rc[i] && rc[i] != -ENOTSUP && rc[i] != -EALREADY) pp_profile_clear(d->profs[i]);
     if (d->done[i] && !d->system_wide[i]) runtime = true;
     if (d->done[i] && d->system_wide[i]) d->native = true;
+    /* a runtime plugin handed pid: its dump is to come once it has
+     * attached; one without dump() gives its frames through the session */
+    if (!d->system_wide[i] && !d->done[i] && targets_pid(a, i, d->pid)) {
+      if (rc[i] == -ENOTSUP)
+        d->session = true;
+      else
+        runtime_due = true;
+    }
   }
   /* native stacks alone end the wait only where no runtime plugin is to
    * give its own; otherwise they are shown if none came by the end */
-  d->read = runtime || (d->native && !runtime_targets(a, n, d->pid));
+  d->read = runtime || (d->native && !runtime_due && !d->session);
   return d->read;
 }
