@@ -92,15 +92,22 @@ bool pp_dump_poll(struct pp_dump *d, struct pp_agent *a) {
   char err[256];
   int rc[PP_TARGETS_MAX_PLUGINS] = {0};
   size_t n = d->n < PP_TARGETS_MAX_PLUGINS ? d->n : PP_TARGETS_MAX_PLUGINS;
-  /* all asked first, then collected: the plugins read in parallel. A
-   * plugin that gave its stacks is not asked again: the system-wide one
-   * stops every thread for an instant to read it. */
-  for (size_t i = 0; i < n; i++)
-    rc[i] = d->done[i] ? -EALREADY : pp_worker_dump_begin(a->plugins[i].worker, err, sizeof(err));
+  /* the runtime plugins all asked first, then collected: they read in
+   * parallel; the system-wide one after them, as it holds each thread an
+   * instant with ptrace, which a runtime plugin holding the same thread
+   * (python's blocking mode, nodejs's dump) would refuse it. A plugin
+   * that gave its stacks is not asked again. */
+  for (int sw = 0; sw < 2; sw++) {
+    for (size_t i = 0; i < n; i++)
+      if (d->system_wide[i] == (sw == 1))
+        rc[i] =
+            d->done[i] ? -EALREADY : pp_worker_dump_begin(a->plugins[i].worker, err, sizeof(err));
+    for (size_t i = 0; i < n; i++)
+      if (d->system_wide[i] == (sw == 1) && rc[i] == 0)
+        rc[i] = pp_worker_snapshot_end(a->plugins[i].worker, d->profs[i], err, sizeof(err));
+  }
   bool runtime = false, runtime_due = false;
   for (size_t i = 0; i < n; i++) {
-    if (rc[i] == 0)
-      rc[i] = pp_worker_snapshot_end(a->plugins[i].worker, d->profs[i], err, sizeof(err));
     if (rc[i] == 0 && has_stack_of(d->profs[i], d->pid)) d->done[i] = true;
     if (rc[i] && rc[i] != -ENOTSUP && rc[i] != -EALREADY) pp_profile_clear(d->profs[i]);
     if (d->done[i] && !d->system_wide[i]) runtime = true;

@@ -197,6 +197,14 @@ static int nodejs_tick(void *state, uint64_t now_ns) {
   return 0;
 }
 
+/* v8 mode only: the inspector modes sample inside the process, on its
+ * own schedule, with nothing to read from outside at once (-ENOTSUP: the
+ * dump takes their session, as for a plugin without dump()) */
+static int nodejs_dump(void *state, struct pp_sink *sink) {
+  struct nodejs_state *st = state;
+  return st->mode == NODEJS_V8 ? nodejs_v8_dump(st->v8, sink) : -ENOTSUP;
+}
+
 static int nodejs_snapshot(void *state, struct pp_sink *sink) {
   struct nodejs_state *st = state;
   const struct pp_host *h = st->host;
@@ -260,6 +268,7 @@ static const struct pp_plugin descriptor = {
     .snapshot = nodejs_snapshot,
     .stop = nodejs_stop,
     .fini = nodejs_fini,
+    .dump = nodejs_dump,
 };
 
 PP_EXPORT const struct pp_plugin *polyprof_plugin_entry(void) {

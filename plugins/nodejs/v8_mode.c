@@ -20,6 +20,7 @@
  */
 #include "v8_mode.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@
 #include "polyprof/kit/remote.h"
 #include "polyprof/kit/stack_table.h"
 #include "polyprof/kit/target_table.h"
+#include "polyprof/kit/thread_snapshot.h"
 #include "v8_inline.h"
 #include "v8_layout.h"
 #include "v8_native.h"
@@ -319,4 +321,93 @@ void nodejs_v8_snapshot(struct nodejs_v8 *v, struct pp_sink *sink) {
   v->switch_lost = 0;
   memset(&v->sum, 0, sizeof(v->sum));
   v->lost = 0;
+}
+
+/* Threads of one process read by a dump; a process with more has its
+ * first ones read. */
+#define DUMP_MAX_THREADS 1024
+#define DUMP_STOP_TIMEOUT_MS 50
+
+/* One thread held an instant (the kit's snapshot) and walked as a sample
+ * of the context-switch sampler is: its registers and stack copy. Only a
+ * stack with a JS frame is emitted; a thread without one is left to the
+ * native stack the perf plugin's dump() gives. */
+static void dump_thread(struct nodejs_v8 *v, struct v8_target *t, uint32_t tid, uint8_t *stack,
+                        size_t cap, struct pp_sink *sink) {
+  struct pp_thread_snapshot snap;
+  char why[256];
+  if (pp_thread_snapshot(t->pid, tid, stack, cap, DUMP_STOP_TIMEOUT_MS, &snap, why, sizeof(why)) <
+      0) {
+    PP_DEBUG(v->host, "v8 dump: pid %u thread %u: %s", t->pid, tid, why);
+    return;
+  }
+#if defined(__aarch64__)
+  uint64_t bp = snap.regs[29]; /* x29, the frame pointer */
+#else
+  uint64_t bp = snap.regs[6]; /* PERF_REG_X86_BP */
+#endif
+  struct v8_raw_sample s = {.tid = tid,
+                            .regs = {.bp = bp, .sp = snap.sp, .ip = snap.ip},
+                            .stack = stack,
+                            .stack_len = snap.stack_len,
+                            .count = 1,
+                            .type = PP_PROFILE_CPU,
+                            .off_cpu = snap.state_before != 'R'};
+  int n = v8_walk(&t->rd, &s, frames, V8_MAX_FRAMES);
+  if (n <= 0 || !has_js(frames, n)) return;
+  if (v->host->abi_minor < 4)
+    for (int i = 0; i < n; i++)
+      if (frames[i].kind >= PP_FRAME_JS_INTERPRETED && frames[i].kind <= PP_FRAME_JS_BUILTIN)
+        frames[i].kind = PP_FRAME_JS;
+  char path[64], comm[32] = "";
+  size_t len = 0;
+  snprintf(path, sizeof(path), "/proc/%u/task/%u/comm", t->pid, tid);
+  if (pp_read_file(path, comm, sizeof(comm), &len) == 0 && len && comm[len - 1] == '\n')
+    comm[len - 1] = '\0';
+  struct pp_sample smp = {.pid = t->pid,
+                          .tid = tid,
+                          .comm = comm[0] ? comm : NULL,
+                          .frames = frames,
+                          .nframes = (uint32_t)n,
+                          .type = PP_PROFILE_CPU,
+                          .count = 1};
+  v->host->emit(sink, &smp);
+}
+
+static size_t list_tids(uint32_t pid, uint32_t *tids, size_t cap) {
+  char dir[64];
+  snprintf(dir, sizeof(dir), "/proc/%u/task", pid);
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  size_t n = 0;
+  struct dirent *de;
+  while ((de = readdir(d)) && n < cap) {
+    char *end;
+    unsigned long tid = strtoul(de->d_name, &end, 10);
+    if (*end || !tid || tid > UINT32_MAX) continue;
+    tids[n++] = (uint32_t)tid;
+  }
+  closedir(d);
+  return n;
+}
+
+int nodejs_v8_dump(struct nodejs_v8 *v, struct pp_sink *sink) {
+  size_t cap = v->cfg.stack_bytes ? v->cfg.stack_bytes : 24 * 1024;
+  uint8_t *stack = malloc(cap);
+  uint32_t *tids = malloc(DUMP_MAX_THREADS * sizeof(*tids));
+  if (!stack || !tids) {
+    free(stack);
+    free(tids);
+    return -ENOMEM;
+  }
+  struct pp_target_entry *e;
+  PP_TARGETS_FOREACH(v->tt, e, PP_TARGET_ATTACHED) {
+    struct v8_target *t = e->data;
+    size_t n = list_tids(t->pid, tids, DUMP_MAX_THREADS);
+    for (size_t i = 0; i < n; i++)
+      dump_thread(v, t, tids[i], stack, cap, sink);
+  }
+  free(stack);
+  free(tids);
+  return 0;
 }

@@ -39,5 +39,10 @@ uint64_t nodejs_v8_tick_ns(uint32_t hz);
 /* Drains the samples of every target into its stacks. */
 void nodejs_v8_tick(struct nodejs_v8 *v);
 void nodejs_v8_snapshot(struct nodejs_v8 *v, struct pp_sink *sink);
+/* dump(): the JS stack every thread of every attached target is in now,
+ * each thread held an instant (polyprof/kit/thread_snapshot.h); threads
+ * without a JS frame are not emitted (the perf plugin's native stack
+ * shows them). */
+int nodejs_v8_dump(struct nodejs_v8 *v, struct pp_sink *sink);
 
 #endif

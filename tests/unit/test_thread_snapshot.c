@@ -74,9 +74,16 @@ int main(void) {
     if (v == MARKER) marker = true;
   }
   CHECK(marker);
+  /* let go, it restarts its read() and sleeps in it again (a moment
+   * running first) */
   char state;
   long tracer;
-  proc_status(pid, &state, &tracer);
+  for (int i = 0; i < 100; i++) {
+    proc_status(pid, &state, &tracer);
+    if (state != 'R') break;
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
   CHECK(state == 'S');
   CHECK_EQ_INT(tracer, 0);
 
