@@ -55,12 +55,39 @@ def every_interpreter():
     return found
 
 
-def marker_line(marker):
-    with open(WORKLOAD) as f:
+def workload(name):
+    """The path of tests/workloads/python/<name>."""
+    return os.path.join(u.SRC, "tests", "workloads", "python", name)
+
+
+def marker_line(marker, path=WORKLOAD):
+    """The number of the line of path that ends in `# marker`."""
+    with open(path) as f:
         for i, line in enumerate(f, 1):
             if line.rstrip().endswith("# " + marker):
                 return i
     raise KeyError(marker)
+
+
+def line_with(text, path):
+    """The number of the first line of path that contains text."""
+    with open(path) as f:
+        for i, line in enumerate(f, 1):
+            if text in line:
+                return i
+    raise KeyError(text)
+
+
+def start_copy(exe, path, args, prefix, env=None):
+    """Starts exe on a private copy of the workload at path (so its frames'
+    file names say which process they came from), without waiting for it.
+    Returns (process, path of the copy)."""
+    d = u.tempdir(prefix)
+    script = os.path.join(d, os.path.basename(path))
+    shutil.copy(path, script)
+    p = subprocess.Popen([exe, script] + list(args), stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, cwd=d, text=True, env=env)
+    return p, script
 
 
 def start(exe, case, seconds=120, prefix=(), script_dir=None, wait=True, idle=False,
@@ -78,10 +105,10 @@ def start(exe, case, seconds=120, prefix=(), script_dir=None, wait=True, idle=Fa
     return p, script
 
 
-def wait_ready(procs):
+def wait_ready(procs, settle=0.3):
     for p in procs:
         p.stdout.readline()  # "ready"
-    time.sleep(0.3)
+    time.sleep(settle)
 
 
 FRAME_RE = re.compile(r"^(.*) \((.*):(\d+)\)_\[p\]$")

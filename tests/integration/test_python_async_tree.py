@@ -23,7 +23,6 @@ tests/workloads/python/async_tree.py on pyenv 3.6 to 3.13 and Debian's
    itself: the same waiting tasks show without --python-async-aware.
 """
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -31,6 +30,7 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 import cmdutil  # noqa: E402
 import pputil as u  # noqa: E402
+import pyasync as pa  # noqa: E402
 import pyutil as py  # noqa: E402
 
 if not os.path.exists(py.PLUGIN):
@@ -40,37 +40,15 @@ pyenv = [f for f in found if f[0].startswith("pyenv ")]
 u.check(len(pyenv) >= 8, "pyenv 3.6 to 3.13 present (%s)" % ", ".join(l for l, _, _ in found))
 RUN_ONCE = ("BaseEventLoop._run_once", "_run_once")  # 3.6-3.10: no qualified names
 
-WORKLOAD = os.path.join(u.SRC, "tests", "workloads", "python", "async_tree.py")
+WORKLOAD = py.workload("async_tree.py")
 
 
 def line_of(marker):
-    with open(WORKLOAD) as f:
-        for i, line in enumerate(f, 1):
-            if line.rstrip().endswith("# " + marker):
-                return i
-    raise KeyError(marker)
-
-
-def task_part(raw):
-    """Frames from the first <task: ...> on: task frames as they are,
-    Python frames as name:line."""
-    i = next((k for k, f in enumerate(raw) if f.startswith("<task: ")), None)
-    if i is None:
-        return None
-    out = []
-    for f in raw[i:]:
-        m = py.FRAME_RE.match(f)
-        out.append("%s:%s" % (m.group(1), m.group(3)) if m else f)
-    return out
+    return py.marker_line(marker, WORKLOAD)
 
 
 def start(exe, mode, seconds, env=None):
-    d = u.tempdir("ppatree-")
-    script = os.path.join(d, "async_tree.py")
-    shutil.copy(WORKLOAD, script)
-    p = subprocess.Popen([exe, script, mode, str(seconds)], stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, cwd=d, text=True, env=env)
-    return p, script
+    return py.start_copy(exe, WORKLOAD, [mode, str(seconds)], "ppatree-", env=env)
 
 
 def stripped_asyncio(exe):
@@ -143,7 +121,7 @@ try:
             seen = {"gather": 0, "group": 0, "nested": 0, None: 0}
             odd = []
             for fr, c, raw in py.stacks_in(stacks, script):
-                part = task_part(raw)
+                part = pa.task_part(raw)
                 if not (part and part[-1].startswith("spin:")):
                     continue
                 k = chain_of(part, vers[label])
@@ -194,7 +172,7 @@ try:
         ver = vers[label]
         a_names = {tname(ver, n) for n in ("a1", "a2", "a3")}
         for fr, c, raw in py.stacks_in(stacks, script):
-            part = task_part(raw)
+            part = pa.task_part(raw)
             if not part:
                 continue
             i = raw.index(part[0]) if part[0] in raw else 0

@@ -13,7 +13,6 @@ CAP_PERFMON falls back to plain sampling with one error line. Then the
 option is refused in wall mode with a message naming it.
 """
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -22,22 +21,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 import pputil as u  # noqa: E402
 import pyutil as py  # noqa: E402
 
-WORKLOAD = os.path.join(u.SRC, "tests", "workloads", "python", "native_hot.py")
-if not os.path.exists(py.PLUGIN):
-    u.skip("python plugin not built: " + py.PLUGIN)
-found = py.interpreters()
-if not found:
-    u.skip("no CPython found")
-missing = py.missing_versions(found)
-u.check(not missing, "every pyenv CPython installed (missing: %s)" % missing)
+WORKLOAD = py.workload("native_hot.py")
+found = py.every_interpreter()
 
 
 def line_of(text):
-    with open(WORKLOAD) as f:
-        for i, line in enumerate(f, 1):
-            if text in line:
-                return i
-    raise KeyError(text)
+    return py.line_with(text, WORKLOAD)
 
 
 COMPRESS_LINE = line_of("zlib.compress(data, 9)")
@@ -45,16 +34,12 @@ MEMSET_LINE = line_of("LIBC.memset(buf, 7, len(buf))")
 QSORT_LINE = line_of("LIBC.qsort(arr, len(arr)")
 COMPARE_FIRST = line_of("def compare(a, b):")
 COMPARE_LINE = line_of("return (x > y) - (x < y)")
-PY = re.compile(r"^(.*) \((.*):(\d+)\)_\[p\]$")
+PY = py.FRAME_RE
 
 procs = []
 try:
     for label, exe, ver in found:
-        d = u.tempdir("ppnat-")
-        script = os.path.join(d, "native_hot.py")
-        shutil.copy(WORKLOAD, script)
-        p = subprocess.Popen([exe, script, "60"], stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, cwd=d, text=True)
+        p, script = py.start_copy(exe, WORKLOAD, ["60"], "ppnat-")
         procs.append((label, ver, p, script))
     py.wait_ready([t[2] for t in procs])
     pids = [t[2].pid for t in procs]
@@ -169,11 +154,7 @@ try:
     late = []
     for label, exe, ver in found:
         if label.startswith("debian") or ver[:2] in ((2, 7), (3, 12)):
-            d = u.tempdir("ppnat-")
-            script = os.path.join(d, "native_hot.py")
-            shutil.copy(WORKLOAD, script)
-            p = subprocess.Popen([exe, script, "20", "late-thread"], stdout=subprocess.PIPE,
-                                 stderr=subprocess.DEVNULL, cwd=d, text=True)
+            p, script = py.start_copy(exe, WORKLOAD, ["20", "late-thread"], "ppnat-")
             late.append((label, p, script))
             procs.append((label, ver, p, script))
     py.wait_ready([t[1] for t in late])

@@ -10,38 +10,23 @@
       only the main thread: plain_work, none of the workers' functions
 """
 import os
-import shutil
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import pputil as u  # noqa: E402
 import pyutil as py  # noqa: E402
 
-if not os.path.exists(py.PLUGIN):
-    u.skip("python plugin not built: " + py.PLUGIN)
-found = py.interpreters()
-if not found:
-    u.skip("no CPython found")
-missing = py.missing_versions(found)
-u.check(not missing, "every pyenv CPython present (missing: %s)" % ", ".join(missing))
+found = py.every_interpreter()
 
-WORKLOAD = os.path.join(u.SRC, "tests", "workloads", "python", "threads_exc.py")
+WORKLOAD = py.workload("threads_exc.py")
 WORKER_FNS = {"in_handler", "outside_handler", "sleep_in_handler", "handle_once"}
 
 procs = []
 try:
     for label, exe, ver in found:
-        d = u.tempdir("ppthr-")
-        script = os.path.join(d, "threads_exc.py")
-        shutil.copy(WORKLOAD, script)
-        p = subprocess.Popen([exe, script, "60"], stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, cwd=d, text=True)
+        p, script = py.start_copy(exe, WORKLOAD, ["60"], "ppthr-")
         procs.append((label, p, script))
-    for _, p, _ in procs:
-        p.stdout.readline()
-    time.sleep(0.5)
+    py.wait_ready([p for _, p, _ in procs], settle=0.5)
     pids = [p.pid for _, p, _ in procs]
 
     r, header, stacks, log = py.profile(pids, "--python-mode", "exception",
