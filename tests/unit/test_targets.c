@@ -53,6 +53,46 @@ static int count_pid(const struct seen *s, uint32_t pid, size_t plugin) {
   return c;
 }
 
+/* A child that execs `sleep 30` once told to (one byte on go). */
+static pid_t start_execer(int go[2]) {
+  if (pipe(go) != 0) return -1;
+  pid_t child = fork();
+  if (child == 0) {
+    char c;
+    close(go[1]);
+    if (read(go[0], &c, 1) == 1) execlp("sleep", "sleep", "30", (char *)NULL);
+    _exit(127);
+  }
+  close(go[0]);
+  return child;
+}
+
+/* Tells the child to exec and waits (2 s at most) until it has. */
+static void exec_now(pid_t child, int go[2]) {
+  CHECK(write(go[1], "x", 1) == 1);
+  close(go[1]);
+  char exe[4096] = "";
+  for (int i = 0; i < 200 && !strstr(exe, "sleep"); i++) {
+    usleep(10000);
+    pp_proc_exe((uint32_t)child, exe, sizeof(exe));
+  }
+  CHECK(strstr(exe, "sleep") != NULL);
+}
+
+/* A table that looks at `child` alone. */
+static struct pp_targets *targets_of_child(const struct pp_plugin *const *descs, size_t n,
+                                           pid_t child) {
+  struct pp_targets *t = pp_targets_new(descs, n);
+  uint32_t only = (uint32_t)child;
+  pp_targets_set_filter(t, &only, 1);
+  return t;
+}
+
+static void end_child(pid_t child) {
+  kill(child, SIGKILL);
+  waitpid(child, NULL, 0);
+}
+
 static void test_real_scan(void) {
   pid_t child = fork();
   if (child == 0) {
@@ -67,9 +107,8 @@ static void test_real_scan(void) {
   struct pp_plugin system_wide = {
       .name = "c", .capabilities = PP_CAP_SYSTEM_WIDE, .match_exe = sleep_exe};
   const struct pp_plugin *descs[] = {&by_exe, &by_maps, &system_wide};
-  struct pp_targets *t = pp_targets_new(descs, 3);
+  struct pp_targets *t = targets_of_child(descs, 3, child);
   uint32_t only = (uint32_t)child;
-  pp_targets_set_filter(t, &only, 1);
 
   struct seen s = {0};
   int n = pp_targets_scan(t, true, on_new, &s);
@@ -101,8 +140,7 @@ static void test_real_scan(void) {
   pp_targets_free(t2);
 
   /* gone process drops out of the lists */
-  kill(child, SIGKILL);
-  waitpid(child, NULL, 0);
+  end_child(child);
   pp_targets_scan(t, true, on_new, &s);
   CHECK_EQ_INT(pp_targets_of(t, 0, &list), 0);
   pp_targets_free(t);
@@ -130,23 +168,15 @@ static void test_whole_machine_scan(void) {
  * runtime), not after the unmatched-process backoff (up to 10 minutes). */
 static void test_exec_reclassified(void) {
   int go[2];
-  CHECK(pipe(go) == 0);
-  pid_t child = fork();
-  if (child == 0) {
-    char c;
-    close(go[1]);
-    if (read(go[0], &c, 1) == 1) execlp("sleep", "sleep", "30", (char *)NULL);
-    _exit(127);
-  }
-  close(go[0]);
+  pid_t child = start_execer(go);
+  CHECK(child > 0);
   const char *const sleep_exe[] = {"sleep", NULL};
   const char *const self_exe[] = {"test_targets", NULL};
   struct pp_plugin by_exe = {.name = "a", .match_exe = sleep_exe};
   struct pp_plugin old_image = {.name = "b", .match_exe = self_exe}; /* before the exec */
   const struct pp_plugin *descs[] = {&by_exe, &old_image};
-  struct pp_targets *t = pp_targets_new(descs, 2);
+  struct pp_targets *t = targets_of_child(descs, 2, child);
   uint32_t only = (uint32_t)child;
-  pp_targets_set_filter(t, &only, 1);
   struct seen s = {0};
   /* classified as "not sleep" twice, 1.1 s apart: its next classification
    * is >= 2 s away (1 s, then 2 s backoff), far beyond the scans below */
@@ -157,13 +187,7 @@ static void test_exec_reclassified(void) {
   CHECK_EQ_INT(count_pid(&s, only, 1), 1); /* the old image, once */
   uint64_t st_before = 0, st_after = 0;
   pp_proc_start_time(only, &st_before);
-  CHECK(write(go[1], "x", 1) == 1);
-  close(go[1]);
-  char exe[4096] = "";
-  for (int i = 0; i < 200 && !strstr(exe, "sleep"); i++) { /* until the exec happened */
-    usleep(10000);
-    pp_proc_exe(only, exe, sizeof(exe));
-  }
+  exec_now(child, go);
   pp_proc_start_time(only, &st_after);
   CHECK(st_before == st_after);
   pp_targets_scan(t, false, on_new, &s); /* per-second path: no file reads, may miss it */
@@ -172,8 +196,7 @@ static void test_exec_reclassified(void) {
   const struct pp_target *list;
   CHECK_EQ_INT(pp_targets_of(t, 0, &list), 1);
   CHECK_EQ_INT(pp_targets_of(t, 1, &list), 0); /* the old image's match is gone */
-  kill(child, SIGKILL);
-  waitpid(child, NULL, 0);
+  end_child(child);
   pp_targets_free(t);
 }
 
@@ -239,9 +262,8 @@ static void test_young_recheck(void) {
   int go[2];
   pid_t child = start_mapper(lib, go);
   CHECK(child > 0);
-  struct pp_targets *t = pp_targets_new(descs, 1);
+  struct pp_targets *t = targets_of_child(descs, 1, child);
   uint32_t only = (uint32_t)child;
-  pp_targets_set_filter(t, &only, 1);
   struct seen s = {0};
   pp_targets_scan(t, false, on_new, &s);
   CHECK_EQ_INT(s.n, 0);
@@ -261,17 +283,14 @@ static void test_young_recheck(void) {
   pp_targets_scan(t, false, on_new, &s);
   CHECK_EQ_INT(s.n, 1);
   CHECK_EQ_INT(pp_targets_of(t, 0, &list), 1);
-  kill(child, SIGKILL);
-  waitpid(child, NULL, 0);
+  end_child(child);
   /* gone: its turn ends at the first look */
   pp_targets_free(t);
 
   /* old: seen young, mapped only once past the young window */
   child = start_mapper(lib, go);
   CHECK(child > 0);
-  t = pp_targets_new(descs, 1);
-  only = (uint32_t)child;
-  pp_targets_set_filter(t, &only, 1);
+  t = targets_of_child(descs, 1, child);
   s.n = 0;
   pp_targets_scan(t, false, on_new, &s);
   CHECK_EQ_INT(pp_targets_young(t), 1);
@@ -280,8 +299,7 @@ static void test_young_recheck(void) {
   CHECK_EQ_INT(pp_targets_recheck_young(t, on_new, &s), 0);
   CHECK_EQ_INT(s.n, 0);
   CHECK_EQ_INT(pp_targets_young(t), 0);
-  kill(child, SIGKILL);
-  waitpid(child, NULL, 0);
+  end_child(child);
   pp_targets_free(t);
   unlink(lib);
   rmdir(dir);
@@ -291,36 +309,21 @@ static void test_young_recheck(void) {
  * the new image is classified at once, by its executable too. */
 static void test_young_exec(void) {
   int go[2];
-  CHECK(pipe(go) == 0);
-  pid_t child = fork();
-  if (child == 0) {
-    char c;
-    close(go[1]);
-    if (read(go[0], &c, 1) == 1) execlp("sleep", "sleep", "30", (char *)NULL);
-    _exit(127);
-  }
-  close(go[0]);
+  pid_t child = start_execer(go);
+  CHECK(child > 0);
   const char *const sleep_exe[] = {"sleep", NULL};
   struct pp_plugin by_exe = {.name = "a", .match_exe = sleep_exe};
   const struct pp_plugin *descs[] = {&by_exe};
-  struct pp_targets *t = pp_targets_new(descs, 1);
+  struct pp_targets *t = targets_of_child(descs, 1, child);
   uint32_t only = (uint32_t)child;
-  pp_targets_set_filter(t, &only, 1);
   struct seen s = {0};
   pp_targets_scan(t, false, on_new, &s);
   CHECK_EQ_INT(s.n, 0);
   CHECK_EQ_INT(pp_targets_young(t), 1);
-  CHECK(write(go[1], "x", 1) == 1);
-  close(go[1]);
-  char exe[4096] = "";
-  for (int i = 0; i < 200 && !strstr(exe, "sleep"); i++) {
-    usleep(5000);
-    pp_proc_exe(only, exe, sizeof(exe));
-  }
+  exec_now(child, go);
   CHECK_EQ_INT(pp_targets_recheck_young(t, on_new, &s), 0);
   CHECK_EQ_INT(count_pid(&s, only, 0), 1);
-  kill(child, SIGKILL);
-  waitpid(child, NULL, 0);
+  end_child(child);
   pp_targets_free(t);
 }
 
