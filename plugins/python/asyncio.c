@@ -46,6 +46,10 @@ uint32_t python_async_chain(struct py_async_scratch *s, const struct py_proc *p,
                             struct py_codecache *cc, struct py_frame_ref *frames,
                             const uint64_t *faddr, uint32_t n, uint32_t cap) {
   struct pa_layout l;
+  if (s->a && p->off.needs_debug_offsets) {
+    const struct pa_dbg *d = pa_dbg_for(s->a, p);
+    return d ? pa_dbg_chain(s, p, cc, d, s->tstate, frames, faddr, n, cap) : n;
+  }
   if (!s->a || !pa_layout_for(p, &l)) return n;
   const char *run = l.frameobj ? "_run" : "Handle._run";
   uint32_t k = 1;

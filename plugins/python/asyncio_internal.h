@@ -90,8 +90,28 @@ struct pa_registry {
   uint64_t retry_at;    /* not found: the pass count to look again at */
 };
 
+/* 3.14+: _Py_AsyncioModuleDebugOffsets (asyncio_debug.c), checked */
+#define PA_DBG_BYTES 104        /* thirteen uint64 */
+#define PA_DBG_TASK_MAX 1024    /* largest sizeof(TaskObj) believed */
+#define PA_DBG_STATE_MAX 65536u /* largest thread / interpreter state believed */
+struct pa_dbg {
+  uint32_t task_size, task_name, task_awaited_by, task_is_task, task_awaited_by_is_set, task_coro,
+      task_node;
+  uint32_t is_size, is_tasks_head;
+  uint32_t ts_size, ts_running_loop, ts_running_task, ts_tasks_head;
+};
+struct pa_dbg_slot {
+  uint32_t pid;
+  bool ok;
+  uint64_t retry_at; /* not found: the dbg_clock to look again at */
+  struct pa_dbg d;
+};
+
 struct py_async_state {
   uint32_t max_depth;
+  struct pa_dbg_slot dbgs[PA_REGISTRIES];
+  uint32_t next_dbg;
+  uint64_t dbg_clock;
   struct {
     uint32_t pid;
     uint8_t kind;
@@ -190,5 +210,17 @@ int pa_awaiter(struct py_async_state *a, const struct py_proc *p, struct py_code
 uint32_t pa_ancestors(struct py_async_scratch *s, const struct py_proc *p, struct py_codecache *cc,
                       const struct pa_layout *l, uint64_t task, const uint8_t *tbytes,
                       struct py_frame_ref *out, uint32_t m, uint32_t cap, uint32_t first);
+
+/* asyncio_debug.c (3.14+). The struct's bytes (b, len) into d, every
+ * offset checked (ob_hdr: the object header's size). 0, or -EINVAL with
+ * why naming the field. */
+int pa_dbg_parse(const uint8_t *b, size_t len, uint32_t ob_hdr, struct pa_dbg *d, char *why,
+                 size_t whylen);
+/* The process's checked offsets, found once (NULL: none yet). */
+const struct pa_dbg *pa_dbg_for(struct py_async_state *a, const struct py_proc *p);
+/* python_async_chain() for 3.14+, from the thread state at tstate. */
+uint32_t pa_dbg_chain(struct py_async_scratch *s, const struct py_proc *p, struct py_codecache *cc,
+                      const struct pa_dbg *d, uint64_t tstate, struct py_frame_ref *frames,
+                      const uint64_t *faddr, uint32_t n, uint32_t cap);
 
 #endif

@@ -396,12 +396,13 @@ int python_offsets_from_debug(const uint8_t *dbg, size_t len, struct py_offsets 
   }
   if (ps.bad) return -EINVAL;
   /* asyncio reads frames' locals and a coroutine's frame inside its
-   * generator only where it knows the Task layout too (3.13) */
-  if (o.task_fut_waiter) {
-    o.fr_localsplus = localsplus;
+   * generator only where it knows the Task layout too: 3.13 from this
+   * plugin's table, 3.14+ from _AsyncioDebug (asyncio_debug.c) */
+  if (o.task_fut_waiter) o.fr_localsplus = localsplus;
+  if (o.task_fut_waiter || o.needs_debug_offsets) {
     uint64_t gen = L->gen_size ? u64_at(dbg, L->gen_size) : 0;
     uint64_t gi = L->gen_iframe ? u64_at(dbg, L->gen_iframe) : 0;
-    if (gen && gen <= STRUCT_SIZE_MAX && gi < gen) o.gen_iframe = (uint32_t)gi;
+    if (gen && gen <= STRUCT_SIZE_MAX && gi >= 16 && gi < gen) o.gen_iframe = (uint32_t)gi;
   }
   /* the collector's flag: optional, a struct that does not fit only
    * loses the <GC> frames */

@@ -307,6 +307,7 @@ struct py_async_scratch {
   struct py_frame_ref *out; /* room for max_depth + PY_EXTRA_FRAMES */
   char names[PY_ASYNC_MAX + 1][80];
   struct py_async_state *a;
+  uint64_t tstate; /* the thread state of the stack being read (3.14+) */
 };
 struct py_async_state *python_async_state_new(uint32_t max_depth);
 void python_async_state_free(struct py_async_state *a);

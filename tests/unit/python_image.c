@@ -43,6 +43,7 @@ struct img_positions {
   size_t bytes_size, bytes_ob_size, bytes_ob_sval;
   size_t uni_size, uni_state, uni_length, uni_ascii_size;
   size_t gc_size, gc_collecting; /* struct _gc_runtime_state */
+  size_t gen_size, gen_iframe;   /* PyGenObject: where a coroutine's frame is */
 };
 
 static const struct img_positions IMG_POS_313 = {
@@ -163,6 +164,8 @@ static const struct img_positions IMG_POS_314 = {
     .uni_ascii_size = 640,
     .gc_size = 648,
     .gc_collecting = 656,
+    .gen_size = 664,
+    .gen_iframe = 680,
 };
 
 /* CPython main (3.15): the thread state gained base_frame,
@@ -359,6 +362,8 @@ static const img_values IMG_VAL_314 = {
     .uni_ascii_size = 40,
     .gc_size = 264,
     .gc_collecting = 224,
+    .gen_size = 168, /* made up: a coroutine with its frame at 80 */
+    .gen_iframe = 80,
 };
 
 /* A 3.15 image: made-up interpreter, thread and code offsets, moved away
@@ -468,7 +473,7 @@ static img_values img_free_threaded(const img_values *v) {
   X(co_filename) X(co_name) X(co_qualname) X(co_linetable) X(co_firstlineno)                       \
   X(co_argcount) X(co_localsplusnames) X(co_localspluskinds) X(co_adaptive) X(co_tlbc)             \
   X(ob_size) X(ob_type) X(bytes_size) X(bytes_ob_size) X(bytes_ob_sval) X(uni_size)                \
-  X(uni_state) X(uni_length) X(uni_ascii_size) X(gc_size) X(gc_collecting)
+  X(uni_state) X(uni_length) X(uni_ascii_size) X(gc_size) X(gc_collecting) X(gen_size) X(gen_iframe)
 // clang-format on
 
 /* Values of a real debug-offsets blob read at the given positions. */
@@ -624,9 +629,13 @@ static uint8_t *img_interp(struct img *m) {
   return (uint8_t *)(uintptr_t)m->interp;
 }
 
+#define IMG_TSTATE_IMPL_EXTRA 256
+
 /* A thread state appended to the interpreter's list. */
 static uint8_t *img_thread(struct img *m, uint32_t native_tid) {
-  uint8_t *ts = img_alloc(m, m->val.ts_size);
+  /* sizeof(PyThreadState), then room for _PyThreadStateImpl's own fields
+   * (3.14+ asyncio's running task and task list) */
+  uint8_t *ts = img_alloc(m, m->val.ts_size + IMG_TSTATE_IMPL_EXTRA);
   img_put64(ts, m->val.ts_interp, m->interp);
   img_put64(ts, m->val.ts_native_tid, native_tid);
   img_put64(ts, m->val.ts_thread_id, 0x7f0000001000ull + native_tid * 0x1000ull);

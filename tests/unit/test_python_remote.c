@@ -12,6 +12,7 @@
 
 #include "../../plugins/python/asyncio.c"
 #include "../../plugins/python/asyncio_awaiter.c"
+#include "../../plugins/python/asyncio_debug.c"
 #include "../../plugins/python/asyncio_objects.c"
 #include "../../plugins/python/asyncio_waiting.c"
 #include "../../plugins/python/codecache.c"

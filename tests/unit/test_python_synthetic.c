@@ -29,13 +29,14 @@
 
 #include "../../plugins/python/asyncio.c"
 #include "../../plugins/python/asyncio_awaiter.c"
+#include "../../plugins/python/asyncio_debug.c"
 #include "../../plugins/python/asyncio_objects.c"
 #include "../../plugins/python/asyncio_waiting.c"
 #include "../../plugins/python/codecache.c"
 #include "../../plugins/python/debug_offsets.c"
 #include "../../plugins/python/linetable.c"
-#include "../../plugins/python/object_reader.c"
 #include "../../plugins/python/locate.c"
+#include "../../plugins/python/object_reader.c"
 #include "../../plugins/python/offsets.c"
 #include "../../plugins/python/opcodes.c"
 #include "../../plugins/python/walk.c"
@@ -746,7 +747,186 @@ static void real_vs_image_313(void) {
   free(m.arena);
 }
 
+/* ---- 3.14 asyncio (_AsyncioDebug) -------------------------------------- */
+
+/* The module's _Py_AsyncioModuleDebugOffsets as the plugin finds it: an
+ * exported symbol of this binary stands for the _asyncio extension's. The
+ * TaskObj offsets are made up (no 3.14 build here); the shape is
+ * CPython's. */
+#define AT_SIZE 208
+#define AT_NAME 144
+#define AT_BY 64
+#define AT_IS_TASK 72
+#define AT_BY_IS_SET 73
+#define AT_CORO 136
+#define AT_NODE 176
+#define ATS_LOOP (312 + 8) /* past sizeof(PyThreadState): _PyThreadStateImpl */
+#define ATS_TASK (312 + 16)
+#define ATS_HEAD (312 + 24)
+uint64_t _AsyncioDebug[13] = {AT_SIZE,  AT_NAME,  AT_BY,   AT_IS_TASK, AT_BY_IS_SET,
+                              AT_CORO,  AT_NODE,  8192,    4096,       312 + 64,
+                              ATS_LOOP, ATS_TASK, ATS_HEAD};
+
+/* A type object whose tp_name is name. */
+static uint64_t aio_type(struct img *m, const char *name) {
+  uint8_t *t = img_alloc(m, 64);
+  img_put64(t, 24, img_addr(name));
+  return img_addr(t);
+}
+
+/* A task named by name_obj, its coroutine's frame running code at unit. */
+static uint8_t *aio_task(struct img *m, uint64_t task_type, uint64_t name_obj, uint64_t coro) {
+  uint8_t *t = img_alloc(m, AT_SIZE);
+  img_put64(t, 8, task_type);
+  img_put64(t, AT_NAME, name_obj);
+  img_put64(t, AT_CORO, coro);
+  t[AT_IS_TASK] = 1;
+  return t;
+}
+
+/* A suspended coroutine whose frame runs code at code unit 8 (line). */
+static uint64_t aio_coro(struct img *m, const char *name, int first, int line) {
+  uint8_t *c = img_alloc(m, m->val.gen_size);
+  int lines[2] = {first, line};
+  uint64_t code =
+      img_code(m, img_cstr(m, name), img_cstr(m, name), img_cstr(m, "app.py"), first, lines, 2);
+  img_frame(m, c + m->val.gen_iframe, code | 1, 0, img_instr(m, code, 8), 1);
+  return img_addr(c);
+}
+
+static const struct want STACK_AIO[] = {
+    {"compute", "app.py", 60, 62},
+    {"worker", "app.py", 50, 53}, /* the running task's coroutine */
+    {"Handle._run", "/usr/lib/python3.14/asyncio/events.py", 80, 88},
+    {"<module>", "app.py", 1, 99},
+};
+#define NAIO (sizeof(STACK_AIO) / sizeof(STACK_AIO[0]))
+
+static void asyncio_314(void) {
+  struct img m;
+  img_init(&m, &IMG_POS_314, &IMG_VAL_314, 0x030E00F0, 4u << 20);
+  uint8_t *ts = img_thread(&m, 4242);
+  uint64_t codes[NAIO];
+  uint64_t leaf = build_stack(&m, ts, STACK_AIO, NAIO, 1, codes);
+  uint64_t worker_frame;
+  memcpy(&worker_frame, (uint8_t *)(uintptr_t)leaf + m.val.fr_previous, 8);
+
+  struct py_proc p;
+  char why[160] = "";
+  CHECK_EQ_INT(attach_image(&m, &p, why, sizeof(why)), 0);
+  CHECK_EQ_INT(p.off.gen_iframe, 80);
+  /* the binary that holds the interpreter exports _AsyncioDebug */
+  char exe[512];
+  ssize_t el = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  CHECK(el > 0);
+  exe[el > 0 ? el : 0] = 0;
+  const char *base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
+  size_t bl = strlen(base) < sizeof(p.module) - 1 ? strlen(base) : sizeof(p.module) - 1;
+  memcpy(p.module, base, bl);
+  p.module[bl] = 0;
+
+  static const char str_name[] = "str", int_name[] = "int", task_name[] = "_asyncio.Task";
+  uint64_t str_type = aio_type(&m, str_name), int_type = aio_type(&m, int_name);
+  uint64_t task_type = aio_type(&m, task_name);
+  uint64_t n_worker = img_cstr(&m, "worker"), n_batch = img_cstr(&m, "batch"),
+           n_main = img_cstr(&m, "main");
+  img_put64((uint8_t *)(uintptr_t)n_worker, 8, str_type);
+  img_put64((uint8_t *)(uintptr_t)n_batch, 8, str_type);
+  img_put64((uint8_t *)(uintptr_t)n_main, 8, str_type);
+  uint8_t *n3 = img_alloc(&m, 32); /* int 3: an unnamed task, Task-3 */
+  img_put64(n3, 8, int_type);
+  img_put64(n3, 16, 1u << 3);
+  img_put32(n3, 24, 3);
+
+  /* running: worker <- Task-3 (await) <- batch (one of a set) <- main */
+  uint8_t *t0 = aio_task(&m, task_type, n_worker, worker_frame - m.val.gen_iframe);
+  uint8_t *t1 = aio_task(&m, task_type, img_addr(n3), aio_coro(&m, "gather_all", 20, 24));
+  uint8_t *t2 = aio_task(&m, task_type, n_batch, aio_coro(&m, "run_batch", 30, 35));
+  uint8_t *t3 = aio_task(&m, task_type, n_main, aio_coro(&m, "main", 40, 41));
+  img_put64(t0, AT_BY, img_addr(t1));
+  uint8_t *set = img_alloc(&m, 64), *table = img_alloc(&m, 16 * 8);
+  img_put64(set, 16 + 16, 7); /* mask */
+  img_put64(set, 16 + 24, img_addr(table));
+  img_put64(table, 16 * 5, img_addr(t2));
+  img_put64(t1, AT_BY, img_addr(set));
+  t1[AT_BY_IS_SET] = 1;
+  img_put64(t2, AT_BY, img_addr(t3));
+  img_put64(ts, ATS_TASK, img_addr(t0));
+
+  static const struct want WANT[] = {
+      {"compute", "app.py", 60, 62},
+      {"worker", "app.py", 50, 53},
+      {"<task: worker>", "", 0, 0},
+      {"gather_all", "app.py", 20, 24},
+      {"<task: Task-3>", "", 0, 0},
+      {"run_batch", "app.py", 30, 35},
+      {"<task: batch>", "", 0, 0},
+      {"main", "app.py", 40, 41},
+      {"<task: main>", "", 0, 0},
+      {"Handle._run", "/usr/lib/python3.14/asyncio/events.py", 80, 88},
+      {"<module>", "app.py", 1, 99},
+  };
+  struct py_codecache *cc = python_codecache_new(64);
+  struct py_walker *w = python_walker_new(64);
+  python_walker_set_async(w, true);
+  struct collected c;
+  struct py_sample_result res;
+  for (int wall = 0; wall < 2; wall++) { /* cpu and wall (waiting tasks) */
+    memset(&c, 0, sizeof(c));
+    CHECK_EQ_INT(python_sample(w, &p, cc, wall ? PY_ALL_THREADS : PY_RUNNING_THREADS, NULL, collect,
+                               &c, &res),
+                 0);
+    check_stack(&c, WANT, sizeof(WANT) / sizeof(WANT[0]));
+  }
+  CHECK(w->async_scratch.a->dbgs[0].ok); /* found through the ELF symbol */
+
+  /* a cycle (main awaited by Task-3) is refused whole: the plain stack */
+  img_put64(t3, AT_BY, img_addr(t1));
+  memset(&c, 0, sizeof(c));
+  CHECK_EQ_INT(python_sample(w, &p, cc, PY_ALL_THREADS, NULL, collect, &c, &res), 0);
+  check_stack(&c, STACK_AIO, NAIO);
+  img_put64(t3, AT_BY, 0);
+  /* a running task that does not say it is a task: the plain stack */
+  t0[AT_IS_TASK] = 0;
+  memset(&c, 0, sizeof(c));
+  CHECK_EQ_INT(python_sample(w, &p, cc, PY_ALL_THREADS, NULL, collect, &c, &res), 0);
+  check_stack(&c, STACK_AIO, NAIO);
+  t0[AT_IS_TASK] = 1;
+  /* a running task whose coroutine is not on the stack: the plain stack */
+  img_put64(ts, ATS_TASK, img_addr(t2));
+  memset(&c, 0, sizeof(c));
+  CHECK_EQ_INT(python_sample(w, &p, cc, PY_ALL_THREADS, NULL, collect, &c, &res), 0);
+  check_stack(&c, STACK_AIO, NAIO);
+
+  /* the parser refuses what does not fit, naming the field */
+  struct pa_dbg d;
+  uint64_t bad[13];
+  memcpy(bad, _AsyncioDebug, sizeof(bad));
+  CHECK_EQ_INT(pa_dbg_parse((const uint8_t *)bad, sizeof(bad), 16, &d, why, sizeof(why)), 0);
+  CHECK_EQ_INT(pa_dbg_parse((const uint8_t *)bad, sizeof(bad), 32, &d, why, sizeof(why)), 0);
+  CHECK_EQ_INT(pa_dbg_parse((const uint8_t *)bad, 96, 16, &d, why, sizeof(why)), -EINVAL);
+  bad[1] = AT_SIZE - 4; /* task_name past the task */
+  CHECK_EQ_INT(pa_dbg_parse((const uint8_t *)bad, sizeof(bad), 16, &d, why, sizeof(why)), -EINVAL);
+  CHECK(strstr(why, "task_name") != NULL);
+  bad[1] = 8; /* inside the object header */
+  CHECK_EQ_INT(pa_dbg_parse((const uint8_t *)bad, sizeof(bad), 16, &d, why, sizeof(why)), -EINVAL);
+  bad[1] = AT_CORO; /* the same field as task_coro */
+  CHECK_EQ_INT(pa_dbg_parse((const uint8_t *)bad, sizeof(bad), 16, &d, why, sizeof(why)), -EINVAL);
+  CHECK(strstr(why, "task_coro") != NULL);
+  bad[1] = AT_NAME;
+  bad[0] = 1u << 20; /* an absurd TaskObj */
+  CHECK_EQ_INT(pa_dbg_parse((const uint8_t *)bad, sizeof(bad), 16, &d, why, sizeof(why)), -EINVAL);
+  bad[0] = AT_SIZE;
+  bad[11] = 1ull << 40; /* the running task far outside the thread state */
+  CHECK_EQ_INT(pa_dbg_parse((const uint8_t *)bad, sizeof(bad), 16, &d, why, sizeof(why)), -EINVAL);
+  CHECK(strstr(why, "asyncio_running_task") != NULL);
+  python_walker_free(w);
+  python_codecache_free(cc);
+  free(m.arena);
+}
+
 int main(void) {
+  asyncio_314();
   image_314();
   images_other_layouts();
   prefetch_grown_stack();
