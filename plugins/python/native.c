@@ -16,7 +16,8 @@
  *      two runs are the interpreter's glue and dropped, any other (a C
  *      extension calling back into Python) kept; frames below the
  *      outermost run (main, the interpreter's startup) kept; the kernel
- *      frames go on top.
+ *      frames go on top, and with python.thread_names the thread's
+ *      <thread: NAME> frame at the root, as on plain stacks.
  * The Python stack is read after the kernel's sample (within a
  * tenth of the sampling interval on a host that lets the worker run), so it may have moved
  * meanwhile: when the number of eval-loop frames is not the number of
@@ -77,6 +78,7 @@ struct py_native {
   bool delivered, stale;
   const uint8_t *stack; /* the sample's stack copy */
   uint64_t stack_len;
+  char tframe[PY_THREAD_NAME_MAX + 16]; /* the sample's <thread: NAME> frame */
   /* this session */
   uint64_t samples, merged, mismatches, stale_count, no_python, lost, bad, unwind_errors,
       open_errors;
@@ -233,6 +235,25 @@ static void put_kernel(struct py_native *n, uint32_t *k) {
     put(n, k, (struct pp_frame){.name = n->knames[i], .kind = PP_FRAME_KERNEL});
 }
 
+/* With python.thread_names, the root frame <thread: NAME> of thread
+ * ns_tid, as plain stacks have it. */
+static void put_thread(struct py_native *n, uint32_t *k, uint32_t ns_tid) {
+  const char *name = n->st->thread_names && ns_tid ? python_thread_name(n->st, ns_tid) : NULL;
+  if (!name) return;
+  snprintf(n->tframe, sizeof(n->tframe), "<thread: %s>", name);
+  put(n, k, (struct pp_frame){.name = n->tframe, .kind = PP_FRAME_PSEUDO});
+}
+
+/* The tid inside the target's pid namespace of its host thread tid (0:
+ * unknown), from the map the sampler keeps. */
+static uint32_t ns_tid_of(const struct pp_target_entry *t, uint32_t tid) {
+  const struct py_target *pt = t->data;
+  if (pt->proc.ns_pid == t->pid) return tid;
+  for (uint32_t i = 0; i < pt->nns; i++)
+    if (pt->ns_map[i][1] == tid) return pt->ns_map[i][0];
+  return 0;
+}
+
 static struct pp_frame native_frame(struct py_native *n, int i) {
   return (struct pp_frame){.name = n->names[i], .kind = PP_FRAME_PYTHON_NATIVE};
 }
@@ -267,7 +288,6 @@ static bool witnessed(const struct py_native *n, const struct py_frame_ref *fram
 
 static void on_py_stack(void *ctx, uint32_t tid, const struct py_frame_ref *frames, uint32_t nf,
                         bool truncated) {
-  (void)tid;
   struct py_native *n = ctx;
   if (n->delivered) return; /* one thread per sample */
   n->delivered = true;
@@ -315,6 +335,7 @@ static void on_py_stack(void *ctx, uint32_t tid, const struct py_frame_ref *fram
   }
   if (truncated)
     put(n, &k, (struct pp_frame){.name = "[Truncated Stack]", .kind = PP_FRAME_PYTHON_ERROR});
+  put_thread(n, &k, tid);
   struct py_target *pt = n->t->data;
   if (k && pp_stack_table_add(n->st->stacks, n->t->pid, 0, NULL, n->out, k, 1) == 0) pt->stacks++;
 }
@@ -372,6 +393,7 @@ static void on_sample(void *ctx, const struct pyn_sample *s) {
     put_kernel(n, &k);
     for (int i = 0; i < n->nips; i++)
       put(n, &k, native_frame(n, i));
+    put_thread(n, &k, ns_tid_of(n->t, s->tid));
     if (pp_stack_table_add(n->st->stacks, n->t->pid, 0, NULL, n->out, k, 1) == 0) pt->stacks++;
     n->no_python++;
   }

@@ -15,6 +15,10 @@ test_python_threads.py checks).
       another's name
   --python-mode wall --python-thread-names --python-main-thread-only
       only main_work, under <thread: MainThread>
+  --python-native --python-thread-names (cpu mode), on a <= 3.10 and a
+  3.11+ interpreter
+      the same names on the mixed native and Python stacks, the name
+      right above the outermost native frame (the process's startup)
 """
 import os
 import subprocess
@@ -92,7 +96,7 @@ try:
         script = os.path.join(d, "named_threads.py")
         with open(script, "w") as f:
             f.write(PROGRAM)
-        p = subprocess.Popen([exe, script, "40"], stdout=subprocess.PIPE,
+        p = subprocess.Popen([exe, script, "60"], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, cwd=d, text=True)
         procs.append((label, p, script))
     py.wait_ready([p for _, p, _ in procs])
@@ -119,6 +123,27 @@ try:
         u.check(seen == {"main_work": {frozenset(["<thread: MainThread>"])}},
                 "%s main thread only: main_work under <thread: MainThread> alone (%s)"
                 % (label, seen))
+
+    # mixed native and Python stacks: one interpreter of each frame layout
+    pick = {}
+    for label, p, script in procs:
+        ver = next(v for lb, _, v in found if lb == label)
+        pick.setdefault(ver[:2] >= (3, 11), (label, p, script))
+    r, header, stacks, log = py.profile([p.pid for _, p, _ in pick.values()], "--python-native",
+                                        "--python-thread-names", duration=3, freq=99)
+    u.check(r.returncode == 0 and header is not None, "native: agent ran (rc %d)" % r.returncode)
+    for label, p, script in pick.values():
+        mine = py.stacks_in(stacks, script)
+        seen = names_by_function(mine)
+        for fn, want in sorted(EXPECTED.items()):
+            u.check(seen.get(fn) == {frozenset([want])},
+                    "%s native: %s only under %s (%s)" % (label, fn, want, seen.get(fn)))
+        u.check(any(f.endswith("_[pn]") for _, _, raw in mine for f in raw),
+                "%s native: native frames in the stacks" % label)
+        u.check(all(raw.index(t) == min(i for i, f in enumerate(raw)
+                                        if f.endswith("_[p]") or f.endswith("_[pn]")) - 1
+                    for _, _, raw in mine for t in raw if t.startswith("<thread: ")),
+                "%s native: <thread: ...> right above the outermost native frame" % label)
 finally:
     for _, p, _ in procs:
         u.kill(p)
