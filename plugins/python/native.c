@@ -47,7 +47,8 @@ struct pyn_target {
   uint32_t nth;
   uint64_t scan_ns;
   struct pyn_maps maps;
-  bool seen, told_full;
+  int open_err; /* the last perf_event_open error on one of its threads */
+  bool seen, told_full, told_unsampled;
 };
 
 struct py_native {
@@ -83,7 +84,7 @@ struct py_native {
   uint64_t samples, merged, mismatches, stale_count, no_python, lost, bad, unwind_errors,
       open_errors;
   int last_open_err;
-  bool told_open;
+  bool told_open, told_no_slot;
   uint64_t opened; /* events opened since start */
   /* the kernel refuses the events (no CAP_PERFMON, perf_event_paranoid,
    * a seccomp policy of a container): the plugin samples without native
@@ -180,6 +181,7 @@ static void rescan(struct py_native *n, struct pyn_target *nt, uint64_t now) {
     if (rc < 0) {
       n->open_errors++;
       n->last_open_err = rc;
+      nt->open_err = rc;
       if (!n->told_open)
         PP_WARNING(n->host, "pid %u tid %u: perf_event_open for native frames failed: %s", nt->pid,
                    tid, strerror(-rc));
@@ -449,8 +451,47 @@ void python_native_tick(struct py_state *st, uint64_t now) {
   }
 }
 
+static struct pyn_target *target_of(struct py_native *n, const struct pp_target_entry *t) {
+  for (size_t i = 0; i < PYN_TARGETS; i++)
+    if (n->targets[i] && n->targets[i]->pid == t->pid && n->targets[i]->owner == t->data)
+      return n->targets[i];
+  return NULL;
+}
+
+/* With native frames every sample comes from a thread's perf event: a
+ * target without one on any thread yields none however busy it is, and
+ * its status (in the profile and the log) says why rather than leaving
+ * an empty profile to guess at. */
+static void report_unsampled(struct py_native *n, struct pp_sink *sink) {
+  if (!n->st || n->refused) return;
+  const struct pp_host *h = n->host;
+  struct pp_target_entry *t;
+  PP_TARGETS_FOREACH(n->st->targets, t, PP_TARGET_ATTACHED) {
+    struct pyn_target *nt = target_of(n, t);
+    char reason[160];
+    int status = PP_PID_ERROR;
+    if (!nt) {
+      status = PP_PID_SKIPPED;
+      snprintf(reason, sizeof(reason),
+               "python.native: perf events on %u processes at most, none left for this one",
+               PYN_TARGETS);
+      if (!n->told_no_slot) PP_WARNING(h, "pid %u: %s", t->pid, reason);
+      n->told_no_slot = true;
+    } else if (nt->nth == 0 && nt->open_err) {
+      snprintf(reason, sizeof(reason), "python.native: perf_event_open failed on every thread (%s)",
+               strerror(-nt->open_err));
+      if (!nt->told_unsampled) PP_WARNING(h, "pid %u: %s", t->pid, reason);
+      nt->told_unsampled = true;
+    } else {
+      continue;
+    }
+    h->set_pid_status(sink, t->pid, status, reason);
+  }
+}
+
 void python_native_report(struct py_native *n, struct pp_sink *sink) {
   const struct pp_host *h = n->host;
+  report_unsampled(n, sink);
   h->add_counter(sink, "native_samples", n->samples);
   h->add_counter(sink, "native_merged", n->merged);
   h->add_counter(sink, "native_mismatches", n->mismatches);
