@@ -770,14 +770,14 @@ uint64_t _AsyncioDebug[13] = {AT_SIZE,  AT_NAME,  AT_BY,   AT_IS_TASK, AT_BY_IS_
 /* A type object whose tp_name is name. */
 static uint64_t aio_type(struct img *m, const char *name) {
   uint8_t *t = img_alloc(m, 64);
-  img_put64(t, 24, img_addr(name));
+  img_put64(t, m->val.ob_size + 8, img_addr(name)); /* after ob_size */
   return img_addr(t);
 }
 
 /* A task named by name_obj, its coroutine's frame running code at unit. */
 static uint8_t *aio_task(struct img *m, uint64_t task_type, uint64_t name_obj, uint64_t coro) {
   uint8_t *t = img_alloc(m, AT_SIZE);
-  img_put64(t, 8, task_type);
+  img_put64(t, m->val.ob_type, task_type);
   img_put64(t, AT_NAME, name_obj);
   img_put64(t, AT_CORO, coro);
   t[AT_IS_TASK] = 1;
@@ -802,9 +802,11 @@ static const struct want STACK_AIO[] = {
 };
 #define NAIO (sizeof(STACK_AIO) / sizeof(STACK_AIO[0]))
 
-static void asyncio_314(void) {
+/* val: a default or a free-threaded (32-byte object header) build */
+static void asyncio_314(const img_values *val, uint64_t version) {
   struct img m;
-  img_init(&m, &IMG_POS_314, &IMG_VAL_314, 0x030E00F0, 4u << 20);
+  img_init(&m, &IMG_POS_314, val, version, 4u << 20);
+  uint32_t hdr = (uint32_t)m.val.ob_size;
   uint8_t *ts = img_thread(&m, 4242);
   uint64_t codes[NAIO];
   uint64_t leaf = build_stack(&m, ts, STACK_AIO, NAIO, 1, codes);
@@ -830,13 +832,13 @@ static void asyncio_314(void) {
   uint64_t task_type = aio_type(&m, task_name);
   uint64_t n_worker = img_cstr(&m, "worker"), n_batch = img_cstr(&m, "batch"),
            n_main = img_cstr(&m, "main");
-  img_put64((uint8_t *)(uintptr_t)n_worker, 8, str_type);
-  img_put64((uint8_t *)(uintptr_t)n_batch, 8, str_type);
-  img_put64((uint8_t *)(uintptr_t)n_main, 8, str_type);
-  uint8_t *n3 = img_alloc(&m, 32); /* int 3: an unnamed task, Task-3 */
-  img_put64(n3, 8, int_type);
-  img_put64(n3, 16, 1u << 3);
-  img_put32(n3, 24, 3);
+  img_put64((uint8_t *)(uintptr_t)n_worker, m.val.ob_type, str_type);
+  img_put64((uint8_t *)(uintptr_t)n_batch, m.val.ob_type, str_type);
+  img_put64((uint8_t *)(uintptr_t)n_main, m.val.ob_type, str_type);
+  uint8_t *n3 = img_alloc(&m, 48); /* int 3: an unnamed task, Task-3 */
+  img_put64(n3, m.val.ob_type, int_type);
+  img_put64(n3, hdr, 1u << 3); /* lv_tag: one digit, positive */
+  img_put32(n3, hdr + 8, 3);
 
   /* running: worker <- Task-3 (await) <- batch (one of a set) <- main */
   uint8_t *t0 = aio_task(&m, task_type, n_worker, worker_frame - m.val.gen_iframe);
@@ -845,8 +847,8 @@ static void asyncio_314(void) {
   uint8_t *t3 = aio_task(&m, task_type, n_main, aio_coro(&m, "main", 40, 41));
   img_put64(t0, AT_BY, img_addr(t1));
   uint8_t *set = img_alloc(&m, 64), *table = img_alloc(&m, 16 * 8);
-  img_put64(set, 16 + 16, 7); /* mask */
-  img_put64(set, 16 + 24, img_addr(table));
+  img_put64(set, hdr + 16, 7); /* mask */
+  img_put64(set, hdr + 24, img_addr(table));
   img_put64(table, 16 * 5, img_addr(t2));
   img_put64(t1, AT_BY, img_addr(set));
   t1[AT_BY_IS_SET] = 1;
@@ -926,7 +928,9 @@ static void asyncio_314(void) {
 }
 
 int main(void) {
-  asyncio_314();
+  asyncio_314(&IMG_VAL_314, 0x030E00F0);
+  img_values v314t = img_free_threaded(&IMG_VAL_314);
+  asyncio_314(&v314t, 0x030E02F0);
   image_314();
   images_other_layouts();
   prefetch_grown_stack();
