@@ -190,6 +190,35 @@ static uint64_t dbg_first_in_set(const struct py_proc *p, const struct pa_dbg *d
   return 0;
 }
 
+/* The tasks awaiting task cur (its bytes in t, overwritten): per task
+ * its coroutine's frame and <task: NAME> (names from names[1]), appended
+ * to out[m..room). The new m, or UINT32_MAX when the chain comes back to a
+ * task already on it. */
+static uint32_t dbg_ancestors(struct py_async_scratch *s, const struct py_proc *p,
+                              struct py_codecache *cc, const struct pa_dbg *d, uint64_t cur,
+                              uint8_t *t, struct py_frame_ref *out, uint32_t m, uint32_t room) {
+  uint64_t seen[PY_ASYNC_MAX + 1] = {cur};
+  for (uint32_t depth = 1; depth <= PY_ASYNC_MAX; depth++) {
+    uint64_t by = pa_rd64(t, d->task_awaited_by);
+    if (!by) break;
+    uint64_t parent = by;
+    if (t[d->task_awaited_by_is_set]) {
+      parent = dbg_first_in_set(p, d, by, t);
+      if (!parent) break;
+    } else if (!dbg_task(p, d, parent, t)) {
+      break; /* awaited by something other than a task */
+    }
+    for (uint32_t i = 0; i < depth; i++)
+      if (seen[i] == parent) return UINT32_MAX;
+    seen[depth] = parent;
+    if (m + 2 > room) break;
+    if (dbg_coro_frame(p, cc, pa_rd64(t, d->task_coro), &out[m])) m++;
+    dbg_task_name(p, d, t, s->names[depth], sizeof(s->names[depth]));
+    out[m++] = (struct py_frame_ref){.pseudo = s->names[depth]};
+  }
+  return m;
+}
+
 uint32_t pa_dbg_chain(struct py_async_scratch *s, const struct py_proc *p, struct py_codecache *cc,
                       const struct pa_dbg *d, uint64_t tstate, struct py_frame_ref *frames,
                       const uint64_t *faddr, uint32_t n, uint32_t cap) {
@@ -210,25 +239,8 @@ uint32_t pa_dbg_chain(struct py_async_scratch *s, const struct py_proc *p, struc
   if (m >= room) return n;
   dbg_task_name(p, d, t, s->names[0], sizeof(s->names[0]));
   s->out[m++] = (struct py_frame_ref){.pseudo = s->names[0]};
-  uint64_t seen[PY_ASYNC_MAX + 1] = {cur};
-  for (uint32_t depth = 1; depth <= PY_ASYNC_MAX; depth++) {
-    uint64_t by = pa_rd64(t, d->task_awaited_by);
-    if (!by) break;
-    uint64_t parent = by;
-    if (t[d->task_awaited_by_is_set]) {
-      parent = dbg_first_in_set(p, d, by, t);
-      if (!parent) break;
-    } else if (!dbg_task(p, d, parent, t)) {
-      break; /* awaited by something other than a task */
-    }
-    for (uint32_t i = 0; i < depth; i++)
-      if (seen[i] == parent) return n; /* a cycle: hostile or torn, refused whole */
-    seen[depth] = parent;
-    if (m + 2 > room) break;
-    if (dbg_coro_frame(p, cc, pa_rd64(t, d->task_coro), &s->out[m])) m++;
-    dbg_task_name(p, d, t, s->names[depth], sizeof(s->names[depth]));
-    s->out[m++] = (struct py_frame_ref){.pseudo = s->names[depth]};
-  }
+  m = dbg_ancestors(s, p, cc, d, cur, t, s->out, m, room);
+  if (m == UINT32_MAX) return n; /* a cycle: hostile or torn, refused whole */
   memcpy(s->out + m, frames + k, (n - k) * sizeof(frames[0]));
   m += n - k;
   memcpy(frames, s->out, m * sizeof(frames[0]));
@@ -269,4 +281,71 @@ const struct pa_dbg *pa_dbg_for(struct py_async_state *a, const struct py_proc *
     if (!slot->ok) slot->retry_at = a->dbg_clock + PA_RETRY_SAMPLES;
   }
   return slot->ok ? &slot->d : NULL;
+}
+
+void pa_dbg_note_loop(struct py_async_scratch *s, const struct py_proc *p, uint32_t tid,
+                      const struct py_frame_ref *frames, uint32_t n) {
+  struct py_async_state *a = s->a;
+  if (a->nloops >= PA_LOOPS || !pa_plausible(s->tstate)) return;
+  for (uint32_t k = 0; k < n; k++) {
+    const struct py_code *c = frames[k].code;
+    size_t fl = c ? strlen(c->file) : 0, tl = strlen("/asyncio/base_events.py");
+    if (!c || fl < tl || strcmp(c->file + fl - tl, "/asyncio/base_events.py") != 0 ||
+        strcmp(c->name, "BaseEventLoop._run_once") != 0 || n - k > a->max_depth)
+      continue;
+    a->loops[a->nloops].tid = tid;
+    a->loops[a->nloops].loop = s->tstate; /* 3.14+: the thread state, whose tasks it runs */
+    a->loops[a->nloops].n = n - k;
+    memcpy(a->loops[a->nloops].prefix, frames + k, (n - k) * sizeof(frames[0]));
+    a->nloops++;
+    return;
+  }
+}
+
+void pa_dbg_waiting(struct py_async_scratch *s, const struct py_proc *p, struct py_codecache *cc,
+                    struct py_frame_ref *frames, uint32_t cap, py_stack_fn fn, void *ctx) {
+  struct py_async_state *a = s->a;
+  const struct pa_dbg *d = a->nloops ? pa_dbg_for(a, p) : NULL;
+  if (!d) return;
+  pid_t pid = (pid_t)p->pid;
+  uint8_t t[PA_DBG_TASK_MAX];
+  a->passes++;
+  for (uint32_t li = 0; li < a->nloops; li++) {
+    uint64_t ts = a->loops[li].loop, head = ts + d->ts_tasks_head, cur = 0, node = 0;
+    if (pp_remote_read(pid, ts + d->ts_running_task, &cur, 8) < 0 ||
+        pp_remote_read(pid, head, &node, 8) < 0)
+      continue;
+    /* the thread's tasks, linked through task_node (next first) from the
+     * head in its thread state; each task's awaiter, so that a task
+     * awaiting another is shown above it rather than on its own */
+    uint32_t nt = 0;
+    while (node && node != head && nt < PA_TASKS_MAX) {
+      uint64_t task = node - d->task_node;
+      if (!dbg_task(p, d, task, t)) break;
+      for (uint32_t i = 0; i < nt; i++)
+        if (a->objs[i] == task) node = 0; /* a loop in the list */
+      if (!node) break;
+      a->objs[nt] = task;
+      uint64_t by = pa_rd64(t, d->task_awaited_by);
+      a->keys[nt++] = t[d->task_awaited_by_is_set] ? dbg_first_in_set(p, d, by, t) : by;
+      if (pp_remote_read(pid, task + d->task_node, &node, 8) < 0) break;
+    }
+    if (nt == PA_TASKS_MAX && node && node != head) a->tasks_over++;
+    uint32_t rest = a->loops[li].n;
+    if (cap < rest + 2 * (PY_ASYNC_MAX + 1)) continue;
+    for (uint32_t i = 0; i < nt; i++) {
+      bool awaits = a->objs[i] == cur;
+      for (uint32_t j = 0; j < nt && !awaits; j++)
+        awaits = a->keys[j] == a->objs[i];
+      if (awaits || !dbg_task(p, d, a->objs[i], t)) continue;
+      uint32_t m = 0;
+      if (dbg_coro_frame(p, cc, pa_rd64(t, d->task_coro), &frames[m])) m++;
+      dbg_task_name(p, d, t, s->names[0], sizeof(s->names[0]));
+      frames[m++] = (struct py_frame_ref){.pseudo = s->names[0]};
+      m = dbg_ancestors(s, p, cc, d, a->objs[i], t, frames, m, cap - rest);
+      if (m == UINT32_MAX) continue;
+      memcpy(frames + m, a->loops[li].prefix, rest * sizeof(frames[0]));
+      fn(ctx, a->loops[li].tid, frames, m + rest, false);
+    }
+  }
 }

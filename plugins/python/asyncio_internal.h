@@ -222,5 +222,13 @@ const struct pa_dbg *pa_dbg_for(struct py_async_state *a, const struct py_proc *
 uint32_t pa_dbg_chain(struct py_async_scratch *s, const struct py_proc *p, struct py_codecache *cc,
                       const struct pa_dbg *d, uint64_t tstate, struct py_frame_ref *frames,
                       const uint64_t *faddr, uint32_t n, uint32_t cap);
+/* Wall mode on 3.14+: a thread running an event loop (BaseEventLoop._run_once
+ * on its stack) is remembered with its thread state (s->tstate); then every
+ * task on those threads' task lists that awaits no other task and is not
+ * running is given as a stack of its own on the loop's thread. */
+void pa_dbg_note_loop(struct py_async_scratch *s, const struct py_proc *p, uint32_t tid,
+                      const struct py_frame_ref *frames, uint32_t n);
+void pa_dbg_waiting(struct py_async_scratch *s, const struct py_proc *p, struct py_codecache *cc,
+                    struct py_frame_ref *frames, uint32_t cap, py_stack_fn fn, void *ctx);
 
 #endif

@@ -109,6 +109,10 @@ void python_async_note_loop(struct py_async_scratch *s, const struct py_proc *p,
                             const struct py_frame_ref *frames, const uint64_t *faddr, uint32_t n) {
   struct py_async_state *a = s->a;
   struct pa_layout l;
+  if (a && p->off.needs_debug_offsets) {
+    pa_dbg_note_loop(s, p, tid, frames, n);
+    return;
+  }
   if (!a || a->nloops >= PA_LOOPS || !pa_layout_for(p, &l)) return;
   /* 3.6-3.10 have no qualified names */
   const char *run_once = l.frameobj ? "_run_once" : "BaseEventLoop._run_once";
@@ -319,6 +323,10 @@ void python_async_waiting(struct py_async_scratch *s, const struct py_proc *p,
                           py_stack_fn fn, void *ctx) {
   struct py_async_state *a = s->a;
   struct pa_layout l;
+  if (a && p->off.needs_debug_offsets) {
+    pa_dbg_waiting(s, p, cc, frames, cap, fn, ctx);
+    return;
+  }
   if (!a || !a->nloops || !pa_layout_for(p, &l)) return;
   struct pa_registry *r = registry_of(a, p);
   a->epoch++; /* the threads' chains were read a moment ago: read afresh */

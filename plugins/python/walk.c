@@ -625,9 +625,9 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
         res->failed++;
         if (!res->err) res->err = n;
       } else if (n > 0) {
+        w->async_scratch.tstate = t;
         if (waiting && ni == 0)
           python_async_note_loop(&w->async_scratch, p, tid, w->frames, w->faddr, (uint32_t)n);
-        w->async_scratch.tstate = t;
         if (w->async)
           n = (int)python_async_chain(&w->async_scratch, p, cc, w->frames, w->faddr, (uint32_t)n,
                                       w->max_depth + PY_EXTRA_FRAMES - 2);

@@ -798,6 +798,7 @@ static const struct want STACK_AIO[] = {
     {"compute", "app.py", 60, 62},
     {"worker", "app.py", 50, 53}, /* the running task's coroutine */
     {"Handle._run", "/usr/lib/python3.14/asyncio/events.py", 80, 88},
+    {"BaseEventLoop._run_once", "/usr/lib/python3.14/asyncio/base_events.py", 1900, 1990},
     {"<module>", "app.py", 1, 99},
 };
 #define NAIO (sizeof(STACK_AIO) / sizeof(STACK_AIO[0]))
@@ -854,6 +855,19 @@ static void asyncio_314(const img_values *val, uint64_t version) {
   t1[AT_BY_IS_SET] = 1;
   img_put64(t2, AT_BY, img_addr(t3));
   img_put64(ts, ATS_TASK, img_addr(t0));
+  uint8_t *t4 = aio_task(&m, task_type, img_cstr(&m, "sleeper"), aio_coro(&m, "sleeper", 70, 72));
+  img_put64((uint8_t *)(uintptr_t)pa_rd64(t4, AT_NAME), m.val.ob_type, str_type);
+  img_put64(t4, AT_BY, img_addr(t3));
+  /* the thread's task list: head (in the thread state) -> t0 .. t4 -> head */
+  uint8_t *list[] = {t0, t1, t2, t3, t4};
+  uint64_t head = img_addr(ts) + ATS_HEAD, prev_node = head;
+  for (size_t i = 0; i < 5; i++) {
+    uint64_t node = img_addr(list[i]) + AT_NODE;
+    img_put64((uint8_t *)(uintptr_t)prev_node, 0, node);
+    img_put64((uint8_t *)(uintptr_t)node, 8, prev_node);
+    prev_node = node;
+  }
+  img_put64((uint8_t *)(uintptr_t)prev_node, 0, head);
 
   static const struct want WANT[] = {
       {"compute", "app.py", 60, 62},
@@ -866,9 +880,21 @@ static void asyncio_314(const img_values *val, uint64_t version) {
       {"main", "app.py", 40, 41},
       {"<task: main>", "", 0, 0},
       {"Handle._run", "/usr/lib/python3.14/asyncio/events.py", 80, 88},
+      {"BaseEventLoop._run_once", "/usr/lib/python3.14/asyncio/base_events.py", 1900, 1990},
       {"<module>", "app.py", 1, 99},
   };
-  struct py_codecache *cc = python_codecache_new(64);
+  /* wall mode: sleeper waits (on a plain future), awaited by main */
+  static const struct want WAIT[] = {
+      {"sleeper", "app.py", 70, 72},
+      {"<task: sleeper>", "", 0, 0},
+      {"main", "app.py", 40, 41},
+      {"<task: main>", "", 0, 0},
+      {"BaseEventLoop._run_once", "/usr/lib/python3.14/asyncio/base_events.py", 1900, 1990},
+      {"<module>", "app.py", 1, 99},
+  };
+  /* every code object of the sample at once: 8 here, with 64 entries a
+   * 4-way set could evict the leaf's entry while the chain is read */
+  struct py_codecache *cc = python_codecache_new(1024);
   struct py_walker *w = python_walker_new(64);
   python_walker_set_async(w, true);
   struct collected c;
@@ -878,26 +904,42 @@ static void asyncio_314(const img_values *val, uint64_t version) {
     CHECK_EQ_INT(python_sample(w, &p, cc, wall ? PY_ALL_THREADS : PY_RUNNING_THREADS, NULL, collect,
                                &c, &res),
                  0);
-    check_stack(&c, WANT, sizeof(WANT) / sizeof(WANT[0]));
+    if (wall) {
+      CHECK_EQ_INT(c.stacks, 2); /* the running chain, then the one waiting task */
+      CHECK_EQ_INT(c.tids[1], 4242);
+      check_stack(&c, WAIT, sizeof(WAIT) / sizeof(WAIT[0]));
+    } else {
+      CHECK_EQ_INT(c.stacks, 1);
+      check_stack(&c, WANT, sizeof(WANT) / sizeof(WANT[0]));
+    }
   }
   CHECK(w->async_scratch.a->dbgs[0].ok); /* found through the ELF symbol */
 
-  /* a cycle (main awaited by Task-3) is refused whole: the plain stack */
+  /* a cycle (main awaited by Task-3) is refused whole: the plain stack,
+   * and no waiting task either */
   img_put64(t3, AT_BY, img_addr(t1));
   memset(&c, 0, sizeof(c));
   CHECK_EQ_INT(python_sample(w, &p, cc, PY_ALL_THREADS, NULL, collect, &c, &res), 0);
+  CHECK_EQ_INT(c.stacks, 1);
   check_stack(&c, STACK_AIO, NAIO);
+  /* a task list that loops back on itself ends where it does */
   img_put64(t3, AT_BY, 0);
+  img_put64(t4 + AT_NODE, 0, img_addr(t1) + AT_NODE);
+  memset(&c, 0, sizeof(c));
+  CHECK_EQ_INT(python_sample(w, &p, cc, PY_ALL_THREADS, NULL, collect, &c, &res), 0);
+  CHECK_EQ_INT(c.stacks, 2);
+  check_stack(&c, WAIT, sizeof(WAIT) / sizeof(WAIT[0]));
+  img_put64(t4 + AT_NODE, 0, head);
   /* a running task that does not say it is a task: the plain stack */
   t0[AT_IS_TASK] = 0;
   memset(&c, 0, sizeof(c));
-  CHECK_EQ_INT(python_sample(w, &p, cc, PY_ALL_THREADS, NULL, collect, &c, &res), 0);
+  CHECK_EQ_INT(python_sample(w, &p, cc, PY_RUNNING_THREADS, NULL, collect, &c, &res), 0);
   check_stack(&c, STACK_AIO, NAIO);
   t0[AT_IS_TASK] = 1;
   /* a running task whose coroutine is not on the stack: the plain stack */
   img_put64(ts, ATS_TASK, img_addr(t2));
   memset(&c, 0, sizeof(c));
-  CHECK_EQ_INT(python_sample(w, &p, cc, PY_ALL_THREADS, NULL, collect, &c, &res), 0);
+  CHECK_EQ_INT(python_sample(w, &p, cc, PY_RUNNING_THREADS, NULL, collect, &c, &res), 0);
   check_stack(&c, STACK_AIO, NAIO);
 
   /* the parser refuses what does not fit, naming the field */
