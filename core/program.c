@@ -25,6 +25,7 @@
 #include "polyprof/kit/proc_tree.h"
 #include "profile_marker.h"
 #include "profile_mode.h"
+#include "program_silent.h"
 #include "rootless.h"
 
 #define PROGRAM_SCAN_MS 100   /* children and execs are seen this fast */
@@ -287,6 +288,10 @@ static void totals_by_type(const struct pp_profile *p, uint64_t by_type[PP_PROFI
 static void print_rates(struct pp_agent *a, const struct session_times *t, int hz) {
   double dur = t->duration_s > 0 ? t->duration_s : 1e-3;
   uint64_t missed = 0;
+  bool any_samples = false;
+  char why[320];
+  for (size_t i = 0; i < a->nplugins; i++)
+    any_samples |= a->plugins[i].snap_rc == 0 && pp_profile_stack_count(a->plugins[i].snap) > 0;
   fprintf(stderr, "polyprof: %.2f s at %d Hz requested; achieved:", t->duration_s, hz);
   for (size_t i = 0; i < a->nplugins; i++) {
     struct agent_plugin *ap = &a->plugins[i];
@@ -308,6 +313,9 @@ static void print_rates(struct pp_agent *a, const struct session_times *t, int h
     if (samples)
       fprintf(stderr, " %s %llu samples = %.0f Hz;", ap->info->desc.name,
               (unsigned long long)samples, (double)samples / dur);
+    else if (!pp_profile_stack_count(ap->snap) &&
+             pp_program_why_silent(a, i, any_samples, why, sizeof(why)))
+      fprintf(stderr, " %s 0 samples (%s);", ap->info->desc.name, why);
   }
   fprintf(stderr, " missed samples: %llu\n", (unsigned long long)missed);
 }
