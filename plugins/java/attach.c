@@ -244,7 +244,9 @@ static int child_main(const struct java_target_info *ti, int allow_signal, int t
     pp_cap_step_end(&kill_step);
     if (rc == EX_OK) {
       uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
-      for (int delay = 20; now_ms() < deadline; delay = delay < 320 ? delay * 2 : delay) {
+      /* the listener usually answers within tens of ms of the signal:
+       * short steps, so a young JVM is armed without idle waiting */
+      for (int delay = 10; now_ms() < deadline; delay = delay < 40 ? delay * 2 : delay) {
         struct timespec ts = {0, delay * 1000000L};
         nanosleep(&ts, NULL);
         s = connect_socket(ti, why, sizeof(why));

@@ -157,10 +157,15 @@ int java_jvm_attach(void *plugin, struct pp_target_entry *t) {
   if (refusal) {
     if (!j->ti.signal_dispatcher && !j->ti.xrs && !j->ti.openj9 && !j->ti.attach_disabled &&
         java_target_age_ms(t->start_time) < STARTUP_MS) {
-      /* a JVM still starting gets its Signal Dispatcher soon: look again */
+      /* a JVM still starting gets its Signal Dispatcher within a fraction
+       * of a second: looked at again at every tick (-EINPROGRESS, not an
+       * attempt, so no backoff: doubling waits put the arming of a short
+       * JVM most of a second after its start). STARTUP_MS bounds it. */
       snprintf(t->reason, sizeof(t->reason), "%s", refusal);
-      if (t->attempts == 1) PP_INFO(st->host, "pid %u: profiling skipped: %s", t->pid, refusal);
-      return -EAGAIN;
+      if (t->last_error != -EINPROGRESS)
+        PP_INFO(st->host, "pid %u: profiling skipped: %s", t->pid, refusal);
+      t->attempts--;
+      return -EINPROGRESS;
     }
     return skip(st, t, refusal);
   }
@@ -168,7 +173,9 @@ int java_jvm_attach(void *plugin, struct pp_target_entry *t) {
   char err[512] = "";
   int status = -1;
   st->tick_busy = 1;
+  uint64_t t0 = pp_clock_ns();
   char *props = op(st, j, 1, "properties", NULL, NULL, NULL, &status, err, sizeof(err));
+  uint64_t t_props = pp_clock_ns();
   if (!props || status != 0) {
     free(props);
     if (!java_target_alive(t->pid, t->start_time)) return -ESRCH;
@@ -189,21 +196,28 @@ int java_jvm_attach(void *plugin, struct pp_target_entry *t) {
     free(props);
     return skip(st, t, err);
   }
+  if (st->perfmap) {
+    j->perfmap = 1;
+  } else {
+    /* armed before the metadata is asked for: a short JVM's samples
+     * start one round trip sooner */
+    int rc = arm(st, t, j, err, sizeof(err));
+    if (rc != 0) free(props);
+    if (rc == PP_ATTACH_SKIP) return skip(st, t, err);
+    if (rc == PP_ATTACH_FAIL) return fail(st, t, err);
+    if (rc != 0) return rc;
+    /* where a young JVM's time to armed goes */
+    PP_DEBUG(st->host, "pid %u: %.0f ms old, properties %.0f ms, agent load %.0f ms", t->pid,
+             java_target_age_ms(t->start_time), (double)(t_props - t0) / 1e6,
+             (double)(pp_clock_ns() - t_props) / 1e6);
+  }
   if (st->collect_metadata) {
     char *flags = op(st, j, 0, "jcmd", "VM.flags", NULL, NULL, &status, err, sizeof(err));
     j->metadata = java_metadata_json(props, flags && status == 0 ? flags : NULL);
     free(flags);
-    err[0] = '\0';
   }
   free(props);
-  if (st->perfmap) {
-    j->perfmap = 1;
-    return 0;
-  }
-  int rc = arm(st, t, j, err, sizeof(err));
-  if (rc == PP_ATTACH_SKIP) return skip(st, t, err);
-  if (rc == PP_ATTACH_FAIL) return fail(st, t, err);
-  return rc;
+  return 0;
 }
 
 /* Adds a dump's text to what the JVM keeps for the snapshot (takes text). */
