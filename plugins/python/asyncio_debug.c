@@ -247,19 +247,33 @@ uint32_t pa_dbg_chain(struct py_async_scratch *s, const struct py_proc *p, struc
   return m;
 }
 
-/* _AsyncioDebug of p: in the _asyncio extension, else in the module that
- * holds the interpreter (built in). */
+/* Where the offsets are in one file: CPython puts them in their own
+ * section, .AsyncioDebug, which stripping keeps (the symbol is hidden by
+ * -fvisibility=hidden, so only a .symtab that distributions strip has it);
+ * the symbol, under either of its names, is the fallback. */
+static uint64_t dbg_vaddr(int fd) {
+  uint64_t v = 0, size = 0;
+  if (pp_elf_find_section(fd, ".AsyncioDebug", &v, &size) == 0 && v && size >= PA_DBG_BYTES)
+    return v;
+  static const char *const names[] = {"_AsyncioDebug", "_Py_AsyncioDebug"};
+  uint64_t vals[2] = {0, 0};
+  if (pp_elf_lookup_symbols(fd, names, 2, 0, vals, NULL) < 1) return 0;
+  return vals[0] ? vals[0] : vals[1];
+}
+
+/* _AsyncioDebug of p: in the _asyncio extension (3.14), else in the module
+ * that holds the interpreter (built in). */
 static int dbg_locate(const struct py_proc *p, struct pa_dbg *d) {
-  struct pp_module m;
-  if (pp_find_module(p->pid, "_asyncio.cpython-3*.so", &m, NULL, 0) < 0 &&
-      pp_find_module(p->pid, p->module, &m, NULL, 0) < 0)
-    return -ENOENT;
-  static const char *const names[] = {"_AsyncioDebug"};
-  uint64_t v = 0;
-  int found = pp_elf_lookup_symbols(m.fd, names, 1, 0, &v, NULL);
-  uint64_t bias = m.bias;
-  pp_module_close(&m);
-  if (found < 1 || !v) return -ENOENT;
+  static const char *const where[] = {"_asyncio.cpython-3*.so", NULL};
+  uint64_t v = 0, bias = 0;
+  for (int i = 0; i < 2 && !v; i++) {
+    struct pp_module m;
+    if (pp_find_module(p->pid, where[i] ? where[i] : p->module, &m, NULL, 0) < 0) continue;
+    v = dbg_vaddr(m.fd);
+    bias = m.bias;
+    pp_module_close(&m);
+  }
+  if (!v) return -ENOENT;
   uint8_t b[PA_DBG_BYTES];
   if (pp_remote_read((pid_t)p->pid, v + bias, b, sizeof(b)) < 0) return -EFAULT;
   return pa_dbg_parse(b, sizeof(b), p->off.free_threaded ? 32 : 16, d, NULL, 0);

@@ -91,9 +91,11 @@ struct pa_registry {
 };
 
 /* 3.14+: _Py_AsyncioModuleDebugOffsets (asyncio_debug.c), checked */
-#define PA_DBG_BYTES 104        /* thirteen uint64 */
-#define PA_DBG_TASK_MAX 1024    /* largest sizeof(TaskObj) believed */
-#define PA_DBG_STATE_MAX 65536u /* largest thread / interpreter state believed */
+#define PA_DBG_BYTES 104     /* thirteen uint64 */
+#define PA_DBG_TASK_MAX 1024 /* largest sizeof(TaskObj) believed */
+#define PA_DBG_STATE_MAX                                        \
+  (16u << 20) /* largest thread / interpreter state believed (a \
+               * real 3.13 interpreter state is ~190 KiB) */
 struct pa_dbg {
   uint32_t task_size, task_name, task_awaited_by, task_is_task, task_awaited_by_is_set, task_coro,
       task_node;

@@ -37,7 +37,8 @@ static const struct pp_option options[] = {
     {.key = "async_aware",
      .type = PP_OPT_BOOL,
      .default_value = "false",
-     .help = "asyncio (3.6-3.13): the running task and the chain of tasks awaiting it "
+     .help = "asyncio (3.6+; 3.14+ through _asyncio's debug offsets): the running task and the "
+             "chain of tasks awaiting it "
              "(await, gather, TaskGroup) as <task: NAME> frames; in wall mode also the "
              "waiting tasks"},
     {.key = "opcodes",

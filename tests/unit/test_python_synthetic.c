@@ -749,10 +749,10 @@ static void real_vs_image_313(void) {
 
 /* ---- 3.14 asyncio (_AsyncioDebug) -------------------------------------- */
 
-/* The module's _Py_AsyncioModuleDebugOffsets as the plugin finds it: an
- * exported symbol of this binary stands for the _asyncio extension's. The
- * TaskObj offsets are made up (no 3.14 build here); the shape is
- * CPython's. */
+/* The module's _Py_AsyncioModuleDebugOffsets as the plugin finds it: in
+ * this binary's own .AsyncioDebug section (where CPython puts it), as the
+ * _asyncio extension's; the symbol is there too, the fallback. The TaskObj
+ * offsets are made up (no 3.14 build here); the shape is CPython's. */
 #define AT_SIZE 208
 #define AT_NAME 144
 #define AT_BY 64
@@ -763,9 +763,9 @@ static void real_vs_image_313(void) {
 #define ATS_LOOP (312 + 8) /* past sizeof(PyThreadState): _PyThreadStateImpl */
 #define ATS_TASK (312 + 16)
 #define ATS_HEAD (312 + 24)
-uint64_t _AsyncioDebug[13] = {AT_SIZE,  AT_NAME,  AT_BY,   AT_IS_TASK, AT_BY_IS_SET,
-                              AT_CORO,  AT_NODE,  8192,    4096,       312 + 64,
-                              ATS_LOOP, ATS_TASK, ATS_HEAD};
+__attribute__((section(".AsyncioDebug"), used)) uint64_t _AsyncioDebug[13] = {
+    AT_SIZE, AT_NAME, AT_BY,    AT_IS_TASK, AT_BY_IS_SET, AT_CORO, AT_NODE,
+    8192,    4096,    312 + 64, ATS_LOOP,   ATS_TASK,     ATS_HEAD};
 
 /* A type object whose tp_name is name. */
 static uint64_t aio_type(struct img *m, const char *name) {
@@ -949,6 +949,12 @@ static void asyncio_314(const img_values *val, uint64_t version) {
   CHECK_EQ_INT(pa_dbg_parse((const uint8_t *)bad, sizeof(bad), 16, &d, why, sizeof(why)), 0);
   CHECK_EQ_INT(pa_dbg_parse((const uint8_t *)bad, sizeof(bad), 32, &d, why, sizeof(why)), 0);
   CHECK_EQ_INT(pa_dbg_parse((const uint8_t *)bad, 96, 16, &d, why, sizeof(why)), -EINVAL);
+  bad[7] = 194968; /* a real interpreter state's size (3.13.0: ~190 KiB) */
+  CHECK_EQ_INT(pa_dbg_parse((const uint8_t *)bad, sizeof(bad), 16, &d, why, sizeof(why)), 0);
+  bad[7] = 32u << 20; /* more than any CPython struct */
+  CHECK_EQ_INT(pa_dbg_parse((const uint8_t *)bad, sizeof(bad), 16, &d, why, sizeof(why)), -EINVAL);
+  CHECK(strstr(why, "interpreter size") != NULL);
+  bad[7] = _AsyncioDebug[7];
   bad[1] = AT_SIZE - 4; /* task_name past the task */
   CHECK_EQ_INT(pa_dbg_parse((const uint8_t *)bad, sizeof(bad), 16, &d, why, sizeof(why)), -EINVAL);
   CHECK(strstr(why, "task_name") != NULL);
