@@ -11,6 +11,13 @@
  * generation, i.e. once per session, which bounds how long a stale name can
  * survive; on 3.14+ also whenever the target's count of freed code objects
  * moved (py_proc.code_epoch). The only allocation is on a miss.
+ *
+ * Frames hold pointers to entries until the sample they belong to is
+ * handed on, so an entry used since the current sample began (the
+ * process's walk, its asyncio chains and waiting tasks included) is never
+ * the one evicted: a set whose ways are all in use by this sample caches
+ * nothing more, and the frame that needed it fails the walk (counted as a
+ * failed sample) rather than renaming a frame already read.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -26,6 +33,7 @@ struct py_codecache {
   size_t nsets;
   uint32_t gen;
   uint64_t clock;
+  uint64_t sample_from; /* entries used at or after this clock value are pinned */
   uint64_t hits, misses, evictions;
 };
 
@@ -60,6 +68,10 @@ void python_codecache_free(struct py_codecache *c) {
 
 void python_codecache_new_gen(struct py_codecache *c) {
   c->gen++;
+}
+
+void python_codecache_begin_sample(struct py_codecache *c) {
+  c->sample_from = ++c->clock;
 }
 
 void python_codecache_forget_pid(struct py_codecache *c, uint32_t pid) {
@@ -286,7 +298,7 @@ struct py_code *python_code_get(struct py_codecache *c, const struct py_proc *p,
   uint64_t h = (addr >> 4) * 0x9e3779b97f4a7c15ull ^ p->pid;
   struct py_code *set = &c->slots[(h >> 20) & (c->nsets - 1)];
   c->clock++;
-  struct py_code *victim = &set[0];
+  struct py_code *victim = NULL;
   for (int i = 0; i < WAYS; i++) {
     struct py_code *e = &set[i];
     if (e->addr == addr && e->pid == p->pid) {
@@ -316,10 +328,14 @@ struct py_code *python_code_get(struct py_codecache *c, const struct py_proc *p,
       c->hits++;
       return e;
     }
-    if (!victim->addr) continue;
-    if (!e->addr || e->last_used < victim->last_used) victim = e;
+    if (e->addr && e->last_used >= c->sample_from) continue; /* in this sample's frames */
+    if (!victim || (victim->addr && (!e->addr || e->last_used < victim->last_used))) victim = e;
   }
   c->misses++;
+  if (!victim) {
+    *err = -ENOSPC;
+    return NULL;
+  }
   struct code_id id;
   int rc = read_code_id(p, addr, &id);
   if (rc < 0) {

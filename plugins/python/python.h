@@ -241,6 +241,9 @@ struct py_codecache *python_codecache_new(size_t entries);
 void python_codecache_free(struct py_codecache *c);
 /* Next session: entries get re-validated once before being trusted again. */
 void python_codecache_new_gen(struct py_codecache *c);
+/* A sample starts: entries it uses from now on are not evicted until the
+ * next one starts (its frames point to them). */
+void python_codecache_begin_sample(struct py_codecache *c);
 void python_codecache_forget_pid(struct py_codecache *c, uint32_t pid);
 /* Entry for code object addr of p (reading it on a miss), or NULL with
  * *err set. */

@@ -519,6 +519,7 @@ int python_sample(struct py_walker *w, struct py_proc *p, struct py_codecache *c
   const struct py_offsets *o = &p->off;
   pid_t pid = (pid_t)p->pid;
   memset(res, 0, sizeof(*res));
+  python_codecache_begin_sample(cc);
   uint32_t lo = o->is_next < o->is_tstate_head ? o->is_next : o->is_tstate_head;
   uint32_t hi = (o->is_next > o->is_tstate_head ? o->is_next : o->is_tstate_head) + 8;
   uint8_t ib[128];

@@ -134,6 +134,65 @@ static void code_objects(void) {
   free(name), free(file), free(lt), free(code);
 }
 
+/* A 3.12 code object named name in our own memory (its type is fake_type). */
+static uint8_t *fake_code(const struct py_proc *p, uint64_t fake_type, uint8_t *name, uint8_t *file,
+                          uint8_t *lt) {
+  uint8_t *code = aligned_alloc(16, 256);
+  memset(code, 0, 256);
+  memcpy(code + 8, &fake_type, 8);
+  uint64_t v = (uint64_t)(uintptr_t)name;
+  memcpy(code + p->off.co_name, &v, 8);
+  memcpy(code + p->off.co_qualname, &v, 8);
+  v = (uint64_t)(uintptr_t)file, memcpy(code + p->off.co_filename, &v, 8);
+  v = (uint64_t)(uintptr_t)lt, memcpy(code + p->off.co_linetable, &v, 8);
+  int32_t first = 1;
+  memcpy(code + p->off.co_firstlineno, &first, 4);
+  return code;
+}
+
+/* Frames point to cache entries until their sample is handed on: an entry
+ * the current sample used is never the one evicted (it would rename a
+ * frame already read). One set of 4 ways, five code objects. */
+static void code_cache_pins_sample(void) {
+  struct py_proc p = self_proc(3, 12);
+  struct py_codecache *cc = python_codecache_new(4);
+  p.pycode_type = 0x1234560;
+  uint8_t *file = make_str312("t.py", 4, 1, 1);
+  uint8_t *lt = aligned_alloc(16, 64);
+  memset(lt, 0, 64);
+  uint8_t *names[5], *codes[5];
+  struct py_code *got[5];
+  char nm[2] = "a";
+  for (int i = 0; i < 5; i++) {
+    nm[0] = (char)('a' + i);
+    names[i] = make_str312(nm, 1, 1, 1);
+    codes[i] = fake_code(&p, p.pycode_type, names[i], file, lt);
+  }
+  int err = 0;
+  python_codecache_begin_sample(cc);
+  for (int i = 0; i < 4; i++) {
+    got[i] = python_code_get(cc, &p, (uint64_t)(uintptr_t)codes[i], &err);
+    CHECK(got[i] != NULL);
+  }
+  /* the fifth, in the same sample: nothing of it may be evicted */
+  CHECK(python_code_get(cc, &p, (uint64_t)(uintptr_t)codes[4], &err) == NULL);
+  CHECK_EQ_INT(err, -ENOSPC);
+  for (int i = 0; i < 4; i++) {
+    nm[0] = (char)('a' + i);
+    if (got[i]) CHECK_EQ_STR(got[i]->name, nm);
+  }
+  /* the next sample may evict the least recently used (a) */
+  python_codecache_begin_sample(cc);
+  got[4] = python_code_get(cc, &p, (uint64_t)(uintptr_t)codes[4], &err);
+  CHECK(got[4] != NULL);
+  if (got[4]) CHECK_EQ_STR(got[4]->name, "e");
+  if (got[1]) CHECK_EQ_STR(got[1]->name, "b");
+  python_codecache_free(cc);
+  for (int i = 0; i < 5; i++)
+    free(names[i]), free(codes[i]);
+  free(file), free(lt);
+}
+
 static void noop_stack(void *ctx, uint32_t tid, const struct py_frame_ref *f, uint32_t n,
                        bool truncated) {
   (void)tid, (void)f, (void)truncated;
@@ -278,6 +337,7 @@ int main(void) {
   refusals();
   strings();
   code_objects();
+  code_cache_pins_sample();
   cycles();
   return pp_test_finish("test_python_remote");
 }
