@@ -10,7 +10,8 @@ main class; JavaCompiler in the stacks once the Java plugin attached; code
 the JVM ran before that as one `[jit: java, unnamed: ...]` frame per run,
 never `(/tmp/perf-PID.map)`; the share of samples whose Java frames are all
 named. A JVM is attached once it is java.min_age_ms (0.15 s) old and the
-plugin's next tick has come; what it sampled until it ended is dumped by
+plugin's next tick has come (a JVM without its Signal Dispatcher yet is
+looked at again at every tick, not after doubling waits); what it sampled until it ended is dumped by
 the agent as the JVM ends, so the short JVM keeps its Java stacks too.
 """
 import os
@@ -32,7 +33,8 @@ CLASSES = 120
 # java.min_age_ms old and profiled for most of its life
 RUNS = (CLASSES, 12)
 # measured on the 2-core machine (docs/fidelity.md): 94-100 %, the agent
-# armed 0.2-0.3 s into each JVM; its JIT compiler threads' samples are
+# armed 0.2-0.3 s into each JVM (0.15 s of min_age_ms, a tick, ~35 ms of
+# `properties`, ~25 ms of agent load; the log's debug line per JVM says so); its JIT compiler threads' samples are
 # [no_Java_frame]. The floor leaves room for load (another agent on the
 # machine holding a JVM's SIGPROF leaves that JVM unattached) and for a
 # faster machine, where the short JVM's unarmed first 0.2 s weigh more
