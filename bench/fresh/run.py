@@ -78,6 +78,7 @@ def watch_maps(pid, lib, result):
 
 
 def start_agent(build, extra):
+    build = os.path.abspath(build)  # the plugins are linked from a temporary directory
     out = tempfile.mkdtemp(prefix="ppfresh-out-")
     run = tempfile.mkdtemp(prefix="ppfresh-run-")
     plugins = tempfile.mkdtemp(prefix="ppfresh-plugins-")
@@ -97,6 +98,8 @@ def start_agent(build, extra):
     end = time.time() + 30
     while time.time() < end and not any("plugins:" in m for _, _, m in log_lines(log)):
         time.sleep(0.1)
+    if agent.poll() is not None:
+        sys.exit("the agent exited (%s): %s" % (agent.returncode, "".join(m + "\n" for _, _, m in log_lines(log))[-800:]))
     time.sleep(3)  # the workers start
     return agent, log, (out, run, plugins)
 
