@@ -67,13 +67,15 @@ cmake --build "$build" -j"$jobs"
 # What qemu-user cannot run (see above), by test:
 #   test_enrich, test_profile, test_thread_cpu, test_targets, test_target_table,
 #   test_target_files: /proc of the test process is qemu's (comm, exe, state, auxv)
-#   test_remote, test_python_remote, test_python_synthetic, test_php_walk,
-#   test_ruby_objects, test_perf_support, test_nodejs_v8_native: read a
-#   process's memory or mappings
+#   test_remote, test_python_remote, test_python_synthetic,
+#   test_python_object_reader, test_php_walk, test_ruby_objects,
+#   test_perf_support, test_nodejs_v8_native: read a process's memory or
+#   mappings
 #   at guest addresses through the host kernel
 #   test_worker, test_worker_sandbox: seccomp filters and privilege drops
+#   test_thread_snapshot: ptrace (a thread held and its registers read)
 #   test_http: loads the arm64 libcurl, which the sysroot does not carry
-PP_ARM64_SKIP_RE='^unit\.test_(enrich|profile|thread_cpu|targets|target_table|target_files|remote|python_remote|python_synthetic|php_walk|ruby_objects|perf_support|nodejs_v8_native|worker|worker_sandbox|http)$'
+PP_ARM64_SKIP_RE='^unit\.test_(enrich|profile|thread_cpu|targets|target_table|target_files|remote|python_remote|python_synthetic|python_object_reader|thread_snapshot|php_walk|ruby_objects|perf_support|nodejs_v8_native|worker|worker_sandbox|http)$'
 # a retry for the socket tests' timeouts, which emulation on a loaded host can reach
 ctest --test-dir "$build" -L unit -E "$PP_ARM64_SKIP_RE" -j"$jobs" --output-on-failure \
   --repeat until-pass:2
