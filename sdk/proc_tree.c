@@ -3,6 +3,7 @@
 #include "polyprof/kit/proc_tree.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,4 +89,19 @@ size_t pp_proc_descendants(uint32_t root, uint32_t *out, size_t cap) {
   }
   free(links);
   return got;
+}
+
+int pp_proc_threads(uint32_t pid, uint32_t *tids, size_t cap, size_t *n) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%u/task", pid);
+  *n = 0;
+  DIR *d = opendir(path);
+  if (!d) return -errno;
+  struct dirent *e;
+  while ((e = readdir(d)) && *n < cap) {
+    uint32_t tid = pid_of_name(e->d_name);
+    if (tid) tids[(*n)++] = tid;
+  }
+  closedir(d);
+  return 0;
 }

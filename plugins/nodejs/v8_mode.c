@@ -19,8 +19,8 @@
  * no JS frame at all in a session gets an error status saying why.
  */
 #include "v8_mode.h"
+#include "polyprof/kit/proc_tree.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -374,23 +374,6 @@ static void dump_thread(struct nodejs_v8 *v, struct v8_target *t, uint32_t tid, 
   v->host->emit(sink, &smp);
 }
 
-static size_t list_tids(uint32_t pid, uint32_t *tids, size_t cap) {
-  char dir[64];
-  snprintf(dir, sizeof(dir), "/proc/%u/task", pid);
-  DIR *d = opendir(dir);
-  if (!d) return 0;
-  size_t n = 0;
-  struct dirent *de;
-  while ((de = readdir(d)) && n < cap) {
-    char *end;
-    unsigned long tid = strtoul(de->d_name, &end, 10);
-    if (*end || !tid || tid > UINT32_MAX) continue;
-    tids[n++] = (uint32_t)tid;
-  }
-  closedir(d);
-  return n;
-}
-
 int nodejs_v8_dump(struct nodejs_v8 *v, struct pp_sink *sink) {
   size_t cap = v->cfg.stack_bytes ? v->cfg.stack_bytes : 24 * 1024;
   uint8_t *stack = malloc(cap);
@@ -403,7 +386,8 @@ int nodejs_v8_dump(struct nodejs_v8 *v, struct pp_sink *sink) {
   struct pp_target_entry *e;
   PP_TARGETS_FOREACH(v->tt, e, PP_TARGET_ATTACHED) {
     struct v8_target *t = e->data;
-    size_t n = list_tids(t->pid, tids, DUMP_MAX_THREADS);
+    size_t n = 0;
+    if (pp_proc_threads(t->pid, tids, DUMP_MAX_THREADS, &n) < 0) continue;
     for (size_t i = 0; i < n; i++)
       dump_thread(v, t, tids[i], stack, cap, sink);
   }

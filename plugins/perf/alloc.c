@@ -47,6 +47,7 @@
 #include "perf.h"
 #include "polyprof/kit/cap_step.h"
 #include "polyprof/kit/proc.h"
+#include "polyprof/kit/proc_tree.h"
 
 #define ALLOC_FIND_TRIES 50         /* ticks a process may take to map its allocator */
 #define ALLOC_MAX_SIZE (1ull << 40) /* a larger request cannot succeed: not counted */
@@ -452,7 +453,7 @@ static bool proc_ready(struct perf_state *st, struct alloc_proc *p) {
 static void scan_proc(struct perf_state *st, struct alloc_proc *p, uint32_t *tids) {
   struct perf_alloc *a = &st->alloc;
   size_t n = 0;
-  if (perf_list_threads(p->pid, tids, ALLOC_MAX_TIDS, &n) < 0) {
+  if (pp_proc_threads(p->pid, tids, ALLOC_MAX_TIDS, &n) < 0) {
     p->gone = true;
     drop_unseen(st, p->pid);
     proc_close(a, p);

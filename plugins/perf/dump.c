@@ -16,6 +16,7 @@
 
 #include "perf.h"
 #include "polyprof/kit/proc.h"
+#include "polyprof/kit/proc_tree.h"
 #include "polyprof/kit/thread_snapshot.h"
 
 #define DUMP_MAX_THREADS 4096
@@ -123,7 +124,7 @@ int perf_dump(struct perf_state *st, struct pp_sink *sink) {
     uint32_t pid = st->pids[k];
     if (pid == st->self_pid) continue;
     size_t n = 0;
-    if (perf_list_threads(pid, tids, DUMP_MAX_THREADS, &n) < 0) continue;
+    if (pp_proc_threads(pid, tids, DUMP_MAX_THREADS, &n) < 0) continue;
     struct perf_proc *p = perf_proc_get(st, pid, true);
     if (!p) continue;
     uint64_t held_max = 0, t0 = pp_clock_ns();

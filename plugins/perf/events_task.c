@@ -10,7 +10,6 @@
  *
  * Cost: threads x CPUs file descriptors, capped at MAX_TASK_FDS.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,26 +18,11 @@
 #include <unistd.h>
 
 #include "perf.h"
+#include "polyprof/kit/proc_tree.h"
 
 #define SCRATCH_SIZE 65536
 #define MAX_TASK_FDS 8192
 #define MAX_CPUS 4096
-
-int perf_list_threads(uint32_t pid, uint32_t *tids, size_t cap, size_t *n) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%u/task", pid);
-  DIR *d = opendir(path);
-  if (!d) return -errno;
-  struct dirent *e;
-  *n = 0;
-  while ((e = readdir(d)) && *n < cap) {
-    char *end;
-    unsigned long t = strtoul(e->d_name, &end, 10);
-    if (end != e->d_name && !*end && t > 0 && t <= UINT32_MAX) tids[(*n)++] = (uint32_t)t;
-  }
-  closedir(d);
-  return 0;
-}
 
 static int add_task_fd(struct perf_events *ev, int fd) {
   int *g = realloc(ev->task_fds, (ev->ntask_fds + 1) * sizeof(*g));
@@ -89,7 +73,7 @@ static int open_all(struct perf_events *ev, struct perf_event_attr *a,
   *nthreads = 0;
   for (size_t p = 0; p < cfg->npids; p++) {
     size_t n = 0;
-    int rc = perf_list_threads(cfg->pids[p], tids, sizeof(tids) / sizeof(tids[0]), &n);
+    int rc = pp_proc_threads(cfg->pids[p], tids, sizeof(tids) / sizeof(tids[0]), &n);
     if (rc < 0) continue; /* exited: the other pids still count */
     for (size_t t = 0; t < n; t++) {
       if ((ev->ntask_fds + (size_t)ev->nrings + (size_t)ncpu) > MAX_TASK_FDS) {

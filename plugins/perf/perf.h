@@ -104,10 +104,6 @@ int perf_events_open(struct perf_events *ev, const struct perf_events_config *cf
  * ev->kernel_refused. */
 int perf_events_open_tasks(struct perf_events *ev, const struct perf_events_config *cfg, char *err,
                            size_t errlen);
-/* Thread ids of pid from /proc/PID/task, at most cap (events_task.c; the
- * native-allocation probes follow threads with it too). 0, or -errno if
- * the process is gone. */
-int perf_list_threads(uint32_t pid, uint32_t *tids, size_t cap, size_t *n);
 /* Shared by the two openers (events.c, events_task.c). */
 int perf_sys_event_open(struct perf_event_attr *a, pid_t pid, int cpu, int group,
                         unsigned long flags);

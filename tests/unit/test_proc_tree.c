@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The kit's process-tree walk on a real tree: this process's child and the
  * grandchild the child starts, found breadth first; a leaf has none. */
+#include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,7 +21,39 @@ static bool holds(const uint32_t *v, size_t n, uint32_t pid) {
   return false;
 }
 
+static volatile uint32_t other_tid;
+static volatile int other_stop;
+
+static void *other_thread(void *arg) {
+  (void)arg;
+  other_tid = (uint32_t)syscall(SYS_gettid);
+  while (!other_stop)
+    usleep(1000);
+  return NULL;
+}
+
+/* The threads of this process: the main one and one started here; a cap
+ * holds; a pid that is no process says so. */
+static void threads_of_self(void) {
+  pthread_t th;
+  CHECK_EQ_INT(pthread_create(&th, NULL, other_thread, NULL), 0);
+  while (!other_tid)
+    usleep(1000);
+  uint32_t tids[64];
+  size_t n = 0;
+  CHECK_EQ_INT(pp_proc_threads((uint32_t)getpid(), tids, 64, &n), 0);
+  CHECK(holds(tids, n, (uint32_t)getpid()));
+  CHECK(holds(tids, n, other_tid));
+  CHECK_EQ_INT(pp_proc_threads((uint32_t)getpid(), tids, 1, &n), 0);
+  CHECK_EQ_INT((int)n, 1);
+  CHECK_EQ_INT(pp_proc_threads(0x7ffffff0u, tids, 64, &n), -ENOENT);
+  CHECK_EQ_INT((int)n, 0);
+  other_stop = 1;
+  pthread_join(th, NULL);
+}
+
 int main(void) {
+  threads_of_self();
   int fds[2];
   if (pipe(fds) < 0) return 1;
   pid_t child = fork();

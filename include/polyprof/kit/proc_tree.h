@@ -2,7 +2,7 @@
 /*
  * The process tree below one process, from /proc: what a profiler that is
  * asked for a program and its subprocesses needs when the program may have
- * started children before the profiler looked.
+ * started children before the profiler looked; and the threads of one.
  */
 #ifndef POLYPROF_KIT_PROC_TREE_H
 #define POLYPROF_KIT_PROC_TREE_H
@@ -18,5 +18,9 @@
  * process's /proc/PID/stat (a parent pid each, parsed after the last ')'
  * of the comm), so a caller on a large host calls it sparingly. */
 size_t pp_proc_descendants(uint32_t root, uint32_t *out, size_t cap);
+
+/* The thread ids of pid (/proc/PID/task), at most cap into tids, *n of
+ * them. 0, or -errno of the directory (-ENOENT: the process is gone). */
+int pp_proc_threads(uint32_t pid, uint32_t *tids, size_t cap, size_t *n);
 
 #endif
