@@ -17,20 +17,10 @@
 #include "../../plugins/python/linetable.c"
 #include "../../plugins/python/object_reader.c"
 #include "../../plugins/python/offsets.c"
+#include "python_self_proc.h"
 #include "testlib.h"
 
 #define A(ptr) ((uint64_t)(uintptr_t)(ptr))
-
-static struct py_proc self_proc(int major, int minor) {
-  struct py_proc p;
-  memset(&p, 0, sizeof(p));
-  p.pid = (uint32_t)getpid();
-  p.ns_pid = p.pid;
-  p.pthread_tid_off = -1;
-  p.major = major, p.minor = minor;
-  python_offsets_for(major, minor, 0, &p.off);
-  return p;
-}
 
 /* Every fake object comes from one arena: nothing to free, nothing leaks. */
 static _Alignas(64) uint8_t arena[1 << 18];

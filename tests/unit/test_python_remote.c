@@ -22,17 +22,8 @@
 #include "../../plugins/python/offsets.c"
 #include "../../plugins/python/opcodes.c"
 #include "../../plugins/python/walk.c"
+#include "python_self_proc.h"
 #include "testlib.h"
-
-static struct py_proc self_proc(int major, int minor) {
-  struct py_proc p;
-  memset(&p, 0, sizeof(p));
-  p.pid = (uint32_t)getpid();
-  p.ns_pid = p.pid;
-  p.pthread_tid_off = -1;
-  python_offsets_for(major, minor, 0, &p.off);
-  return p;
-}
 
 /* A 3.12 str object: header (40 bytes ASCII / 56 compact) then data. */
 static uint8_t *make_str312(const void *data, size_t len, unsigned kind, int ascii) {
