@@ -170,6 +170,13 @@ static int dn_attach(void *plugin, struct pp_target_entry *e) {
   int rc = maps_coreclr(e->pid);
   if (rc < 0) return rc;
   if (rc == 0) return PP_ATTACH_IGNORE; /* not (or no longer) a .NET process */
+  /* a .NET process, not to be sampled: said before its socket is touched */
+  if (st->perfless_skip) {
+    snprintf(e->reason, sizeof(e->reason),
+             "no perf to sample .NET with; EventPipe sampling suspends the target "
+             "(dotnet.perfless: bursts accepts that)");
+    return PP_ATTACH_SKIP;
+  }
   struct dn_target *d = calloc(1, sizeof(*d));
   if (!d) return -ENOMEM;
   e->data = d;
@@ -204,12 +211,6 @@ static int dn_attach(void *plugin, struct pp_target_entry *e) {
     PP_LOG(st->host, e->attempts > 1 ? PP_LOG_DEBUG : PP_LOG_WARNING, "pid %u: %s", e->pid,
            e->reason);
     return rc == -ESRCH ? -EIO : rc;
-  }
-  if (st->perfless_skip) {
-    snprintf(e->reason, sizeof(e->reason),
-             "no perf to sample .NET with; EventPipe sampling suspends the target "
-             "(dotnet.perfless: bursts accepts that)");
-    return PP_ATTACH_SKIP;
   }
   dotnet_appid(e->pid, t->appid, sizeof(t->appid));
   if (st->perfmap_mode) return dotnet_perfmap_enable(st, e, t);
